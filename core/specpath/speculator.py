@@ -1,0 +1,127 @@
+"""The contract between an engine and a speculator (one method's drafter).
+
+An engine builds one speculator per served model from the resolved
+``SpeculativeConfig`` and, every step, hands it a :class:`DraftBatch` describing what
+changed since the previous step; the speculator answers with a :class:`DraftProposal`.
+The engine verifies the drafts in one target pass (``specpath.sample``) and reports
+how many were accepted through :meth:`BaseSpeculator.on_verified`.
+
+Speculators never import an engine: whatever they need from the target (its embedding
+and head, a way to build a model from a checkpoint, the device) arrives through
+:class:`SpeculatorContext`, whose fields are plain callables and values.
+
+This module is imported by the light core, so torch appears only in annotations.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    import torch
+
+    from specpath.config.speculative import SpeculativeConfig
+
+
+@attrs.frozen(kw_only=True)
+class DraftRequest:
+    """One request's view of a step."""
+
+    req_id: str
+    """Stable id of the request for its whole life."""
+    token_ids: Sequence[int]
+    """Prompt and generated tokens so far; the last one was just sampled and its KV is not
+    computed yet (it is the first query position of the next target pass)."""
+    num_new_positions: int
+    """How many positions the target committed (KV written, verified) for this request since
+    the previous call; their hidden states, if requested, are this request's rows of
+    ``DraftBatch.hidden_states``. Those positions are ``len(token_ids) - 1 - num_new_positions``
+    to ``len(token_ids) - 2``."""
+    max_draft_tokens: int
+    """The most drafts the engine will verify for this request this step (the step's K, clipped
+    so the request stays within ``max_model_len``). 0 while the request is still in prefill:
+    the speculator only ingests the new positions."""
+    temperature: float = 0.0
+    """The request's sampling temperature (0 = greedy); drafters may draft greedily anyway."""
+    generator: Any = None
+    """Per-request ``torch.Generator`` for drafters that sample, or None."""
+
+
+@attrs.frozen(kw_only=True)
+class DraftBatch:
+    """Everything a speculator needs for one step, requests in the engine's batch order."""
+
+    requests: tuple[DraftRequest, ...]
+    hidden_states: torch.Tensor | None = None
+    """``[sum(num_new_positions), len(hidden_state_layers), hidden_size]`` target hidden states of
+    the newly committed positions, requests concatenated in order; only for speculators whose
+    config declares ``uses_target_hidden_states``."""
+
+
+@attrs.frozen(kw_only=True)
+class DraftProposal:
+    """A step's drafts in the flattened layout that ``specpath.sample`` verifies."""
+
+    token_ids: torch.Tensor
+    """int32 ``[sum(num_draft_tokens)]``: drafts of all requests, concatenated in batch order."""
+    num_draft_tokens: Sequence[int]
+    """Drafts per request (0 allowed), one entry per request of the batch."""
+    draft_probs: torch.Tensor | None = None
+    """``[sum(num_draft_tokens), vocab]`` probabilities the drafts were sampled from, or None for
+    one-hot (greedy or model-free) drafts."""
+    confidences: torch.Tensor | None = None
+    """Optional ``[sum(num_draft_tokens)]`` per-draft acceptance estimates, for adaptive
+    verification that does not use draft logits."""
+
+
+@attrs.frozen(kw_only=True)
+class SpeculatorContext:
+    """What the engine lends a speculator: values and callables, never engine classes."""
+
+    device: str = "cpu"
+    dtype: Any = None
+    """``torch.dtype`` of the target's activations."""
+    vocab_size: int
+    max_model_len: int
+    max_num_seqs: int
+    target_config: dict = attrs.field(factory=dict)
+    """The target checkpoint's ``config.json`` as a dict."""
+    embed_tokens: Callable[[torch.Tensor], torch.Tensor] | None = None
+    """The target's input embedding (shared by EAGLE/MTP heads)."""
+    lm_head: Callable[[torch.Tensor], torch.Tensor] | None = None
+    """The target's output head on final-normed hidden states (shared by EAGLE-1/MTP)."""
+    load_model: Callable[..., Any] | None = None
+    """``load_model(path, **options)`` builds a decoder model from a local HF checkpoint, for
+    drafters that run a model of their own."""
+
+
+class BaseSpeculator(abc.ABC):
+    """A method's drafter. Subclasses are named by ``SpeculatorConfig.speculator_class``.
+
+    Keep per-step Python work small: on CPU a step is dominated by per-call overhead.
+    """
+
+    def __init__(self, config: SpeculativeConfig, context: SpeculatorContext) -> None:
+        self.config = config
+        self.context = context
+
+    @property
+    def hidden_state_layers(self) -> tuple[int, ...]:
+        """Target layers whose outputs this speculator reads (decoder-layer index, 0-based; the
+        output of layer ``i`` before the final norm). Empty when it reads none."""
+        return ()
+
+    @abc.abstractmethod
+    def propose(self, batch: DraftBatch) -> DraftProposal:
+        """Draft up to ``max_draft_tokens`` tokens for each request of ``batch``."""
+
+    def on_verified(self, req_ids: Sequence[str], num_accepted: Sequence[int]) -> None:
+        """Called after verification with the number of drafts accepted per request, so a
+        drafter with state (its own KV, an online model) can roll back what was rejected."""
+
+    def remove_request(self, req_id: str) -> None:
+        """Forget a finished or aborted request and free what it held."""
