@@ -1,0 +1,164 @@
+"""n-gram batch proposer vs a compiled KMP baseline, side by side in one run.
+
+Workload (issue #6): 64 requests x 4096 tokens, min_n 3, max_n 5, k 4. Tokens come from a
+small vocabulary as repeated segments with a little noise (seeded), like code or templated
+text. A second workload of uniform random tokens shows the case where no request can stop
+early. Both paths are warmed up (compiled) before timing.
+
+    python3 benchmarks/ngram.py [--requests 64] [--length 4096] [--repeats 200]
+
+Paths:
+  kmp-loop      Python loop over requests, each calling an njit KMP over the reversed
+                sequence (the scan vLLM's CPU n-gram proposer runs), the baseline.
+  kmp-njit-loop the same KMP with the request loop compiled as well.
+  batch-serial  specpath_ngram's batch proposer, one call, forced serial.
+  batch         specpath_ngram's batch proposer as the speculator calls it (parallel over
+                requests above PARALLEL_MIN_TOKENS).
+  torch-ref     the vectorised torch reference of the ngram_gpu kernel, on CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numba
+import numpy as np
+
+from specpath_ngram import batch as ngram_batch
+from specpath_ngram.reference import propose_ngram_reference
+
+
+@numba.njit(nogil=True, cache=True)
+def kmp_propose(tokens, min_n, max_n, k):
+    """Baseline: KMP prefix function over the reversed sequence, capped at max_n."""
+    total = tokens.shape[0]
+    if total < min_n:
+        return tokens[:0]
+    rev = tokens[::-1]
+    border = np.zeros(max_n, np.int32)
+    best_n = 0
+    best_i = 0
+    n = 0
+    i = 1
+    while i < total:
+        if rev[n] == rev[i]:
+            n += 1
+            if n >= best_n:
+                best_n = n
+                best_i = i
+            if i < max_n:
+                border[i] = n
+            if n == max_n:
+                n = border[max_n - 1]
+            i += 1
+        elif n != 0:
+            n = border[n - 1]
+        else:
+            i += 1
+    if best_n < min_n:
+        return tokens[:0]
+    follow = total - 1 - best_i + best_n
+    return tokens[follow : follow + min(k, total - follow)]
+
+
+@numba.njit(nogil=True, cache=True)
+def kmp_batch(tokens, min_n, max_n, k, drafts, counts):
+    """The baseline with its request loop compiled too (no Python per request)."""
+    for r in range(tokens.shape[0]):
+        draft = kmp_propose(tokens[r], min_n, max_n, k)
+        counts[r] = draft.shape[0]
+        drafts[r, : draft.shape[0]] = draft
+
+
+def repeated_segments(rng, requests, length, vocab=32, segments=48, noise=0.02):
+    pool = [rng.integers(0, vocab, rng.integers(8, 64)) for _ in range(segments)]
+    out = np.zeros((requests, length), np.int32)
+    for r in range(requests):
+        parts, size = [], 0
+        while size < length:
+            part = pool[rng.integers(0, segments)].copy()
+            flip = rng.random(part.shape[0]) < noise
+            part[flip] = rng.integers(0, vocab, int(flip.sum()))
+            parts.append(part)
+            size += part.shape[0]
+        out[r] = np.concatenate(parts)[:length]
+    return out
+
+
+def per_call_seconds(fn, repeats):
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def run(tokens, min_n, max_n, k, repeats):
+    import torch
+
+    requests, length = tokens.shape
+    rows = np.arange(requests, dtype=np.int32)
+    lengths = np.full(requests, length, np.int32)
+    ks = np.full(requests, k, np.int32)
+    drafts = np.zeros((requests, k), np.int32)
+    counts = np.zeros(requests, np.int32)
+
+    def kmp_loop():
+        return [kmp_propose(tokens[r], min_n, max_n, k) for r in range(requests)]
+
+    def kmp_njit_loop():
+        kmp_batch(tokens, min_n, max_n, k, drafts, counts)
+
+    def batch_serial():
+        ngram_batch._propose_serial(tokens, rows, lengths, ks, min_n, max_n, drafts, counts)
+
+    def batch():
+        ngram_batch.propose_batch_into(tokens, rows, lengths, ks, min_n, max_n, drafts, counts)
+
+    t_tokens, t_rows = torch.from_numpy(tokens), torch.from_numpy(rows)
+    t_lengths, t_ks = torch.from_numpy(lengths), torch.from_numpy(ks)
+
+    def torch_ref():
+        propose_ngram_reference(t_tokens, t_rows, t_lengths, t_ks, min_n, max_n, k)
+
+    batch()
+    expected = kmp_loop()
+    assert all(drafts[r, : counts[r]].tolist() == expected[r].tolist() for r in range(requests))
+    baseline = per_call_seconds(kmp_loop, repeats)
+    rows_out = [("kmp-loop", baseline)]
+    for name, fn, reps in [
+        ("kmp-njit-loop", kmp_njit_loop, repeats),
+        ("batch-serial", batch_serial, repeats),
+        ("batch", batch, repeats),
+        ("torch-ref", torch_ref, max(3, repeats // 20)),
+    ]:
+        rows_out.append((name, per_call_seconds(fn, reps)))
+    drafted = int(counts.sum())
+    print(f"  requests with drafts: {int((counts > 0).sum())}/{requests}, drafts: {drafted}")
+    for name, seconds in rows_out:
+        print(f"  {name:<13} {seconds * 1e6:10.1f} us/call   {baseline / seconds:6.2f}x vs kmp-loop")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--length", type=int, default=4096)
+    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    ngram_batch.warm_up()
+    rng = np.random.default_rng(args.seed)
+    print(f"numba {numba.__version__}, threads {numba.get_num_threads()}, "
+          f"{args.requests} x {args.length} tokens, min_n 3, max_n 5, k 4")
+    print("repeated segments (vocab 32):")
+    run(repeated_segments(rng, args.requests, args.length), 3, 5, 4, args.repeats)
+    print("uniform random tokens (vocab 32000, no request stops early):")
+    random_tokens = rng.integers(0, 32000, (args.requests, args.length)).astype(np.int32)
+    run(random_tokens, 3, 5, 4, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
