@@ -1,0 +1,33 @@
+"""The plugin authors' kit: a conformance suite and helpers, shipped with the core.
+
+``from specpath.testing import SpeculatorConformance`` in a plugin's tests; subclass it and
+name your method (see :mod:`specpath.testing.conformance`). Nothing here is a pytest plugin
+that loads itself: pytest is imported only when the suite is, so importing ``specpath`` or
+running ``specpath new-plugin`` never touches it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_EXPORTS = {
+    "SpeculatorConformance": "specpath.testing.conformance",
+    "check_plugin_hooks": "specpath.testing.hooks",
+    "HookCheckError": "specpath.testing.hooks",
+    "check_proposal": "specpath.testing.synthetic",
+    "drive_speculator": "specpath.testing.synthetic",
+    "tiny_context": "specpath.testing.synthetic",
+    "ProposalError": "specpath.testing.synthetic",
+    "new_plugin": "specpath.testing.scaffold",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'specpath.testing' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
