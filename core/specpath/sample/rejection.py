@@ -1,0 +1,253 @@
+"""``rejection_sample``: verify a step's drafts for a whole batch in one call.
+
+Layout (the one engines already use): the drafts of all requests flattened in batch order,
+``num_draft_tokens`` per request, the target's logits at every draft position, one bonus token
+per request (sampled by the engine at the position after the last draft). Every mode reduces
+to the same two steps: a kernel decides how many drafts each request keeps, then rejected
+random rows sample their corrected token from a residual distribution, drawn with that
+request's own generator.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import warnings
+from collections.abc import Sequence
+
+import torch
+
+from specpath.sample import randomness
+from specpath.sample.dispatch import kernels_for
+from specpath.sample.processing import GREEDY_EPS, target_probs
+from specpath.sample.synthetic import acceptance_length_to_rates, check_rates, conditional_rates
+
+PLACEHOLDER_TOKEN_ID = -1
+"""Pads each output row after its emitted tokens."""
+
+METHOD_OPTIONS: dict[str, frozenset[str]] = {
+    "standard": frozenset({"vocab_mapping"}),
+    "block": frozenset({"vocab_mapping"}),
+    "synthetic": frozenset({"vocab_mapping", "acceptance_rates", "acceptance_length"}),
+    "fly": frozenset({"vocab_mapping", "window", "entropy_threshold", "entropy_top_k"}),
+}
+"""Verification modes and the keyword options each accepts."""
+
+LOSSLESS_METHODS = frozenset({"standard", "block"})
+
+_warned_lossy: set[str] = set()
+
+
+def rejection_sample(
+    draft_token_ids: torch.Tensor,
+    num_draft_tokens: Sequence[int] | torch.Tensor,
+    target_logits: torch.Tensor,
+    bonus_token_ids: torch.Tensor,
+    temperature: torch.Tensor | Sequence[float],
+    *,
+    draft_probs: torch.Tensor | None = None,
+    generators: Sequence[torch.Generator | int | None] | None = None,
+    top_k: torch.Tensor | Sequence[int] | None = None,
+    top_p: torch.Tensor | Sequence[float] | None = None,
+    method: str = "standard",
+    backend: str = "auto",
+    **method_options,
+) -> torch.Tensor:
+    """Verify drafts; int32 ``[batch, max(num_draft_tokens) + 1]`` of emitted tokens per request
+    (accepted drafts, then the corrected or bonus token), padded with ``PLACEHOLDER_TOKEN_ID``.
+
+    ``temperature`` 0 marks a greedy request; ``draft_probs`` None means one-hot drafts;
+    ``generators`` holds one ``torch.Generator`` (or int seed, or None) per request. ``method``
+    is one of ``METHOD_OPTIONS``; its options come as keywords. ``vocab_mapping``
+    (:class:`specpath.sample.tli.VocabMapping`) means drafts and ``draft_probs`` are in the
+    drafter's vocabulary and are verified in the target's (TLI). ``backend`` picks the kernels
+    ("auto": torch on CPU, Triton on CUDA).
+    """
+    _check_method(method, method_options)
+    counts = _counts(num_draft_tokens)
+    batch = len(counts)
+    if not isinstance(target_logits, torch.Tensor) or target_logits.dim() != 2 or not target_logits.is_floating_point():
+        raise ValueError(f"target_logits must be a float tensor [sum(num_draft_tokens), vocab], got {_describe(target_logits)}")
+    device = target_logits.device
+    total, vocab = target_logits.shape
+    kernels = kernels_for(device, backend)
+    draft_token_ids = _int_vector("draft_token_ids", draft_token_ids, sum(counts), device)
+    bonus_token_ids = _int_vector("bonus_token_ids", bonus_token_ids, batch, device)
+    temperature = _float_vector("temperature", temperature, batch, device)
+    if total != sum(counts):
+        raise ValueError(f"target_logits has {total} rows but num_draft_tokens sums to {sum(counts)}")
+    if bool((temperature < 0).any()) or not bool(torch.isfinite(temperature).all()):
+        raise ValueError("temperature must be finite and >= 0 (0 = greedy)")
+    mapping = method_options.get("vocab_mapping")
+    if mapping is not None:
+        draft_token_ids, draft_probs = mapping.to_target(draft_token_ids, draft_probs, kernels=kernels)
+        if mapping.target_vocab_size != vocab:
+            raise ValueError(f"vocab_mapping targets a vocabulary of {mapping.target_vocab_size}, target_logits has {vocab}")
+    if total and (int(draft_token_ids.min()) < 0 or int(draft_token_ids.max()) >= vocab):
+        raise ValueError(f"draft_token_ids must lie in [0, {vocab}); got ids in [{int(draft_token_ids.min())}, {int(draft_token_ids.max())}]")
+    if draft_probs is not None and (not isinstance(draft_probs, torch.Tensor) or tuple(draft_probs.shape) != (total, vocab)):
+        raise ValueError(f"draft_probs must be a tensor [{total}, {vocab}] or None, got {_describe(draft_probs)}")
+    if draft_probs is not None:
+        draft_probs = draft_probs.float()
+    gens = randomness.resolve_generators(generators, batch)
+    if len(gens) != batch:
+        raise ValueError(f"generators has {len(gens)} entries for {batch} requests")
+    if top_k is not None:
+        top_k = _int_vector("top_k", top_k, batch, device)
+    if top_p is not None:
+        top_p = _float_vector("top_p", top_p, batch, device)
+        if bool(((top_p <= 0) | (top_p > 1)).any()):
+            raise ValueError("top_p must lie in (0, 1]")
+    if method not in LOSSLESS_METHODS and method not in _warned_lossy:
+        _warned_lossy.add(method)
+        warnings.warn(f"rejection_sample(method={method!r}) is lossy: output no longer follows the target distribution", stacklevel=2)
+
+    max_k = max(counts, default=0)
+    out = torch.full((batch, max_k + 1), PLACEHOLDER_TOKEN_ID, dtype=torch.int32, device=device)
+    if max_k == 0:
+        out[:, 0] = bonus_token_ids
+        return out
+
+    greedy_list = (temperature < GREEDY_EPS).tolist()
+    is_greedy = torch.tensor(greedy_list, device=device)
+    cu = torch.zeros(batch + 1, dtype=torch.long)
+    cu[1:] = torch.tensor(counts).cumsum(0)
+    cu = cu.to(device)
+    argmax = target_logits.argmax(-1)
+    probs = None
+    if method == "fly" or not all(greedy_list):
+        per_token = torch.tensor(counts, device=device)
+        probs = target_probs(
+            target_logits,
+            temperature.repeat_interleave(per_token, output_size=total),
+            None if top_k is None else top_k.repeat_interleave(per_token, output_size=total),
+            None if top_p is None else top_p.repeat_interleave(per_token, output_size=total),
+        )
+
+    scale = None
+    subtract_draft = True
+    if method == "synthetic":
+        rates = _synthetic_rates(method_options, max_k)
+        uniforms = randomness.draw_uniforms([True] * batch, counts, gens, device)
+        num = kernels.accept_synthetic(cu, torch.tensor(conditional_rates(rates), device=device), uniforms)
+        subtract_draft = False
+    else:
+        uniforms = randomness.draw_uniforms([not g for g in greedy_list], counts, gens, device)
+        args = (draft_token_ids, cu, argmax, probs, draft_probs, uniforms, is_greedy)
+        if method == "standard":
+            num = kernels.accept_standard(*args)
+        elif method == "block":
+            num, scale = kernels.accept_block(*args)
+        else:
+            high, window = _fly_gates(method_options, probs, counts, device)
+            num = kernels.accept_fly(*args, high, window)
+
+    final = bonus_token_ids.clone()
+    num_list = num.tolist()
+    rejected = [r for r in range(batch) if num_list[r] < counts[r]]
+    if rejected:
+        rej = torch.tensor(rejected, device=device)
+        rows = cu[rej] + num.long()[rej]
+        final[rej] = argmax[rows].to(final.dtype)
+        random_rej = [i for i, r in enumerate(rejected) if not greedy_list[r]]
+        if random_rej:
+            pick = torch.tensor(random_rej, device=device)
+            who = [rejected[i] for i in random_rej]
+            noise = randomness.draw_inverse_noise(who, vocab, gens, device)
+            w = scale[rej[pick]] if scale is not None else torch.ones(len(who), device=device)
+            tokens = kernels.recover(probs, draft_probs, draft_token_ids, rows[pick], w, noise, subtract_draft)
+            final[rej[pick]] = tokens.to(final.dtype)
+
+    position = torch.arange(max_k, device=device)
+    index = (cu[:-1, None] + position).clamp(max=max(total - 1, 0))
+    kept = position < num.long()[:, None]
+    out[:, :max_k] = torch.where(kept, draft_token_ids[index].to(torch.int32), PLACEHOLDER_TOKEN_ID)
+    out.scatter_(1, num.long()[:, None], final.to(torch.int32)[:, None])
+    return out
+
+
+# ---------------------------------------------------------------- options and validation
+
+
+def _check_method(method, options) -> None:
+    if method not in METHOD_OPTIONS:
+        close = difflib.get_close_matches(str(method), METHOD_OPTIONS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHOD_OPTIONS))}{hint}")
+    unknown = sorted(set(options) - METHOD_OPTIONS[method])
+    if unknown:
+        allowed = ", ".join(sorted(METHOD_OPTIONS[method])) or "none"
+        raise ValueError(f"method={method!r} does not take option {unknown[0]!r} (allowed: {allowed})")
+
+
+def _synthetic_rates(options, max_k: int) -> list[float]:
+    rates, length = options.get("acceptance_rates"), options.get("acceptance_length")
+    if (rates is None) == (length is None):
+        raise ValueError("method='synthetic' needs exactly one of acceptance_rates, acceptance_length")
+    if length is not None:
+        return acceptance_length_to_rates(length, max_k)
+    rates = check_rates(rates)
+    if len(rates) < max_k:
+        raise ValueError(f"acceptance_rates has {len(rates)} entries but a request has {max_k} drafts")
+    return rates[:max_k]
+
+
+def _fly_gates(options, probs: torch.Tensor, counts: list[int], device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per position: is the target's top-k entropy above the threshold; per request: the window."""
+    threshold = options.get("entropy_threshold", 0.3)
+    top = options.get("entropy_top_k", 3)
+    window = options.get("window")
+    if not (isinstance(threshold, (int, float)) and math.isfinite(threshold) and threshold >= 0):
+        raise ValueError(f"entropy_threshold={threshold!r} must be a finite number >= 0")
+    if not (isinstance(top, int) and top >= 1):
+        raise ValueError(f"entropy_top_k={top!r} must be an int >= 1")
+    if window is not None and not (isinstance(window, int) and window >= 1):
+        raise ValueError(f"window={window!r} must be an int >= 1 (or None for min(6, K - 1))")
+    p = probs.topk(min(top, probs.shape[1]), dim=-1).values
+    entropy = -torch.where(p > 0, p * p.clamp_min(1e-38).log(), torch.zeros_like(p)).sum(-1)
+    windows = [window if window is not None else min(6, k - 1) for k in counts]
+    return entropy >= threshold, torch.tensor(windows, dtype=torch.int32, device=device)
+
+
+def _counts(num_draft_tokens) -> list[int]:
+    if isinstance(num_draft_tokens, torch.Tensor):
+        if num_draft_tokens.dim() != 1 or num_draft_tokens.is_floating_point():
+            raise ValueError(f"num_draft_tokens must be a 1-D integer sequence, got {_describe(num_draft_tokens)}")
+        counts = num_draft_tokens.tolist()
+    else:
+        try:
+            counts = list(num_draft_tokens)
+        except TypeError:
+            raise ValueError(f"num_draft_tokens must be a sequence of ints, got {type(num_draft_tokens).__name__}") from None
+    for i, c in enumerate(counts):
+        if not isinstance(c, int) or isinstance(c, bool) or c < 0:
+            raise ValueError(f"num_draft_tokens[{i}]={c!r} must be an int >= 0")
+    return counts
+
+
+def _int_vector(name: str, value, length: int, device) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        try:
+            value = torch.tensor(list(value), dtype=torch.long)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a 1-D integer tensor of length {length}") from None
+    if value.dim() != 1 or value.numel() != length or value.is_floating_point() or value.dtype == torch.bool:
+        raise ValueError(f"{name} must be a 1-D integer tensor of length {length}, got {_describe(value)}")
+    return value.to(device)
+
+
+def _float_vector(name: str, value, length: int, device) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        try:
+            value = torch.tensor(list(value), dtype=torch.float32)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a 1-D float tensor of length {length}") from None
+    if value.dim() != 1 or value.numel() != length:
+        raise ValueError(f"{name} must be a 1-D tensor of length {length}, got {_describe(value)}")
+    return value.to(device=device, dtype=torch.float32)
+
+
+def _describe(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{value.dtype} tensor of shape {tuple(value.shape)}"
+    return type(value).__name__
