@@ -1,0 +1,137 @@
+"""Paged attention for one flattened step, as the callable the model's layers call.
+
+The model hands every layer's post-RoPE q/k/v of all tokens of the step (all requests flattened).
+:class:`PagedAttention` writes k/v at each token's slot, gathers each request's history through its
+block table and lets each query attend to the keys at positions up to its own. A request with
+several query tokens (its last token plus drafts) is verified in the same pass as a prefill chunk
+of another request.
+
+Everything that depends only on the batch layout (slots, gather indices, the mask) is built once
+per step in :func:`build_attention_metadata`; per layer there are a handful of tensor ops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import torch
+import torch.nn.functional as F
+
+from specpath.engine.kv_cache import KVCache
+
+
+@attrs.frozen(kw_only=True)
+class AttentionMetadata:
+    """The step's layout, shared by every layer."""
+
+    slot_mapping: torch.Tensor
+    """int64 ``[T]``: where each token's k/v is written."""
+    gather_slots: torch.Tensor
+    """int64 ``[B * L]``: slots of positions ``0..L-1`` of each request (padding repeats a valid slot)."""
+    num_reqs: int
+    max_context_len: int
+    """``L``: the longest context (history + this step's tokens) in the batch."""
+    max_query_len: int
+    """``Q``: the most query tokens of one request in this step."""
+    pad_index: torch.Tensor | None
+    """int64 ``[B * Q]``: row of ``q`` for each padded query slot; None when every request has ``Q``."""
+    unpad_index: torch.Tensor | None
+    """int64 ``[T]``: padded slot of each token; None when no padding."""
+    mask: torch.Tensor | None
+    """bool ``[B, 1, G * Q, L]`` (already repeated for the query-head groups); None when every query
+    may see every gathered key (single-token queries over equal-length contexts)."""
+
+
+def build_attention_metadata(
+    *,
+    block_tables: Sequence[Sequence[int]],
+    num_computed: Sequence[int],
+    num_query_tokens: Sequence[int],
+    block_size: int,
+    num_query_groups: int,
+    device: str | torch.device = "cpu",
+) -> tuple[AttentionMetadata, torch.Tensor]:
+    """Layout of a step where request ``b`` computes positions ``num_computed[b]`` onwards.
+
+    Returns the metadata and the int64 ``positions`` ``[T]`` of the flattened tokens.
+    """
+    num_reqs = len(num_query_tokens)
+    starts = torch.tensor(num_computed, dtype=torch.int64)
+    lens = torch.tensor(num_query_tokens, dtype=torch.int64)
+    ctx = starts + lens
+    max_q = int(max(num_query_tokens))
+    max_l = int(max(c + n for c, n in zip(num_computed, num_query_tokens)))
+    max_blocks = -(-max_l // block_size)
+    table = torch.zeros(num_reqs, max_blocks, dtype=torch.int64)
+    for b, blocks in enumerate(block_tables):
+        n = min(len(blocks), max_blocks)
+        table[b, :n] = torch.tensor(blocks[:n], dtype=torch.int64)
+    offsets = torch.arange(block_size, dtype=torch.int64)
+    slots_by_pos = (table[:, :, None] * block_size + offsets).view(num_reqs, -1)[:, :max_l]  # [B, L]
+
+    # Padded query grid [B, Q]: position of each (request, query) pair; padding repeats the last.
+    qi = torch.arange(max_q, dtype=torch.int64)
+    valid = qi[None, :] < lens[:, None]
+    qpos = starts[:, None] + torch.minimum(qi[None, :], (lens - 1)[:, None])
+    positions = qpos[valid]
+    slot_mapping = slots_by_pos.gather(1, qpos)[valid]
+
+    uniform = bool((lens == max_q).all())
+    if uniform:
+        pad_index = unpad_index = None
+    else:
+        row_start = torch.cumsum(lens, 0) - lens
+        pad_index = (row_start[:, None] + torch.minimum(qi[None, :], (lens - 1)[:, None])).view(-1)
+        unpad_index = (torch.arange(num_reqs)[:, None] * max_q + qi[None, :])[valid]
+
+    if max_q == 1 and bool((ctx == max_l).all()):
+        mask = None
+    else:
+        keys = torch.arange(max_l, dtype=torch.int64)
+        mask = (keys[None, None, :] <= qpos[:, :, None]).unsqueeze(1)  # [B, 1, Q, L]
+        if num_query_groups > 1:
+            mask = mask.repeat(1, 1, num_query_groups, 1)
+        mask = mask.to(device)
+
+    meta = AttentionMetadata(
+        slot_mapping=slot_mapping.to(device),
+        gather_slots=slots_by_pos.reshape(-1).to(device),
+        num_reqs=num_reqs,
+        max_context_len=max_l,
+        max_query_len=max_q,
+        pad_index=None if pad_index is None else pad_index.to(device),
+        unpad_index=None if unpad_index is None else unpad_index.to(device),
+        mask=mask,
+    )
+    return meta, positions.to(device)
+
+
+class PagedAttention:
+    """``attention(layer, q [T,H,D], k [T,KVH,D], v [T,KVH,D]) -> [T,H,D]`` over the paged cache."""
+
+    def __init__(self, cache: KVCache, meta: AttentionMetadata) -> None:
+        self.cache = cache
+        self.meta = meta
+
+    def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        m = self.meta
+        key_cache = self.cache.keys(layer)
+        value_cache = self.cache.values(layer)
+        key_cache.index_copy_(0, m.slot_mapping, k)
+        value_cache.index_copy_(0, m.slot_mapping, v)
+
+        num_heads, head_dim = q.shape[1], q.shape[2]
+        num_kv_heads = k.shape[1]
+        b, qlen, length = m.num_reqs, m.max_query_len, m.max_context_len
+        keys = key_cache.index_select(0, m.gather_slots).view(b, length, num_kv_heads, head_dim).transpose(1, 2)
+        values = value_cache.index_select(0, m.gather_slots).view(b, length, num_kv_heads, head_dim).transpose(1, 2)
+        if m.pad_index is not None:
+            q = q.index_select(0, m.pad_index)
+        # Heads sharing a KV head become extra query rows: [B, KVH, G*Q, D], no KV repeat needed.
+        q = q.view(b, qlen, num_heads, head_dim).transpose(1, 2).reshape(b, num_kv_heads, -1, head_dim)
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=m.mask)
+        out = out.view(b, num_heads, qlen, head_dim).transpose(1, 2).reshape(b * qlen, num_heads, head_dim)
+        if m.unpad_index is not None:
+            out = out.index_select(0, m.unpad_index)
+        return out

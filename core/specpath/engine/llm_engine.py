@@ -1,0 +1,180 @@
+"""The engine loop over already-built parts: model, paged cache, scheduler, runner, speculator.
+
+:class:`specpath.engine.llm.LLM` resolves user configuration into these parts; tests and
+benchmarks may build them directly. The settings here are plain numbers and flags, the values
+the resolved configuration forwards (``EngineConfig.num_lookahead_tokens`` and friends), so the
+engine never needs to know which method produced them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import torch
+
+from specpath.engine.block_manager import BlockManager
+from specpath.engine.kv_cache import KVCache
+from specpath.engine.metrics import SpecMetrics
+from specpath.engine.request import Request, SamplingParams
+from specpath.engine.runner import ModelRunner
+from specpath.engine.scheduler import Scheduler, SchedulerConfig
+from specpath.speculator import BaseSpeculator
+
+
+@attrs.frozen(kw_only=True)
+class SpeculationSettings:
+    """What the engine reads from a resolved speculative configuration."""
+
+    speculator: BaseSpeculator
+    num_speculative_tokens: int
+    k_for_batch_size: Callable[[int], int] | None = None
+    """The dynamic-K table as a function of the number of active requests (None: always K)."""
+    num_lookahead_tokens: int = 0
+    num_prefill_lookahead_tokens: int = 0
+    num_hash_lookahead_tokens: int = 0
+    use_eagle_block_drop: bool = False
+    num_extra_draft_slots: int = 0
+    """``max_num_new_slots_for_drafting``, or 0 for drafters in a separate workspace lane."""
+    uses_target_hidden_states: bool = False
+    verify_method: str = "standard"
+    verify_options: dict = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class CacheSettings:
+    block_size: int = 16
+    num_blocks: int | None = None
+    """KV blocks; None sizes the pool so ``max_num_seqs`` requests of ``max_model_len`` always fit."""
+    enable_prefix_caching: bool = False
+
+
+class LLMEngine:
+    """Continuous-batching engine over one target model and an optional speculator."""
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        scheduler: SchedulerConfig | None = None,
+        cache: CacheSettings | None = None,
+        speculation: SpeculationSettings | None = None,
+        tokenizer: Any = None,
+        eos_token_ids: Sequence[int] = (),
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        cache = cache or CacheSettings()
+        spec = speculation
+        cfg = model.config
+        base = scheduler or SchedulerConfig(max_model_len=cfg.max_position_embeddings)
+        if spec is not None:
+            base = attrs.evolve(
+                base,
+                speculative=True,
+                num_lookahead_tokens=spec.num_lookahead_tokens,
+                num_prefill_lookahead_tokens=spec.num_prefill_lookahead_tokens,
+                num_extra_draft_slots=spec.num_extra_draft_slots,
+            )
+        self.config = base
+        k_max = spec.num_speculative_tokens if spec else 0
+        num_blocks = cache.num_blocks
+        if num_blocks is None:
+            per_request = -(-(base.max_model_len + base.num_lookahead_tokens + k_max + 1) // cache.block_size)
+            num_blocks = base.max_num_seqs * per_request
+        self.model = model
+        self.tokenizer = tokenizer
+        self.eos_token_ids = tuple(eos_token_ids)
+        self.seed = seed
+        self.device = torch.device(device)
+        self.blocks = BlockManager(
+            num_blocks,
+            cache.block_size,
+            enable_prefix_caching=cache.enable_prefix_caching,
+            num_hash_lookahead_tokens=spec.num_hash_lookahead_tokens if spec else 0,
+            use_eagle_block_drop=spec.use_eagle_block_drop if spec else False,
+        )
+        if spec is None:
+            k_for = lambda n: 0  # noqa: E731
+        elif spec.k_for_batch_size is None:
+            k_for = lambda n, k=spec.num_speculative_tokens: k  # noqa: E731
+        else:
+            k_for = spec.k_for_batch_size
+        self.scheduler = Scheduler(base, self.blocks, k_for)
+        dtype = next(model.parameters()).dtype
+        self.kv_cache = KVCache(
+            num_layers=cfg.num_hidden_layers,
+            num_blocks=num_blocks,
+            block_size=cache.block_size,
+            num_kv_heads=cfg.num_key_value_heads,
+            head_dim=cfg.head_dim,
+            dtype=dtype,
+            device=self.device,
+        )
+        self.runner = ModelRunner(
+            model,
+            self.scheduler,
+            self.kv_cache,
+            speculator=spec.speculator if spec else None,
+            uses_target_hidden_states=spec.uses_target_hidden_states if spec else False,
+            verify_method=spec.verify_method if spec else "standard",
+            verify_options=spec.verify_options if spec else None,
+            tokenizer=tokenizer,
+            device=self.device,
+        )
+        self._ids = itertools.count()
+
+    # ------------------------------------------------------------------------------ API
+    def add_request(self, prompt_token_ids: Sequence[int], params: SamplingParams, req_id: str | None = None) -> Request:
+        prompt = [int(t) for t in prompt_token_ids]
+        if not prompt:
+            raise ValueError("prompt is empty: give at least one token")
+        vocab = self.model.config.vocab_size
+        if min(prompt) < 0 or max(prompt) >= vocab:
+            raise ValueError(f"prompt token ids must lie in [0, {vocab})")
+        n = next(self._ids)
+        generator = None
+        if params.temperature > 0:
+            seed = params.seed if params.seed is not None else self.seed * 1_000_003 + n
+            generator = torch.Generator(device=self.device).manual_seed(seed)
+        stop_ids = set(params.stop_token_ids)
+        if not params.ignore_eos:
+            stop_ids.update(self.eos_token_ids)
+        request = Request(
+            req_id=req_id if req_id is not None else str(n),
+            prompt_token_ids=prompt,
+            params=params,
+            generator=generator,
+            stop_token_ids=frozenset(stop_ids),
+            arrival_time=time.perf_counter(),
+        )
+        self.scheduler.add_request(request)
+        return request
+
+    @property
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished
+
+    def step(self) -> list[Request]:
+        """Schedule and run one step; returns the requests that finished."""
+        out = self.scheduler.schedule()
+        if not out.scheduled and not out.preempted and self.scheduler.has_unfinished:
+            raise RuntimeError("scheduler made no progress: KV cache or token budget too small for the waiting request")
+        return self.runner.execute(out)
+
+    def generate(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams | Sequence[SamplingParams]
+    ) -> tuple[list[Request], SpecMetrics]:
+        """Run ``prompts`` to completion; requests in prompt order and the aggregate metrics."""
+        per = list(params) if isinstance(params, (list, tuple)) else [params] * len(prompts)
+        if len(per) != len(prompts):
+            raise ValueError(f"got {len(per)} SamplingParams for {len(prompts)} prompts")
+        start = time.perf_counter()
+        requests = [self.add_request(p, sp) for p, sp in zip(prompts, per)]
+        while self.has_unfinished:
+            self.step()
+        elapsed = time.perf_counter() - start
+        return requests, SpecMetrics.total((r.metrics for r in requests), elapsed_s=elapsed)

@@ -1,0 +1,127 @@
+"""Shared pieces of the engine tests: a small random-weight Llama and test speculators.
+
+The model runs in float64 so batched verification and one-token decoding agree to ~1e-15 and a
+near-tie between two logits can never flip a greedy choice (the tests compare tokens exactly).
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from specpath.engine.llm_engine import CacheSettings, LLMEngine, SpeculationSettings
+from specpath.engine.model import LlamaConfig, LlamaModel
+from specpath.engine.request import SamplingParams
+from specpath.engine.scheduler import SchedulerConfig
+from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal
+
+VOCAB = 48
+
+
+def tiny_model(seed: int = 0, *, max_len: int = 256) -> LlamaModel:
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=max_len,
+    )
+    model = LlamaModel(config).to(torch.float64).eval()
+    with torch.no_grad():  # sharper logits: greedy continuations less flat than at init
+        model.lm_head.weight.mul_(8.0)
+    return model
+
+
+class OracleSpeculator(BaseSpeculator):
+    """Knows reference continuations and proposes them with some positions corrupted.
+
+    ``corrupt`` is the probability that a draft position is replaced by a random token, so the
+    accepted length varies from 0 to K. Without a reference it drafts random tokens.
+    """
+
+    def __init__(self, references, *, corrupt: float = 0.3, seed: int = 0, vocab: int = VOCAB, layers=()):
+        self.references = [list(r) for r in references]
+        self.corrupt = corrupt
+        self.rng = random.Random(seed)
+        self.vocab = vocab
+        self.layers = tuple(layers)
+        self.calls: list[DraftBatch] = []
+        self.verified: list[tuple[list[str], list[int]]] = []
+        self.removed: list[str] = []
+
+    @property
+    def hidden_state_layers(self):
+        return self.layers
+
+    def _reference(self, ids):
+        n = len(ids)
+        for ref in self.references:
+            if len(ref) > n and ref[:n] == list(ids):
+                return ref
+        return None
+
+    def propose(self, batch: DraftBatch) -> DraftProposal:
+        self.calls.append(batch)
+        tokens, counts = [], []
+        for r in batch.requests:
+            k = r.max_draft_tokens
+            if k == 0:
+                counts.append(0)
+                continue
+            k = self.rng.randint(0, k) if self.rng.random() < 0.2 else k  # sometimes fewer drafts
+            ref = self._reference(r.token_ids)
+            n = len(r.token_ids)
+            out = []
+            for i in range(k):
+                good = ref is not None and n + i < len(ref) and self.rng.random() >= self.corrupt
+                out.append(ref[n + i] if good else self.rng.randrange(self.vocab))
+            tokens += out
+            counts.append(k)
+        return DraftProposal(token_ids=torch.tensor(tokens, dtype=torch.int32), num_draft_tokens=counts)
+
+    def on_verified(self, req_ids, num_accepted):
+        self.verified.append((list(req_ids), list(num_accepted)))
+
+    def remove_request(self, req_id):
+        self.removed.append(req_id)
+
+
+def make_engine(model, *, speculator=None, k=4, block_size=4, num_blocks=None, prefix_caching=False,
+                max_num_seqs=4, max_num_batched_tokens=64, k_table=None, hidden=False, **spec_kwargs):
+    spec = None
+    if speculator is not None:
+        spec = SpeculationSettings(
+            speculator=speculator,
+            num_speculative_tokens=k,
+            k_for_batch_size=k_table,
+            uses_target_hidden_states=hidden,
+            num_prefill_lookahead_tokens=1 if hidden else 0,
+            **spec_kwargs,
+        )
+    return LLMEngine(
+        model,
+        scheduler=SchedulerConfig(
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_model_len=model.config.max_position_embeddings,
+        ),
+        cache=CacheSettings(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=prefix_caching),
+        speculation=spec,
+    )
+
+
+def baseline(model, prompts, max_tokens):
+    engine = make_engine(model)
+    requests, _ = engine.generate(prompts, SamplingParams(max_tokens=max_tokens))
+    return [r.output_token_ids for r in requests]
+
+
+def random_prompts(n, seed, lo=2, hi=40, vocab=VOCAB):
+    rng = random.Random(seed)
+    return [[rng.randrange(vocab) for _ in range(rng.randint(lo, hi))] for _ in range(n)]
+
