@@ -1,0 +1,80 @@
+"""Greedy rows: keep drafts while they equal the target argmax, then emit the argmax (or the bonus)."""
+
+import pytest
+import torch
+from _sample_helpers import random_step
+
+from specpath.sample import PLACEHOLDER_TOKEN_ID, rejection_sample
+
+
+def naive_greedy(drafts, counts, logits, bonus):
+    rows, start = [], 0
+    for r, k in enumerate(counts):
+        row = []
+        for j in range(k):
+            best = int(logits[start + j].argmax())
+            row.append(best)
+            if int(drafts[start + j]) != best:
+                break
+        else:
+            row.append(int(bonus[r]))
+        rows.append(row)
+        start += k
+    return rows
+
+
+def emitted(out):
+    return [[t for t in row if t != PLACEHOLDER_TOKEN_ID] for row in out.tolist()]
+
+
+def _cases():
+    cases = []
+    for seed in range(40):
+        g = torch.Generator().manual_seed(seed)
+        batch = int(torch.randint(1, 9, (1,), generator=g))
+        counts = torch.randint(0, 17, (batch,), generator=g).tolist()
+        if seed % 5 == 0:
+            counts[0] = 0
+        vocab = [2, 3, 7, 100, 1000][seed % 5]
+        cases.append((seed, counts, vocab))
+    cases += [(100, [0, 16, 3], 50_000), (101, [1, 0, 0], 50_000), (102, [0, 0], 9), (103, [16] * 4, 2)]
+    return cases
+
+
+@pytest.mark.parametrize("method", ["standard", "block"])
+@pytest.mark.parametrize(("seed", "counts", "vocab"), _cases())
+def test_greedy_rows_follow_argmax(seed, counts, vocab, method):
+    drafts, logits, bonus, q = random_step(counts, vocab, seed, match=0.85)
+    out = rejection_sample(drafts, counts, logits, bonus, torch.zeros(len(counts)), draft_probs=q, method=method)
+    assert out.dtype == torch.int32 and out.shape == (len(counts), max(counts) + 1)
+    assert emitted(out) == naive_greedy(drafts, counts, logits, bonus)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_greedy_rows_unaffected_by_random_rows(seed):
+    counts = [5, 3, 0, 8, 2, 6]
+    drafts, logits, bonus, q = random_step(counts, 50, seed, match=0.8)
+    temperature = torch.tensor([0.0, 1.0, 0.0, 0.8, 0.0, 1.3])
+    out = rejection_sample(drafts, counts, logits, bonus, temperature, draft_probs=q, generators=list(range(6)))
+    expected = naive_greedy(drafts, counts, logits, bonus)
+    rows = emitted(out)
+    for r in (0, 2, 4):
+        assert rows[r] == expected[r]
+    for r in (1, 3, 5):  # random rows: a prefix of drafts, then one more token
+        assert 1 <= len(rows[r]) <= counts[r] + 1
+
+
+def test_all_accepted_emits_bonus_and_zero_drafts_emit_only_bonus():
+    counts = [3, 0]
+    logits = torch.full((3, 5), -5.0)
+    logits[torch.arange(3), torch.tensor([1, 2, 3])] = 5.0
+    out = rejection_sample(torch.tensor([1, 2, 3], dtype=torch.int32), counts, logits,
+                           torch.tensor([4, 0], dtype=torch.int32), torch.zeros(2))
+    assert out.tolist() == [[1, 2, 3, 4], [0, -1, -1, -1]]
+
+
+def test_empty_batch_and_no_drafts():
+    out = rejection_sample(torch.zeros(0, dtype=torch.int32), [], torch.zeros(0, 4), torch.zeros(0, dtype=torch.int32), torch.zeros(0))
+    assert out.shape == (0, 1)
+    out = rejection_sample(torch.zeros(0, dtype=torch.int32), [0, 0], torch.zeros(0, 4), torch.tensor([2, 3], dtype=torch.int32), torch.ones(2))
+    assert out.tolist() == [[2], [3]]
