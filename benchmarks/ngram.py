@@ -11,10 +11,13 @@ Paths:
   kmp-loop      Python loop over requests, each calling an njit KMP over the reversed
                 sequence (the scan vLLM's CPU n-gram proposer runs), the baseline.
   kmp-njit-loop the same KMP with the request loop compiled as well.
-  batch-serial  specpath_ngram's batch proposer, one call, forced serial.
-  batch         specpath_ngram's batch proposer as the speculator calls it (parallel over
-                requests above PARALLEL_MIN_TOKENS).
+  batch         specpath_ngram's batch proposer: one compiled, single-threaded call.
   torch-ref     the vectorised torch reference of the ngram_gpu kernel, on CPU.
+  +torch        the call right after a small torch matmul, as in an engine step where the
+                target model ran just before (torch's OpenMP threads are still spinning).
+  batch-par     the batch proposer's scan under numba prange (parallel=True), the variant
+                specpath_ngram does not ship: measured last, because once its thread pool
+                is up it slows torch down as well.
 """
 
 from __future__ import annotations
@@ -62,6 +65,18 @@ def kmp_propose(tokens, min_n, max_n, k):
     return tokens[follow : follow + min(k, total - follow)]
 
 
+@numba.njit(nogil=True, cache=True, parallel=True)
+def batch_parallel_kernel(tokens, rows, lengths, ks, min_n, max_n, drafts, counts):
+    """The batch proposer's scan spread over numba's threads, one request per iteration."""
+    for i in numba.prange(rows.shape[0]):
+        row = tokens[rows[i]]
+        n, follow = ngram_batch._match_row(row, lengths[i], min_n, max_n)
+        count = min(ks[i], lengths[i] - follow) if n > 0 and ks[i] > 0 else 0
+        for j in range(count):
+            drafts[i, j] = row[follow + j]
+        counts[i] = count
+
+
 @numba.njit(nogil=True, cache=True)
 def kmp_batch(tokens, min_n, max_n, k, drafts, counts):
     """The baseline with its request loop compiled too (no Python per request)."""
@@ -96,7 +111,7 @@ def per_call_seconds(fn, repeats):
     return float(np.median(times))
 
 
-def run(tokens, min_n, max_n, k, repeats):
+def run(tokens, min_n, max_n, k, repeats, with_parallel):
     import torch
 
     requests, length = tokens.shape
@@ -112,11 +127,22 @@ def run(tokens, min_n, max_n, k, repeats):
     def kmp_njit_loop():
         kmp_batch(tokens, min_n, max_n, k, drafts, counts)
 
-    def batch_serial():
-        ngram_batch._propose_serial(tokens, rows, lengths, ks, min_n, max_n, drafts, counts)
-
     def batch():
         ngram_batch.propose_batch_into(tokens, rows, lengths, ks, min_n, max_n, drafts, counts)
+
+    def batch_parallel():
+        batch_parallel_kernel(tokens, rows, lengths, ks, min_n, max_n, drafts, counts)
+
+    x = torch.randn(256, 256)
+
+    def after_torch(fn):
+        def step():
+            (x @ x).sum()
+            start = time.perf_counter()
+            fn()
+            return time.perf_counter() - start
+
+        return step
 
     t_tokens, t_rows = torch.from_numpy(tokens), torch.from_numpy(rows)
     t_lengths, t_ks = torch.from_numpy(lengths), torch.from_numpy(ks)
@@ -131,15 +157,19 @@ def run(tokens, min_n, max_n, k, repeats):
     rows_out = [("kmp-loop", baseline)]
     for name, fn, reps in [
         ("kmp-njit-loop", kmp_njit_loop, repeats),
-        ("batch-serial", batch_serial, repeats),
         ("batch", batch, repeats),
         ("torch-ref", torch_ref, max(3, repeats // 20)),
     ]:
         rows_out.append((name, per_call_seconds(fn, reps)))
+    rows_out.append(("batch+torch", float(np.median([after_torch(batch)() for _ in range(repeats)]))))
+    if with_parallel:
+        rows_out.append(("batch-par", per_call_seconds(batch_parallel, repeats)))
+        step = after_torch(batch_parallel)
+        rows_out.append(("batch-par+torch", float(np.median([step() for _ in range(repeats)]))))
     drafted = int(counts.sum())
     print(f"  requests with drafts: {int((counts > 0).sum())}/{requests}, drafts: {drafted}")
     for name, seconds in rows_out:
-        print(f"  {name:<13} {seconds * 1e6:10.1f} us/call   {baseline / seconds:6.2f}x vs kmp-loop")
+        print(f"  {name:<15} {seconds * 1e6:10.1f} us/call   {baseline / seconds:6.2f}x vs kmp-loop")
 
 
 def main():
@@ -154,10 +184,10 @@ def main():
     print(f"numba {numba.__version__}, threads {numba.get_num_threads()}, "
           f"{args.requests} x {args.length} tokens, min_n 3, max_n 5, k 4")
     print("repeated segments (vocab 32):")
-    run(repeated_segments(rng, args.requests, args.length), 3, 5, 4, args.repeats)
+    run(repeated_segments(rng, args.requests, args.length), 3, 5, 4, args.repeats, False)
     print("uniform random tokens (vocab 32000, no request stops early):")
     random_tokens = rng.integers(0, 32000, (args.requests, args.length)).astype(np.int32)
-    run(random_tokens, 3, 5, 4, args.repeats)
+    run(random_tokens, 3, 5, 4, args.repeats, True)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,12 @@ buffer. It needs no per-token Python, compiles once to an on-disk cache (``cache
 lets each request stop as soon as it has its answer, which no vectorised numpy/torch
 formulation can do (they must touch every position for every ``n``).
 
+It runs on one thread, on purpose. Spread over numba's threads (``parallel=True``/``prange``)
+the scan is faster only in an idle process: next to torch, whose OpenMP threads keep spinning
+after each op, the two pools fight for the same cores and a 0.1 ms scan takes milliseconds
+(measured in ``benchmarks/ngram.py``). A decode step always runs the target model just before
+drafting, so the serial kernel is the one that is fast where it is used.
+
 The scan runs forward from the start of the sequence. For each end position it compares the
 tokens before it with the sequence's suffix, most of the time a single comparison (the last
 token differs), and it stops at the first occurrence of the full ``max_n``-gram: with the
@@ -17,10 +23,6 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-
-PARALLEL_MIN_TOKENS = 8192
-"""Below this many tokens in a step, the serial kernel wins: waking threads costs more than
-the scan (the same threshold vLLM's n-gram proposer uses)."""
 
 
 @numba.njit(nogil=True, cache=True)
@@ -51,29 +53,18 @@ def _match_row(tokens, length, min_n, max_n):
 
 
 @numba.njit(nogil=True, cache=True)
-def _propose_serial(tokens, rows, lengths, ks, min_n, max_n, drafts, counts):
+def _propose_rows(tokens, rows, lengths, ks, min_n, max_n, drafts, counts):
     for i in range(rows.shape[0]):
-        _propose_one(tokens, rows, lengths, ks, min_n, max_n, drafts, counts, i)
-
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _propose_parallel(tokens, rows, lengths, ks, min_n, max_n, drafts, counts):
-    for i in numba.prange(rows.shape[0]):
-        _propose_one(tokens, rows, lengths, ks, min_n, max_n, drafts, counts, i)
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def _propose_one(tokens, rows, lengths, ks, min_n, max_n, drafts, counts, i):
-    row = tokens[rows[i]]
-    length = lengths[i]
-    count = 0
-    if ks[i] > 0:
-        n, follow = _match_row(row, length, min_n, max_n)
-        if n > 0:
-            count = min(ks[i], length - follow)
-            for j in range(count):
-                drafts[i, j] = row[follow + j]
-    counts[i] = count
+        row = tokens[rows[i]]
+        length = lengths[i]
+        count = 0
+        if ks[i] > 0:
+            n, follow = _match_row(row, length, min_n, max_n)
+            if n > 0:
+                count = min(ks[i], length - follow)
+                for j in range(count):
+                    drafts[i, j] = row[follow + j]
+        counts[i] = count
 
 
 def propose_batch_into(
@@ -92,10 +83,7 @@ def propose_batch_into(
     may draft up to ``ks[i]`` tokens (the caller clips ``ks`` to ``max_model_len``).
     ``drafts[i, :counts[i]]`` receives its drafts (int32 ``[batch, >= max(ks)]``).
     """
-    if int(lengths.sum()) >= PARALLEL_MIN_TOKENS:
-        _propose_parallel(tokens, rows, lengths, ks, min_n, max_n, drafts, counts)
-    else:
-        _propose_serial(tokens, rows, lengths, ks, min_n, max_n, drafts, counts)
+    _propose_rows(tokens, rows, lengths, ks, min_n, max_n, drafts, counts)
 
 
 def pad_sequences(sequences, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -131,8 +119,8 @@ def propose_batch(
 
 
 def warm_up() -> None:
-    """Compile (or load from the cache) both kernels now, not on the first real step."""
+    """Compile (or load from the cache) the kernel now, not on the first real step."""
     tokens = np.array([[1, 2, 3, 1, 2, 3, 1, 2]], dtype=np.int32)
-    args = (np.zeros(1, np.int32), np.array([8], np.int32), np.array([2], np.int32), 1, 3)
-    for kernel in (_propose_serial, _propose_parallel):
-        kernel(tokens, *args, np.zeros((1, 2), np.int32), np.zeros(1, np.int32))
+    rows, lengths, ks = np.zeros(1, np.int32), np.array([8], np.int32), np.array([2], np.int32)
+    drafts, counts = np.zeros((1, 2), np.int32), np.zeros(1, np.int32)
+    _propose_rows(tokens, rows, lengths, ks, 1, 3, drafts, counts)

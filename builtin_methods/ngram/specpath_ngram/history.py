@@ -1,0 +1,81 @@
+"""Every live request's tokens, kept between steps so a step copies only what is new.
+
+The engine hands the speculator each request's whole history every step. Copying all of it
+into a fresh buffer would cost O(total tokens) per step before any matching starts; instead
+each request owns a row of one padded int32 buffer and a step appends the tokens added since
+the previous one. Rows and width grow by doubling, so a long-running server never copies a
+history more than a logarithmic number of times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+class TokenHistory:
+    """Request id -> a row of :attr:`tokens`; lengths of what each row holds."""
+
+    def __init__(self, slots: int = 8, width: int = 256) -> None:
+        self.tokens = np.zeros((max(slots, 1), max(width, 1)), dtype=np.int32)
+        """``[slots, width]``: row ``r`` holds a request's tokens in ``[:lengths[r]]``."""
+        self.lengths = np.zeros(self.tokens.shape[0], dtype=np.int64)
+        self._rows: dict[str, int] = {}
+        self._free = list(range(self.tokens.shape[0] - 1, -1, -1))
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def update(self, requests: Sequence, appended: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Bring every request's row up to date; ``(rows, lengths)`` int32, in batch order.
+
+        Each ``request`` has ``req_id`` and ``token_ids``; tokens already stored are assumed
+        unchanged (committed tokens never change). When ``appended`` is a list, each write is
+        recorded as ``(row, start, tokens)`` so a device copy can replay exactly these writes.
+        """
+        rows = np.empty(len(requests), dtype=np.int32)
+        lengths = np.empty(len(requests), dtype=np.int32)
+        for i, request in enumerate(requests):
+            row = self._rows.get(request.req_id)
+            if row is None:
+                row = self._allocate(request.req_id)
+            token_ids = request.token_ids
+            length = len(token_ids)
+            have = int(self.lengths[row])
+            if length < have:  # a restarted request: its row is rewritten from the start
+                have = 0
+            if length > have:
+                if length > self.tokens.shape[1]:
+                    self._widen(length)
+                new = np.asarray(token_ids[have:length], dtype=np.int32)
+                self.tokens[row, have:length] = new
+                if appended is not None:
+                    appended.append((row, have, new))
+            self.lengths[row] = length
+            rows[i] = row
+            lengths[i] = length
+        return rows, lengths
+
+    def remove(self, req_id: str) -> None:
+        """Free a finished request's row (unknown ids are ignored)."""
+        row = self._rows.pop(req_id, None)
+        if row is not None:
+            self.lengths[row] = 0
+            self._free.append(row)
+
+    def _allocate(self, req_id: str) -> int:
+        if not self._free:
+            slots = self.tokens.shape[0]
+            self.tokens = np.concatenate([self.tokens, np.zeros_like(self.tokens)])
+            self.lengths = np.concatenate([self.lengths, np.zeros_like(self.lengths)])
+            self._free = list(range(2 * slots - 1, slots - 1, -1))
+        row = self._free.pop()
+        self._rows[req_id] = row
+        return row
+
+    def _widen(self, length: int) -> None:
+        slots, width = self.tokens.shape
+        wider = np.zeros((slots, max(2 * width, length)), dtype=np.int32)
+        wider[:, :width] = self.tokens
+        self.tokens = wider
