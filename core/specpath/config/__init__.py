@@ -1,0 +1,1 @@
+"""The configuration layer: input -> SpeculativeConfig -> resolved SpeculatorConfig -> EngineConfig."""

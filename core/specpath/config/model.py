@@ -1,0 +1,516 @@
+"""Target and draft model configs, and the runtime configs a draft derives from the target's.
+
+A :class:`ModelConfig` reads a *local* Hugging Face checkpoint directory (``config.json``; no
+hub access) into a read-only :class:`HFConfig`. The draft's ModelConfig is built from three
+kinds of fields (the article's categories):
+
+1. inherited from the target: tokenizer_mode, dtype, seed, trust_remote_code, enforce_eager,
+   max_logprobs, config_format (and the tokenizer, unless the vocabularies differ);
+2. the draft's own: model, revision, code_revision, quantization;
+3. special: ``runner="draft"``, ``max_model_len`` from the speculative config (capped by the
+   target's), ``spec_target_max_model_len``, and only the *callable* part of the target's
+   ``hf_overrides`` (dict overrides change the target's structure; callables are runtime
+   switches both should see).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from specpath.errors import SpeculativeConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from specpath.config.speculative import SpeculativeConfig
+
+CACHE_ONLY_ROPE_TYPES = frozenset({"default", "linear", "llama3", "ntk", "proportional"})
+"""RoPE types whose ``max_position_embeddings`` only sizes the cos/sin cache; raising it
+changes no rotary frequency (yarn/deepseek size from the original length, dynamic/longrope
+derive frequencies from it, so those are left alone)."""
+
+DTYPES = ("auto", "float32", "float16", "bfloat16", "float", "half")
+_DTYPE_ALIASES = {"float": "float32", "half": "float16"}
+
+HFOverride = Mapping[str, Any] | Callable[[dict], "dict | None"]
+"""A dict (deep-merged into config.json) or a callable ``f(config_dict) -> dict | None``."""
+
+
+class HFConfig(Mapping[str, Any]):
+    """A checkpoint's ``config.json`` as a read-only mapping with attribute access
+    (``hf_config.n_predict``), so config code reads it like a transformers config without
+    importing transformers."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "_data", copy.deepcopy(dict(data)))
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._data[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("HFConfig is read-only")
+
+    def __repr__(self) -> str:
+        return f"HFConfig({self._data!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HFConfig) and self._data == other._data
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(self._data)
+
+
+def _deep_merge(base: dict, update: Mapping) -> dict:
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _deep_merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def _override_list(overrides: Any) -> list[Any]:
+    if overrides is None:
+        return []
+    if isinstance(overrides, Mapping) or callable(overrides):
+        return [overrides]
+    if isinstance(overrides, Sequence) and not isinstance(overrides, str):
+        return list(overrides)
+    raise SpeculativeConfigError("must be a dict, a callable or a list of them", field="hf_overrides", value=overrides)
+
+
+def apply_hf_overrides(config: dict, overrides: Any) -> dict:
+    """Apply dict (deep merge) and callable overrides, in order."""
+    for override in _override_list(overrides):
+        if isinstance(override, Mapping):
+            _deep_merge(config, override)
+        elif callable(override):
+            result = override(config)
+            if result is not None:
+                config = dict(result)
+        else:
+            raise SpeculativeConfigError(
+                "each override must be a dict or a callable", field="hf_overrides", value=override
+            )
+    return config
+
+
+def compose_draft_hf_overrides(target_overrides: Any) -> Callable[[dict], dict] | None:
+    """Only the callable overrides of the target carry over to the draft."""
+    callables = [o for o in _override_list(target_overrides) if callable(o) and not isinstance(o, Mapping)]
+    if not callables:
+        return None
+
+    def composed(config: dict) -> dict:
+        for fn in callables:
+            result = fn(config)
+            if result is not None:
+                config = dict(result)
+        return config
+
+    composed.parts = tuple(callables)  # type: ignore[attr-defined]
+    return composed
+
+
+def load_hf_config(path: str, field: str = "model") -> dict[str, Any]:
+    """``<path>/config.json`` as a dict, or a one-line error saying what is missing."""
+    if not isinstance(path, str) or not path:
+        raise SpeculativeConfigError("must be a path to a local checkpoint directory", field=field, value=path)
+    if not os.path.isdir(path):
+        raise SpeculativeConfigError(
+            "no such local checkpoint directory (specpath reads local Hugging Face checkpoints "
+            "and never downloads)",
+            field=field,
+            value=path,
+        )
+    file = os.path.join(path, "config.json")
+    if not os.path.isfile(file):
+        raise SpeculativeConfigError("checkpoint directory has no config.json", field=field, value=path)
+    try:
+        with open(file, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise SpeculativeConfigError(f"cannot read config.json: {exc}", field=field, value=path) from None
+    if not isinstance(data, dict):
+        raise SpeculativeConfigError("config.json must hold a JSON object", field=field, value=path)
+    return data
+
+
+def _positive(_inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if type(value) is not int or value < 1:
+        raise SpeculativeConfigError("must be an integer >= 1", field=attribute.name, value=value)
+
+
+@attrs.frozen(kw_only=True)
+class ParallelConfig:
+    """How a model is split over devices."""
+
+    tensor_parallel_size: int = attrs.field(default=1, validator=_positive)
+    pipeline_parallel_size: int = attrs.field(default=1, validator=_positive)
+    data_parallel_size: int = attrs.field(default=1, validator=_positive)
+    prefill_context_parallel_size: int = attrs.field(default=1, validator=_positive)
+    """Prefill context parallelism (PCP); > 1 needs a drafter that ``supports_pcp``."""
+    enable_expert_parallel: bool = False
+    """Shard MoE experts over the TP x DP ranks."""
+
+    @property
+    def world_size(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size * self.prefill_context_parallel_size
+
+
+@attrs.frozen(kw_only=True)
+class CacheConfig:
+    """The paged KV cache."""
+
+    block_size: int = attrs.field(default=16, validator=_positive)
+    enable_prefix_caching: bool = False
+    kv_cache_dtype: str = "auto"
+    """``auto`` = the model dtype."""
+    kv_connector: str | None = None
+    """An external KV transfer connector; it keeps the plain block hashes (no lookahead)."""
+    num_blocks: int | None = None
+    """KV blocks to allocate; None lets the engine size the pool."""
+
+
+@attrs.frozen(kw_only=True)
+class SchedulerConfig:
+    """Batching limits."""
+
+    max_num_seqs: int = attrs.field(default=64, validator=_positive)
+    max_num_batched_tokens: int = attrs.field(default=2048, validator=_positive)
+    enable_chunked_prefill: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class LoadConfig:
+    """How weights are read."""
+
+    load_format: Literal["auto", "safetensors"] = "auto"
+    download_dir: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class KernelConfig:
+    """Kernel choices that a draft may override."""
+
+    moe_backend: str = "auto"
+
+
+@attrs.frozen(kw_only=True)
+class AttentionConfig:
+    """Attention backend choice (a draft such as DFlash may need a non-causal one)."""
+
+    backend: str = "auto"
+
+
+@attrs.frozen(kw_only=True)
+class ModelConfig:
+    """One model read from a local Hugging Face checkpoint directory."""
+
+    model: str
+    """Local checkpoint directory (``config.json`` + ``model.safetensors``)."""
+    model_weights: str | None = None
+    """Where the weights came from if ``model`` was rewritten (e.g. to a cache dir);
+    defaults to ``model``. MTP drafts default to this path."""
+    runner: Literal["generate", "draft"] = "generate"
+    tokenizer: str | None = None
+    """Defaults to ``model``."""
+    tokenizer_mode: str = "auto"
+    revision: str | None = None
+    code_revision: str | None = None
+    dtype: str = "auto"
+    """Resolved: ``auto`` becomes the checkpoint's ``torch_dtype`` (or float32)."""
+    seed: int = 0
+    trust_remote_code: bool = False
+    """Also allows a draft checkpoint to declare its config class by import path."""
+    enforce_eager: bool = False
+    max_logprobs: int = 20
+    config_format: Literal["auto", "hf"] = "auto"
+    quantization: str | None = None
+    max_model_len: int | None = None
+    """Resolved: defaults to the checkpoint's context length; a draft is capped by the target."""
+    spec_target_max_model_len: int | None = None
+    """For a draft: the target's ``max_model_len``."""
+    hf_overrides: Any = attrs.field(default=None, eq=False)
+    """Dict (deep-merged), callable ``f(config) -> config``, or a list of them."""
+    hf_config: HFConfig = attrs.field(init=False, repr=False)
+    """``config.json`` after ``hf_overrides``."""
+
+    def __attrs_post_init__(self) -> None:
+        field = "speculative_config.model" if self.runner == "draft" else "model_config.model"
+        raw = load_hf_config(self.model, field=field)
+        data = apply_hf_overrides(raw, self.hf_overrides)
+        hf = HFConfig(data)
+        set_ = object.__setattr__
+        set_(self, "hf_config", hf)
+        if self.model_weights is None:
+            set_(self, "model_weights", self.model)
+        if self.tokenizer is None:
+            set_(self, "tokenizer", self.model)
+        if self.dtype not in DTYPES:
+            raise SpeculativeConfigError("unknown dtype", field=f"{field[:-6]}.dtype", value=self.dtype, allowed=DTYPES)
+        dtype = _DTYPE_ALIASES.get(self.dtype, self.dtype)
+        if dtype == "auto":
+            dtype = str(hf.get("torch_dtype") or hf.get("dtype") or "float32")
+        set_(self, "dtype", dtype)
+        derived = self.max_position_embeddings
+        limit = derived if self.spec_target_max_model_len is None else min(derived, self.spec_target_max_model_len)
+        if self.max_model_len is None:
+            set_(self, "max_model_len", limit)
+        elif type(self.max_model_len) is not int or self.max_model_len < 1:
+            raise SpeculativeConfigError("must be an integer >= 1", field="max_model_len", value=self.max_model_len)
+        elif self.runner == "draft":
+            set_(self, "max_model_len", min(self.max_model_len, limit))
+        elif self.max_model_len > derived:
+            raise SpeculativeConfigError(
+                f"exceeds the model's context length {derived}", field="max_model_len", value=self.max_model_len
+            )
+
+    # -- views of the checkpoint ------------------------------------------------------
+
+    def _get(self, *names: str, default: Any = None) -> Any:
+        for name in names:
+            value = self.hf_config.get(name)
+            if value is not None:
+                return value
+        return default
+
+    @property
+    def model_type(self) -> str | None:
+        return self.hf_config.get("model_type")
+
+    @property
+    def architectures(self) -> tuple[str, ...]:
+        return tuple(self.hf_config.get("architectures") or ())
+
+    @property
+    def vocab_size(self) -> int | None:
+        return self._get("vocab_size")
+
+    @property
+    def hidden_size(self) -> int | None:
+        return self._get("hidden_size", "n_embd", "d_model")
+
+    @property
+    def num_hidden_layers(self) -> int | None:
+        return self._get("num_hidden_layers", "n_layer", "num_layers")
+
+    @property
+    def num_attention_heads(self) -> int | None:
+        return self._get("num_attention_heads", "n_head")
+
+    @property
+    def num_key_value_heads(self) -> int | None:
+        return self._get("num_key_value_heads", default=self.num_attention_heads)
+
+    @property
+    def num_experts(self) -> int:
+        return int(self._get("num_experts", "n_routed_experts", "num_local_experts", default=0) or 0)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def max_position_embeddings(self) -> int:
+        return int(self._get("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", default=2048))
+
+    @property
+    def rope_type(self) -> str:
+        scaling = self._get("rope_scaling", "rope_parameters") or {}
+        if not isinstance(scaling, Mapping):
+            return "default"
+        return str(scaling.get("rope_type") or scaling.get("type") or "default")
+
+    @property
+    def head_dtype(self) -> str:
+        """dtype of the LM head (checkpoints may keep it in another precision)."""
+        return str(self.hf_config.get("head_dtype") or self.dtype)
+
+    # -- checks and hashing -------------------------------------------------------------
+
+    def verify_with_parallel_config(self, parallel: ParallelConfig, field: str = "parallel_config") -> None:
+        """The model must split evenly over the parallel config."""
+        tp = parallel.tensor_parallel_size
+        heads = self.num_attention_heads
+        if heads is not None and heads % tp:
+            raise SpeculativeConfigError(
+                f"{self.model!r} has {heads} attention heads, not divisible by tensor_parallel_size",
+                field=f"{field}.tensor_parallel_size",
+                value=tp,
+            )
+        kv = self.num_key_value_heads
+        if kv is not None and kv % tp and tp % kv:
+            raise SpeculativeConfigError(
+                f"{self.model!r} has {kv} KV heads; tensor_parallel_size must divide it or be a multiple",
+                field=f"{field}.tensor_parallel_size",
+                value=tp,
+            )
+        if parallel.enable_expert_parallel:
+            ep = tp * parallel.data_parallel_size
+            if not self.is_moe:
+                raise SpeculativeConfigError(
+                    f"{self.model!r} has no experts", field=f"{field}.enable_expert_parallel", value=True
+                )
+            if self.num_experts % ep:
+                raise SpeculativeConfigError(
+                    f"{self.model!r} has {self.num_experts} experts, not divisible by the expert-parallel size",
+                    field=f"{field}.enable_expert_parallel",
+                    value=ep,
+                )
+
+    def compute_hash(self) -> str:
+        """Everything that changes this model's computation graph."""
+        factors = [
+            self.model,
+            self.revision,
+            self.runner,
+            self.dtype,
+            self.quantization,
+            self.hf_config.to_dict(),
+        ]
+        return hashlib.sha256(json.dumps(factors, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+# -- the draft's derived configs (used by DraftModelSpeculatorConfig.configure) ----------
+
+
+def build_draft_model_config(spec: SpeculativeConfig) -> ModelConfig:
+    """The draft ModelConfig of the article: inherited, draft-specific and special fields."""
+    target = spec.target_model_config
+    inherited: dict[str, Any] = {}
+    if target is not None:
+        inherited = dict(
+            tokenizer_mode=target.tokenizer_mode,
+            dtype=target.dtype,
+            seed=target.seed,
+            trust_remote_code=target.trust_remote_code,
+            enforce_eager=target.enforce_eager,
+            max_logprobs=target.max_logprobs,
+            config_format=target.config_format,
+        )
+    return ModelConfig(
+        model=spec.model,
+        runner="draft",
+        tokenizer=(spec.model if spec.use_heterogeneous_vocab or target is None else target.tokenizer),
+        revision=spec.revision,
+        code_revision=spec.code_revision,
+        quantization=spec.quantization,
+        max_model_len=spec.max_model_len,
+        spec_target_max_model_len=None if target is None else target.max_model_len,
+        hf_overrides=None if target is None else compose_draft_hf_overrides(target.hf_overrides),
+        **inherited,
+    )
+
+
+def maybe_raise_draft_max_position_embeddings(
+    draft: ModelConfig, target: ModelConfig | None, requested_max_model_len: int | None = None
+) -> ModelConfig:
+    """A draft that shares the target's positions must cover the target's length, but only
+    raise ``max_position_embeddings`` when the RoPE type makes that a cache-size change.
+    ``requested_max_model_len`` is the user's draft ``max_model_len`` (None = derive)."""
+    if target is None or draft.max_position_embeddings >= (target.max_model_len or 0):
+        return draft
+    if draft.rope_type not in CACHE_ONLY_ROPE_TYPES:
+        return draft
+    overrides = _override_list(draft.hf_overrides) + [{"max_position_embeddings": target.max_model_len}]
+    return attrs.evolve(draft, hf_overrides=overrides, max_model_len=requested_max_model_len)
+
+
+def resolve_num_speculative_tokens(k: int | None, draft: ModelConfig | None) -> int | None:
+    """K from the checkpoint's ``n_predict`` when not given; a larger K must be a multiple of
+    it (the modules are reused in turn)."""
+    n_predict = None if draft is None else draft.hf_config.get("n_predict")
+    if not isinstance(n_predict, int) or isinstance(n_predict, bool) or n_predict < 1:
+        return k
+    if k is None:
+        return n_predict
+    if k > n_predict and k % n_predict:
+        raise SpeculativeConfigError(
+            f"must be divisible by the draft checkpoint's n_predict={n_predict} when larger than it",
+            field="speculative_config.num_speculative_tokens",
+            value=k,
+        )
+    return k
+
+
+def verify_and_get_draft_tp(draft_tp: int | None, target_parallel: ParallelConfig) -> int:
+    """The draft runs on the target's devices: unsharded (1) or sharded like the target."""
+    target_tp = target_parallel.tensor_parallel_size
+    if draft_tp is None:
+        return target_tp
+    if draft_tp not in (1, target_tp):
+        raise SpeculativeConfigError(
+            f"must be 1 or the target's tensor_parallel_size ({target_tp})",
+            field="speculative_config.draft_tensor_parallel_size",
+            value=draft_tp,
+            allowed=sorted({1, target_tp}),
+        )
+    return draft_tp
+
+
+def create_draft_parallel_config(
+    target_parallel: ParallelConfig, draft_tp: int, draft: ModelConfig | None
+) -> ParallelConfig:
+    """The draft's parallel config: expert parallelism only if the draft itself is MoE."""
+    enable_ep = target_parallel.enable_expert_parallel
+    if draft is not None:
+        enable_ep = enable_ep and draft.is_moe
+    return ParallelConfig(
+        tensor_parallel_size=draft_tp,
+        pipeline_parallel_size=1,
+        data_parallel_size=target_parallel.data_parallel_size,
+        prefill_context_parallel_size=target_parallel.prefill_context_parallel_size,
+        enable_expert_parallel=enable_ep,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class DraftRuntimeConfigs:
+    """Copies of the target's runtime configs with the draft's overrides applied."""
+
+    cache_config: CacheConfig
+    kernel_config: KernelConfig
+    attention_config: AttentionConfig
+
+
+def apply_draft_overrides(
+    spec: SpeculativeConfig,
+    *,
+    cache_config: CacheConfig | None = None,
+    kernel_config: KernelConfig | None = None,
+    attention_config: AttentionConfig | None = None,
+) -> DraftRuntimeConfigs:
+    """Overlay ``moe_backend``, ``attention_backend`` and ``kv_cache_dtype`` (only those set)
+    on copies of the target's kernel, attention and cache configs."""
+    cache = cache_config or CacheConfig()
+    kernel = kernel_config or KernelConfig()
+    attention = attention_config or AttentionConfig()
+    if spec.kv_cache_dtype is not None:
+        cache = attrs.evolve(cache, kv_cache_dtype=spec.kv_cache_dtype)
+    if spec.moe_backend is not None:
+        kernel = attrs.evolve(kernel, moe_backend=spec.moe_backend)
+    if spec.attention_backend is not None:
+        attention = attrs.evolve(attention, backend=spec.attention_backend)
+    return DraftRuntimeConfigs(cache_config=cache, kernel_config=kernel, attention_config=attention)

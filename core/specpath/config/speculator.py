@@ -1,0 +1,234 @@
+"""``SpeculatorConfig``: what a method *is*, declared once and read by every consumer.
+
+A speculator config is not the drafter; it describes it. ``ClassVar`` flags state static
+capabilities (does it read target hidden states? does it run in its own workspace lane?),
+properties state values that depend on the resolved fields (how many lookahead KV slots per
+request for this K?). The scheduler, the KV manager, the runner and the sampler read these,
+never the method name.
+
+Writing a method plugin
+-----------------------
+Subclass :class:`SpeculatorConfig` (or :class:`DraftModelSpeculatorConfig` when the drafter
+has weights of its own, or a built-in plugin's class to reuse its behaviour)::
+
+    @attrs.frozen(kw_only=True)
+    class MyConfig(DraftModelSpeculatorConfig):
+        base_method = "eagle3"                      # the built-in shape it builds on
+        speculator_class = "my_pkg.speculator:MySpeculator"   # imported lazily
+        uses_target_hidden_states = True
+        supported_options = frozenset({"speculator_options"})
+
+        @property
+        def num_lookahead_tokens(self) -> int:
+            return self.spec.num_speculative_tokens
+
+and register it: ``register(name, MyConfig)`` from a ``specpath_register_methods`` hook (the
+plugin's entry point), or ``specpath.register_speculative_method(name, MyConfig)``.
+
+How the class hooks change the configuration
+--------------------------------------------
+The resolved :class:`~specpath.config.speculative.SpeculativeConfig` is frozen, so hooks never
+mutate it. Resolution calls them in order on the partially resolved config ``spec`` and applies
+what they *return*:
+
+* ``default_model(spec) -> str | None`` - the draft weights when the user gave no ``model``;
+* ``configure(spec) -> Mapping[str, Any]`` - field updates (defaults, ``draft_model_config``,
+  a resolved ``num_speculative_tokens``...); a subclass merges ``super().configure(spec)``;
+* ``matches(checkpoint) -> bool`` - recognise a draft checkpoint when no method was given;
+* ``specialize(spec) -> type`` - pick a subclass for this configuration (e.g. multi-module MTP);
+* ``verify(spec) -> None`` - method-specific checks after the generic ones; raise
+  :class:`~specpath.errors.SpeculativeConfigError`.
+
+Updates are applied before the object is published; afterwards it is read-only. The resolved
+instance (``spec.speculator_config``) holds a back reference ``spec`` that its properties read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from specpath.errors import SpeculativeConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from specpath.config.model import ModelConfig
+    from specpath.config.speculative import DraftCheckpoint, SpeculativeConfig
+
+CAPABILITY_FLAGS: tuple[str, ...] = (
+    "uses_target_hidden_states",
+    "uses_aux_hidden_states",
+    "uses_separate_workspace_lane",
+    "prefer_dense_token_history",
+    "proposes_draft_tokens",
+    "adaptive_verification_uses_draft_logits",
+    "draft_has_own_vocab",
+    "supports_watermarking",
+    "supports_pcp",
+    "draft_kv_depends_on_next_token",
+    "supports_variable_draft_length",
+)
+"""The boolean ``ClassVar`` capabilities, in the order listings show them."""
+
+
+@attrs.frozen(kw_only=True)
+class SpeculatorConfig:
+    """Capabilities of a drafter with no checkpoint and no special needs (the defaults)."""
+
+    spec: SpeculativeConfig = attrs.field(repr=False, eq=False)
+    """The resolved speculative config this instance describes."""
+
+    base_method: ClassVar[str | None] = None
+    """The built-in method this class implements, or that a custom method builds on."""
+    speculator_class: ClassVar[str | None] = None
+    """``"module:Class"`` of the :class:`specpath.speculator.BaseSpeculator`; imported lazily."""
+    supported_options: ClassVar[frozenset[str]] = frozenset()
+    """Which method-specific options (``METHOD_SPECIFIC_OPTIONS``) this method accepts."""
+    uses_target_hidden_states: ClassVar[bool] = False
+    """The runner must return target hidden states (``BaseSpeculator.hidden_state_layers``)."""
+    uses_aux_hidden_states: ClassVar[bool] = False
+    """The target returns auxiliary intermediate-layer states (a different graph: hashed)."""
+    uses_separate_workspace_lane: ClassVar[bool] = False
+    """Drafts run in their own workspace instead of adding rows to the target batch."""
+    prefer_dense_token_history: ClassVar[bool] = False
+    """Keep each request's full token history dense on the device (n-gram scans it)."""
+    proposes_draft_tokens: ClassVar[bool] = True
+    """False for helpers such as ``extract_hidden_states`` that draft nothing."""
+    adaptive_verification_uses_draft_logits: ClassVar[bool] = True
+    """Adaptive verification estimates acceptance from draft logits (not a confidence head)."""
+    draft_has_own_vocab: ClassVar[bool] = False
+    """The drafter has a vocabulary of its own (must equal the target's unless
+    ``use_heterogeneous_vocab``)."""
+    supports_watermarking: ClassVar[bool] = False
+    supports_pcp: ClassVar[bool] = False
+    """Compatible with prefill context parallelism."""
+    draft_kv_depends_on_next_token: ClassVar[bool] = False
+    """Draft KV at position p is built from p's hidden state *and the token after p* (EAGLE,
+    EAGLE-3, MTP): a prefix-cache block is unstable until the next token is known, so the
+    tail block is dropped (or hashes look ahead)."""
+    supports_variable_draft_length: ClassVar[bool] = False
+    """The speculator itself copes with a per-step K (needed by runners that do not trim
+    drafts centrally, such as the "v1" preset, unless the runner whitelists the method)."""
+
+    # -- values that depend on the resolved fields --------------------------------------
+
+    @property
+    def num_speculative_tokens(self) -> int:
+        return self.spec.num_speculative_tokens
+
+    @property
+    def num_lookahead_tokens(self) -> int:
+        """Extra KV slots per request for what the drafter writes (target-side lookahead)."""
+        return 0
+
+    @property
+    def num_prefill_lookahead_tokens(self) -> int:
+        """Tokens past a prefill chunk the drafter reads before it can draft."""
+        return 1 if self.uses_target_hidden_states else 0
+
+    @property
+    def max_num_new_slots_for_drafting(self) -> int:
+        """Query slots the drafter adds to the batch beyond each request's one (drafter side)."""
+        return 0
+
+    @property
+    def max_model_len(self) -> int | None:
+        """The longest context the drafter supports (None: no limit of its own)."""
+        return None
+
+    # -- class hooks (see the module docstring) -----------------------------------------
+
+    @classmethod
+    def default_model(cls, spec: SpeculativeConfig) -> str | None:
+        return None
+
+    @classmethod
+    def configure(cls, spec: SpeculativeConfig) -> Mapping[str, Any]:
+        return {}
+
+    @classmethod
+    def matches(cls, checkpoint: DraftCheckpoint) -> bool:
+        return False
+
+    @classmethod
+    def specialize(cls, spec: SpeculativeConfig) -> type[SpeculatorConfig]:
+        return cls
+
+    @classmethod
+    def verify(cls, spec: SpeculativeConfig) -> None:
+        return None
+
+    def hash_factors(self) -> tuple[Any, ...]:
+        """Fields of this method that change the computation graph (see ``compute_hash``)."""
+        return ()
+
+    # -- helpers ------------------------------------------------------------------------
+
+    @classmethod
+    def qualname(cls) -> str:
+        return f"{cls.__module__}:{cls.__qualname__}"
+
+    def describe(self) -> dict[str, Any]:
+        """Flags and resolved values, for listings and ``specpath explain``."""
+        out: dict[str, Any] = {
+            "config_class": self.qualname(),
+            "base_method": self.base_method,
+            "speculator_class": self.speculator_class,
+            "supported_options": sorted(self.supported_options),
+        }
+        out.update({flag: bool(getattr(self, flag)) for flag in CAPABILITY_FLAGS})
+        for name in (
+            "num_lookahead_tokens",
+            "num_prefill_lookahead_tokens",
+            "max_num_new_slots_for_drafting",
+            "max_model_len",
+        ):
+            try:
+                out[name] = getattr(self, name)
+            except Exception:  # noqa: BLE001 - a probe without a checkpoint may not answer
+                out[name] = None
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class DraftModelSpeculatorConfig(SpeculatorConfig):
+    """Base of drafters with weights of their own: builds the draft ``ModelConfig``, its
+    tensor-parallel size and parallel config, and resolves K from ``n_predict``."""
+
+    shares_target_positions: ClassVar[bool] = True
+    """The draft uses the target's positions, so its ``max_position_embeddings`` is raised to
+    the target's ``max_model_len`` when the RoPE type allows (cache-only types)."""
+
+    @property
+    def max_model_len(self) -> int | None:
+        draft = self.spec.draft_model_config
+        return None if draft is None else draft.max_model_len
+
+    @classmethod
+    def configure(cls, spec: SpeculativeConfig) -> Mapping[str, Any]:
+        from specpath.config import model as m
+
+        if spec.model is None:
+            raise SpeculativeConfigError(
+                f"required for method {spec.custom_method or spec.method!r} (a path to the draft checkpoint)",
+                field="speculative_config.model",
+            )
+        draft = m.build_draft_model_config(spec)
+        if cls.shares_target_positions:
+            draft = m.maybe_raise_draft_max_position_embeddings(draft, spec.target_model_config, spec.max_model_len)
+        draft = cls.adapt_draft_model_config(spec, draft)
+        num_tokens = m.resolve_num_speculative_tokens(spec.num_speculative_tokens, draft)
+        target_parallel = spec.target_parallel_config or m.ParallelConfig()
+        draft_tp = m.verify_and_get_draft_tp(spec.draft_tensor_parallel_size, target_parallel)
+        return {
+            "draft_model_config": draft,
+            "num_speculative_tokens": num_tokens,
+            "draft_tensor_parallel_size": draft_tp,
+            "draft_parallel_config": m.create_draft_parallel_config(target_parallel, draft_tp, draft),
+        }
+
+    @classmethod
+    def adapt_draft_model_config(cls, spec: SpeculativeConfig, draft: ModelConfig) -> ModelConfig:
+        """Adjust the draft ModelConfig (e.g. wrap an EAGLE head's config); default: as is."""
+        return draft

@@ -1,0 +1,45 @@
+"""Build the speculator a resolved config names, importing its module only now."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from specpath.errors import SpeculativeConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from specpath.config.speculative import SpeculativeConfig
+    from specpath.speculator import BaseSpeculator, SpeculatorContext
+
+
+def resolve_qualname(qualname: str, field: str = "speculator_class") -> object:
+    """Import ``"module:Name"`` (or ``"module.Name"``); a one-line error if that fails."""
+    if not isinstance(qualname, str) or not qualname:
+        raise SpeculativeConfigError("must be 'module:Class'", field=field, value=qualname)
+    module, sep, name = qualname.partition(":")
+    if not sep:
+        module, _, name = qualname.rpartition(".")
+    try:
+        obj: object = importlib.import_module(module)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except Exception as exc:  # noqa: BLE001 - report any import failure in one line
+        raise SpeculativeConfigError(f"cannot import it: {type(exc).__name__}: {exc}", field=field, value=qualname) from None
+    return obj
+
+
+def create_speculator(spec_config: SpeculativeConfig, context: SpeculatorContext) -> BaseSpeculator:
+    """Instantiate ``spec_config.speculator_config.speculator_class(spec_config, context)``."""
+    from specpath.speculator import BaseSpeculator
+
+    config_cls = type(spec_config.speculator_config)
+    path = config_cls.speculator_class
+    field = f"{config_cls.qualname()}.speculator_class"
+    if path is None:
+        raise SpeculativeConfigError(
+            f"method {spec_config.custom_method or spec_config.method!r} declares no speculator", field=field
+        )
+    cls = resolve_qualname(path, field=field)
+    if not (isinstance(cls, type) and issubclass(cls, BaseSpeculator)):
+        raise SpeculativeConfigError("is not a specpath.speculator.BaseSpeculator subclass", field=field, value=path)
+    return cls(spec_config, context)

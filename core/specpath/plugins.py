@@ -1,0 +1,363 @@
+"""Method plugins: indexed from entry-point metadata, loaded one at a time on first use.
+
+Entry points live in the ``specpath.methods`` group; the entry-point name is the method name
+and its value a light module of :data:`specpath.hookspecs.hookimpl` functions. Indexing reads
+metadata only. Loading imports the module, registers it with the pluggy manager and runs its
+``specpath_register_methods`` hook. Every step is isolated per entry point: an import error, a
+raising hook, a misspelled hook name or an invalid registration marks that plugin broken
+(recorded with its distribution, version and a one-line error) and never hides the others.
+
+Environment switches, read when the index is built:
+
+* ``SPECPATH_PLUGINS="a,b"`` - allow-list of entry-point names, applied before import
+  (``""`` allows none);
+* ``SPECPATH_DISABLE_PLUGIN_AUTOLOAD=1`` - load no entry point (in-process plugins still work);
+* ``SPECPATH_STRICT_PLUGINS=1`` - raise :class:`specpath.errors.PluginError` instead of recording.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable
+from importlib import metadata
+from typing import Any
+
+import attrs
+import pluggy
+
+from specpath import hookspecs
+from specpath.errors import PluginError, SpeculativeConfigError, closest_match
+from specpath.registry import _qualname, _reset_registry, get_registry
+
+GROUP = "specpath.methods"
+"""The entry-point group of method plugins."""
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in _TRUE
+
+
+def strict() -> bool:
+    """Whether ``SPECPATH_STRICT_PLUGINS`` asks to raise instead of recording."""
+    return _env_flag("SPECPATH_STRICT_PLUGINS")
+
+
+@attrs.frozen
+class BrokenPlugin:
+    """A plugin that failed; shown by ``specpath plugins`` and in unknown-method errors."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    error: str
+
+
+@attrs.define
+class PluginRecord:
+    """One entry point (or in-process plugin) and what became of it."""
+
+    name: str
+    value: str
+    distribution: str | None
+    version: str | None
+    status: str = "indexed"
+    """``indexed`` (not loaded yet), ``loaded``, ``broken``, ``blocked`` (not in
+    ``SPECPATH_PLUGINS``) or ``disabled`` (``SPECPATH_DISABLE_PLUGIN_AUTOLOAD``)."""
+    error: str | None = None
+    methods: list[str] = attrs.field(factory=list)
+    entry_point: Any = attrs.field(default=None, repr=False, eq=False)
+    plugin: Any = attrs.field(default=None, repr=False, eq=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "value": self.value,
+            "distribution": self.distribution,
+            "version": self.version,
+            "status": self.status,
+            "methods": list(self.methods),
+            "error": self.error,
+        }
+
+
+def _one_line_error(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class _PluginHost:
+    """The pluggy manager plus the entry-point index; one per process (see :func:`reset`)."""
+
+    def __init__(self, search_path: list[str] | None) -> None:
+        from specpath.config.converter import get_converter
+
+        self.search_path = search_path
+        self.lock = threading.RLock()
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.pm.hook.specpath_configure_converter.call_historic(kwargs={"converter": get_converter()})
+        self.records: list[PluginRecord] | None = None
+        self.in_process: dict[int, PluginRecord] = {}
+        self.processed: set[int] = set()
+
+    # -- index -------------------------------------------------------------------------
+
+    def _entry_points(self) -> Iterable[metadata.EntryPoint]:
+        if self.search_path is None:
+            return metadata.entry_points(group=GROUP)
+        seen, found = set(), []
+        for dist in metadata.distributions(path=list(self.search_path)):
+            for ep in dist.entry_points:
+                if ep.group == GROUP and (ep.name, ep.value) not in seen:
+                    seen.add((ep.name, ep.value))
+                    found.append(ep)
+        return found
+
+    def index(self) -> list[PluginRecord]:
+        with self.lock:
+            if self.records is None:
+                self.records = self._scan()
+            return self.records
+
+    def _scan(self) -> list[PluginRecord]:
+        disabled = _env_flag("SPECPATH_DISABLE_PLUGIN_AUTOLOAD")
+        allow = os.environ.get("SPECPATH_PLUGINS")
+        allowed = None if allow is None else {n.strip() for n in allow.split(",") if n.strip()}
+        records = []
+        for ep in self._entry_points():
+            dist = getattr(ep, "dist", None)
+            record = PluginRecord(
+                name=ep.name,
+                value=ep.value,
+                distribution=dist.metadata["Name"] if dist is not None else None,
+                version=dist.version if dist is not None else None,
+                entry_point=ep,
+            )
+            if disabled:
+                record.status = "disabled"
+            elif allowed is not None and ep.name not in allowed:
+                record.status = "blocked"
+            records.append(record)
+        return sorted(records, key=lambda r: (r.name, r.distribution or ""))
+
+    # -- loading ------------------------------------------------------------------------
+
+    def load(self, name: str) -> bool:
+        loaded = False
+        with self.lock:
+            for record in self.index():
+                if record.name == name and record.status == "indexed":
+                    self._load(record)
+                    loaded = loaded or record.status == "loaded"
+        return loaded
+
+    def load_all(self) -> None:
+        with self.lock:
+            for record in self.index():
+                if record.status == "indexed":
+                    self._load(record)
+            self.sync()
+
+    def _fail(self, record: PluginRecord, exc: BaseException, what: str = "") -> None:
+        record.status = "broken"
+        record.error = (what + _one_line_error(exc)) if what else _one_line_error(exc)
+        if strict():
+            raise PluginError(
+                f"plugin {record.name!r} ({record.distribution or 'in-process'} "
+                f"{record.version or ''}): {record.error}".replace(" )", ")")
+            ) from exc
+
+    def _load(self, record: PluginRecord) -> None:
+        registered_here = False
+        plugin = None
+        try:
+            plugin = record.entry_point.load()
+            if self.pm.is_registered(plugin):
+                self.processed.add(id(plugin))  # already loaded through another entry point
+            else:
+                self.pm.register(plugin, name=f"{record.distribution or '?'}:{record.name}")
+                registered_here = True
+                self._check_hook_names(plugin)
+                record.methods = self._register_methods(plugin, record)
+            record.plugin = plugin
+            record.status = "loaded"
+        except Exception as exc:  # noqa: BLE001 - one plugin must never break the others
+            if registered_here:
+                try:
+                    self.pm.unregister(plugin)
+                except Exception:  # noqa: BLE001
+                    pass
+            self._fail(record, exc)
+
+    def _check_hook_names(self, plugin: object) -> None:
+        """A misspelled hook would register nothing, silently: treat it as an error."""
+        known = [n for n in dir(hookspecs) if n.startswith("specpath_")]
+        for caller in self.pm.get_hookcallers(plugin) or []:
+            if caller.spec is None:
+                hint = closest_match(caller.name, known)
+                raise PluginError(
+                    f"unknown hook {caller.name!r}" + (f", did you mean {hint!r}?" if hint else "")
+                )
+
+    def _register_methods(self, plugin: object, record: PluginRecord) -> list[str]:
+        """Run the plugin's register hook, validate every registration, then bind all or none."""
+        self.processed.add(id(plugin))
+        pending: list[tuple[str, type]] = []
+
+        def register(name: str, config_class: type) -> None:
+            pending.append((name, config_class))
+
+        for impl in self.pm.hook.specpath_register_methods.get_hookimpls():
+            if impl.plugin is plugin:
+                _call(impl, register=register)
+        registry = get_registry()
+        origin = f"plugin {record.name!r} ({record.distribution or 'in-process'} {record.version or ''})"
+        origin = origin.replace(" )", ")")
+        for name, cls in pending:
+            registry.check(name, cls, allow_builtin=True)
+        if len({n for n, _ in pending}) != len(pending):
+            dupes = sorted({n for n, _ in pending if [m for m, _ in pending].count(n) > 1})
+            classes = {n: {_qualname(c) for m, c in pending if m == n} for n in dupes}
+            if any(len(c) > 1 for c in classes.values()):
+                raise SpeculativeConfigError(f"registers {dupes} twice with different classes")
+        for name, cls in pending:
+            registry.bind(name, cls, origin=origin, distribution=record.distribution, allow_builtin=True)
+        return sorted({n for n, _ in pending})
+
+    def sync(self) -> None:
+        """Run the register hook of plugins registered in-process (``pm.register``)."""
+        with self.lock:
+            for impl in self.pm.hook.specpath_register_methods.get_hookimpls():
+                plugin = impl.plugin
+                if id(plugin) in self.processed:
+                    continue
+                name = self.pm.get_name(plugin) or ""
+                if not name or name.isdigit():  # pluggy names anonymous plugins by id()
+                    name = getattr(plugin, "__name__", None) or type(plugin).__name__
+                record = self.in_process.setdefault(
+                    id(plugin), PluginRecord(name=name, value="(in-process)", distribution=None, version=None)
+                )
+                record.plugin = plugin
+                try:
+                    record.methods = self._register_methods(plugin, record)
+                    record.status = "loaded"
+                except Exception as exc:  # noqa: BLE001
+                    self._fail(record, exc)
+
+    def all_records(self) -> list[PluginRecord]:
+        return list(self.index()) + list(self.in_process.values())
+
+    def record_for(self, plugin: object) -> PluginRecord | None:
+        for record in self.all_records():
+            if record.plugin is plugin:
+                return record
+        return None
+
+
+def _call(impl: Any, **kwargs: Any) -> Any:
+    """Call one hookimpl with the (opt-in) arguments it declares."""
+    return impl.function(**{name: kwargs[name] for name in impl.argnames})
+
+
+_host: _PluginHost | None = None
+_host_lock = threading.Lock()
+_search_path: list[str] | None = None
+
+
+def _get_host() -> _PluginHost:
+    global _host
+    with _host_lock:
+        if _host is None:
+            _host = _PluginHost(_search_path)
+        return _host
+
+
+def get_plugin_manager() -> pluggy.PluginManager:
+    """The pluggy manager (project ``specpath``); ``register`` in-process plugins on it."""
+    return _get_host().pm
+
+
+def reset(search_path: Iterable[str] | None = None) -> None:
+    """Forget every loaded plugin, registration and index entry, and re-scan entry points
+    on next use. ``search_path`` limits the scan to distributions found on those paths
+    (tests use it to see only their fake plugins); None scans ``sys.path``."""
+    global _host, _search_path
+    with _host_lock:
+        _host = None
+        _search_path = None if search_path is None else [str(p) for p in search_path]
+    _reset_registry()
+
+
+def rescan() -> None:
+    """Re-index entry points (e.g. after installing a distribution), keeping the scan scope."""
+    reset(_search_path)
+
+
+def sync_registrations() -> None:
+    _get_host().sync()
+
+
+def load(name: str) -> bool:
+    """Load the entry point(s) named ``name`` if indexed and allowed; True if one loaded."""
+    host = _get_host()
+    host.sync()
+    return host.load(name)
+
+
+def load_all() -> None:
+    """Load every allowed entry point (for listings, detection and conformance kits)."""
+    _get_host().load_all()
+
+
+def plugin_records() -> list[PluginRecord]:
+    """Every entry point and in-process plugin with its status (nothing is loaded here)."""
+    return _get_host().all_records()
+
+
+def broken_plugins() -> list[BrokenPlugin]:
+    """Plugins that failed, as (name, distribution, version, one-line error)."""
+    return [
+        BrokenPlugin(r.name, r.distribution, r.version, r.error or "")
+        for r in _get_host().all_records()
+        if r.status == "broken"
+    ]
+
+
+def detect_method(checkpoint: Any) -> str | None:
+    """Ask every plugin's ``specpath_detect_method`` (first non-None answer wins), calling
+    each implementation on its own so that a raising one is recorded and skipped."""
+    host = _get_host()
+    host.load_all()
+    # pluggy calls implementations last-registered first (tryfirst/trylast respected).
+    for impl in reversed(host.pm.hook.specpath_detect_method.get_hookimpls()):
+        try:
+            answer = _call(impl, checkpoint=checkpoint)
+        except Exception as exc:  # noqa: BLE001
+            record = host.record_for(impl.plugin)
+            if record is None:
+                record = PluginRecord(name=host.pm.get_name(impl.plugin) or "?", value="", distribution=None, version=None)
+                host.in_process[id(impl.plugin)] = record
+            host._fail(record, exc, "specpath_detect_method raised ")
+            continue
+        if answer is not None:
+            return answer
+    return None
+
+
+def call_each(hook_name: str, **kwargs: Any) -> list[tuple[object, Any]]:
+    """Call every implementation of a hook in isolation; returns (plugin, result) pairs for
+    those that did not raise (failures are recorded as broken plugins)."""
+    host = _get_host()
+    results = []
+    hook: Callable[..., Any] = getattr(host.pm.hook, hook_name)
+    for impl in reversed(hook.get_hookimpls()):
+        try:
+            results.append((impl.plugin, _call(impl, **kwargs)))
+        except Exception as exc:  # noqa: BLE001
+            record = host.record_for(impl.plugin)
+            if record is not None:
+                host._fail(record, exc, f"{hook_name} raised ")
+    return results
