@@ -175,8 +175,10 @@ class _PluginHost:
         plugin = None
         try:
             plugin = record.entry_point.load()
-            if self.pm.is_registered(plugin):
-                self.processed.add(id(plugin))  # already loaded through another entry point
+            if self.pm.is_registered(plugin):  # already loaded through another entry point
+                self.processed.add(id(plugin))
+                twin = self.record_for(plugin)
+                record.methods = list(twin.methods) if twin is not None else []
             else:
                 self.pm.register(plugin, name=f"{record.distribution or '?'}:{record.name}")
                 registered_here = True

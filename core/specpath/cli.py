@@ -1,0 +1,329 @@
+"""The ``specpath`` command: inspect methods and plugins, explain and validate configs.
+
+Core subcommands live here. Others come from modules named in :data:`SUBCOMMAND_MODULES`,
+imported when the parser is built; each exposes ``add_subcommands(subparsers)`` adding its
+parsers with ``set_defaults(func=handler)`` where ``handler(args) -> int``. A missing module
+leaves its commands in place, saying what is not installed. Every error is one line on
+stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from specpath.errors import PluginError, SpeculativeConfigError
+
+SUBCOMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "specpath.engine.cli_run": ("run", "demo"),
+    "specpath.testing.scaffold": ("new-plugin",),
+}
+"""Module -> the subcommands it provides (listed so a missing module can be reported)."""
+
+PROBE_K = 4
+"""K at which ``specpath methods`` evaluates K-dependent values."""
+
+
+class _CliError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit 1 (argparse's default is usage + 2)
+        raise _CliError(f"{self.prog}: {message}")
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths)).rstrip()]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+# -- methods -------------------------------------------------------------------------------
+
+
+def _probe(config_cls: type, k: int = PROBE_K) -> Any:
+    """An instance of ``config_cls`` over a stand-in spec with every field at its default
+    and K = ``k``, for listing values that depend on K."""
+    import types
+
+    import attrs
+
+    from specpath.config.speculative import SpeculativeConfig
+
+    fields = {f.name: f.default for f in attrs.fields(SpeculativeConfig) if f.init}
+    fields.update(num_speculative_tokens=k, method=config_cls.base_method)
+    spec = types.SimpleNamespace(**fields)
+    spec.use_eagle_block_drop = lambda: False
+    return config_cls(spec=spec)
+
+
+def method_rows() -> list[dict[str, Any]]:
+    """One row per built-in method (installed or not) and per registered custom method."""
+    from specpath import plugins
+    from specpath.config.speculator import CAPABILITY_FLAGS
+    from specpath.methods import CANONICAL_METHODS, METHOD_DISTRIBUTIONS, MTP_ALIASES, UNIMPLEMENTED_METHODS
+    from specpath.registry import get_registry
+
+    plugins.load_all()
+    registry = get_registry()
+    names = list(CANONICAL_METHODS) + [n for n in registry.names() if n not in CANONICAL_METHODS]
+    rows = []
+    for name in names:
+        reg = registry.get(name)
+        row: dict[str, Any] = {
+            "name": name,
+            "builtin": name in CANONICAL_METHODS,
+            "base_method": name if name in CANONICAL_METHODS else (reg.config_class.base_method if reg else None),
+            "aliases": sorted(MTP_ALIASES) if name == "mtp" else (["[ngram]"] if name == "ngram" else []),
+            "distribution": (reg.distribution if reg and reg.distribution else METHOD_DISTRIBUTIONS.get(name)),
+            "installed": reg is not None,
+            "config_class": None if reg is None else reg.config_class.qualname(),
+            "registered_by": None if reg is None else reg.origin,
+        }
+        for flag in CAPABILITY_FLAGS:
+            row[flag] = None if reg is None else bool(getattr(reg.config_class, flag))
+        row["num_lookahead_tokens"] = row["max_num_new_slots_for_drafting"] = None
+        row["num_prefill_lookahead_tokens"] = None
+        if reg is not None:
+            try:
+                probe = _probe(reg.config_class)
+                row["num_lookahead_tokens"] = probe.num_lookahead_tokens
+                row["max_num_new_slots_for_drafting"] = probe.max_num_new_slots_for_drafting
+                row["num_prefill_lookahead_tokens"] = probe.num_prefill_lookahead_tokens
+            except Exception:  # noqa: BLE001 - some values need a real draft checkpoint
+                pass
+        if reg is None and name in UNIMPLEMENTED_METHODS:
+            row["note"] = UNIMPLEMENTED_METHODS[name]
+        elif reg is None:
+            row["note"] = f"not installed: pip install {row['distribution']}"
+        rows.append(row)
+    return rows
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    from specpath.config.speculative import LOSSY_REJECTION_SAMPLE_METHODS
+
+    rows = method_rows()
+    if args.json:
+        _print_json(rows)
+        return 0
+
+    def yn(v: Any) -> str:
+        return "-" if v is None else ("yes" if v else "no")
+
+    table = [
+        [
+            r["name"],
+            r["distribution"] or "-",
+            "yes" if r["installed"] else "NO",
+            (r["config_class"] or "-").rpartition(":")[2],
+            yn(r["uses_target_hidden_states"]),
+            yn(r["uses_separate_workspace_lane"]),
+            "-" if r["num_lookahead_tokens"] is None else str(r["num_lookahead_tokens"]),
+            "-" if r["max_num_new_slots_for_drafting"] is None else str(r["max_num_new_slots_for_drafting"]),
+            yn(r["draft_has_own_vocab"]),
+            yn(r["supports_pcp"]),
+            yn(r["draft_kv_depends_on_next_token"]),
+        ]
+        for r in rows
+    ]
+    header = ["method", "distribution", "installed", "config class", "hidden", "own lane",
+              f"lookahead(K={PROBE_K})", f"extra slots(K={PROBE_K})", "own vocab", "PCP", "tail drop"]
+    print(_table(table, header))
+    missing = [r for r in rows if not r["installed"] and r.get("note")]
+    for r in missing:
+        print(f"  {r['name']}: {r['note']}")
+    print(
+        "verification modes: standard (lossless), block (lossless), "
+        + ", ".join(f"{m} (LOSSY)" for m in sorted(LOSSY_REJECTION_SAMPLE_METHODS))
+    )
+    return 0
+
+
+# -- plugins -------------------------------------------------------------------------------
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    from specpath import plugins
+
+    plugins.load_all()
+    records = [r.as_dict() for r in plugins.plugin_records()]
+    if args.json:
+        _print_json(records)
+        return 0
+    if not records:
+        print(f"no plugins in the {plugins.GROUP!r} entry-point group")
+        return 0
+    table = [
+        [r["name"], r["distribution"] or "(in-process)", r["version"] or "-", r["status"], ",".join(r["methods"]) or "-",
+         r["error"] or ""]
+        for r in records
+    ]
+    print(_table(table, ["entry point", "distribution", "version", "status", "methods", "error"]))
+    return 0
+
+
+# -- explain / validate ----------------------------------------------------------------------
+
+
+def _resolve(args: argparse.Namespace) -> Any:
+    from specpath.config.args import from_namespace
+    from specpath.config.model import ModelConfig, ParallelConfig
+
+    target = None
+    if args.model is not None:
+        target = ModelConfig(model=args.model, trust_remote_code=args.trust_remote_code)
+    parallel = ParallelConfig(
+        tensor_parallel_size=args.tensor_parallel_size,
+        data_parallel_size=args.data_parallel_size,
+    )
+    spec = from_namespace(args, target_model_config=target, target_parallel_config=parallel)
+    if spec is None:
+        raise SpeculativeConfigError(
+            "nothing to resolve: give --speculative-config or --spec-method/--spec-model/--spec-tokens",
+            field="--speculative-config",
+        )
+    return spec
+
+
+def explain_data(spec: Any) -> dict[str, Any]:
+    speculator = spec.speculator_config
+    return {
+        "steps": [{"step": s, "detail": d} for s, d in spec.resolution_trace],
+        "method": spec.method,
+        "custom_method": spec.custom_method,
+        "num_speculative_tokens": spec.num_speculative_tokens,
+        "speculator": speculator.describe(),
+        "lossy": spec.is_lossy,
+        "draft_model": None if spec.draft_model_config is None else spec.draft_model_config.model,
+        "hash": spec.compute_hash(),
+        "config": spec.to_dict(),
+    }
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        spec = _resolve(args)
+    data = explain_data(spec)
+    data["warnings"] = [f"{w.category.__name__}: {w.message}" for w in caught]
+    if args.json:
+        _print_json(data)
+        return 0
+    for i, step in enumerate(data["steps"], 1):
+        print(f"{i:2d}. {step['step']:<14} {step['detail']}")
+    described = data["speculator"]
+    print(f"config class:   {described['config_class']}")
+    print(f"speculator:     {described['speculator_class']}")
+    flags = [k for k, v in described.items() if v is True]
+    print(f"flags:          {', '.join(flags) or '-'}")
+    print(
+        f"lookahead:      {described['num_lookahead_tokens']} KV slots/request; prefill lookahead "
+        f"{described['num_prefill_lookahead_tokens']}"
+    )
+    print(f"extra slots:    {described['max_num_new_slots_for_drafting']} per request (drafter side)")
+    print(f"verification:   {spec.rejection_sample_method}{' (LOSSY)' if spec.is_lossy else ''}")
+    print(f"hash:           {data['hash']}")
+    for w in data["warnings"]:
+        print(f"warning:        {w}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        spec = _resolve(args)
+    print(f"ok: method={spec.custom_method or spec.method} K={spec.num_speculative_tokens} "
+          f"class={type(spec.speculator_config).__name__}")
+    return 0
+
+
+def _add_resolve_args(parser: argparse.ArgumentParser) -> None:
+    from specpath.config.args import add_speculative_args
+
+    add_speculative_args(parser)
+    parser.add_argument("--model", help="target model: a local Hugging Face checkpoint directory")
+    parser.add_argument("--trust-remote-code", action="store_true", help="allow checkpoint-declared import paths")
+    parser.add_argument("--tensor-parallel-size", type=int, default=1)
+    parser.add_argument("--data-parallel-size", type=int, default=1)
+
+
+def _missing(module: str, exc: BaseException) -> Any:
+    def handler(args: argparse.Namespace) -> int:
+        raise _CliError(f"specpath {args.command}: not available ({module} cannot be imported: {exc})")
+
+    return handler
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="specpath", description="Speculative decoding: methods, plugins and configs.")
+    parser.add_argument("--version", action="version", version=f"specpath {__import__('specpath').__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("methods", help="capability table of every built-in and registered method")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_methods)
+
+    p = sub.add_parser("plugins", help="installed method plugins and their status")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_plugins)
+
+    p = sub.add_parser("explain", help="resolve a speculative config and show every step")
+    _add_resolve_args(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("validate", help="exit 0 if a speculative config resolves, else 1 with the error")
+    _add_resolve_args(p)
+    p.set_defaults(func=cmd_validate)
+
+    for module, commands in SUBCOMMAND_MODULES.items():
+        try:
+            importlib.import_module(module).add_subcommands(sub)
+        except Exception as exc:  # noqa: BLE001 - a missing or broken module must not break the CLI
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            for command in commands:
+                if command not in sub.choices:
+                    q = sub.add_parser(command, help=f"(not available: {reason})", add_help=False)
+                    q.add_argument("rest", nargs=argparse.REMAINDER)
+                    q.set_defaults(func=_missing(module, reason))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``specpath`` command."""
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "func", None) is None:
+            parser.print_help()
+            return 1
+        return int(args.func(args) or 0)
+    except (SpeculativeConfigError, PluginError, _CliError) as exc:
+        print(f"specpath: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # pragma: no cover - e.g. `specpath methods | head`
+        return 0
+    except Exception as exc:  # noqa: BLE001 - never a raw traceback; SPECPATH_DEBUG=1 shows it
+        import os
+
+        if os.environ.get("SPECPATH_DEBUG"):
+            raise
+        text = " ".join(str(exc).split())
+        print(f"specpath: error: {type(exc).__name__}: {text} (SPECPATH_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
