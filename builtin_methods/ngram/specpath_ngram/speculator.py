@@ -29,6 +29,7 @@ class NgramSpeculator(BaseSpeculator):
         self._on_device = self._uses_device_path(torch.device(context.device))
         if self._on_device:
             self._device_history = _DeviceMirror(torch.device(context.device))
+            self._propose_kernel = _device_kernel(torch.device(context.device))
         else:
             from specpath_ngram import batch as ngram_batch
 
@@ -69,11 +70,9 @@ class NgramSpeculator(BaseSpeculator):
         device = tokens.device
         rows_t, lengths_t, ks_t = (torch.from_numpy(a).to(device) for a in (rows, lengths, ks))
         k_max = max(self.k, 1)
-        if device.type == "cuda":
-            from specpath_ngram.kernels import propose_ngram_triton as propose
-        else:
-            from specpath_ngram.reference import propose_ngram_reference as propose
-        drafts, counts = propose(tokens, rows_t, lengths_t, ks_t, self.min_n, self.max_n, k_max)
+        drafts, counts = self._propose_kernel(
+            tokens, rows_t, lengths_t, ks_t, self.min_n, self.max_n, k_max
+        )
         num_draft_tokens = counts.cpu().tolist()
         flat = drafts[torch.arange(k_max, device=device) < counts[:, None]]
         return DraftProposal(token_ids=flat, num_draft_tokens=num_draft_tokens)
@@ -87,6 +86,17 @@ class NgramGPUSpeculator(NgramSpeculator):
 
     def _uses_device_path(self, device: torch.device) -> bool:
         return True
+
+
+def _device_kernel(device: torch.device):
+    """The Triton kernel on CUDA, its torch reference anywhere else (same signature)."""
+    if device.type == "cuda":
+        from specpath_ngram.kernels import propose_ngram_triton
+
+        return propose_ngram_triton
+    from specpath_ngram.reference import propose_ngram_reference
+
+    return propose_ngram_reference
 
 
 class _DeviceMirror:
