@@ -124,6 +124,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", default=".", help="folder to create the plugin in (default: .)")
 
 
+def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``new-plugin`` to the ``specpath`` command (see :mod:`specpath.cli`)."""
+    parser = subparsers.add_parser(
+        "new-plugin",
+        help="create a method plugin from the template, every name replaced",
+        description="Copy the plugin template (a working, tested method plugin) into DIR/specpath-NAME "
+        "with its distribution, package, method and class names derived from NAME.",
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=main)
+
+
 def main(args: argparse.Namespace) -> int:
     """Run ``specpath new-plugin``; 0 on success, 1 with a one-line error."""
     try:
