@@ -95,6 +95,8 @@ def accept_block(draft_ids, cu, target_argmax, target_probs, draft_probs, unifor
     if target_probs is None:
         return match, torch.ones(batch, device=cu.device)
     total = draft_ids.numel()
+    if total == 0:
+        return match, torch.ones(batch, device=cu.device)
     p = _gather(target_probs, draft_ids)
     q = _gather(draft_probs, draft_ids) if draft_probs is not None else torch.ones_like(p)
     # w_i = min(1, w_{i-1} p_i(X_i) / q_i(X_i)), one position of every request at a time.
@@ -120,7 +122,7 @@ def accept_block(draft_ids, cu, target_argmax, target_probs, draft_probs, unifor
     # tau = the last position whose coin succeeds; later successes override earlier failures.
     hit = torch.where(uniforms < h, offset + 1, torch.zeros_like(offset))
     tau = torch.zeros(batch, dtype=torch.long, device=cu.device).scatter_reduce_(0, owner, hit, "amax")
-    scale = torch.where(tau > 0, weight[(cu[:-1] + tau - 1).clamp(min=0, max=max(total - 1, 0))], torch.ones(batch, device=cu.device))
+    scale = torch.where(tau > 0, weight[(cu[:-1] + tau - 1).clamp(0, total - 1)], torch.ones(batch, device=cu.device))
     greedy = is_greedy
     return (
         torch.where(greedy, match, tau.to(torch.int32)),
