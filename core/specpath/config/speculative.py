@@ -297,6 +297,12 @@ class SpeculativeConfig:
             if key in user:
                 continue
             known = {f.name: f for f in attrs.fields(cls)}
+            if key in known and known[key].metadata.get("kind") == _INJECTED:
+                raise SpeculativeConfigError(
+                    "comes from the target model (create_speculative_config injects it), not from the "
+                    "speculative config",
+                    field=f"speculative_config.{key}",
+                )
             if key in known:
                 raise SpeculativeConfigError(
                     "is set during resolution, not given as input", field=f"speculative_config.{key}"

@@ -1,0 +1,70 @@
+"""The built-in method set, aliases and the method -> distribution table."""
+
+from __future__ import annotations
+
+import warnings
+from typing import get_args
+
+import pytest
+
+from specpath import methods
+from specpath.methods import (
+    BUILTIN_METHODS,
+    METHOD_DISTRIBUTIONS,
+    MTP_ALIASES,
+    MethodAliasWarning,
+    SpeculativeMethod,
+    distribution_for,
+    normalize_method,
+)
+
+ARTICLE_NAMES = {
+    "ngram", "ngram_gpu", "draft_model", "suffix", "custom_class", "eagle", "eagle3",
+    "extract_hidden_states", "mtp", "deepseek_mtp", "mimo_mtp", "glm4_moe_mtp", "ernie_mtp",
+    "nemotron_h_mtp", "qwen3_next_mtp", "dflash", "dspark",
+}
+
+
+def test_literal_holds_every_article_name():
+    assert ARTICLE_NAMES <= set(get_args(SpeculativeMethod))
+    assert BUILTIN_METHODS == frozenset(get_args(SpeculativeMethod))
+
+
+@pytest.mark.parametrize("alias", sorted(MTP_ALIASES))
+def test_mtp_aliases_normalise_with_a_deprecation_warning(alias):
+    with pytest.warns(MethodAliasWarning, match=f"{alias}.*deprecated.*mtp"):
+        assert normalize_method(alias) == "mtp"
+
+
+def test_ngram_bracket_and_canonical_names_normalise_silently():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert normalize_method("[ngram]") == "ngram"
+        assert normalize_method("mtp") == "mtp"
+        assert normalize_method("eagle3") == "eagle3"
+        assert normalize_method("my_method") == "my_method"
+
+
+def test_distribution_table():
+    assert METHOD_DISTRIBUTIONS == {
+        "ngram": "specpath-ngram",
+        "ngram_gpu": "specpath-ngram",
+        "draft_model": "specpath-draft-model",
+        "eagle": "specpath-eagle",
+        "extract_hidden_states": "specpath-eagle",
+        "eagle3": "specpath-eagle3",
+        "mtp": "specpath-mtp",
+        "dflash": "specpath-dflash",
+        "dspark": "specpath-dspark",
+        "suffix": None,
+        "custom_class": None,
+    }
+    assert distribution_for("deepseek_mtp") == "specpath-mtp"
+    assert distribution_for("[ngram]") == "specpath-ngram"
+    assert distribution_for("nope") is None
+
+
+def test_every_canonical_name_is_built_in_and_detection_order_is_the_articles():
+    assert set(methods.CANONICAL_METHODS) <= BUILTIN_METHODS
+    assert methods.CHECKPOINT_DETECTION_ORDER == ("eagle", "eagle3", "dflash", "dspark", "mtp")
+    assert set(methods.UNIMPLEMENTED_METHODS) == {"suffix", "custom_class"}

@@ -1,0 +1,268 @@
+"""Entry-point plugins: lazy loading, isolation of broken plugins, env switches, hooks.
+
+Fake distributions are real ``.dist-info`` folders on a temporary ``sys.path`` entry, so these
+tests go through ``importlib.metadata`` exactly as installed plugins do.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+import specpath
+from specpath import plugins
+from specpath.errors import PluginError, SpeculativeConfigError
+from specpath.hookspecs import hookimpl
+from specpath.registry import builtin_config_class, get_custom_speculator_config_class
+
+HEALTHY = """
+from specpath.hookspecs import hookimpl
+
+@hookimpl
+def specpath_register_methods(register):
+    from core_fakes import FakeNgram, FakeNgramGPU
+    register("ngram", FakeNgram)
+    register("ngram_gpu", FakeNgramGPU)
+"""
+
+CUSTOM = """
+from specpath.hookspecs import hookimpl
+
+@hookimpl
+def specpath_register_methods(register):
+    from core_fakes import MyNgram
+    register("my_ngram", MyNgram)
+"""
+
+BROKEN_IMPORT = """
+import a_module_that_is_not_installed
+"""
+
+RAISING_HOOK = """
+from specpath.hookspecs import hookimpl
+
+@hookimpl
+def specpath_register_methods(register):
+    raise RuntimeError("boom in register")
+"""
+
+INVALID_REGISTRATION = """
+from specpath.hookspecs import hookimpl
+
+@hookimpl
+def specpath_register_methods(register):
+    from core_fakes import FakeEagle3, FakeNgram
+    register("eagle3", FakeEagle3)        # valid ...
+    register("eagle", FakeNgram)          # ... but this one is not: nothing is bound
+"""
+
+MISSPELLED_HOOK = """
+from specpath.hookspecs import hookimpl
+
+@hookimpl
+def specpath_register_method(register):
+    pass
+"""
+
+DETECTING = """
+from specpath.hookspecs import hookimpl
+
+@hookimpl
+def specpath_register_methods(register):
+    from core_fakes import MyNgram
+    register("my_detected", MyNgram)
+
+@hookimpl
+def specpath_detect_method(checkpoint):
+    return "my_detected" if checkpoint.config.get("model_type") == "my_draft" else None
+"""
+
+RAISING_DETECT = """
+from specpath.hookspecs import hookimpl
+
+@hookimpl
+def specpath_detect_method(checkpoint):
+    raise ValueError("detector exploded")
+"""
+
+CONVERTER = """
+from specpath.hookspecs import hookimpl
+seen = []
+
+@hookimpl
+def specpath_configure_converter(converter):
+    seen.append(converter)
+"""
+
+
+def test_index_reads_metadata_without_importing(fake_site):
+    fake_site.add("specpath-fake-ngram", {"ngram": "fake_ngram_hooks", "ngram_gpu": "fake_ngram_hooks"},
+                  {"fake_ngram_hooks": HEALTHY}, version="2.5")
+    fake_site.rescan()
+    records = plugins.plugin_records()
+    assert [(r.name, r.distribution, r.version, r.status) for r in records] == [
+        ("ngram", "specpath-fake-ngram", "2.5", "indexed"),
+        ("ngram_gpu", "specpath-fake-ngram", "2.5", "indexed"),
+    ]
+    assert "fake_ngram_hooks" not in sys.modules
+
+
+def test_a_method_loads_only_its_own_plugin(fake_site):
+    fake_site.add("specpath-fake-ngram", {"ngram": "fake_ngram_hooks"}, {"fake_ngram_hooks": HEALTHY})
+    fake_site.add("specpath-fake-custom", {"my_ngram": "fake_custom_hooks"}, {"fake_custom_hooks": CUSTOM})
+    fake_site.rescan()
+    spec = specpath.SpeculativeConfig(method="ngram", num_speculative_tokens=3)
+    assert type(spec.speculator_config).__name__ == "FakeNgram"
+    assert "fake_ngram_hooks" in sys.modules and "fake_custom_hooks" not in sys.modules
+    registration = builtin_config_class("ngram")
+    assert registration.distribution == "specpath-fake-ngram"
+    assert "specpath-fake-ngram" in registration.origin
+
+
+def test_a_custom_method_from_an_entry_point(fake_site):
+    fake_site.add("specpath-fake-custom", {"my_ngram": "fake_custom_hooks"}, {"fake_custom_hooks": CUSTOM})
+    fake_site.rescan()
+    spec = specpath.SpeculativeConfig(method="my_ngram", num_speculative_tokens=2)
+    assert (spec.method, spec.custom_method) == ("ngram", "my_ngram")
+    assert specpath.registered_speculative_methods() == ["my_ngram"]
+
+
+def test_two_entry_points_may_share_one_module(fake_site):
+    fake_site.add("specpath-fake-ngram", {"ngram": "fake_ngram_hooks", "ngram_gpu": "fake_ngram_hooks"},
+                  {"fake_ngram_hooks": HEALTHY})
+    fake_site.rescan()
+    plugins.load_all()
+    records = plugins.plugin_records()
+    assert [r.status for r in records] == ["loaded", "loaded"]
+    assert all(r.methods == ["ngram", "ngram_gpu"] for r in records)
+
+
+@pytest.mark.parametrize(
+    ("source", "error"),
+    [
+        (BROKEN_IMPORT, "ModuleNotFoundError: No module named 'a_module_that_is_not_installed'"),
+        (RAISING_HOOK, "RuntimeError: boom in register"),
+        (INVALID_REGISTRATION, "base_method must be 'eagle'"),
+        (MISSPELLED_HOOK, "unknown hook 'specpath_register_method', did you mean 'specpath_register_methods'?"),
+    ],
+    ids=["import-error", "raising-hook", "invalid-registration", "misspelled-hook"],
+)
+def test_a_broken_plugin_is_recorded_and_never_hides_a_healthy_one(fake_site, source, error):
+    # "a_broken" sorts first, so it is loaded before the healthy plugin.
+    fake_site.add("specpath-broken", {"a_broken": "fake_broken_hooks"}, {"fake_broken_hooks": source}, version="0.3")
+    fake_site.add("specpath-fake-ngram", {"ngram": "fake_ngram_hooks"}, {"fake_ngram_hooks": HEALTHY})
+    fake_site.rescan()
+    plugins.load_all()
+    (broken,) = plugins.broken_plugins()
+    assert (broken.name, broken.distribution, broken.version) == ("a_broken", "specpath-broken", "0.3")
+    assert error in broken.error and "\n" not in broken.error
+    assert builtin_config_class("ngram").config_class.__name__ == "FakeNgram"
+    # an invalid registration binds nothing at all, not even its valid part
+    with pytest.raises(SpeculativeConfigError):
+        builtin_config_class("eagle3")
+    # the unknown-method error names the broken plugin
+    with pytest.raises(SpeculativeConfigError, match="broken plugins: a_broken"):
+        specpath.SpeculativeConfig(method="a_brokn", num_speculative_tokens=2)
+
+
+def test_a_missing_built_in_names_its_broken_plugin(fake_site):
+    fake_site.add("specpath-eagle3", {"eagle3": "fake_broken_hooks"}, {"fake_broken_hooks": BROKEN_IMPORT})
+    fake_site.rescan()
+    with pytest.raises(SpeculativeConfigError, match="pip install specpath-eagle3.*plugin is broken: ModuleNotFound"):
+        specpath.SpeculativeConfig(method="eagle3", model="x", num_speculative_tokens=2)
+
+
+def test_strict_mode_raises(fake_site, monkeypatch):
+    fake_site.add("specpath-broken", {"a_broken": "fake_broken_hooks"}, {"fake_broken_hooks": RAISING_HOOK})
+    monkeypatch.setenv("SPECPATH_STRICT_PLUGINS", "1")
+    fake_site.rescan()
+    with pytest.raises(PluginError, match="plugin 'a_broken' \\(specpath-broken 1.0\\): RuntimeError: boom"):
+        plugins.load_all()
+
+
+def test_allow_list_is_applied_before_import(fake_site, monkeypatch):
+    fake_site.add("specpath-broken", {"a_broken": "fake_broken_hooks"}, {"fake_broken_hooks": BROKEN_IMPORT})
+    fake_site.add("specpath-fake-ngram", {"ngram": "fake_ngram_hooks"}, {"fake_ngram_hooks": HEALTHY})
+    monkeypatch.setenv("SPECPATH_PLUGINS", "ngram")
+    fake_site.rescan()
+    plugins.load_all()
+    status = {r.name: r.status for r in plugins.plugin_records()}
+    assert status == {"a_broken": "blocked", "ngram": "loaded"}
+    assert plugins.broken_plugins() == [] and "fake_broken_hooks" not in sys.modules
+
+
+def test_empty_allow_list_and_disabled_autoload_load_nothing(fake_site, monkeypatch):
+    fake_site.add("specpath-fake-ngram", {"ngram": "fake_ngram_hooks"}, {"fake_ngram_hooks": HEALTHY})
+    for var, value, status in (("SPECPATH_PLUGINS", "", "blocked"), ("SPECPATH_DISABLE_PLUGIN_AUTOLOAD", "1", "disabled")):
+        monkeypatch.setenv(var, value)
+        fake_site.rescan()
+        plugins.load_all()
+        assert [r.status for r in plugins.plugin_records()] == [status]
+        with pytest.raises(SpeculativeConfigError, match="pip install specpath-ngram"):
+            specpath.SpeculativeConfig(method="ngram", num_speculative_tokens=2)
+        monkeypatch.delenv(var)
+
+
+def test_disabled_autoload_keeps_in_process_plugins(fresh_plugins, monkeypatch):
+    import core_fakes
+
+    monkeypatch.setenv("SPECPATH_DISABLE_PLUGIN_AUTOLOAD", "1")
+    plugins.rescan()
+    plugins.get_plugin_manager().register(core_fakes.BuiltinFakesPlugin())
+    spec = specpath.SpeculativeConfig(method="ngram", num_speculative_tokens=2)
+    assert type(spec.speculator_config) is core_fakes.FakeNgram
+    (record,) = plugins.plugin_records()
+    assert (record.name, record.distribution, record.status) == ("BuiltinFakesPlugin", None, "loaded")
+
+
+def test_a_raising_in_process_register_hook_is_recorded(fresh_plugins):
+    class Boom:
+        @hookimpl
+        def specpath_register_methods(self, register):
+            raise KeyError("nope")
+
+    plugins.get_plugin_manager().register(Boom())
+    plugins.sync_registrations()
+    (broken,) = plugins.broken_plugins()
+    assert broken.name == "Boom" and broken.distribution is None and "KeyError" in broken.error
+
+
+def test_detect_hook_first_result_wins_and_a_raising_detector_is_skipped(fake_site, make_checkpoint):
+    fake_site.add("specpath-detect", {"my_detected": "fake_detect_hooks"}, {"fake_detect_hooks": DETECTING})
+    fake_site.add("specpath-zz", {"zz_raising": "fake_raising_detect"}, {"fake_raising_detect": RAISING_DETECT})
+    fake_site.rescan()
+    path = make_checkpoint("draft", model_type="my_draft")
+    spec = specpath.SpeculativeConfig(model=path, num_speculative_tokens=2)
+    assert (spec.method, spec.custom_method) == ("ngram", "my_detected")
+    (broken,) = plugins.broken_plugins()
+    assert broken.name == "zz_raising" and "specpath_detect_method raised ValueError: detector exploded" in broken.error
+
+
+def test_converter_hook_is_historic(fake_site):
+    fake_site.add("specpath-conv", {"conv": "fake_converter_hooks"}, {"fake_converter_hooks": CONVERTER})
+    fake_site.rescan()
+    plugins.get_plugin_manager()  # the converter exists before the plugin loads
+    plugins.load_all()
+    from specpath.config.converter import get_converter
+
+    assert sys.modules["fake_converter_hooks"].seen == [get_converter()]
+
+
+def test_a_built_in_name_bound_by_two_plugins_breaks_the_second(fake_site):
+    other = HEALTHY.replace("FakeNgram, FakeNgramGPU", "MyNgram as FakeNgram, FakeNgramGPU")
+    fake_site.add("specpath-fake-ngram", {"ngram": "fake_ngram_hooks"}, {"fake_ngram_hooks": HEALTHY})
+    fake_site.add("specpath-other-ngram", {"ngram": "fake_other_hooks"}, {"fake_other_hooks": other})
+    fake_site.rescan()
+    plugins.load_all()
+    (broken,) = plugins.broken_plugins()
+    assert broken.distribution == "specpath-other-ngram"
+    assert "already registered" in broken.error and "FakeNgram" in broken.error
+
+
+def test_rescan_sees_a_newly_installed_distribution(fake_site):
+    fake_site.rescan()
+    assert plugins.plugin_records() == []
+    fake_site.add("specpath-fake-custom", {"my_ngram": "fake_custom_hooks"}, {"fake_custom_hooks": CUSTOM})
+    plugins.rescan()
+    assert get_custom_speculator_config_class("my_ngram").__name__ == "MyNgram"
