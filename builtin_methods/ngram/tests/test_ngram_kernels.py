@@ -41,10 +41,10 @@ PATHS = pytest.mark.parametrize(
 )
 
 
-@pytest.mark.slow  # ~5 s each: 800 interpreted programs
+@pytest.mark.slow  # several seconds each: 550 interpreted programs
 @PATHS
 def test_triton_kernel_matches_rule(seed, min_n, max_n):
-    sequences, buffer, rows, lengths, ks = random_batch(seed, 800, 70)
+    sequences, buffer, rows, lengths, ks = random_batch(seed, 550, 60)
     drafts, counts = propose_ngram_triton(
         torch.from_numpy(buffer),
         torch.from_numpy(rows),
@@ -58,7 +58,7 @@ def test_triton_kernel_matches_rule(seed, min_n, max_n):
     assert drafts.dtype == counts.dtype == torch.int32
     expected = expected_drafts(sequences, ks, min_n, max_n)
     assert as_lists(drafts.numpy(), counts.numpy()) == expected
-    assert sum(map(len, expected)) > 200
+    assert sum(map(len, expected)) > 150
 
 
 @PATHS
