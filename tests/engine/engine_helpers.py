@@ -92,7 +92,8 @@ class OracleSpeculator(BaseSpeculator):
 
 
 def make_engine(model, *, speculator=None, k=4, block_size=4, num_blocks=None, prefix_caching=False,
-                max_num_seqs=4, max_num_batched_tokens=64, k_table=None, hidden=False, **spec_kwargs):
+                max_num_seqs=4, max_num_batched_tokens=64, k_table=None, hidden=False, max_model_len=None,
+                **spec_kwargs):
     spec = None
     if speculator is not None:
         spec = SpeculationSettings(
@@ -108,7 +109,7 @@ def make_engine(model, *, speculator=None, k=4, block_size=4, num_blocks=None, p
         scheduler=SchedulerConfig(
             max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens,
-            max_model_len=model.config.max_position_embeddings,
+            max_model_len=max_model_len or model.config.max_position_embeddings,
         ),
         cache=CacheSettings(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=prefix_caching),
         speculation=spec,

@@ -1,0 +1,62 @@
+"""Paged attention gives the same logits as plain causal attention over the whole sequence."""
+
+import torch
+
+from specpath.engine.attention import PagedAttention, build_attention_metadata
+from specpath.engine.block_manager import BlockManager, BlockTable
+from specpath.engine.kv_cache import KVCache
+
+
+def _cache(model, blocks, block_size):
+    c = model.config
+    return KVCache(
+        num_layers=c.num_hidden_layers, num_blocks=blocks, block_size=block_size,
+        num_kv_heads=c.num_key_value_heads, head_dim=c.head_dim, dtype=torch.float64,
+    )
+
+
+@torch.inference_mode()
+def test_ragged_chunks_match_causal_reference(model):
+    torch.manual_seed(1)
+    block_size = 4
+    seqs = [torch.randint(0, model.config.vocab_size, (n,)) for n in (7, 13, 3, 1)]
+    reference = [model(s, torch.arange(len(s))).logits for s in seqs]
+    cache, blocks = _cache(model, 64, block_size), BlockManager(64, block_size)
+    tables = [BlockTable() for _ in seqs]
+    done = [0] * len(seqs)
+    # Chunks per step: ragged, some requests idle, several query tokens next to single ones.
+    for chunk in [(5, 9, 1, 1), (1, 2, 2, 0), (1, 2, 0, 0), (0, 0, 0, 0)]:
+        active = [i for i, n in enumerate(chunk) if n]
+        if not active:
+            break
+        for i in active:
+            blocks.allocate(tables[i], done[i] + chunk[i])
+        meta, positions = build_attention_metadata(
+            block_tables=[tables[i].block_ids for i in active],
+            num_computed=[done[i] for i in active],
+            num_query_tokens=[chunk[i] for i in active],
+            block_size=block_size,
+            num_query_groups=model.config.num_attention_heads // model.config.num_key_value_heads,
+        )
+        ids = torch.cat([seqs[i][done[i] : done[i] + chunk[i]] for i in active])
+        assert positions.tolist() == [p for i in active for p in range(done[i], done[i] + chunk[i])]
+        logits = model(ids, positions, PagedAttention(cache, meta)).logits
+        row = 0
+        for i in active:
+            expected = reference[i][done[i] : done[i] + chunk[i]]
+            torch.testing.assert_close(logits[row : row + chunk[i]], expected, rtol=1e-10, atol=1e-10)
+            row += chunk[i]
+            done[i] += chunk[i]
+    assert done == [len(s) for s in seqs]
+
+
+def test_single_token_equal_contexts_need_no_mask():
+    meta, _ = build_attention_metadata(
+        block_tables=[[0, 1], [2, 3]], num_computed=[5, 5], num_query_tokens=[1, 1], block_size=4, num_query_groups=2
+    )
+    assert meta.mask is None and meta.pad_index is None
+    meta, _ = build_attention_metadata(
+        block_tables=[[0, 1], [2, 3]], num_computed=[5, 3], num_query_tokens=[1, 3], block_size=4, num_query_groups=2
+    )
+    assert meta.mask is not None and meta.pad_index is not None
+    assert meta.slot_mapping.tolist() == [1 * 4 + 1, 2 * 4 + 3, 3 * 4 + 0, 3 * 4 + 1]

@@ -1,0 +1,65 @@
+"""Greedy output with speculation equals greedy output without it, token for token."""
+
+import pytest
+import torch
+
+from engine_helpers import OracleSpeculator, baseline, make_engine, random_prompts
+from specpath.engine.request import SamplingParams
+
+MAX_TOKENS = 24
+
+
+@pytest.fixture(scope="module")
+def workload(model):
+    prompts = random_prompts(6, seed=3, lo=1, hi=37)
+    return prompts, baseline(model, prompts, MAX_TOKENS)
+
+
+@torch.inference_mode()
+def test_baseline_matches_full_recompute(model, workload):
+    prompts, outputs = workload
+    for prompt, out in zip(prompts[:3], outputs[:3]):
+        ids = list(prompt)
+        for _ in range(MAX_TOKENS):
+            logits = model(torch.tensor(ids), torch.arange(len(ids))).logits[-1]
+            ids.append(int(logits.argmax()))
+        assert ids[len(prompt):] == out
+
+
+@pytest.mark.parametrize("k", range(1, 9))
+@pytest.mark.parametrize("prefix_caching", [False, True])
+def test_partially_correct_drafts(model, workload, k, prefix_caching):
+    prompts, outputs = workload
+    references = [p + o for p, o in zip(prompts, outputs)]
+    speculator = OracleSpeculator(references, corrupt=0.35, seed=k)
+    engine = make_engine(model, speculator=speculator, k=k, prefix_caching=prefix_caching, max_num_batched_tokens=40)
+    # Ragged batch; repeated prompts exercise prefix-cache hits.
+    requests, metrics = engine.generate(prompts + prompts[:3], SamplingParams(max_tokens=MAX_TOKENS))
+    assert [r.output_token_ids for r in requests] == outputs + outputs[:3]
+    assert metrics.num_draft_tokens > 0 and 0 < metrics.num_accepted_tokens < metrics.num_draft_tokens
+    assert engine.blocks.num_free_blocks == engine.blocks.num_blocks
+    assert sorted(speculator.removed) == sorted(r.req_id for r in requests)
+    if prefix_caching:
+        assert metrics.num_cached_tokens > 0
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_random_drafts(model, workload, k):
+    prompts, outputs = workload
+    speculator = OracleSpeculator([], seed=k)  # no reference: every draft is a random token
+    engine = make_engine(model, speculator=speculator, k=k)
+    requests, metrics = engine.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS))
+    assert [r.output_token_ids for r in requests] == outputs
+    assert metrics.num_draft_tokens > 0
+
+
+def test_perfect_drafts_accept_everything(model, workload):
+    prompts, outputs = workload
+    speculator = OracleSpeculator([p + o for p, o in zip(prompts, outputs)], corrupt=0.0)
+    engine = make_engine(model, speculator=speculator, k=4)
+    requests, metrics = engine.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS))
+    assert [r.output_token_ids for r in requests] == outputs
+    assert metrics.num_accepted_tokens == metrics.num_draft_tokens
+    assert metrics.acceptance_rate_by_position == [1.0] * len(metrics.acceptance_rate_by_position)
+    # Each verification step emits its drafts plus the bonus token.
+    assert metrics.mean_acceptance_length == pytest.approx(1 + metrics.num_draft_tokens / metrics.num_drafts)
