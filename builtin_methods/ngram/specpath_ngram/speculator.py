@@ -30,6 +30,7 @@ class NgramSpeculator(BaseSpeculator):
         if self._on_device:
             self._device_history = _DeviceMirror(torch.device(context.device))
             self._propose_kernel = _device_kernel(torch.device(context.device))
+            self._warm_up_device(torch.device(context.device))
         else:
             from specpath_ngram import batch as ngram_batch
 
@@ -40,6 +41,12 @@ class NgramSpeculator(BaseSpeculator):
 
     def _uses_device_path(self, device: torch.device) -> bool:
         return device.type == "cuda"
+
+    def _warm_up_device(self, device: torch.device) -> None:
+        """Compile the kernel for this window now, not on the first real step."""
+        tokens = torch.tensor([[1, 2, 1, 2]], dtype=torch.int32, device=device)
+        one = torch.ones(1, dtype=torch.int32, device=device)
+        self._propose_kernel(tokens, one * 0, one * 4, one, self.min_n, self.max_n, max(self.k, 1))
 
     def propose(self, batch: DraftBatch) -> DraftProposal:
         requests = batch.requests
