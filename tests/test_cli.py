@@ -1,0 +1,146 @@
+"""The ``specpath`` command (in-process through ``main(argv)``; one real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from specpath import cli
+
+pytestmark = pytest.mark.usefixtures("fake_builtins")
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_methods_json_lists_every_built_in_with_capabilities(capsys, fresh_plugins):
+    import core_fakes
+    from specpath import register_speculative_method
+
+    register_speculative_method("my_eagle3", core_fakes.MyEagle3)
+    code, out, _ = run(capsys, "methods", "--json")
+    assert code == 0
+    rows = {r["name"]: r for r in json.loads(out)}
+    required = {"name", "distribution", "installed", "config_class", "uses_target_hidden_states",
+                "uses_separate_workspace_lane", "draft_has_own_vocab", "supports_pcp", "num_lookahead_tokens",
+                "max_num_new_slots_for_drafting"}
+    assert all(required <= set(r) for r in rows.values())
+    assert {"ngram", "eagle3", "mtp", "dflash", "dspark", "suffix", "custom_class", "my_eagle3"} <= set(rows)
+    assert (rows["dflash"]["num_lookahead_tokens"], rows["draft_model"]["max_num_new_slots_for_drafting"]) == (5, 1)
+    assert rows["dspark"]["uses_separate_workspace_lane"] and rows["mtp"]["supports_pcp"]
+    assert rows["eagle3"]["config_class"] == "core_fakes:FakeEagle3" and rows["eagle3"]["installed"]
+    assert rows["my_eagle3"]["base_method"] == "eagle3" and not rows["my_eagle3"]["builtin"]
+    assert rows["suffix"]["installed"] is False and rows["suffix"]["uses_target_hidden_states"] is None
+    assert "deepseek_mtp" in rows["mtp"]["aliases"]
+
+
+def test_methods_table_shows_missing_plugins_and_lossy_modes(capsys, fresh_plugins):
+    code, out, _ = run(capsys, "methods")
+    assert code == 0
+    assert "synthetic (LOSSY)" in out and "fly (LOSSY)" in out and "block (lossless)" in out
+    assert "dflash" in out and "FakeDFlash" in out
+
+
+def test_methods_shows_a_missing_distribution(capsys, monkeypatch):
+    from specpath import plugins
+
+    plugins.reset(search_path=[])  # no fakes bound
+    code, out, _ = run(capsys, "methods")
+    assert code == 0 and "eagle3: not installed: pip install specpath-eagle3" in out
+
+
+def test_plugins_json(capsys):
+    code, out, _ = run(capsys, "plugins", "--json")
+    assert code == 0
+    (record,) = json.loads(out)
+    assert record["name"] == "builtin-fakes" and record["status"] == "loaded" and "eagle3" in record["methods"]
+    assert set(record) == {"name", "value", "distribution", "version", "status", "methods", "error"}
+
+
+def test_explain_json_shows_the_resolution_path(capsys, make_checkpoint):
+    target = make_checkpoint("target")
+    head = make_checkpoint("my-eagle3-head")
+    config = json.dumps({"model": head, "num_speculative_tokens": 3})
+    code, out, _ = run(capsys, "explain", "--speculative-config", config, "--model", target, "--json")
+    assert code == 0
+    data = json.loads(out)
+    steps = [s["step"] for s in data["steps"]]
+    assert steps[0] == "input" and "infer" in steps and "class" in steps and steps[-1] == "result"
+    assert data["method"] == "eagle3" and data["speculator"]["config_class"] == "core_fakes:FakeEagle3"
+    assert data["speculator"]["num_lookahead_tokens"] == 3 and len(data["hash"]) == 64
+    assert data["config"]["num_speculative_tokens"] == 3
+
+
+def test_explain_text_and_alias_warning(capsys):
+    code, out, _ = run(capsys, "explain", "--spec-method", "[ngram]", "--spec-tokens", "4",
+                       "--speculative-config", '{"rejection-sample-method": "fly"}')
+    assert code == 0
+    assert "alias" in out and "verification:   fly (LOSSY)" in out and "LossyVerificationWarning" in out
+
+
+def test_validate_ok_and_error(capsys):
+    code, out, _ = run(capsys, "validate", "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}')
+    assert (code, out.strip()) == (0, "ok: method=ngram K=2 class=FakeNgram")
+    code, out, err = run(capsys, "validate", "--speculative-config", '{"method": "ngram", "prompt_lookup_mx": 2}')
+    assert code == 1 and out == ""
+    assert err == "specpath: error: speculative_config: unknown key 'prompt_lookup_mx' (did you mean 'prompt_lookup_max'?)\n"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["validate"],
+        ["validate", "--speculative-config", "{nope"],
+        ["explain", "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}', "--model", "/no/such/dir"],
+        ["bogus"],
+        ["methods", "--bad-flag"],
+    ],
+)
+def test_every_error_is_one_line_and_exit_1(capsys, argv):
+    code, out, err = run(capsys, *argv)
+    assert code == 1 and err.count("\n") == 1 and err.startswith("specpath")
+
+
+def test_missing_subcommand_modules_say_so(capsys, monkeypatch):
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", {"specpath_not_a_module_xyz": ("run", "demo")})
+    code, _, err = run(capsys, "demo")
+    assert code == 1 and "specpath demo: not available" in err and "specpath_not_a_module_xyz" in err
+
+
+def test_subcommand_modules_can_add_commands(capsys, monkeypatch, tmp_path):
+    (tmp_path / "fake_cli_mod.py").write_text(
+        "def add_subcommands(sub):\n"
+        "    p = sub.add_parser('hello')\n"
+        "    p.add_argument('--name', default='x')\n"
+        "    p.set_defaults(func=lambda args: print('hello', args.name) or 0)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", {"fake_cli_mod": ("hello",)})
+    code, out, _ = run(capsys, "hello", "--name", "world")
+    assert (code, out) == (0, "hello world\n")
+    sys.modules.pop("fake_cli_mod", None)
+
+
+def test_unexpected_exceptions_become_one_line(capsys, monkeypatch):
+    def boom(args):
+        raise RuntimeError("kaput\nsecond line")
+
+    monkeypatch.setattr(cli, "cmd_methods", boom)
+    code, _, err = run(capsys, "methods")
+    assert code == 1 and err == "specpath: error: RuntimeError: kaput second line (SPECPATH_DEBUG=1 for the traceback)\n"
+
+
+def test_the_installed_console_script(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys; from specpath.cli import main; sys.exit(main())", "validate",
+         "--speculative-config", '{"method": "eagel3"}'],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "did you mean 'eagle3'?" in result.stderr
