@@ -384,3 +384,14 @@ def test_trace_and_to_dict_are_json_friendly():
     data = json.loads(json.dumps(spec.to_dict()))
     assert data["num_speculative_tokens_per_batch_size"] == [[1, 4, 2]] and data["method"] == "ngram"
     assert spec.resolution_trace[0][0] == "input" and spec.resolution_trace[-1][0] == "result"
+
+
+def test_resolved_configs_are_hashable(make_checkpoint, target):
+    register_speculative_method("my_eagle3", core_fakes.MyEagle3)
+    spec = SpeculativeConfig.from_dict(
+        {"method": "my_eagle3", "model": make_checkpoint("h"), "num_speculative_tokens": 2,
+         "speculator_options": {"depth": 2}},
+        target_model_config=target,
+    )
+    assert hash(spec) == hash(spec.replace()) and spec == spec.replace()
+    assert {spec: 1}[spec.replace()] == 1

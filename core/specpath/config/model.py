@@ -254,7 +254,7 @@ class ModelConfig:
     """For a draft: the target's ``max_model_len``."""
     hf_overrides: Any = attrs.field(default=None, eq=False)
     """Dict (deep-merged), callable ``f(config) -> config``, or a list of them."""
-    hf_config: HFConfig = attrs.field(init=False, repr=False)
+    hf_config: HFConfig = attrs.field(init=False, repr=False, hash=False)
     """``config.json`` after ``hf_overrides``."""
 
     def __attrs_post_init__(self) -> None:

@@ -253,7 +253,9 @@ class SpeculativeConfig:
     )
     xpress_topc: int | None = _field(group="special", doc="dspark: top-c candidates of the xpress verifier.")
     speculator_options: Mapping[str, Any] | None = _field(
-        group="special", doc="Free-form options of a third-party method (declare 'speculator_options' as supported)."
+        group="special",
+        doc="Free-form options of a third-party method (declare 'speculator_options' as supported).",
+        hash=False,
     )
 
     # -- resolved, not input ---------------------------------------------------------------
