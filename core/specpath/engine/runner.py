@@ -130,22 +130,26 @@ class ModelRunner:
 
         counts = [int(n) for n in proposal.num_draft_tokens]
         name = type(spec).__name__
-        if len(counts) != len(entries):
-            raise ValueError(f"{name}.propose returned {len(counts)} draft counts for {len(entries)} requests")
-        if any(n < 0 or n > e.max_draft_tokens for n, e in zip(counts, entries)):
-            raise ValueError(
-                f"{name}.propose drafted {counts} tokens; allowed at most {[e.max_draft_tokens for e in entries]}"
-            )
+        if len(counts) != len(entries) or min(counts, default=0) < 0:
+            raise ValueError(f"{name}.propose returned draft counts {counts} for {len(entries)} requests")
         flat = proposal.token_ids.tolist() if sum(counts) else []
         if len(flat) != sum(counts):
             raise ValueError(f"{name}.propose returned {len(flat)} draft tokens, num_draft_tokens sums to {sum(counts)}")
         if flat and (min(flat) < 0 or max(flat) >= self.vocab_size):
             raise ValueError(f"{name}.propose drafted token ids outside [0, {self.vocab_size})")
+        probs = proposal.draft_probs if flat else None
+        # The runner trims drafts to each request's budget itself (a per-step K needs nothing
+        # from the speculator): keep the first max_draft_tokens of each request.
+        kept_rows: list[int] = []
         start = 0
-        for i, n in zip(picked, counts):
-            none[i] = flat[start : start + n]
+        for i, n, e in zip(picked, counts, entries):
+            keep = min(n, e.max_draft_tokens)
+            none[i] = flat[start : start + keep]
+            kept_rows.extend(range(start, start + keep))
             start += n
-        return none, (proposal.draft_probs if sum(counts) else None)
+        if probs is not None and len(kept_rows) != len(flat):
+            probs = probs.index_select(0, torch.tensor(kept_rows, dtype=torch.int64, device=probs.device))
+        return none, probs if kept_rows else None
 
     # ------------------------------------------------------------------------------- step
     @torch.inference_mode()

@@ -1,0 +1,240 @@
+"""``LLM``: the user-facing API of the reference engine.
+
+    llm = LLM()                                        # the embedded default model
+    llm = LLM("path/to/checkpoint", {"method": "ngram", "num_speculative_tokens": 4})
+    outputs = llm.generate(["def main():\\n"], SamplingParams(max_tokens=64))
+    outputs[0].text, outputs[0].token_ids, outputs[0].metrics.mean_acceptance_length
+    llm.metrics                                        # aggregate of the last generate call
+
+The speculative configuration is resolved by the core (``EngineConfig.create``); the engine
+reads only its forwarding properties and the speculator config's capability flags, and builds
+the drafter with ``specpath.create_speculator``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from specpath.engine.llm_engine import CacheSettings, LLMEngine, SpeculationSettings
+from specpath.engine.metrics import SpecMetrics
+from specpath.engine.request import SamplingParams, as_token_lists
+from specpath.engine.scheduler import SchedulerConfig
+
+__all__ = ["LLM", "RequestOutput", "SamplingParams", "SpecMetrics"]
+
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+
+
+@attrs.frozen(kw_only=True)
+class RequestOutput:
+    """One finished request."""
+
+    request_id: str
+    prompt: str | None
+    """The prompt text, when it was given as text."""
+    prompt_token_ids: list[int]
+    text: str
+    """Decoded generated text (empty without a tokenizer); a stop string is cut off."""
+    token_ids: list[int]
+    """Generated tokens only."""
+    finish_reason: str
+    """"length" (max_tokens or max_model_len) or "stop" (EOS, a stop token or a stop string)."""
+    metrics: SpecMetrics
+
+
+def _model_dir(model: str | os.PathLike[str] | None) -> Path:
+    from specpath.engine.model import default_model_path
+
+    path = default_model_path() if model is None else Path(model)
+    if not (path / "config.json").is_file():
+        what = "embedded default model" if model is None else "model"
+        raise FileNotFoundError(f"{what} not found: {path} has no config.json")
+    return path
+
+
+def _eos_ids(model_config: Any, tokenizer: Any) -> tuple[int, ...]:
+    eos = getattr(model_config, "eos_token_id", None)
+    if eos is None and tokenizer is not None:
+        eos = tokenizer.eos_token_id
+    if eos is None:
+        return ()
+    return tuple(eos) if isinstance(eos, (list, tuple)) else (int(eos),)
+
+
+def speculation_settings(engine_config: Any, speculator: Any) -> SpeculationSettings:
+    """The engine's view of a resolved ``EngineConfig``: forwarding properties and flags only."""
+    spec = engine_config.speculative_config
+    flags = spec.speculator_config
+    proposes = flags.proposes_draft_tokens
+    verify_options: dict[str, Any] = {}
+    if spec.rejection_sample_method == "synthetic":
+        verify_options["acceptance_rates"] = spec.synthetic_rates
+    elif spec.rejection_sample_method == "fly":
+        if spec.fly_window_size is not None:
+            verify_options["window"] = spec.fly_window_size
+        if spec.fly_entropy_threshold is not None:
+            verify_options["entropy_threshold"] = spec.fly_entropy_threshold
+    return SpeculationSettings(
+        speculator=speculator,
+        num_speculative_tokens=engine_config.num_speculative_tokens if proposes else 0,
+        k_for_batch_size=engine_config.num_speculative_tokens_for_batch if proposes else (lambda n: 0),
+        num_lookahead_tokens=engine_config.num_lookahead_tokens,
+        num_prefill_lookahead_tokens=engine_config.num_prefill_lookahead_tokens,
+        num_hash_lookahead_tokens=engine_config.num_hash_lookahead_tokens,
+        use_eagle_block_drop=engine_config.use_eagle_block_drop,
+        num_extra_draft_slots=0 if flags.uses_separate_workspace_lane else engine_config.max_num_new_slots_for_drafting,
+        uses_target_hidden_states=flags.uses_target_hidden_states,
+        verify_method=spec.rejection_sample_method,
+        verify_options=verify_options,
+    )
+
+
+class LLM:
+    """A target model, an optional speculator and the engine that serves them.
+
+    Args:
+        model: local HF checkpoint directory; None = the embedded default model.
+        speculative_config: dict, JSON string, ``@file.yaml`` or ``SpeculativeConfig``; None = no
+            speculation.
+        dtype / device: of the target weights, activations and KV cache.
+        max_num_seqs / max_num_batched_tokens / enable_chunked_prefill: scheduler budgets.
+        max_model_len: longest context (default: the checkpoint's).
+        block_size / num_kv_blocks / enable_prefix_caching: the paged KV cache.
+        seed: base seed of requests that give none.
+        num_threads: set torch's intra-op threads (None leaves them); tiny models run best on 1.
+        runner: ``"v2"`` (this runner trims drafts to each step's K centrally) or ``"v1"``.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        speculative_config: Any = None,
+        *,
+        dtype: str = "float32",
+        device: str = "cpu",
+        max_num_seqs: int = 8,
+        max_num_batched_tokens: int = 1024,
+        enable_chunked_prefill: bool = True,
+        max_model_len: int | None = None,
+        block_size: int = 16,
+        num_kv_blocks: int | None = None,
+        enable_prefix_caching: bool = False,
+        seed: int = 0,
+        num_threads: int | None = None,
+        runner: str = "v2",
+    ) -> None:
+        from specpath.config.engine import EngineConfig
+        from specpath.config.model import CacheConfig, ModelConfig
+        from specpath.config.model import SchedulerConfig as CoreSchedulerConfig
+        from specpath.engine.model import LlamaModel
+        from specpath.engine.tokenizer import load_tokenizer
+
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype={dtype!r} is not supported; allowed: {', '.join(_DTYPES)}")
+        if num_threads is not None:
+            torch.set_num_threads(num_threads)
+        path = _model_dir(model)
+        engine_config = EngineConfig.create(
+            ModelConfig(model=str(path), max_model_len=max_model_len, dtype=dtype, seed=seed),
+            speculative_config,
+            cache_config=CacheConfig(
+                block_size=block_size, enable_prefix_caching=enable_prefix_caching, num_blocks=num_kv_blocks
+            ),
+            scheduler_config=CoreSchedulerConfig(
+                max_num_seqs=max_num_seqs,
+                max_num_batched_tokens=max_num_batched_tokens,
+                enable_chunked_prefill=enable_chunked_prefill,
+            ),
+            runner=runner,
+        )
+        self.engine_config = engine_config
+        self.model_path = path
+        torch_dtype = _DTYPES[dtype]
+        self.model = LlamaModel.from_pretrained(path, dtype=torch_dtype, device=device)
+        self.tokenizer = load_tokenizer(path)
+        context_len = engine_config.model_config.max_model_len
+
+        speculation = None
+        if engine_config.speculative_config is not None:
+            from specpath.factory import create_speculator
+            from specpath.speculator import SpeculatorContext
+
+            target = self.model
+            context = SpeculatorContext(
+                device=device,
+                dtype=torch_dtype,
+                vocab_size=target.config.vocab_size,
+                max_model_len=context_len,
+                max_num_seqs=max_num_seqs,
+                target_config=engine_config.model_config.hf_config.to_dict(),
+                embed_tokens=target.embed,
+                lm_head=target.lm_head_logits,
+                load_model=lambda p, **options: LlamaModel.from_pretrained(
+                    p, **{"dtype": torch_dtype, "device": device, **options}
+                ),
+            )
+            speculator = create_speculator(engine_config.speculative_config, context)
+            speculation = speculation_settings(engine_config, speculator)
+
+        self.engine = LLMEngine(
+            self.model,
+            scheduler=SchedulerConfig(
+                max_num_seqs=max_num_seqs,
+                max_num_batched_tokens=max_num_batched_tokens,
+                max_model_len=context_len,
+                enable_chunked_prefill=enable_chunked_prefill,
+            ),
+            cache=CacheSettings(
+                block_size=block_size, num_blocks=num_kv_blocks, enable_prefix_caching=enable_prefix_caching
+            ),
+            speculation=speculation,
+            tokenizer=self.tokenizer,
+            eos_token_ids=_eos_ids(self.model.config, self.tokenizer),
+            seed=seed,
+            device=device,
+        )
+        self.metrics = SpecMetrics()
+        """Aggregate metrics of the last :meth:`generate` call."""
+
+    @property
+    def speculator(self) -> Any:
+        return self.engine.runner.speculator
+
+    def generate(
+        self,
+        prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+    ) -> list[RequestOutput]:
+        """Generate for each prompt (text or token ids); outputs in prompt order."""
+        items = as_token_lists(prompts)
+        token_lists = []
+        for p in items:
+            if isinstance(p, str):
+                token_lists.append(self.tokenizer.encode(p))
+            else:
+                token_lists.append([int(t) for t in p])
+        params = sampling_params if sampling_params is not None else SamplingParams()
+        requests, self.metrics = self.engine.generate(token_lists, params)
+        return [self._output(r, p if isinstance(p, str) else None) for r, p in zip(requests, items)]
+
+    def _output(self, r: Any, prompt: str | None) -> RequestOutput:
+        text = self.tokenizer.decode(r.output_token_ids)
+        for stop in r.params.stop:
+            cut = text.find(stop)
+            if cut >= 0:
+                text = text[:cut]
+        return RequestOutput(
+            request_id=r.req_id,
+            prompt=prompt,
+            prompt_token_ids=list(r.prompt_token_ids),
+            text=text,
+            token_ids=list(r.output_token_ids),
+            finish_reason=r.finish_reason or "length",
+            metrics=r.metrics,
+        )
