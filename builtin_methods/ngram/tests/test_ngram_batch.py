@@ -14,7 +14,7 @@ def test_batch_matches_single_sequence_rule(cases):
     for tokens, min_n, max_n, k, max_model_len in cases:
         expected = propose_ngram_tokens(tokens, min_n, max_n, k, max_model_len)
         assert propose_batch([tokens], min_n, max_n, k, max_model_len) == [expected]
-    tokens0, min_n, max_n, k, _ = cases[0]
+    _, min_n, max_n, k, _ = cases[0]
     sequences = [case[0] for case in cases]
     expected = [propose_ngram_tokens(s, min_n, max_n, k) for s in sequences]
     assert propose_batch(sequences, min_n, max_n, k) == expected
