@@ -144,3 +144,14 @@ def test_the_installed_console_script(tmp_path):
     )
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "did you mean 'eagle3'?" in result.stderr
+
+
+def test_methods_and_plugins_show_a_broken_plugin(capsys, fake_site):
+    fake_site.add("specpath-eagle3", {"eagle3": "fake_broken_eagle3"}, {"fake_broken_eagle3": "import not_here_xyz\n"})
+    fake_site.rescan()
+    code, out, _ = run(capsys, "methods", "--json")
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert code == 0 and not rows["eagle3"]["installed"]
+    assert rows["eagle3"]["note"] == "plugin specpath-eagle3 is broken: ModuleNotFoundError: No module named 'not_here_xyz'"
+    code, out, _ = run(capsys, "plugins")
+    assert code == 0 and "broken" in out and "specpath-eagle3" in out and "not_here_xyz" in out

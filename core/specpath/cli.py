@@ -103,7 +103,10 @@ def method_rows() -> list[dict[str, Any]]:
                 row["num_prefill_lookahead_tokens"] = probe.num_prefill_lookahead_tokens
             except Exception:  # noqa: BLE001 - some values need a real draft checkpoint
                 pass
-        if reg is None and name in UNIMPLEMENTED_METHODS:
+        broken = [b for b in plugins.broken_plugins() if b.name == name]
+        if reg is None and broken:
+            row["note"] = f"plugin {broken[0].distribution or broken[0].name} is broken: {broken[0].error}"
+        elif reg is None and name in UNIMPLEMENTED_METHODS:
             row["note"] = UNIMPLEMENTED_METHODS[name]
         elif reg is None:
             row["note"] = f"not installed: pip install {row['distribution']}"

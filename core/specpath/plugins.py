@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from importlib import metadata
 from typing import Any
 
@@ -347,19 +347,3 @@ def detect_method(checkpoint: Any) -> str | None:
         if answer is not None:
             return answer
     return None
-
-
-def call_each(hook_name: str, **kwargs: Any) -> list[tuple[object, Any]]:
-    """Call every implementation of a hook in isolation; returns (plugin, result) pairs for
-    those that did not raise (failures are recorded as broken plugins)."""
-    host = _get_host()
-    results = []
-    hook: Callable[..., Any] = getattr(host.pm.hook, hook_name)
-    for impl in reversed(hook.get_hookimpls()):
-        try:
-            results.append((impl.plugin, _call(impl, **kwargs)))
-        except Exception as exc:  # noqa: BLE001
-            record = host.record_for(impl.plugin)
-            if record is not None:
-                host._fail(record, exc, f"{hook_name} raised ")
-    return results
