@@ -107,6 +107,8 @@ class SpeculatorConformance:
         "1, 2, 3, 1, 2, 3, 1, 2",
     )
     engine_max_tokens: ClassVar[int] = 24
+    engine_model: ClassVar[str | None] = None
+    """Target checkpoint for the engine test (None: a tiny random-weight Llama written on the fly)."""
     known_failures: ClassVar[Mapping[str, str]] = {}
     """``{"test_name": "reason"}``: tests that are known to fail; run as strict xfail."""
 
@@ -346,6 +348,7 @@ class SpeculatorConformance:
             self.resolve_engine_config(num_speculative_tokens=max(2, min(self.k_values[-1], 4))),
             prompts=list(self.engine_prompts),
             max_tokens=self.engine_max_tokens,
+            model=self.engine_model,
         )
         assert result.speculative == result.plain, result.describe()
 

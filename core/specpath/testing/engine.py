@@ -3,7 +3,8 @@
 For every lossless method, greedy decoding with speculation must emit exactly the tokens plain
 greedy decoding emits. :func:`greedy_identity` runs both on the same target (a tiny
 random-weight Llama by default, so the check needs no checkpoint and runs in a second or two on
-CPU) with chunked prefill and several requests in one batch, and reports the first difference.
+CPU) through the public ``LLM`` API, with chunked prefill and several requests in one batch, and
+reports the first difference.
 """
 
 from __future__ import annotations
@@ -51,81 +52,59 @@ def tiny_target(seed: int = 0, vocab_size: int = 256, max_model_len: int = 512) 
     return model.eval()
 
 
+_TINY_CHECKPOINTS: dict[int, Any] = {}
+
+
+def tiny_checkpoint(seed: int = 0) -> str:
+    """A local HF checkpoint of :func:`tiny_target` with the byte tokenizer, written once per
+    process to a temporary folder (removed at exit)."""
+    import json
+    import tempfile
+
+    from specpath.engine.tokenizer import TOKENIZER_CONFIG_NAME, ByteTokenizer
+
+    if seed not in _TINY_CHECKPOINTS:
+        folder = tempfile.TemporaryDirectory(prefix="specpath-tiny-target-")
+        tokenizer = ByteTokenizer()
+        tiny_target(seed).save_pretrained(
+            folder.name, extra_config={"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
+        )
+        with open(f"{folder.name}/{TOKENIZER_CONFIG_NAME}", "w", encoding="utf-8") as f:
+            json.dump(tokenizer.config_dict(), f)
+        _TINY_CHECKPOINTS[seed] = folder
+    return _TINY_CHECKPOINTS[seed].name
+
+
 def greedy_identity(
     speculative_config: Mapping[str, Any],
     *,
     prompts: Sequence[str],
     max_tokens: int = 24,
-    model: Any = None,
+    model: str | None = None,
     max_num_seqs: int = 4,
     max_num_batched_tokens: int = 48,
 ) -> GreedyIdentity:
-    """Decode ``prompts`` greedily with and without ``speculative_config``; return both."""
-    from specpath.config.args import create_speculative_config
-    from specpath.config.engine import EngineConfig
-    from specpath.engine.llm_engine import LLMEngine, SpeculationSettings
-    from specpath.engine.request import SamplingParams
-    from specpath.engine.scheduler import SchedulerConfig
-    from specpath.engine.tokenizer import ByteTokenizer
-    from specpath.factory import create_speculator
-    from specpath.speculator import SpeculatorContext
-
-    model = model if model is not None else tiny_target()
-    cfg = model.config
-    tokenizer = ByteTokenizer()
-    token_prompts = [tokenizer.encode(p) for p in prompts]
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
-    scheduler = SchedulerConfig(
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,  # small: prompts are prefilled in chunks
-        max_model_len=cfg.max_position_embeddings,
-    )
-
-    spec = create_speculative_config(dict(speculative_config))
-    engine_config = EngineConfig(speculative_config=spec)
-    speculator_config = engine_config.speculator
-    context = SpeculatorContext(
-        device="cpu",
-        dtype=next(model.parameters()).dtype,
-        vocab_size=cfg.vocab_size,
-        max_model_len=cfg.max_position_embeddings,
-        max_num_seqs=max_num_seqs,
-        target_config=cfg.to_hf_dict(),
-        embed_tokens=model.embed,
-        lm_head=lambda h: model.lm_head_logits(model.final_norm(h)),
-    )
-    speculation = SpeculationSettings(
-        speculator=create_speculator(spec, context),
-        num_speculative_tokens=spec.num_speculative_tokens,
-        k_for_batch_size=(engine_config.num_speculative_tokens_for_batch
-                          if engine_config.dynamic_k_table is not None else None),
-        num_lookahead_tokens=engine_config.num_lookahead_tokens,
-        num_prefill_lookahead_tokens=engine_config.num_prefill_lookahead_tokens,
-        num_hash_lookahead_tokens=engine_config.num_hash_lookahead_tokens,
-        use_eagle_block_drop=engine_config.use_eagle_block_drop,
-        num_extra_draft_slots=(0 if speculator_config.uses_separate_workspace_lane
-                               else engine_config.max_num_new_slots_for_drafting),
-        uses_target_hidden_states=speculator_config.uses_target_hidden_states,
-        verify_method=spec.rejection_sample_method,
-    )
-
-    def run(speculation: SpeculationSettings | None) -> tuple[list[list[int]], Any]:
-        engine = LLMEngine(model, scheduler=scheduler, speculation=speculation, tokenizer=tokenizer)
-        requests, metrics = engine.generate(token_prompts, params)
-        return [list(r.output_token_ids) for r in requests], metrics
-
+    """Decode ``prompts`` greedily through ``specpath.engine.LLM`` with and without
+    ``speculative_config``, on the checkpoint ``model`` (default: :func:`tiny_checkpoint`)."""
     import torch
+
+    from specpath.engine.llm import LLM, SamplingParams
+
+    path = model if model is not None else tiny_checkpoint()
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    options = dict(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)  # small: chunked prefill
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a toy model's matmuls are far faster on one thread (restored below)
     try:
-        plain, _ = run(None)
-        speculative, metrics = run(speculation)
+        plain = [o.token_ids for o in LLM(path, None, **options).generate(list(prompts), params)]
+        llm = LLM(path, dict(speculative_config), **options)
+        speculative = [o.token_ids for o in llm.generate(list(prompts), params)]
     finally:
         torch.set_num_threads(threads)
     return GreedyIdentity(
         plain=plain,
         speculative=speculative,
-        num_draft_tokens=int(metrics.num_draft_tokens),
-        num_accepted_tokens=int(metrics.num_accepted_tokens),
+        num_draft_tokens=int(llm.metrics.num_draft_tokens),
+        num_accepted_tokens=int(llm.metrics.num_accepted_tokens),
     )
