@@ -395,3 +395,23 @@ def test_resolved_configs_are_hashable(make_checkpoint, target):
     )
     assert hash(spec) == hash(spec.replace()) and spec == spec.replace()
     assert {spec: 1}[spec.replace()] == 1
+
+
+@pytest.mark.parametrize(
+    ("updates", "message"),
+    [
+        ({"num_speculative_tokens": "3"}, "Bad.configure set an invalid value: speculative_config.num_speculative_tokens: expected int"),
+        ({"prompt_lookup_min": 0}, "prompt_lookup_min: must be >= 1"),
+        ({"target_model_config": None}, "may not change the injected field 'target_model_config'"),
+        ({"draft_model_config": {}}, "set draft_model_config to a dict, expected ModelConfig"),
+    ],
+)
+def test_configure_updates_are_type_checked(updates, message):
+    @attrs.frozen(kw_only=True)
+    class Bad(core_fakes.FakeNgram):
+        @classmethod
+        def configure(cls, spec):
+            return updates
+
+    register_speculative_method("bad_updates", Bad)
+    assert message in error(method="bad_updates", num_speculative_tokens=2)

@@ -37,10 +37,6 @@ derive frequencies from it, so those are left alone)."""
 DTYPES = ("auto", "float32", "float16", "bfloat16", "float", "half")
 _DTYPE_ALIASES = {"float": "float32", "half": "float16"}
 
-HFOverride = Mapping[str, Any] | Callable[[dict], "dict | None"]
-"""A dict (deep-merged into config.json) or a callable ``f(config_dict) -> dict | None``."""
-
-
 class HFConfig(Mapping[str, Any]):
     """A checkpoint's ``config.json`` as a read-only mapping with attribute access
     (``hf_config.n_predict``), so config code reads it like a transformers config without

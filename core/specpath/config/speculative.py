@@ -444,8 +444,24 @@ class _Resolver:
                     value=key,
                     suggestion=closest_match(key, names),
                 )
-        changed = {k: v for k, v in updates.items() if getattr(self.spec, k) != v or k == "draft_model_config"}
-        self.set(**updates)
+        who = f"{owner.qualname()}.{hook}"
+        fields = attrs.fields_dict(SpeculativeConfig)
+        user = {f.name for f in SpeculativeConfig.user_fields()}
+        checked = {}
+        for key, value in updates.items():
+            if key in user:
+                checked[key] = self.structure_field(fields[key], value, who)
+            elif fields[key].metadata.get("kind") == _INJECTED:
+                raise SpeculativeConfigError(f"{who} may not change the injected field {key!r}")
+            else:
+                expected = {"draft_model_config": ModelConfig, "draft_parallel_config": ParallelConfig}.get(key, str)
+                if value is not None and not isinstance(value, expected):
+                    raise SpeculativeConfigError(
+                        f"{who} set {key} to a {type(value).__name__}, expected {expected.__name__}"
+                    )
+                checked[key] = value
+        changed = {k for k, v in checked.items() if getattr(self.spec, k) != v or k == "draft_model_config"}
+        self.set(**checked)
         if changed:
             self.note(hook, f"{owner.__name__}.{hook} set " + ", ".join(sorted(changed)))
 
@@ -476,27 +492,31 @@ class _Resolver:
         )
         self.set(resolution_trace=tuple(self.trace))
 
-    def check_types(self) -> None:
-        """Direct construction gets the same strict type checks as :meth:`from_dict`."""
+    def structure_field(self, f: attrs.Attribute, value: Any, who: str = "") -> Any:
+        """Strictly type-check one user field's value; lists become tuples, dicts read-only."""
         from specpath.config.converter import get_converter
 
-        converter = get_converter()
+        if value is None:
+            return None
+        try:
+            structured = get_converter().structure(value, f.type)
+        except Exception as exc:  # noqa: BLE001 - the humaniser is the single exit
+            err = humanize_structuring_error(exc, root=f"speculative_config.{f.name}")
+            if who:
+                raise SpeculativeConfigError(f"{who} set an invalid value: {err}") from None
+            raise err from None
+        if f.name == "num_speculative_tokens_per_batch_size":
+            return tuple(tuple(r) for r in structured)
+        if isinstance(structured, list):
+            return tuple(structured)
+        if isinstance(structured, Mapping):
+            return types.MappingProxyType(dict(structured))
+        return structured
+
+    def check_types(self) -> None:
+        """Direct construction gets the same strict type checks as :meth:`from_dict`."""
         for f in SpeculativeConfig.user_fields():
-            value = getattr(self.spec, f.name)
-            if value is None:
-                continue
-            try:
-                structured = converter.structure(value, f.type)
-            except Exception as exc:  # noqa: BLE001
-                err = humanize_structuring_error(exc, root=f"speculative_config.{f.name}")
-                raise err from None
-            if isinstance(structured, list):
-                structured = tuple(structured)
-            if f.name == "num_speculative_tokens_per_batch_size":
-                structured = tuple(tuple(r) for r in structured)
-            if isinstance(structured, dict):
-                structured = types.MappingProxyType(dict(structured))
-            object.__setattr__(self.spec, f.name, structured)
+            object.__setattr__(self.spec, f.name, self.structure_field(f, getattr(self.spec, f.name)))
         for f in attrs.fields(SpeculativeConfig):
             if f.metadata.get("kind") == _DERIVED and getattr(self.spec, f.name) is not None:
                 raise SpeculativeConfigError(
@@ -732,6 +752,7 @@ class _Resolver:
             )
         if k <= 0:
             raise SpeculativeConfigError("must be greater than 0", field="speculative_config.num_speculative_tokens", value=k)
+        self.check_inputs()  # again: configure may have filled fields
         self.verify_dynamic_k(k)
         self.verify_prompt_lookup()
         self.verify_synthetic(k)
