@@ -57,6 +57,19 @@ def specpath_register_methods(register):
     register("eagle", FakeNgram)          # ... but this one is not: nothing is bound
 """
 
+RAISING_CONVERTER = """
+from specpath.hookspecs import hookimpl
+
+@hookimpl
+def specpath_configure_converter(converter):
+    raise TypeError("bad converter hook")
+
+@hookimpl
+def specpath_register_methods(register):
+    from core_fakes import FakeEagle3
+    register("eagle3", FakeEagle3)
+"""
+
 MISSPELLED_HOOK = """
 from specpath.hookspecs import hookimpl
 
@@ -145,8 +158,9 @@ def test_two_entry_points_may_share_one_module(fake_site):
         (RAISING_HOOK, "RuntimeError: boom in register"),
         (INVALID_REGISTRATION, "base_method must be 'eagle'"),
         (MISSPELLED_HOOK, "unknown hook 'specpath_register_method', did you mean 'specpath_register_methods'?"),
+        (RAISING_CONVERTER, "TypeError: bad converter hook"),
     ],
-    ids=["import-error", "raising-hook", "invalid-registration", "misspelled-hook"],
+    ids=["import-error", "raising-hook", "invalid-registration", "misspelled-hook", "raising-converter-hook"],
 )
 def test_a_broken_plugin_is_recorded_and_never_hides_a_healthy_one(fake_site, source, error):
     # "a_broken" sorts first, so it is loaded before the healthy plugin.
@@ -158,9 +172,10 @@ def test_a_broken_plugin_is_recorded_and_never_hides_a_healthy_one(fake_site, so
     assert (broken.name, broken.distribution, broken.version) == ("a_broken", "specpath-broken", "0.3")
     assert error in broken.error and "\n" not in broken.error
     assert builtin_config_class("ngram").config_class.__name__ == "FakeNgram"
-    # an invalid registration binds nothing at all, not even its valid part
+    # a broken plugin binds nothing at all, not even its valid part, and leaves pluggy
     with pytest.raises(SpeculativeConfigError):
         builtin_config_class("eagle3")
+    assert sys.modules.get("fake_broken_hooks") not in plugins.get_plugin_manager().get_plugins()
     # the unknown-method error names the broken plugin
     with pytest.raises(SpeculativeConfigError, match="broken plugins: a_broken"):
         specpath.SpeculativeConfig(method="a_brokn", num_speculative_tokens=2)

@@ -171,8 +171,7 @@ class _PluginHost:
             ) from exc
 
     def _load(self, record: PluginRecord) -> None:
-        registered_here = False
-        plugin = None
+        plugin, ours = None, False
         try:
             plugin = record.entry_point.load()
             if self.pm.is_registered(plugin):  # already loaded through another entry point
@@ -180,18 +179,15 @@ class _PluginHost:
                 twin = self.record_for(plugin)
                 record.methods = list(twin.methods) if twin is not None else []
             else:
+                ours = True  # pluggy may register it and then raise from a historic hook
                 self.pm.register(plugin, name=f"{record.distribution or '?'}:{record.name}")
-                registered_here = True
                 self._check_hook_names(plugin)
                 record.methods = self._register_methods(plugin, record)
             record.plugin = plugin
             record.status = "loaded"
         except Exception as exc:  # noqa: BLE001 - one plugin must never break the others
-            if registered_here:
-                try:
-                    self.pm.unregister(plugin)
-                except Exception:  # noqa: BLE001
-                    pass
+            if ours and self.pm.is_registered(plugin):
+                self.pm.unregister(plugin)
             self._fail(record, exc)
 
     def _check_hook_names(self, plugin: object) -> None:

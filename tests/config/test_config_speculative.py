@@ -102,6 +102,7 @@ def test_custom_method_resolves_to_its_base_method(make_checkpoint):
 
 
 def test_inference_from_model():
+    assert "speculative_config.model: must not be empty" in error(model=" ", num_speculative_tokens=2)
     assert resolve(model="[ngram]", num_speculative_tokens=2).method == "ngram"
     assert resolve(model="ngram", num_speculative_tokens=2).method == "ngram"
     assert "speculative_config.model: required for method 'draft_model'" in error(num_speculative_tokens=2)

@@ -538,6 +538,8 @@ class _Resolver:
                 value=spec.tensor_parallel_size,
                 suggestion="draft_tensor_parallel_size",
             )
+        if spec.model is not None and not spec.model.strip():
+            raise SpeculativeConfigError("must not be empty", field="speculative_config.model", value=spec.model)
         k = spec.num_speculative_tokens
         if k is not None and k <= 0:
             raise SpeculativeConfigError(

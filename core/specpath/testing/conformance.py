@@ -43,15 +43,38 @@ from specpath.testing.synthetic import (
 
 ENTRY_POINT_GROUP = "specpath.methods"
 
-# Example non-empty values for the method-specific options of the article; a plugin that
-# does not declare an option in ``supported_options`` must refuse it.
+# Example non-empty values for the method-specific options; a plugin that does not declare an
+# option in ``supported_options`` must refuse it. Options the core adds later get a value
+# guessed from their declared type (see :func:`method_specific_option_examples`).
 METHOD_SPECIFIC_OPTION_EXAMPLES: dict[str, Any] = {
     "dspark_draft_topk": 4,
+    "dspark_anchor_sampling": True,
     "draft_lm_head_quantization": "fp8",
     "index_share_for_mtp_iteration": True,
     "xpress_topc": 4,
     "speculator_options": {"conformance_probe": 1},
 }
+
+
+def method_specific_option_examples() -> dict[str, Any]:
+    """A valid, non-empty value for every option in the core's ``METHOD_SPECIFIC_OPTIONS``."""
+    import re
+
+    import attrs
+
+    from specpath.config.speculative import METHOD_SPECIFIC_OPTIONS, SpeculativeConfig
+
+    fields = {f.name: f for f in attrs.fields(SpeculativeConfig)}
+    out = {}
+    for name in METHOD_SPECIFIC_OPTIONS:
+        if name in METHOD_SPECIFIC_OPTION_EXAMPLES:
+            out[name] = METHOD_SPECIFIC_OPTION_EXAMPLES[name]
+            continue
+        declared = str(fields[name].type)
+        literal = re.search(r"Literal\[['\"]([^'\"]+)", declared)
+        out[name] = (literal.group(1) if literal else True if "bool" in declared else 4 if "int" in declared
+                     else {"conformance_probe": 1} if "Mapping" in declared or "dict" in declared else "probe")
+    return out
 
 
 def _import_object(path: str) -> Any:
@@ -262,7 +285,7 @@ class SpeculatorConformance:
     def test_options_of_other_methods_are_refused(self) -> None:
         from specpath.errors import SpeculativeConfigError
 
-        refused = {name: value for name, value in METHOD_SPECIFIC_OPTION_EXAMPLES.items()
+        refused = {name: value for name, value in method_specific_option_examples().items()
                    if name not in self.config_class.supported_options}
         for name, value in refused.items():
             with pytest.raises(SpeculativeConfigError) as info:

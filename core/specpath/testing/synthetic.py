@@ -35,8 +35,14 @@ def tiny_context(
     seed: int = 0,
 ) -> SpeculatorContext:
     """A :class:`SpeculatorContext` for a random-weight toy target on CPU: a Llama-style
-    ``config.json`` and random embedding / head callables of the right shapes."""
+    ``config.json``, random embedding / head callables of the right shapes, and a
+    ``load_model`` that builds the reference engine's model from a local checkpoint."""
     import torch
+
+    def load_model(path: Any, **options: Any) -> Any:
+        from specpath.engine.model import LlamaModel
+
+        return LlamaModel.from_pretrained(path, **{"dtype": torch.float32, "device": "cpu", **options})
 
     gen = torch.Generator().manual_seed(seed)
     embedding = torch.randn(vocab_size, hidden_size, generator=gen) * 0.1
@@ -63,6 +69,7 @@ def tiny_context(
         },
         embed_tokens=lambda ids: embedding[ids.long()],
         lm_head=lambda hidden: hidden @ head.T,
+        load_model=load_model,
     )
 
 
