@@ -146,3 +146,15 @@ def test_known_failures_become_strict_xfails_on_the_subclass_only(tmp_path, monk
 def test_bad_known_failures_are_refused_when_the_class_is_made(failures, problem):
     with pytest.raises(TypeError, match=problem):
         type("Bad", (SpeculatorConformance,), {"known_failures": failures})
+
+
+def test_every_method_specific_option_of_the_core_gets_an_example(monkeypatch):
+    from specpath.config.speculative import METHOD_SPECIFIC_OPTIONS
+    from specpath.testing import conformance
+
+    assert set(conformance.method_specific_option_examples()) == set(METHOD_SPECIFIC_OPTIONS)
+    monkeypatch.setattr(conformance, "METHOD_SPECIFIC_OPTION_EXAMPLES", {})  # options the kit does not know yet
+    guessed = conformance.method_specific_option_examples()
+    assert guessed["draft_lm_head_quantization"] == "fp8"  # first value of its Literal
+    assert guessed["dspark_anchor_sampling"] is True and guessed["dspark_draft_topk"] == 4
+    assert isinstance(guessed["speculator_options"], dict) and guessed["speculator_options"]

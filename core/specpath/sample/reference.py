@@ -130,12 +130,12 @@ def accept_block(draft_ids, cu, target_argmax, target_probs, draft_probs, unifor
     )
 
 
-def recover(target_probs, draft_probs, draft_ids, rows, scale, uniforms, subtract_draft):
+def recover(target_probs, draft_probs, draft_ids, rows, scale, inverse_noise, subtract_draft):
     """Sample the token emitted at a rejected position: int64 [R].
 
     Row ``i`` samples ``max(0, scale[i] * p - q)`` at position ``rows[i]`` (q one-hot at the
-    draft when ``draft_probs`` is None; q = 0 when not ``subtract_draft``) by inverting its
-    float64 CDF at ``uniforms[i]``. An all-zero residual falls back to p.
+    draft when ``draft_probs`` is None; q = 0 when not ``subtract_draft``), by the exponential
+    race ``argmax(weights * inverse_noise[i])``. An all-zero residual falls back to p.
     """
     p = target_probs[rows]
     if subtract_draft:
@@ -144,20 +144,14 @@ def recover(target_probs, draft_probs, draft_ids, rows, scale, uniforms, subtrac
         else:
             q = torch.zeros_like(p).scatter_(1, draft_ids[rows].long()[:, None], 1.0)
         weights = (scale[:, None] * p - q).clamp_min(0)
-        weights = torch.where((weights > 0).any(-1, keepdim=True), weights, p)
     else:
         weights = p
-    return _inverse_cdf(weights, uniforms)
-
-
-def _inverse_cdf(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """The first index whose float64 running sum exceeds ``u * total``, never a zero weight."""
-    cdf = weights.double().cumsum(-1)
-    target = uniforms.double() * cdf[:, -1]
-    index = (cdf <= target[:, None]).sum(-1)
-    vocab = torch.arange(weights.shape[-1], device=weights.device)
-    last = torch.where(weights > 0, vocab, -1).amax(-1)
-    return torch.minimum(index, last)
+    score = weights * inverse_noise
+    token = score.argmax(-1)
+    empty = score.gather(1, token[:, None]).squeeze(1) <= 0
+    if bool(empty.any()):
+        token = torch.where(empty, (p * inverse_noise).argmax(-1), token)
+    return token
 
 
 def lift_probs(draft_probs, target_to_draft):

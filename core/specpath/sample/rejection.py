@@ -4,8 +4,8 @@ Layout (the one engines already use): the drafts of all requests flattened in ba
 ``num_draft_tokens`` per request, the target's logits at every draft position, one bonus token
 per request (sampled by the engine at the position after the last draft). Every mode reduces
 to the same two steps: a kernel decides how many drafts each request keeps, then rejected
-random rows sample their corrected token from a residual distribution. All randomness is
-drawn up front, per request, from that request's own generator.
+random rows sample their corrected token from a residual distribution, drawn with that
+request's own generator.
 """
 
 from __future__ import annotations
@@ -128,11 +128,11 @@ def rejection_sample(
     subtract_draft = True
     if method == "synthetic":
         rates = _synthetic_rates(method_options, max_k)
-        uniforms, recovery = randomness.draw_uniforms([True] * batch, counts, gens, device)
+        uniforms = randomness.draw_uniforms([True] * batch, counts, gens, device)
         num = kernels.accept_synthetic(cu, torch.tensor(conditional_rates(rates), device=device), uniforms)
         subtract_draft = False
     else:
-        uniforms, recovery = randomness.draw_uniforms([not g for g in greedy_list], counts, gens, device)
+        uniforms = randomness.draw_uniforms([not g for g in greedy_list], counts, gens, device)
         args = (draft_token_ids, cu, argmax, probs, draft_probs, uniforms, is_greedy)
         if method == "standard":
             num = kernels.accept_standard(*args)
@@ -152,9 +152,10 @@ def rejection_sample(
         random_rej = [i for i, r in enumerate(rejected) if not greedy_list[r]]
         if random_rej:
             pick = torch.tensor(random_rej, device=device)
-            who = rej[pick]
-            w = scale[who] if scale is not None else torch.ones(len(random_rej), device=device)
-            tokens = kernels.recover(probs, draft_probs, draft_token_ids, rows[pick], w, recovery[who], subtract_draft)
+            who = [rejected[i] for i in random_rej]
+            noise = randomness.draw_inverse_noise(who, vocab, gens, device)
+            w = scale[rej[pick]] if scale is not None else torch.ones(len(who), device=device)
+            tokens = kernels.recover(probs, draft_probs, draft_token_ids, rows[pick], w, noise, subtract_draft)
             final[rej[pick]] = tokens.to(final.dtype)
 
     position = torch.arange(max_k, device=device)
