@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.append(os.path.dirname(__file__))
 
 _ENV = ("SPECPATH_PLUGINS", "SPECPATH_DISABLE_PLUGIN_AUTOLOAD", "SPECPATH_STRICT_PLUGINS")
 
