@@ -416,3 +416,25 @@ def test_configure_updates_are_type_checked(updates, message):
 
     register_speculative_method("bad_updates", Bad)
     assert message in error(method="bad_updates", num_speculative_tokens=2)
+
+
+@pytest.mark.parametrize("hook", ["configure", "default_model", "specialize", "verify", "num_lookahead_tokens"])
+def test_a_buggy_plugin_hook_is_a_one_line_error(hook):
+    def boom(*args):
+        raise KeyError("oops")
+
+    namespace = {hook: property(boom) if hook == "num_lookahead_tokens" else classmethod(boom)}
+    Buggy = attrs.frozen(kw_only=True)(type("Buggy", (core_fakes.FakeNgram,), namespace))
+    register_speculative_method("buggy", Buggy)
+    assert f"Buggy.{hook} failed: KeyError: 'oops'" in error(method="buggy", num_speculative_tokens=2)
+
+
+def test_properties_must_be_non_negative_ints():
+    @attrs.frozen(kw_only=True)
+    class Negative(core_fakes.FakeNgram):
+        @property
+        def max_num_new_slots_for_drafting(self):
+            return -1
+
+    register_speculative_method("negative", Negative)
+    assert "Negative.max_num_new_slots_for_drafting must be an int >= 0 (got -1)" in error(method="negative", num_speculative_tokens=2)

@@ -111,6 +111,17 @@ def conditional_acceptance_rates(unconditional: Sequence[float]) -> tuple[float,
     return tuple(out)
 
 
+def _call_hook(cls: type[SpeculatorConfig], hook: str, *args: Any) -> Any:
+    """Call a config-class hook; a plugin bug becomes a one-line error naming the hook."""
+    try:
+        return getattr(cls, hook)(*args)
+    except SpeculativeConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - never a raw traceback from plugin code
+        text = " ".join(str(exc).split())
+        raise SpeculativeConfigError(f"{cls.qualname()}.{hook} failed: {type(exc).__name__}: {text}") from exc
+
+
 def _is_custom_proposer_path(model: object) -> bool:
     return (
         isinstance(model, str)
@@ -477,18 +488,28 @@ class _Resolver:
         self.check_inputs()
         config_cls, declared = self.dispatch()
         self.default_model(config_cls)
-        self.apply_updates(config_cls, "configure", config_cls.configure(spec))
+        self.apply_updates(config_cls, "configure", _call_hook(config_cls, "configure", spec))
         final_cls = self.pick_class(config_cls, declared)
         self.check_supported_options(final_cls)
         self.set(speculator_config=final_cls(spec=spec))
         self.verify_args(final_cls)
         speculator = spec.speculator_config
+        values = {}
+        for name in ("num_lookahead_tokens", "num_prefill_lookahead_tokens", "max_num_new_slots_for_drafting"):
+            try:
+                value = getattr(speculator, name)
+            except Exception as exc:  # noqa: BLE001 - a property bug is a start-up error too
+                raise SpeculativeConfigError(
+                    f"{final_cls.qualname()}.{name} failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
+                ) from exc
+            if type(value) is not int or value < 0:
+                raise SpeculativeConfigError(f"{final_cls.qualname()}.{name} must be an int >= 0", value=value)
+            values[name] = value
         self.note(
             "result",
             f"method={spec.method!r} custom_method={spec.custom_method!r} K={spec.num_speculative_tokens} "
-            f"lookahead={speculator.num_lookahead_tokens} "
-            f"prefill_lookahead={speculator.num_prefill_lookahead_tokens} "
-            f"extra_slots={speculator.max_num_new_slots_for_drafting}",
+            f"lookahead={values['num_lookahead_tokens']} prefill_lookahead={values['num_prefill_lookahead_tokens']} "
+            f"extra_slots={values['max_num_new_slots_for_drafting']}",
         )
         self.set(resolution_trace=tuple(self.trace))
 
@@ -678,7 +699,7 @@ class _Resolver:
             return name, None, None
         for method in CHECKPOINT_DETECTION_ORDER:
             registration = _lookup(method)
-            if registration is not None and registration.config_class.matches(checkpoint):
+            if registration is not None and _call_hook(registration.config_class, "matches", checkpoint):
                 self.note("infer", f"{registration.config_class.__name__}.matches recognised the checkpoint: {method!r}")
                 return method, None, None
         self.note("infer", "no method given and the checkpoint was not recognised: 'draft_model'")
@@ -686,7 +707,7 @@ class _Resolver:
 
     def default_model(self, config_cls: type[SpeculatorConfig]) -> None:
         if self.spec.model is None:
-            model = config_cls.default_model(self.spec)
+            model = _call_hook(config_cls, "default_model", self.spec)
             if model is not None:
                 self.set(model=model)
                 self.note("default_model", f"{config_cls.__name__}.default_model: {model!r}")
@@ -721,7 +742,7 @@ class _Resolver:
             if cls is not config_cls:
                 self.note("class", f"{cls.qualname()} ({how} {name!r})")
             return cls
-        final = config_cls.specialize(spec)
+        final = _call_hook(config_cls, "specialize", spec)
         if not (isinstance(final, type) and issubclass(final, config_cls)):
             raise SpeculativeConfigError(
                 f"{config_cls.qualname()}.specialize must return a subclass of it", value=final
@@ -770,7 +791,7 @@ class _Resolver:
                     field="speculative_config.draft_lm_head_quantization",
                     value=spec.draft_lm_head_quantization,
                 )
-        cls.verify(spec)
+        _call_hook(cls, "verify", spec)
 
     def verify_dynamic_k(self, k: int) -> None:
         table = self.spec.num_speculative_tokens_per_batch_size
