@@ -155,3 +155,22 @@ def test_methods_and_plugins_show_a_broken_plugin(capsys, fake_site):
     assert rows["eagle3"]["note"] == "plugin specpath-eagle3 is broken: ModuleNotFoundError: No module named 'not_here_xyz'"
     code, out, _ = run(capsys, "plugins")
     assert code == 0 and "broken" in out and "specpath-eagle3" in out and "not_here_xyz" in out
+
+
+def test_fields_lists_the_five_groups_with_docs(capsys):
+    code, out, _ = run(capsys, "fields", "--json")
+    rows = json.loads(out)
+    assert code == 0 and {r["group"] for r in rows} == {"source", "budget", "overrides", "verification", "special"}
+    assert all(r["doc"] for r in rows)
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["num_speculative_tokens_per_batch_size"]["group"] == "budget"
+    assert by_name["dspark_draft_topk"]["method_specific"] and not by_name["model"]["method_specific"]
+    assert "custom_method" not in by_name and "target_model_config" not in by_name
+    code, out, _ = run(capsys, "fields")
+    assert code == 0 and out.startswith("draft source and parallelism:")
+
+
+def test_python_dash_m():
+    result = subprocess.run([sys.executable, "-m", "specpath", "fields", "--json"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0 and json.loads(result.stdout)

@@ -177,6 +177,25 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- fields --------------------------------------------------------------------------------
+
+
+def cmd_fields(args: argparse.Namespace) -> int:
+    from specpath.config.speculative import FIELD_GROUPS, field_reference
+
+    rows = field_reference()
+    if args.json:
+        _print_json(rows)
+        return 0
+    for group, title in FIELD_GROUPS.items():
+        print(f"{title}:")
+        for r in (r for r in rows if r["group"] == group):
+            default = "" if r["default"] is None else f" = {r['default']!r}"
+            print(f"  {r['name']}: {r['type']}{default}")
+            print(f"      {r['doc']}")
+    return 0
+
+
 # -- explain / validate ----------------------------------------------------------------------
 
 
@@ -281,6 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plugins", help="installed method plugins and their status")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plugins)
+
+    p = sub.add_parser("fields", help="every speculative-config field, by group, with its documentation")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_fields)
 
     p = sub.add_parser("explain", help="resolve a speculative config and show every step")
     _add_resolve_args(p)

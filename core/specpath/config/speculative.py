@@ -414,6 +414,34 @@ class SpeculativeConfig:
         return out
 
 
+FIELD_GROUPS: dict[str, str] = {
+    "source": "draft source and parallelism",
+    "budget": "budget and dynamic speculation",
+    "overrides": "draft-side overrides",
+    "verification": "rejection sampling and verification",
+    "special": "special modes and method-specific options",
+}
+"""The article's five field groups, in order."""
+
+
+def field_reference() -> list[dict[str, Any]]:
+    """Every field a user may set: group, name, type, default and documentation."""
+    attrs.resolve_types(SpeculativeConfig)
+    rows = []
+    for f in SpeculativeConfig.user_fields():
+        type_name = str(f.type).replace("typing.", "").replace("collections.abc.", "")
+        rows.append({
+            "group": f.metadata[_GROUP],
+            "name": f.name,
+            "type": type_name,
+            "default": f.default,
+            "doc": f.metadata["doc"],
+            "method_specific": f.name in METHOD_SPECIFIC_OPTIONS,
+        })
+    order = list(FIELD_GROUPS)
+    return sorted(rows, key=lambda r: order.index(r["group"]))
+
+
 def _make_input_class() -> type:
     """An attrs class holding exactly the user fields, so the strict converter structures
     (and type-checks) input without running resolution."""
