@@ -126,3 +126,64 @@ def random_prompts(n, seed, lo=2, hi=40, vocab=VOCAB):
     rng = random.Random(seed)
     return [[rng.randrange(vocab) for _ in range(rng.randint(lo, hi))] for _ in range(n)]
 
+
+
+class LookupSpeculator(BaseSpeculator):
+    """Prompt lookup: the continuation of the most recent earlier match of the last 2 tokens.
+
+    With ``hidden_state_layers`` it also checks that hidden states arrive, one row per newly
+    committed position (for the engine's capability path)."""
+
+    layers: tuple[int, ...] = ()
+
+    def __init__(self, config, context):
+        super().__init__(config, context)
+        self.rows_seen = 0
+        self.positions_announced = 0
+
+    @property
+    def hidden_state_layers(self):
+        return self.layers
+
+    def propose(self, batch):
+        if self.layers:
+            assert batch.hidden_states is not None
+            assert batch.hidden_states.shape[0] == sum(r.num_new_positions for r in batch.requests)
+            assert batch.hidden_states.shape[1:] == (len(self.layers), self.context.target_config["hidden_size"])
+            self.rows_seen += batch.hidden_states.shape[0]
+        tokens, counts = [], []
+        for r in batch.requests:
+            self.positions_announced += r.num_new_positions
+            ids = list(r.token_ids)
+            out = []
+            if r.max_draft_tokens and len(ids) >= 3:
+                key = ids[-2:]
+                for start in range(len(ids) - 3, -1, -1):
+                    if ids[start : start + 2] == key:
+                        out = ids[start + 2 : start + 2 + r.max_draft_tokens]
+                        break
+            tokens += out
+            counts.append(len(out))
+        return DraftProposal(token_ids=torch.tensor(tokens, dtype=torch.int32), num_draft_tokens=counts)
+
+
+class HiddenLookupSpeculator(LookupSpeculator):
+    layers = (0, 1)
+
+
+def save_tiny_checkpoint(path, seed=0):
+    """A random byte-level Llama with the byte tokenizer, as an HF checkpoint directory."""
+    import json
+
+    from specpath.engine.tokenizer import ByteTokenizer
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=256,
+                         tie_word_embeddings=True)
+    model = LlamaModel(config)
+    with torch.no_grad():
+        model.model.embed_tokens.weight.mul_(20.0)  # decisive logits: no float32 near-ties
+    model.save_pretrained(path)
+    (path / "tokenizer_config.json").write_text(json.dumps(ByteTokenizer(eos_token_id=None).config_dict()))
+    return path

@@ -1,5 +1,6 @@
 """Greedy output with speculation equals greedy output without it, token for token."""
 
+import attrs
 import pytest
 import torch
 
@@ -63,3 +64,34 @@ def test_perfect_drafts_accept_everything(model, workload):
     assert metrics.acceptance_rate_by_position == [1.0] * len(metrics.acceptance_rate_by_position)
     # Each verification step emits its drafts plus the bonus token.
     assert metrics.mean_acceptance_length == pytest.approx(1 + metrics.num_draft_tokens / metrics.num_drafts)
+
+
+class OverDrafter(OracleSpeculator):
+    """Ignores the step's budget and drafts K + 3 tokens: the runner trims them (v2 runner)."""
+
+    def propose(self, batch):
+        requests = tuple(
+            attrs.evolve(r, max_draft_tokens=r.max_draft_tokens + 3) if r.max_draft_tokens else r
+            for r in batch.requests
+        )
+        return super().propose(attrs.evolve(batch, requests=requests))
+
+
+def test_runner_trims_drafts_to_the_step_budget(model, workload):
+    prompts, outputs = workload
+    speculator = OverDrafter([p + o for p, o in zip(prompts, outputs)], corrupt=0.2)
+    engine = make_engine(model, speculator=speculator, k=2)
+    requests, metrics = engine.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS))
+    assert [r.output_token_ids for r in requests] == outputs
+    assert len(metrics.drafted_by_position) <= 2
+
+
+def test_inconsistent_proposal_is_a_clear_error(model):
+    class Broken(OracleSpeculator):
+        def propose(self, batch):
+            p = super().propose(batch)
+            return type(p)(token_ids=p.token_ids, num_draft_tokens=list(p.num_draft_tokens) + [1])
+
+    engine = make_engine(model, speculator=Broken([]), k=2)
+    with pytest.raises(ValueError, match="Broken.propose"):
+        engine.generate([[1, 2, 3]], SamplingParams(max_tokens=5))

@@ -1,0 +1,142 @@
+"""The user API and the CLI, on a tiny checkpoint, with test methods registered as custom methods."""
+
+import json
+
+import attrs
+import pytest
+
+from engine_helpers import save_tiny_checkpoint
+from specpath.config.speculator import SpeculatorConfig
+from specpath.engine.llm import LLM, SamplingParams
+from specpath.registry import get_registry, register_speculative_method
+
+
+@attrs.frozen(kw_only=True)
+class LookupConfig(SpeculatorConfig):
+    base_method = "ngram"
+    speculator_class = "engine_helpers:LookupSpeculator"
+
+
+@attrs.frozen(kw_only=True)
+class HiddenLookupConfig(SpeculatorConfig):
+    """Reads target hidden states and its draft KV depends on the next token (EAGLE-like flags)."""
+
+    base_method = "ngram"
+    speculator_class = "engine_helpers:HiddenLookupSpeculator"
+    uses_target_hidden_states = True
+    draft_kv_depends_on_next_token = True
+
+    @property
+    def num_lookahead_tokens(self):
+        return self.num_speculative_tokens
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return save_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(autouse=True)
+def methods():
+    registry = get_registry()
+    saved = registry.snapshot()
+    register_speculative_method("engine_test_lookup", LookupConfig)
+    register_speculative_method("engine_test_hidden_lookup", HiddenLookupConfig)
+    yield
+    registry.restore(saved)
+
+
+PROMPTS = ["def f(x):\n    return x + 1\n\ndef g(x):\n    return ", [100, 101, 102, 100, 101], "ab ab ab ab"]
+
+
+def test_generate_text_and_token_prompts(checkpoint):
+    llm = LLM(str(checkpoint))
+    outs = llm.generate(PROMPTS, SamplingParams(max_tokens=12))
+    assert [o.prompt for o in outs] == [PROMPTS[0], None, PROMPTS[2]]
+    assert outs[1].prompt_token_ids == PROMPTS[1]
+    for o in outs:
+        assert len(o.token_ids) == 12 and o.finish_reason == "length"
+        assert o.text == llm.tokenizer.decode(o.token_ids)
+    assert llm.metrics.num_generated_tokens == 36 and llm.metrics.tokens_per_s > 0
+    single = llm.generate(PROMPTS[0], SamplingParams(max_tokens=12))
+    assert single[0].token_ids == outs[0].token_ids
+
+
+@pytest.mark.parametrize("method", ["engine_test_lookup", "engine_test_hidden_lookup"])
+@pytest.mark.parametrize("prefix_caching", [False, True])
+def test_speculative_config_keeps_greedy_output(checkpoint, method, prefix_caching):
+    base = LLM(str(checkpoint)).generate(PROMPTS * 2, SamplingParams(max_tokens=40))
+    llm = LLM(str(checkpoint), {"method": method, "num_speculative_tokens": 3},
+              enable_prefix_caching=prefix_caching, block_size=4)
+    outs = llm.generate(PROMPTS, SamplingParams(max_tokens=40))
+    assert llm.metrics.num_draft_tokens > 0
+    outs += llm.generate(PROMPTS, SamplingParams(max_tokens=40))  # a second call can hit the prefix cache
+    assert [o.token_ids for o in outs] == [o.token_ids for o in base]
+    engine = llm.engine
+    assert engine.blocks.num_free_blocks == engine.blocks.num_blocks
+    spec = llm.speculator
+    if method == "engine_test_hidden_lookup":
+        assert engine.config.num_lookahead_tokens == 3 and engine.config.num_prefill_lookahead_tokens == 1
+        assert engine.blocks.use_eagle_block_drop
+        assert engine.blocks.num_hash_lookahead_tokens == (1 if prefix_caching else 0)
+        assert spec.rows_seen == spec.positions_announced > 0
+    if prefix_caching:
+        assert llm.metrics.num_cached_tokens > 0
+
+
+def test_dynamic_k_table_is_read_from_the_config(checkpoint):
+    llm = LLM(str(checkpoint), {"method": "engine_test_lookup", "num_speculative_tokens": 4,
+                                "num_speculative_tokens_per_batch_size": [[1, 1, 4], [2, 8, 1]]})
+    llm.generate(PROMPTS, SamplingParams(max_tokens=20))
+    assert llm.metrics.num_drafts > 0
+    assert len(llm.metrics.drafted_by_position) <= 4
+    assert llm.engine.scheduler.k_for_batch_size(3) == 1 and llm.engine.scheduler.k_for_batch_size(1) == 4
+
+
+def test_stop_string_cuts_text(checkpoint):
+    llm = LLM(str(checkpoint))
+    full = llm.generate("abc", SamplingParams(max_tokens=20))[0]
+    stop = full.text[5:7]
+    cut = llm.generate("abc", SamplingParams(max_tokens=20, stop=[stop]))[0]
+    assert cut.finish_reason == "stop"
+    assert cut.text == full.text[: full.text.find(stop)]
+
+
+def test_missing_model_is_one_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        LLM(str(tmp_path))
+
+
+def test_cli_run_json(checkpoint, capsys):
+    from specpath.cli import main
+
+    rc = main(["run", "--model", str(checkpoint), "--prompt", "ab ab ab ab", "--max-tokens", "10", "--json",
+               "--speculative-config", '{"method": "engine_test_lookup", "num_speculative_tokens": 2}'])
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["token_ids"]) == 10 and isinstance(data["text"], str)
+    assert set(data["metrics"]) == {"num_drafts", "num_draft_tokens", "num_accepted_tokens",
+                                    "mean_acceptance_length", "acceptance_rate_by_position", "tokens_per_s"}
+    base = LLM(str(checkpoint)).generate("ab ab ab ab", SamplingParams(max_tokens=10))[0]
+    assert data["token_ids"] == base.token_ids
+
+
+def test_cli_run_bad_config_is_one_line(checkpoint, capsys):
+    from specpath.cli import main
+
+    rc = main(["run", "--model", str(checkpoint), "--prompt", "x", "--speculative-config", '{"method": "ngrm"}'])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1 and "ngram" in err
+
+
+def test_demo_rows(checkpoint, capsys):
+    from specpath.cli import main
+
+    rc = main(["demo", "--model", str(checkpoint), "--max-tokens", "8", "--json",
+               "--methods", "engine_test_lookup,engine_test_hidden_lookup"])
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {r["method"]: r for r in data["rows"]}
+    assert set(rows) == {"baseline", "engine_test_lookup", "engine_test_hidden_lookup"}
+    assert all(r["greedy_identical"] for r in rows.values())
+    assert rows["baseline"]["speedup"] == 1.0
