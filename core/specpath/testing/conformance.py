@@ -26,7 +26,6 @@ This module imports pytest; it is imported only by plugin tests, never by ``spec
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from typing import Any, ClassVar
@@ -75,12 +74,6 @@ def method_specific_option_examples() -> dict[str, Any]:
         out[name] = (literal.group(1) if literal else True if "bool" in declared else 4 if "int" in declared
                      else {"conformance_probe": 1} if "Mapping" in declared or "dict" in declared else "probe")
     return out
-
-
-def _import_object(path: str) -> Any:
-    """``"package.module:Name"`` (or dotted) -> the object."""
-    module, _, name = path.replace(":", ".").rpartition(".")
-    return getattr(importlib.import_module(module), name)
 
 
 def _strict_xfail(test: Callable[..., Any], reason: str) -> Callable[..., Any]:
@@ -170,10 +163,6 @@ class SpeculatorConformance:
 
     # -- helpers ------------------------------------------------------------------------
 
-    @staticmethod
-    def speculator_config_of(spec: Any) -> Any:
-        return spec.speculator_config
-
     def _require_speculator(self) -> None:
         if self.config_class.speculator_class is None:
             pytest.skip(f"{self.config_class.__name__} declares no speculator_class")
@@ -215,7 +204,7 @@ class SpeculatorConformance:
         from specpath.methods import BUILTIN_METHODS
 
         spec = self.resolve(num_speculative_tokens=self.k_values[0])
-        assert type(self.speculator_config_of(spec)) is self.config_class
+        assert type(spec.speculator_config) is self.config_class
         if self.method in BUILTIN_METHODS:
             assert spec.method == self.method
         else:
@@ -238,7 +227,7 @@ class SpeculatorConformance:
 
         for k in self.k_values:
             spec = self.resolve(num_speculative_tokens=k)
-            config = self.speculator_config_of(spec)
+            config = spec.speculator_config
             engine = EngineConfig(speculative_config=spec)
             for name, formula in self.expected.items():
                 assert getattr(config, name) == formula(k), (
@@ -249,7 +238,7 @@ class SpeculatorConformance:
 
     def test_properties_are_consistent(self) -> None:
         for k in self.k_values:
-            config = self.speculator_config_of(self.resolve(num_speculative_tokens=k))
+            config = self.resolve(num_speculative_tokens=k).speculator_config
             lookahead = config.num_lookahead_tokens
             slots = config.max_num_new_slots_for_drafting
             prefill = config.num_prefill_lookahead_tokens
@@ -269,7 +258,9 @@ class SpeculatorConformance:
         from specpath.speculator import BaseSpeculator
 
         self._require_speculator()
-        cls = _import_object(self.config_class.speculator_class)
+        from specpath.factory import resolve_qualname
+
+        cls = resolve_qualname(self.config_class.speculator_class)
         assert isinstance(cls, type) and issubclass(cls, BaseSpeculator)
 
     # -- options and errors ---------------------------------------------------------------
@@ -329,7 +320,7 @@ class SpeculatorConformance:
         self._require_speculator()
         for k in self.k_values:
             spec = self.resolve(num_speculative_tokens=k)
-            config = self.speculator_config_of(spec)
+            config = spec.speculator_config
             context = self.speculator_context(spec)
             steps = drive_speculator(
                 self.make_speculator(spec),
@@ -349,7 +340,7 @@ class SpeculatorConformance:
         runs = []
         for _ in range(2):
             spec = self.resolve(num_speculative_tokens=k)
-            config = self.speculator_config_of(spec)
+            config = spec.speculator_config
             context = self.speculator_context(spec)
             steps = drive_speculator(
                 self.make_speculator(spec), k=k, vocab_size=context.vocab_size,
