@@ -28,7 +28,7 @@ import pluggy
 
 from specpath import hookspecs
 from specpath.errors import PluginError, SpeculativeConfigError, closest_match
-from specpath.registry import _qualname, _reset_registry, get_registry
+from specpath.registry import qualname_of, reset_registry, get_registry
 
 GROUP = "specpath.methods"
 """The entry-point group of method plugins."""
@@ -218,7 +218,7 @@ class _PluginHost:
             registry.check(name, cls, allow_builtin=True)
         if len({n for n, _ in pending}) != len(pending):
             dupes = sorted({n for n, _ in pending if [m for m, _ in pending].count(n) > 1})
-            classes = {n: {_qualname(c) for m, c in pending if m == n} for n in dupes}
+            classes = {n: {qualname_of(c) for m, c in pending if m == n} for n in dupes}
             if any(len(c) > 1 for c in classes.values()):
                 raise SpeculativeConfigError(f"registers {dupes} twice with different classes")
         for name, cls in pending:
@@ -286,7 +286,7 @@ def reset(search_path: Iterable[str] | None = None) -> None:
     with _host_lock:
         _host = None
         _search_path = None if search_path is None else [str(p) for p in search_path]
-    _reset_registry()
+    reset_registry()
 
 
 def rescan() -> None:

@@ -38,7 +38,8 @@ class Registration:
     distribution: str | None = None
 
 
-def _qualname(cls: type) -> str:
+def qualname_of(cls: type) -> str:
+    """``module:Qualname`` of a class (how errors and listings name config classes)."""
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
@@ -83,13 +84,13 @@ class MethodRegistry:
                 )
             if base != name:
                 raise SpeculativeConfigError(
-                    f"{_qualname(config_class)}.base_method must be {name!r} to bind the built-in method",
+                    f"{qualname_of(config_class)}.base_method must be {name!r} to bind the built-in method",
                     field="base_method",
                     value=base,
                 )
         elif base not in CANONICAL_METHODS:
             raise SpeculativeConfigError(
-                f"{_qualname(config_class)}.base_method must name the built-in method that custom "
+                f"{qualname_of(config_class)}.base_method must name the built-in method that custom "
                 f"method {name!r} builds on",
                 field="base_method",
                 value=base,
@@ -100,8 +101,8 @@ class MethodRegistry:
         if existing is not None and existing.config_class is not config_class:
             raise SpeculativeConfigError(
                 f"speculative method {name!r} is already registered to "
-                f"{_qualname(existing.config_class)} by {existing.origin}; refusing "
-                f"{_qualname(config_class)}",
+                f"{qualname_of(existing.config_class)} by {existing.origin}; refusing "
+                f"{qualname_of(config_class)}",
                 field="method",
                 value=name,
             )
@@ -146,7 +147,8 @@ def get_registry() -> MethodRegistry:
     return _registry
 
 
-def _reset_registry() -> None:
+def reset_registry() -> None:
+    """Forget every binding (``specpath.plugins.reset`` calls it)."""
     global _registry
     _registry = MethodRegistry()
 
@@ -171,9 +173,9 @@ def register_speculative_method(name: str, config_cls: type) -> None:
     get_registry().bind(name, config_cls, origin="register_speculative_method")
 
 
-def _lookup(name: str) -> Registration | None:
-    """The registration of ``name``, loading the plugin that should provide it if needed:
-    first the entry point of the same name, then (as a fallback) every plugin."""
+def find_registration(name: str) -> Registration | None:
+    """The registration of ``name`` (built-in or custom), loading the plugin that should
+    provide it if needed: first the entry point of the same name, then every plugin."""
     from specpath import plugins
 
     registry = get_registry()
@@ -199,7 +201,7 @@ def get_custom_speculator_config_class(name: object) -> type | None:
     """The config class of a custom method, or None for built-in or unknown names."""
     if not isinstance(name, str) or name in BUILTIN_METHODS:
         return None
-    found = _lookup(name)
+    found = find_registration(name)
     return None if found is None else found.config_class
 
 
@@ -208,7 +210,7 @@ def builtin_config_class(method: str) -> Registration:
     distribution to install (or why the article's method has no implementation here)."""
     from specpath import plugins
 
-    found = _lookup(method)
+    found = find_registration(method)
     if found is not None:
         return found
     if method in UNIMPLEMENTED_METHODS:

@@ -697,7 +697,7 @@ class _Resolver:
 
     def infer_from_checkpoint(self) -> tuple[str, str | None, tuple[str, type[SpeculatorConfig], str] | None]:
         from specpath import plugins
-        from specpath.registry import _lookup, get_custom_speculator_config_class
+        from specpath.registry import find_registration, get_custom_speculator_config_class
 
         checkpoint = self.checkpoint()
         declared = self.declared_class(checkpoint)
@@ -726,7 +726,7 @@ class _Resolver:
             self.note("infer", f"a plugin's specpath_detect_method recognised {name!r}")
             return name, None, None
         for method in CHECKPOINT_DETECTION_ORDER:
-            registration = _lookup(method)
+            registration = find_registration(method)
             if registration is not None and _call_hook(registration.config_class, "matches", checkpoint):
                 self.note("infer", f"{registration.config_class.__name__}.matches recognised the checkpoint: {method!r}")
                 return method, None, None
