@@ -438,3 +438,19 @@ def test_properties_must_be_non_negative_ints():
 
     register_speculative_method("negative", Negative)
     assert "Negative.max_num_new_slots_for_drafting must be an int >= 0 (got -1)" in error(method="negative", num_speculative_tokens=2)
+
+
+def test_resolved_configs_pickle(make_checkpoint, target):
+    import pickle
+
+    register_speculative_method("my_eagle3", core_fakes.MyEagle3)
+    spec = SpeculativeConfig.from_dict(
+        {"method": "my_eagle3", "model": make_checkpoint("h"), "num_speculative_tokens": 2,
+         "speculator_options": {"depth": 2}},
+        target_model_config=target,
+    )
+    again = pickle.loads(pickle.dumps(spec))
+    assert again == spec and again.compute_hash() == spec.compute_hash()
+    assert again.speculator_config.spec is again and dict(again.speculator_options) == {"depth": 2}
+    with pytest.raises(TypeError, match="read-only"):
+        again.speculator_options["depth"] = 3

@@ -57,10 +57,15 @@ class HFConfig(Mapping[str, Any]):
         return len(self._data)
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_data":  # not yet set (copy, unpickle)
+            raise AttributeError(name)
         try:
             return self._data[name]
         except KeyError:
             raise AttributeError(name) from None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (HFConfig, (self._data,))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("HFConfig is read-only")

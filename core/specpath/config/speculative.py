@@ -28,7 +28,6 @@ import json
 import math
 import os
 import re
-import types
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -109,6 +108,19 @@ def conditional_acceptance_rates(unconditional: Sequence[float]) -> tuple[float,
         out.append(0.0 if prev <= 0.0 else min(1.0, rate / prev))
         prev = rate
     return tuple(out)
+
+
+class FrozenDict(dict):
+    """A read-only dict (picklable, unlike ``MappingProxyType``) for mapping-valued fields."""
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("this mapping is read-only (resolved configs are immutable)")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
+    __ior__ = _read_only  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenDict, (dict(self),))
 
 
 def _call_hook(cls: type[SpeculatorConfig], hook: str, *args: Any) -> Any:
@@ -510,7 +522,7 @@ class _Resolver:
         spec = self.spec
         self.check_types()
         inputs = {f.name: getattr(spec, f.name) for f in SpeculativeConfig.user_fields()}
-        self.set(inputs=types.MappingProxyType(inputs))
+        self.set(inputs=FrozenDict(inputs))
         given = {k: v for k, v in inputs.items() if v != attrs.fields_dict(SpeculativeConfig)[k].default}
         self.note("input", json.dumps(given, sort_keys=True, default=repr))
         self.check_inputs()
@@ -559,7 +571,7 @@ class _Resolver:
         if isinstance(structured, list):
             return tuple(structured)
         if isinstance(structured, Mapping):
-            return types.MappingProxyType(dict(structured))
+            return FrozenDict(dict(structured))
         return structured
 
     def check_types(self) -> None:
