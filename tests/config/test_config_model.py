@@ -229,3 +229,9 @@ def test_draft_load_config_structures_strictly(fakes):
         SpeculativeConfig.from_dict({"method": "ngram", "num_speculative_tokens": 2,
                                      "draft_load_config": {"laod_format": "safetensors"}})
     json.dumps(spec.to_dict())
+
+
+@pytest.mark.parametrize("bad", ["12", 3.5, -1, True, [4]])
+def test_damaged_sizes_in_config_json_are_one_line_errors(make_checkpoint, bad):
+    with pytest.raises(SpeculativeConfigError, match="'num_attention_heads' must be a non-negative integer"):
+        ModelConfig(model=make_checkpoint("damaged", num_attention_heads=bad))

@@ -158,6 +158,24 @@ def load_hf_config(path: str, field: str = "model") -> dict[str, Any]:
     return data
 
 
+_HF_INTEGER_KEYS = (
+    "vocab_size", "hidden_size", "n_embd", "d_model", "num_hidden_layers", "n_layer", "num_layers",
+    "num_attention_heads", "n_head", "num_key_value_heads", "max_position_embeddings", "n_positions",
+    "max_seq_len", "seq_length", "num_experts", "n_routed_experts", "num_local_experts", "n_predict",
+)
+
+
+def _check_hf_numbers(config: Mapping[str, Any], field: str, path: str) -> None:
+    """The sizes config code computes with must be integers, so a damaged config.json is a
+    one-line error here rather than a TypeError deep inside."""
+    for key in _HF_INTEGER_KEYS:
+        value = config.get(key)
+        if value is not None and (type(value) is not int or value < 0):
+            raise SpeculativeConfigError(
+                f"config.json of {path!r}: {key!r} must be a non-negative integer", field=field, value=value
+            )
+
+
 def _positive(_inst: Any, attribute: attrs.Attribute, value: Any) -> None:
     if type(value) is not int or value < 1:
         raise SpeculativeConfigError("must be an integer >= 1", field=attribute.name, value=value)
@@ -259,9 +277,10 @@ class ModelConfig:
     """``config.json`` after ``hf_overrides``."""
 
     def __attrs_post_init__(self) -> None:
-        field = "speculative_config.model" if self.runner == "draft" else "model_config.model"
-        raw = load_hf_config(self.model, field=field)
+        owner = "speculative_config" if self.runner == "draft" else "model_config"
+        raw = load_hf_config(self.model, field=f"{owner}.model")
         data = apply_hf_overrides(raw, self.hf_overrides)
+        _check_hf_numbers(data, f"{owner}.model", self.model)
         hf = HFConfig(data)
         set_ = object.__setattr__
         set_(self, "hf_config", hf)
@@ -270,7 +289,7 @@ class ModelConfig:
         if self.tokenizer is None:
             set_(self, "tokenizer", self.model)
         if self.dtype not in DTYPES:
-            raise SpeculativeConfigError("unknown dtype", field=f"{field[:-6]}.dtype", value=self.dtype, allowed=DTYPES)
+            raise SpeculativeConfigError("unknown dtype", field=f"{owner}.dtype", value=self.dtype, allowed=DTYPES)
         dtype = _DTYPE_ALIASES.get(self.dtype, self.dtype)
         if dtype == "auto":
             dtype = str(hf.get("torch_dtype") or hf.get("dtype") or "float32")
@@ -280,12 +299,14 @@ class ModelConfig:
         if self.max_model_len is None:
             set_(self, "max_model_len", limit)
         elif type(self.max_model_len) is not int or self.max_model_len < 1:
-            raise SpeculativeConfigError("must be an integer >= 1", field="max_model_len", value=self.max_model_len)
+            raise SpeculativeConfigError("must be an integer >= 1", field=f"{owner}.max_model_len", value=self.max_model_len)
         elif self.runner == "draft":
             set_(self, "max_model_len", min(self.max_model_len, limit))
         elif self.max_model_len > derived:
             raise SpeculativeConfigError(
-                f"exceeds the model's context length {derived}", field="max_model_len", value=self.max_model_len
+                f"exceeds the model's context length {derived}",
+                field=f"{owner}.max_model_len",
+                value=self.max_model_len,
             )
 
     # -- views of the checkpoint ------------------------------------------------------
