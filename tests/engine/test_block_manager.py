@@ -109,3 +109,11 @@ def test_evicted_block_is_no_longer_a_hit():
     bm.free(other)
     _, cached = _prefill(bm, list(range(9)))
     assert cached == 0
+
+
+def test_lookahead_hashes_replace_the_tail_block_drop():
+    bm = BlockManager(16, 4, enable_prefix_caching=True, num_hash_lookahead_tokens=1, use_eagle_block_drop=True)
+    tokens = list(range(14))
+    _prefill(bm, tokens)
+    _, cached = _prefill(bm, tokens)
+    assert cached == 12  # block 2 (8..11) hashes token 12 too, which matches: no block is dropped

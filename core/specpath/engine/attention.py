@@ -63,10 +63,9 @@ def build_attention_metadata(
     max_q = int(max(num_query_tokens))
     max_l = int(max(c + n for c, n in zip(num_computed, num_query_tokens)))
     max_blocks = -(-max_l // block_size)
-    table = torch.zeros(num_reqs, max_blocks, dtype=torch.int64)
-    for b, blocks in enumerate(block_tables):
-        n = min(len(blocks), max_blocks)
-        table[b, :n] = torch.tensor(blocks[:n], dtype=torch.int64)
+    table = torch.tensor(
+        [list(blocks[:max_blocks]) + [0] * (max_blocks - len(blocks)) for blocks in block_tables], dtype=torch.int64
+    )
     offsets = torch.arange(block_size, dtype=torch.int64)
     slots_by_pos = (table[:, :, None] * block_size + offsets).view(num_reqs, -1)[:, :max_l]  # [B, L]
 

@@ -6,10 +6,11 @@ Positions are written by absolute slot, so rolling back rejected drafts is only 
 the stale entries past the pointer are never read and are overwritten by the next step.
 
 Prefix caching: once a block's KV is final it gets a hash chained from its parent's, covering its
-tokens and the ``num_hash_lookahead_tokens`` tokens after it (drafters that read the token after a
-position need those to match too). A new request reuses the longest run of cached blocks of its
-prompt; with ``use_eagle_block_drop`` the last reused block is dropped and recomputed, because a
-drafter's state for that block's last position depends on the token that follows it. Freed blocks
+tokens and the ``num_hash_lookahead_tokens`` tokens after it. A new request reuses the longest run
+of cached blocks of its prompt. A drafter whose state at a position depends on the token after it
+(``use_eagle_block_drop``) makes the tail of a cached run unstable; the two remedies of the
+configuration layer are applied: lookahead hashes (the next tokens must match too) or, when those
+are off, dropping the last reused block so it is recomputed. Freed blocks
 keep their hash and stay reusable until the pool hands them out again (least recently freed first).
 
 Everything here is plain Python over small integers; nothing touches tensors.
@@ -47,7 +48,8 @@ class BlockManager:
         block_size: positions per block.
         enable_prefix_caching: reuse blocks of identical prompt prefixes across requests.
         num_hash_lookahead_tokens: tokens after a block that its hash also covers.
-        use_eagle_block_drop: drop the last matched block of a prefix hit.
+        use_eagle_block_drop: the drafter's state at a position depends on the next token; without
+            lookahead hashes, the last matched block of a prefix hit is dropped.
     """
 
     def __init__(
@@ -150,8 +152,8 @@ class BlockManager:
                 break
             hits.append(block)
         self.num_cache_queries += min(limit, len(table.block_hashes))
-        if hits and self.use_eagle_block_drop:
-            hits.pop()
+        if hits and self.use_eagle_block_drop and not self.num_hash_lookahead_tokens:
+            hits.pop()  # lookahead hashes, when on, already make the tail block safe to reuse
         self.num_cache_hits += len(hits)
         for block in hits:
             if self.ref_counts[block] == 0:
