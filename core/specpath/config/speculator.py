@@ -101,6 +101,7 @@ class SpeculatorConfig:
     """The drafter has a vocabulary of its own (must equal the target's unless
     ``use_heterogeneous_vocab``)."""
     supports_watermarking: ClassVar[bool] = False
+    """Drafts can carry a watermark (EAGLE, DFlash)."""
     supports_pcp: ClassVar[bool] = False
     """Compatible with prefill context parallelism."""
     draft_kv_depends_on_next_token: ClassVar[bool] = False
@@ -115,6 +116,7 @@ class SpeculatorConfig:
 
     @property
     def num_speculative_tokens(self) -> int:
+        """K, the resolved number of drafts per step."""
         return self.spec.num_speculative_tokens
 
     @property
