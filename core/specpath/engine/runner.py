@@ -261,9 +261,10 @@ class ModelRunner:
             temperature = top_k = top_p = None
             generators = None
         else:
-            temperature = torch.tensor([p.temperature for p in params], dtype=torch.float32)
-            top_k = torch.tensor([p.top_k for p in params]) if any(p.top_k for p in params) else None
-            top_p = torch.tensor([p.top_p for p in params]) if any(p.top_p < 1 for p in params) else None
+            dev = self.device
+            temperature = torch.tensor([p.temperature for p in params], dtype=torch.float32, device=dev)
+            top_k = torch.tensor([p.top_k for p in params], device=dev) if any(p.top_k for p in params) else None
+            top_p = torch.tensor([p.top_p for p in params], device=dev) if any(p.top_p < 1 for p in params) else None
             generators = [r.generator for r in requests]
             bonus = sample_tokens(bonus_logits, temperature, top_k, top_p, generators, random_rows)
         if not sum(counts):
@@ -279,7 +280,7 @@ class ModelRunner:
             counts,
             logits[keep],
             bonus.to(torch.int32),
-            temperature if temperature is not None else torch.zeros(len(counts)),
+            temperature if temperature is not None else torch.zeros(len(counts), device=self.device),
             draft_probs=draft_probs,
             generators=generators,
             top_k=top_k,

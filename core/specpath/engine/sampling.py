@@ -25,7 +25,7 @@ def sample_tokens(
     if random_rows:
         from specpath.sample.processing import target_probs
 
-        rows = torch.tensor(random_rows, dtype=torch.int64)
+        rows = torch.tensor(random_rows, dtype=torch.int64, device=logits.device)
         probs = target_probs(
             logits.index_select(0, rows),
             temperature.index_select(0, rows),
