@@ -454,3 +454,14 @@ def test_resolved_configs_pickle(make_checkpoint, target):
     assert again.speculator_config.spec is again and dict(again.speculator_options) == {"depth": 2}
     with pytest.raises(TypeError, match="read-only"):
         again.speculator_options["depth"] = 3
+
+
+def test_a_requested_custom_method_on_a_checkpoint_declaring_its_base(fresh_plugins, make_checkpoint):
+    # only the custom method is registered: the eagle3 plugin is not installed and not needed
+    register_speculative_method("my_eagle3", core_fakes.MyEagle3)
+    path = make_checkpoint("declares-eagle3", speculator_config_class="eagle3")
+    spec = resolve(method="my_eagle3", model=path, num_speculative_tokens=2)
+    assert type(spec.speculator_config) is core_fakes.MyEagle3 and spec.method == "eagle3"
+    assert "is a 'eagle3' checkpoint" not in str(spec.resolution_trace)
+    other = make_checkpoint("declares-mtp", speculator_config_class="deepseek_mtp")
+    assert "is a 'mtp' checkpoint" in error(method="my_eagle3", model=other, num_speculative_tokens=2)

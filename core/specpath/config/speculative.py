@@ -89,6 +89,17 @@ class DraftCheckpoint:
         return value if isinstance(value, str) else None
 
 
+@attrs.frozen
+class _Declared:
+    """What a draft checkpoint says it is."""
+
+    name: str
+    base_method: str
+    config_class: type[SpeculatorConfig] | None
+    """None for a built-in name: the requested class is then used (no plugin is loaded)."""
+    how: str
+
+
 def min_variance_acceptance_rates(mean_acceptance_length: float, num_speculative_tokens: int) -> tuple[float, ...]:
     """Per-position unconditional acceptance rates with the given mean acceptance length
     ``L`` (bonus token included) and the least variance: ``floor(L-1)`` ones, then the
@@ -616,7 +627,7 @@ class _Resolver:
             if value is not None and not math.isfinite(value):
                 raise SpeculativeConfigError("must be finite", field=f"speculative_config.{name}", value=value)
 
-    def dispatch(self) -> tuple[type[SpeculatorConfig], tuple[str, type[SpeculatorConfig], str] | None]:
+    def dispatch(self) -> tuple[type[SpeculatorConfig], _Declared | None]:
         """Custom method / inference / alias / validation / class lookup."""
         from specpath.registry import (
             builtin_config_class,
@@ -670,10 +681,10 @@ class _Resolver:
             config = load_hf_config(spec.model, field="speculative_config.model")
         return DraftCheckpoint(spec.model, config)
 
-    def declared_class(self, checkpoint: DraftCheckpoint | None) -> tuple[str, type[SpeculatorConfig], str] | None:
-        """The class a checkpoint declares in its config.json: by registered method name, or by
-        import path only with trust_remote_code."""
-        from specpath.registry import builtin_config_class, get_custom_speculator_config_class, unknown_method_error
+    def declared_class(self, checkpoint: DraftCheckpoint | None) -> _Declared | None:
+        """What the checkpoint's config.json declares: a registered method name, or with
+        trust_remote_code a ``module:Class`` import path."""
+        from specpath.registry import get_custom_speculator_config_class, unknown_method_error
 
         if checkpoint is None or DECLARED_CLASS_KEY not in checkpoint.config:
             return None
@@ -697,27 +708,27 @@ class _Resolver:
                 raise SpeculativeConfigError(f"cannot import it: {exc}", field=field, value=value) from None
             if not (isinstance(cls, type) and issubclass(cls, SpeculatorConfig)):
                 raise SpeculativeConfigError("is not a SpeculatorConfig subclass", field=field, value=value)
-            return (value, cls, "checkpoint import path (trust_remote_code)")
+            return _Declared(value, cls.base_method, cls, "checkpoint import path (trust_remote_code)")
         custom = get_custom_speculator_config_class(value)
         if custom is not None:
-            return (value, custom, "checkpoint declares registered method")
+            return _Declared(value, custom.base_method, custom, "checkpoint declares registered method")
         name = normalize_method(value)
         if name not in BUILTIN_METHODS:
             err = unknown_method_error(value)
             raise SpeculativeConfigError(err.problem, field=field, value=value, suggestion=err.suggestion)
-        return (name, builtin_config_class(name).config_class, "checkpoint declares built-in method")
+        return _Declared(name, name, None, "checkpoint declares built-in method")
 
-    def infer_from_checkpoint(self) -> tuple[str, str | None, tuple[str, type[SpeculatorConfig], str] | None]:
+    def infer_from_checkpoint(self) -> tuple[str, str | None, _Declared | None]:
         from specpath import plugins
         from specpath.registry import find_registration, get_custom_speculator_config_class
 
         checkpoint = self.checkpoint()
         declared = self.declared_class(checkpoint)
         if declared is not None:
-            name, cls, how = declared
-            custom = name if get_custom_speculator_config_class(name) is cls else None
-            self.note("infer", f"{how}: {name!r}")
-            return cls.base_method, custom, declared
+            cls = declared.config_class
+            custom = declared.name if cls is not None and get_custom_speculator_config_class(declared.name) is cls else None
+            self.note("infer", f"{declared.how}: {declared.name!r}")
+            return declared.base_method, custom, declared
         detected = plugins.detect_method(checkpoint)
         if detected is not None:
             if not isinstance(detected, str):
@@ -727,7 +738,7 @@ class _Resolver:
             custom_cls = get_custom_speculator_config_class(detected)
             if custom_cls is not None:
                 self.note("infer", f"a plugin's specpath_detect_method recognised custom method {detected!r}")
-                return custom_cls.base_method, detected, (detected, custom_cls, "plugin detection")
+                return custom_cls.base_method, detected, _Declared(detected, custom_cls.base_method, custom_cls, "plugin detection")
             name = normalize_method(detected)
             if name not in BUILTIN_METHODS:
                 raise SpeculativeConfigError(
@@ -752,36 +763,32 @@ class _Resolver:
                 self.set(model=model)
                 self.note("default_model", f"{config_cls.__name__}.default_model: {model!r}")
 
-    def pick_class(
-        self, config_cls: type[SpeculatorConfig], declared: tuple[str, type[SpeculatorConfig], str] | None
-    ) -> type[SpeculatorConfig]:
+    def pick_class(self, config_cls: type[SpeculatorConfig], declared: _Declared | None) -> type[SpeculatorConfig]:
+        """The checkpoint-declared class (which must agree with the requested method), else
+        ``specialize``."""
         spec = self.spec
-        if declared is None:
+        if declared is None:  # the method was requested: check what the checkpoint says
             declared = self.declared_class(self.checkpoint())
-            if declared is not None:
+            if declared is not None and declared.base_method != spec.method:
                 requested = spec.custom_method or spec.method
-                name, cls, how = declared
-                if cls.base_method != spec.method:
-                    raise SpeculativeConfigError(
-                        f"requested method={requested!r}, but the draft model {spec.model!r} is a "
-                        f"{cls.base_method!r} checkpoint ({how} {name!r}); drop 'method' or use a "
-                        "matching checkpoint",
-                        field="speculative_config.method",
-                        value=requested,
-                    )
-        if declared is not None:
-            name, cls, how = declared
-            if not issubclass(cls, config_cls):
-                if cls is config_cls:
-                    return cls
+                raise SpeculativeConfigError(
+                    f"requested method={requested!r}, but the draft model {spec.model!r} is a "
+                    f"{declared.base_method!r} checkpoint ({declared.how} {declared.name!r}); drop 'method' "
+                    "or use a matching checkpoint",
+                    field="speculative_config.method",
+                    value=requested,
+                )
+        cls = None if declared is None else declared.config_class
+        if cls is not None and cls is not config_cls:
+            if issubclass(cls, config_cls):
+                self.note("class", f"{cls.qualname()} ({declared.how} {declared.name!r})")
+                return cls
+            if not issubclass(config_cls, cls):  # a requested subclass is more specific: keep it
                 raise SpeculativeConfigError(
                     f"the checkpoint declares {cls.qualname()}, which does not extend {config_cls.qualname()}",
                     field="speculative_config.model",
                     value=spec.model,
                 )
-            if cls is not config_cls:
-                self.note("class", f"{cls.qualname()} ({how} {name!r})")
-            return cls
         final = _call_hook(config_cls, "specialize", spec)
         if not (isinstance(final, type) and issubclass(final, config_cls)):
             raise SpeculativeConfigError(
