@@ -33,12 +33,7 @@ from typing import Any, ClassVar
 import pytest
 
 from specpath.testing.hooks import check_plugin_hooks
-from specpath.testing.synthetic import (
-    DEFAULT_HIDDEN_SIZE,
-    DEFAULT_VOCAB_SIZE,
-    drive_speculator,
-    tiny_context,
-)
+from specpath.testing.synthetic import DEFAULT_HIDDEN_SIZE, drive_speculator
 
 ENTRY_POINT_GROUP = "specpath.methods"
 
@@ -152,8 +147,11 @@ class SpeculatorConformance:
         return SpeculativeConfig.from_dict({"method": self.method, **self.base_config, **fields})
 
     def speculator_context(self, spec: Any) -> Any:
-        """The ``SpeculatorContext`` the speculator is built with (a random toy target)."""
-        return tiny_context(vocab_size=DEFAULT_VOCAB_SIZE, hidden_size=DEFAULT_HIDDEN_SIZE)
+        """The ``SpeculatorContext`` the speculator is built with: lent by ``engine_model``
+        (default: the tiny random-weight target of the engine test), as the engine lends it."""
+        from specpath.testing.engine import target_context
+
+        return target_context(self.engine_model)
 
     def make_speculator(self, spec: Any) -> Any:
         """Build the speculator the way an engine does (``specpath.create_speculator``)."""

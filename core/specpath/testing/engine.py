@@ -75,6 +75,37 @@ def tiny_checkpoint(seed: int = 0) -> str:
     return _TINY_CHECKPOINTS[seed].name
 
 
+_TARGETS: dict[str, Any] = {}
+
+
+def target_context(model: str | None = None, max_num_seqs: int = 8) -> Any:
+    """A ``SpeculatorContext`` lent by the target checkpoint ``model`` (default:
+    :func:`tiny_checkpoint`), as ``specpath.engine.LLM`` builds it: the target's config,
+    embedding, head and a model loader. The target is loaded once per process."""
+    import torch
+
+    from specpath.engine.model import LlamaModel
+    from specpath.speculator import SpeculatorContext
+
+    path = model if model is not None else tiny_checkpoint()
+    if path not in _TARGETS:
+        _TARGETS[path] = LlamaModel.from_pretrained(path, dtype=torch.float32, device="cpu")
+    target = _TARGETS[path]
+    return SpeculatorContext(
+        device="cpu",
+        dtype=torch.float32,
+        vocab_size=target.config.vocab_size,
+        max_model_len=target.config.max_position_embeddings,
+        max_num_seqs=max_num_seqs,
+        target_config=target.config.to_hf_dict(),
+        embed_tokens=target.embed,
+        lm_head=target.lm_head_logits,
+        load_model=lambda p, **options: LlamaModel.from_pretrained(
+            p, **{"dtype": torch.float32, "device": "cpu", **options}
+        ),
+    )
+
+
 def greedy_identity(
     speculative_config: Mapping[str, Any],
     *,
