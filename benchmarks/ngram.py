@@ -7,6 +7,9 @@ early. Both paths are warmed up (compiled) before timing.
 
     python3 benchmarks/ngram.py [--requests 64] [--length 4096] [--repeats 200]
 
+Then one engine-like stream of steps through NgramSpeculator.propose (the requests grow by
+1-4 tokens a step), against the same proposer fed from histories re-copied every step.
+
 Paths:
   kmp-loop      Python loop over requests, each calling an njit KMP over the reversed
                 sequence (the scan vLLM's CPU n-gram proposer runs), the baseline.
@@ -172,6 +175,40 @@ def run(tokens, min_n, max_n, k, repeats, with_parallel):
         print(f"  {name:<15} {seconds * 1e6:10.1f} us/call   {baseline / seconds:6.2f}x vs kmp-loop")
 
 
+def speculator_steps(rng, requests, length, steps=200):
+    """Per-step cost of NgramSpeculator.propose vs re-copying every history each step."""
+    from specpath.config.speculative import SpeculativeConfig
+    from specpath.speculator import DraftBatch, DraftRequest, SpeculatorContext
+    from specpath_ngram.speculator import NgramSpeculator
+
+    spec = SpeculativeConfig.from_dict(
+        {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 3, "prompt_lookup_max": 5}
+    )
+    context = SpeculatorContext(vocab_size=32, max_model_len=length + 4 * steps + 8, max_num_seqs=requests)
+    speculator = NgramSpeculator(spec, context)
+    histories = [row.tolist() for row in repeated_segments(rng, requests, length)]
+    incremental, recopied = [], []
+    for _ in range(steps):
+        batch = DraftBatch(
+            requests=tuple(
+                DraftRequest(req_id=str(i), token_ids=h, num_new_positions=1, max_draft_tokens=4)
+                for i, h in enumerate(histories)
+            )
+        )
+        start = time.perf_counter()
+        proposal = speculator.propose(batch)
+        incremental.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        again = ngram_batch.propose_batch(histories, 3, 5, 4)
+        recopied.append(time.perf_counter() - start)
+        assert sum(again, []) == proposal.token_ids.tolist()
+        for history in histories:
+            history.extend(rng.integers(0, 32, rng.integers(1, 5)).tolist())
+    a, b = float(np.median(incremental)), float(np.median(recopied))
+    print(f"  NgramSpeculator.propose {a * 1e6:8.1f} us/step   {b / a:5.2f}x vs re-copying")
+    print(f"  re-copy + batch call    {b * 1e6:8.1f} us/step")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=64)
@@ -188,6 +225,8 @@ def main():
     print("uniform random tokens (vocab 32000, no request stops early):")
     random_tokens = rng.integers(0, 32000, (args.requests, args.length)).astype(np.int32)
     run(random_tokens, 3, 5, 4, args.repeats, True)
+    print("speculator steps: 8 requests from 1024 tokens, 200 steps:")
+    speculator_steps(rng, 8, 1024)
 
 
 if __name__ == "__main__":
