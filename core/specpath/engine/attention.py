@@ -54,44 +54,44 @@ def build_attention_metadata(
 ) -> tuple[AttentionMetadata, torch.Tensor]:
     """Layout of a step where request ``b`` computes positions ``num_computed[b]`` onwards.
 
-    Returns the metadata and the int64 ``positions`` ``[T]`` of the flattened tokens.
+    Returns the metadata and the int64 ``positions`` ``[T]`` of the flattened tokens. Built with
+    a handful of tensor ops whatever the batch (a decode step is dominated by per-op overhead).
     """
     num_reqs = len(num_query_tokens)
-    starts = torch.tensor(num_computed, dtype=torch.int64)
-    lens = torch.tensor(num_query_tokens, dtype=torch.int64)
-    ctx = starts + lens
-    max_q = int(max(num_query_tokens))
-    max_l = int(max(c + n for c, n in zip(num_computed, num_query_tokens)))
+    max_q = max(num_query_tokens)
+    ctx = [c + n for c, n in zip(num_computed, num_query_tokens)]
+    max_l = max(ctx)
     max_blocks = -(-max_l // block_size)
     table = torch.tensor(
         [list(blocks[:max_blocks]) + [0] * (max_blocks - len(blocks)) for blocks in block_tables], dtype=torch.int64
     )
-    offsets = torch.arange(block_size, dtype=torch.int64)
-    slots_by_pos = (table[:, :, None] * block_size + offsets).view(num_reqs, -1)[:, :max_l]  # [B, L]
+    slots_by_pos = (table.unsqueeze(-1) * block_size + _arange(block_size)).view(num_reqs, -1)[:, :max_l]  # [B, L]
 
     # Padded query grid [B, Q]: position of each (request, query) pair; padding repeats the last.
-    qi = torch.arange(max_q, dtype=torch.int64)
-    valid = qi[None, :] < lens[:, None]
-    qpos = starts[:, None] + torch.minimum(qi[None, :], (lens - 1)[:, None])
-    positions = qpos[valid]
-    slot_mapping = slots_by_pos.gather(1, qpos)[valid]
-
-    uniform = bool((lens == max_q).all())
+    uniform = all(n == max_q for n in num_query_tokens)
+    qpos_rows = [[c + min(i, n - 1) for i in range(max_q)] for c, n in zip(num_computed, num_query_tokens)]
+    qpos = torch.tensor(qpos_rows, dtype=torch.int64)
+    slot_grid = slots_by_pos.gather(1, qpos)
     if uniform:
+        positions, slot_mapping = qpos.view(-1), slot_grid.view(-1)
         pad_index = unpad_index = None
     else:
-        row_start = torch.cumsum(lens, 0) - lens
-        pad_index = (row_start[:, None] + torch.minimum(qi[None, :], (lens - 1)[:, None])).view(-1)
-        unpad_index = (torch.arange(num_reqs)[:, None] * max_q + qi[None, :])[valid]
+        keep, pad, row = [], [], 0
+        for b, n in enumerate(num_query_tokens):
+            keep.extend(range(b * max_q, b * max_q + n))
+            pad.extend(row + min(i, n - 1) for i in range(max_q))
+            row += n
+        unpad_index = torch.tensor(keep, dtype=torch.int64)
+        pad_index = torch.tensor(pad, dtype=torch.int64)
+        positions = qpos.view(-1).index_select(0, unpad_index)
+        slot_mapping = slot_grid.view(-1).index_select(0, unpad_index)
 
-    if max_q == 1 and bool((ctx == max_l).all()):
+    if max_q == 1 and all(c == max_l for c in ctx):
         mask = None
     else:
-        keys = torch.arange(max_l, dtype=torch.int64)
-        mask = (keys[None, None, :] <= qpos[:, :, None]).unsqueeze(1)  # [B, 1, Q, L]
-        if num_query_groups > 1:
-            mask = mask.repeat(1, 1, num_query_groups, 1)
-        mask = mask.to(device)
+        # Rows of the grouped query layout are (group, query): repeat the query positions per group.
+        grouped = qpos.repeat(1, num_query_groups) if num_query_groups > 1 else qpos
+        mask = (_arange(max_l) <= grouped.unsqueeze(-1)).unsqueeze(1).to(device)  # [B, 1, G*Q, L]
 
     meta = AttentionMetadata(
         slot_mapping=slot_mapping.to(device),
@@ -104,6 +104,17 @@ def build_attention_metadata(
         mask=mask,
     )
     return meta, positions.to(device)
+
+
+_ARANGE = torch.arange(4096, dtype=torch.int64)
+
+
+def _arange(n: int) -> torch.Tensor:
+    """``arange(n)`` as a view of one cached tensor (grown when needed)."""
+    global _ARANGE
+    if n > _ARANGE.numel():
+        _ARANGE = torch.arange(2 * n, dtype=torch.int64)
+    return _ARANGE[:n]
 
 
 class PagedAttention:
