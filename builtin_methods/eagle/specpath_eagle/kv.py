@@ -1,0 +1,47 @@
+"""The drafter's own KV: one row of position-indexed keys/values per live request.
+
+A head has one decoder layer, so its cache is small: ``[rows * row_len, kv_heads, head_dim]``
+for keys and for values, slot = ``row * row_len + position``. Positions up to the last
+committed one hold KV computed from real target features; positions after it hold the
+current chain's drafts and are simply overwritten by the next step (rollback is a pointer
+move: the next call's new positions start right after what the target committed).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+class DrafterKV:
+    def __init__(self, *, num_rows: int, row_len: int, num_kv_heads: int, head_dim: int,
+                 dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> None:
+        self.num_rows = num_rows
+        self.row_len = row_len
+        self.keys = torch.zeros(num_rows * row_len, num_kv_heads, head_dim, dtype=dtype, device=device)
+        self.values = torch.zeros_like(self.keys)
+        self._span = torch.arange(row_len, device=device)
+
+    def attention(self, slots: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor, max_position: int):
+        """An ``attend(q, k, v)`` that writes k/v at ``slots`` and lets each query (its request's
+        ``rows`` entry, at ``positions``) attend to its row's keys at positions <= its own.
+        ``max_position`` (a host int) bounds the gathered span."""
+
+        def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            self.keys.index_copy_(0, slots, k.to(self.keys.dtype))
+            self.values.index_copy_(0, slots, v.to(self.values.dtype))
+            span = self._span[: max_position + 1]
+            index = rows[:, None] * self.row_len + span[None, :]  # [T, P]
+            keys = self.keys[index].to(q.dtype)  # [T, P, KV, D]
+            values = self.values[index].to(q.dtype)
+            groups = q.shape[1] // keys.shape[2]
+            if groups > 1:
+                keys = keys.repeat_interleave(groups, dim=2)
+                values = values.repeat_interleave(groups, dim=2)
+            scores = torch.einsum("thd,tphd->thp", q, keys) / math.sqrt(q.shape[-1])
+            future = span[None, :] > positions[:, None]  # [T, P]
+            scores = scores.masked_fill(future[:, None, :], float("-inf"))
+            return torch.einsum("thp,tphd->thd", scores.softmax(dim=-1), values)
+
+        return attend

@@ -1,0 +1,167 @@
+"""Test helpers for hidden-state drafters (used by the eagle and eagle3 tests, reusable by MTP):
+tiny random targets and heads on disk, an engine wired the way an engine builds a speculator,
+and an independent from-scratch computation of the drafts a head should propose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specpath_eagle.head import HiddenStateHead, save_head
+from specpath_eagle.layers import HeadConfig
+
+
+def tiny_target(path: str | Path | None = None, *, seed: int = 0, vocab_size: int = 64, num_layers: int = 4,
+                hidden_size: int = 32, max_len: int = 256, dtype: torch.dtype = torch.float64) -> Any:
+    """A random-weight Llama (float64 by default, so no near-tie can flip a greedy choice);
+    saved to ``path`` when given, so configs can resolve against it."""
+    from specpath.engine.model import LlamaConfig, LlamaModel
+
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+                         num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=hidden_size // 4, max_position_embeddings=max_len, rms_norm_eps=1e-5)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaModel(config)
+        with torch.no_grad():  # sharper logits: greedy continuations less flat than at init
+            model.lm_head.weight.mul_(6.0)
+    if path is not None:
+        import json
+
+        from specpath.engine.tokenizer import TOKENIZER_CONFIG_NAME, ByteTokenizer
+
+        model.save_pretrained(path, extra_config={"bos_token_id": 0, "eos_token_id": 0})
+        (Path(path) / TOKENIZER_CONFIG_NAME).write_text(json.dumps(ByteTokenizer().config_dict()))
+    return model.to(dtype).eval()
+
+
+def random_head(kind: str, target: Any, path: str | Path, *, seed: int = 0, parallel_drafting: bool = False,
+                draft_vocab_size: int | None = None, aux_layer_ids: Sequence[int] | None = None) -> Path:
+    """Write a random-weight ``eagle`` or ``eagle3`` head shaped for ``target``."""
+    tc = target.config.to_hf_dict()
+    overrides: dict[str, Any] = {}
+    if kind == "eagle3":
+        overrides = dict(parallel_drafting=parallel_drafting, draft_vocab_size=draft_vocab_size,
+                         aux_layer_ids=None if aux_layer_ids is None else tuple(aux_layer_ids))
+    config = HeadConfig.for_target(kind, tc, **overrides)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        head = build_head(config)
+        with torch.no_grad():
+            for name, p in head.named_parameters():
+                if p.dim() == 1 and "norm" not in name:
+                    p.normal_(0, 1.0)  # mask vectors: not all-zero
+        if kind == "eagle3" and draft_vocab_size is not None:
+            ids = torch.randperm(config.vocab_size)[:draft_vocab_size].sort().values
+            head.set_vocab_map(ids)
+    return save_head(head, path)
+
+
+def build_head(config: HeadConfig, **shared: Any) -> HiddenStateHead:
+    if config.kind == "eagle":
+        from specpath_eagle.head import EagleHead
+
+        return EagleHead(config, **shared)
+    from specpath_eagle3.head import Eagle3Head
+
+    return Eagle3Head(config, **shared)
+
+
+def context_for(model: Any, *, max_num_seqs: int = 8, max_model_len: int | None = None) -> Any:
+    """The ``SpeculatorContext`` an engine lends: the target's embedding and its head on
+    final-normed states (per the contract)."""
+    from specpath.speculator import SpeculatorContext
+
+    cfg = model.config
+    return SpeculatorContext(
+        device="cpu",
+        dtype=next(model.parameters()).dtype,
+        vocab_size=cfg.vocab_size,
+        max_model_len=max_model_len or cfg.max_position_embeddings,
+        max_num_seqs=max_num_seqs,
+        target_config=cfg.to_hf_dict(),
+        embed_tokens=model.embed,
+        lm_head=model.lm_head_logits,
+    )
+
+
+def make_engine(model: Any, spec: Any, *, prefix_caching: bool = False, max_num_seqs: int = 4,
+                max_num_batched_tokens: int = 48, block_size: int = 16, speculator: Any = None) -> Any:
+    """An ``LLMEngine`` over ``model`` speculating with the resolved ``spec`` (or plain, when None)."""
+    from specpath.config.engine import CacheConfig, EngineConfig
+    from specpath.engine.llm_engine import CacheSettings, LLMEngine, SpeculationSettings
+    from specpath.engine.scheduler import SchedulerConfig
+    from specpath.factory import create_speculator
+
+    cfg = model.config
+    scheduler = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                                max_model_len=cfg.max_position_embeddings)
+    cache = CacheSettings(block_size=block_size, enable_prefix_caching=prefix_caching)
+    if spec is None:
+        return LLMEngine(model, scheduler=scheduler, cache=cache)
+    engine_config = EngineConfig(speculative_config=spec, cache_config=CacheConfig(enable_prefix_caching=prefix_caching))
+    sc = engine_config.speculator
+    if speculator is None:
+        speculator = create_speculator(spec, context_for(model, max_num_seqs=max_num_seqs))
+    speculation = SpeculationSettings(
+        speculator=speculator,
+        num_speculative_tokens=spec.num_speculative_tokens,
+        num_lookahead_tokens=engine_config.num_lookahead_tokens,
+        num_prefill_lookahead_tokens=engine_config.num_prefill_lookahead_tokens,
+        num_hash_lookahead_tokens=engine_config.num_hash_lookahead_tokens,
+        use_eagle_block_drop=engine_config.use_eagle_block_drop,
+        num_extra_draft_slots=0 if sc.uses_separate_workspace_lane else engine_config.max_num_new_slots_for_drafting,
+        uses_target_hidden_states=sc.uses_target_hidden_states,
+        verify_method=spec.rejection_sample_method,
+    )
+    return LLMEngine(model, scheduler=scheduler, cache=cache, speculation=speculation)
+
+
+def resolve(fields: Mapping[str, Any], target_path: str | Path | None = None) -> Any:
+    """Resolve a speculative config, against the target checkpoint when given."""
+    from specpath.config.model import ModelConfig
+    from specpath.config.speculative import SpeculativeConfig
+
+    target = None if target_path is None else ModelConfig(model=str(target_path))
+    return SpeculativeConfig.from_dict(dict(fields), target_model_config=target)
+
+
+@torch.inference_mode()
+def reference_drafts(head: HiddenStateHead, target: Any, token_ids: Sequence[int], layers: Sequence[int], k: int,
+                     *, parallel: bool = False) -> list[int]:
+    """The greedy drafts ``head`` should propose after ``token_ids`` (last one pending),
+    computed from scratch with the training rollout (no KV cache): an independent check of
+    the incremental drafting loop."""
+    from specpath_eagle.training import depth_pass
+
+    n = len(token_ids)
+    ids = torch.tensor(list(token_ids) + [0] * (k + 1), dtype=torch.int64)
+    p = n - 1 + k  # positions 0 .. n-2 are real, the rest hold the chain
+    taps = target.forward(ids[: n - 1], torch.arange(n - 1), hidden_layers=tuple(layers)).hidden_states
+    g = head.fuse(taps.to(head.dtype))
+    feats = torch.cat([g, g.new_zeros(p - (n - 1), g.shape[-1])])[None]
+    cos, sin = head.rope(torch.arange(p))
+    drafts: list[int] = []
+    cache: list = []
+    a = None
+    for j in range(k):
+        if j == 0:
+            embeds = head.embed(ids[1:p + 1])[None].to(head.dtype)
+            inputs = feats
+        elif parallel:
+            embeds = head.mask_embeds(p)[None].to(head.dtype)
+            inputs = head.mask_features(p)[None].to(head.dtype)
+        else:
+            embeds = head.embed(ids[1:p + 1])[None].to(head.dtype)
+            inputs = torch.cat([a[:, :1] * 0, a[:, :-1]], dim=1)
+        a_j = depth_pass(head, embeds, inputs, cos, sin, cache)
+        if j == 0 or not parallel:
+            a = a_j
+        token = int(head.to_target(head.logits(a_j[0, n - 2 + j]).argmax(-1)))
+        drafts.append(token)
+        ids[n + j] = token
+    return drafts

@@ -1,0 +1,157 @@
+"""Train an EAGLE-1 head for a specpath target (by default the embedded byte-level model).
+
+    python -m specpath_eagle.train_eagle --out runs/eagle --minutes 11 [--export DIR]
+
+Recipe (EAGLE-1, teacher forcing): the target's final feature ``f_p`` (output of its last
+decoder layer, before the final norm) and the embedding of ``x_{p+1}`` go in; the head's output
+``a_p`` must regress ``f_{p+1}`` (SmoothL1) and, through the target's final norm and head,
+match the target's next-token distribution (soft cross-entropy). Uniform noise on the input
+features (EAGLE's trick) makes the head tolerate its own imperfect features later in a chain.
+Data: corpus windows plus the target's own continuations; features cached under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from specpath_eagle.head import EagleHead, save_head
+from specpath_eagle.layers import HeadConfig
+from specpath_eagle.training import (
+    cached_features,
+    corpus_windows,
+    depth_pass,
+    generated_windows,
+    soft_cross_entropy,
+    target_probs_from_final,
+    train_loop,
+)
+
+
+def add_data_arguments(p: argparse.ArgumentParser) -> None:
+    from specpath_eagle.config import embedded_target_path
+
+    p.add_argument("--target", default=str(embedded_target_path()), help="target checkpoint directory")
+    p.add_argument("--out", required=True, help="run directory (features cache, log, head)")
+    p.add_argument("--export", default=None, help="also write the trained head here")
+    p.add_argument("--minutes", type=float, default=10.0, help="wall-clock training budget")
+    p.add_argument("--window", type=int, default=256)
+    p.add_argument("--corpus-windows", type=int, default=480)
+    p.add_argument("--generated-windows", type=int, default=320)
+    p.add_argument("--heldout-windows", type=int, default=32)
+    p.add_argument("--batch", type=int, default=12)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave the default)")
+
+
+def load_target_parts(target_path: str) -> tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The target's config and its frozen embedding, final-norm and head weights."""
+    from specpath.engine.model import LlamaModel
+
+    target = LlamaModel.from_pretrained(target_path)
+    config = json.loads((Path(target_path) / "config.json").read_text())
+    return (config, target.model.embed_tokens.weight.detach().clone(), target.model.norm.weight.detach().clone(),
+            target.lm_head.weight.detach().clone())
+
+
+def make_windows_fn(args: argparse.Namespace):
+    def make(target):
+        parts = [corpus_windows(args.corpus_windows, args.window, seed=args.seed)]
+        if args.generated_windows:
+            parts.append(generated_windows(target, args.generated_windows, args.window, seed=args.seed))
+        windows = torch.cat(parts)
+        return windows[torch.randperm(windows.shape[0], generator=torch.Generator().manual_seed(args.seed))]
+    return make
+
+
+def eagle_loss(head: EagleHead, norm_w: torch.Tensor, head_w: torch.Tensor, eps: float, *,
+               ce_weight: float, noise: float, generator: torch.Generator | None = None):
+    """EAGLE-1's loss over a batch of windows (see the module docstring)."""
+
+    def loss_fn(tokens: torch.Tensor, taps: torch.Tensor):
+        final = taps[:, :, -1]  # [B, W, d]
+        p = tokens.shape[1] - 2
+        feats = final[:, :p]
+        if noise and torch.is_grad_enabled():
+            scale = feats.pow(2).mean().sqrt() * noise
+            feats = feats + (torch.rand(feats.shape, generator=generator) * 2 - 1) * scale
+        emb = head.embed(tokens[:, 1:p + 1])
+        cos, sin = head.rope(torch.arange(p))
+        cache: list = []
+        a = depth_pass(head, emb, feats, cos, sin, cache)
+        wanted = final[:, 1:p + 1]
+        reg = F.smooth_l1_loss(a, wanted)
+        probs = target_probs_from_final(norm_w, head_w, wanted, eps)
+        logits = head.logits(a)
+        ce = soft_cross_entropy(logits, probs)
+        top = probs.argmax(-1)
+        info = {"reg": reg.item(), "ce": ce.item(), "acc0": (logits.argmax(-1) == top).float().mean().item()}
+        if not torch.is_grad_enabled():  # held-out: also the second chain step (own feature in)
+            a1 = depth_pass(head, emb, torch.cat([a[:, :1] * 0, a[:, :-1]], dim=1), cos, sin, cache)
+            ok = (head.logits(a1).argmax(-1) == top)[:, 1:]
+            info["acc1"] = ok.float().mean().item()
+        return reg + ce_weight * ce, info
+
+    return loss_fn
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_data_arguments(p)
+    p.add_argument("--ce-weight", type=float, default=0.5)
+    p.add_argument("--noise", type=float, default=0.1, help="uniform input-feature noise, relative to feature RMS")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log_file = open(out / "train.log", "a", encoding="utf-8")
+
+    def log(text: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {text}"
+        print(line, flush=True)
+        log_file.write(line + "\n")
+        log_file.flush()
+
+    torch.manual_seed(args.seed)
+    config, emb_w, norm_w, head_w = load_target_parts(args.target)
+    layers = (config["num_hidden_layers"] - 1,)
+    log(f"eagle: target {args.target} layers {layers} args {vars(args)}")
+    tokens, taps = cached_features(out / "features", args.target, layers, make_windows=make_windows_fn(args), log=log)
+    held = args.heldout_windows
+    train_tokens, train_taps = tokens[held:], taps[held:]
+    heldout = (tokens[:held], taps[:held])
+
+    head_config = HeadConfig.for_target("eagle", config)
+    head = EagleHead(head_config, embed_tokens=lambda ids: F.embedding(ids, emb_w),
+                     lm_head=lambda h: h @ head_w.T)
+    with torch.no_grad():
+        head.norm.weight.copy_(norm_w)
+    head.norm.weight.requires_grad_(False)
+    eps = config.get("rms_norm_eps", 1e-6)
+    loss_fn = eagle_loss(head, norm_w, head_w, eps, ce_weight=args.ce_weight, noise=args.noise,
+                         generator=torch.Generator().manual_seed(args.seed))
+    t0 = time.time()
+    metrics = train_loop(head, loss_fn, train_tokens, train_taps, minutes=args.minutes, batch=args.batch,
+                         lr=args.lr, seed=args.seed, log=log, heldout=heldout)
+    log(f"eagle: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
+    extra = {"specpath_training": {"script": "specpath_eagle.train_eagle", "seed": args.seed,
+                                   "minutes": args.minutes, "target_digest": json.loads(
+                                       (out / "features" / "features.json").read_text())["key"]["target"],
+                                   "heldout": metrics}}
+    save_head(head, out / "head", extra_config=extra)
+    if args.export:
+        save_head(head, args.export, extra_config=extra)
+        log(f"eagle: exported to {args.export}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""``Eagle3SpeculatorConfig``: the eagle3 row of the method table, P-EAGLE included.
+
+It builds on :class:`specpath_eagle.config.EagleSpeculatorConfig` (same lookahead, same
+shifted input, same tail-block drop) and adds what EAGLE-3 changes: the target returns three
+auxiliary layers (``uses_aux_hidden_states``; which ones is ``eagle_aux_hidden_state_layer_ids``,
+resolved here so that ``compute_hash`` sees it), the head has its own LM head, and
+``parallel_drafting`` (P-EAGLE) appends K-1 mask queries to the drafter's pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from specpath.errors import SpeculativeConfigError
+from specpath_eagle.config import EagleSpeculatorConfig, resolve_aux_layer_ids
+
+EAGLE3_HEAD = Path(__file__).resolve().parent / "heads" / "eagle3-byte-llama"
+"""The EAGLE-3 head (with P-EAGLE mask parameters) trained for the embedded default target."""
+
+
+@attrs.frozen(kw_only=True)
+class Eagle3SpeculatorConfig(EagleSpeculatorConfig):
+    """EAGLE-3: three fused target taps, one decoder layer over [embedding ; feature], its own
+    (optionally reduced) vocabulary head; chain drafting, or P-EAGLE with ``parallel_drafting``."""
+
+    base_method = "eagle3"
+    speculator_class = "specpath_eagle3.speculator:Eagle3Speculator"
+    uses_aux_hidden_states = True
+    supports_watermarking = False
+    """The article lists EAGLE and DFlash only."""
+    shares_target_head = False
+    """EAGLE-3 drafts through its own head, whose dtype the core checks."""
+    supports_parallel_drafting = True
+
+    @property
+    def max_num_new_slots_for_drafting(self) -> int:
+        """P-EAGLE's K-1 mask queries; 0 for the chain (it reuses the verify query)."""
+        return self.spec.num_speculative_tokens - 1 if self.spec.parallel_drafting else 0
+
+    @classmethod
+    def shipped_head(cls) -> Path | None:
+        return EAGLE3_HEAD
+
+    @classmethod
+    def configure(cls, spec: Any) -> Mapping[str, Any]:
+        updates = dict(super().configure(spec))
+        ids = resolve_aux_layer_ids(spec, updates.get("draft_model_config"))
+        if ids is not None:
+            updates["eagle_aux_hidden_state_layer_ids"] = ids
+        return updates
+
+    @classmethod
+    def verify(cls, spec: Any) -> None:
+        super().verify(spec)
+        ids = spec.eagle_aux_hidden_state_layer_ids
+        draft = spec.draft_model_config
+        taps = None if draft is None else draft.hf_config.get("num_taps", 3)
+        if ids is not None and taps is not None and len(ids) != taps:
+            raise SpeculativeConfigError(
+                f"the EAGLE-3 head {spec.model!r} fuses exactly {taps} target layers",
+                field="speculative_config.eagle_aux_hidden_state_layer_ids",
+                value=list(ids),
+            )
+        if spec.parallel_drafting and draft is not None and not draft.hf_config.get("parallel_drafting", False):
+            raise SpeculativeConfigError(
+                f"the EAGLE-3 head {spec.model!r} has no P-EAGLE mask parameters (config.json "
+                "parallel_drafting is not true); train one with the P-EAGLE loss",
+                field="speculative_config.parallel_drafting",
+                value=True,
+            )
+
+    @classmethod
+    def demo_config(cls) -> dict[str, Any] | None:
+        head = cls.shipped_head()
+        if head is None or not head.is_dir():
+            return None
+        return {"method": "eagle3", "model": str(head), "num_speculative_tokens": 4}

@@ -1,0 +1,28 @@
+"""The ``eagle3`` speculator: the shared hidden-state drafting loop over an EAGLE-3 head,
+chained or (``parallel_drafting``) P-EAGLE in one pass."""
+
+from __future__ import annotations
+
+from specpath_eagle.config import default_aux_layer_ids
+from specpath_eagle.head import HiddenStateHead, load_head_weights, read_head_config
+from specpath_eagle.speculator import HiddenStateSpeculator, _target_layers
+from specpath_eagle3.head import Eagle3Head
+
+
+class Eagle3Speculator(HiddenStateSpeculator):
+    def build_head(self) -> HiddenStateHead:
+        path = self.config.model
+        config = read_head_config(path)
+        if config.kind != "eagle3":
+            raise ValueError(f"{path}: an {config.kind!r} head; method 'eagle3' needs an EAGLE-3 head")
+        taps = self.hidden_state_layers
+        if len(taps) != config.num_taps:
+            raise ValueError(
+                f"eagle_aux_hidden_state_layer_ids {list(taps)}: the head fuses exactly {config.num_taps} layers"
+            )
+        return load_head_weights(Eagle3Head(config, embed_tokens=self.context.embed_tokens), path)
+
+    @property
+    def hidden_state_layers(self) -> tuple[int, ...]:
+        ids = self.config.eagle_aux_hidden_state_layer_ids
+        return tuple(ids) if ids is not None else default_aux_layer_ids(_target_layers(self.context))

@@ -1,0 +1,159 @@
+"""Train an EAGLE-3 head (with P-EAGLE mask parameters) for a specpath target.
+
+    python -m specpath_eagle3.train_eagle3 --out runs/eagle3 --minutes 11 [--export DIR]
+
+Recipe:
+
+- **Taps**: a low, middle and high target layer (``default_aux_layer_ids``), fused by ``fc``.
+- **Draft vocabulary**: the ``--draft-vocab`` most frequent target tokens of the training text;
+  ``d2t``/``t2d`` map it onto the target's. ``lm_head`` starts from the target head's rows.
+- **Training-time test** (EAGLE-3): depth 0 reads the real fused feature; depth j reads the
+  head's own depth j-1 output at the previous position (the chain it will run), attending to
+  the real keys up to its chain's start and to its chain's earlier keys
+  (:func:`specpath_eagle.training.rollout_attention`). Loss: soft cross-entropy against the
+  target's distribution restricted to the draft vocabulary, positions whose target argmax the
+  draft vocabulary covers, weighted ``0.8**j``.
+- **P-EAGLE** (same weights, same pass structure): depths 1..K-1 read the learned mask
+  embedding and mask hidden vector instead; loss weight ``--parallel-weight`` at every depth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from specpath_eagle.config import default_aux_layer_ids
+from specpath_eagle.head import save_head
+from specpath_eagle.layers import HeadConfig
+from specpath_eagle.train_eagle import add_data_arguments, load_target_parts, make_windows_fn
+from specpath_eagle.training import cached_features, depth_pass, target_probs_from_final, train_loop
+from specpath_eagle3.head import Eagle3Head
+
+
+def draft_vocabulary(tokens: torch.Tensor, vocab_size: int, size: int) -> torch.Tensor:
+    """The ``size`` most frequent ids of ``tokens``, ascending (ties: lower id first)."""
+    counts = torch.bincount(tokens.reshape(-1), minlength=vocab_size).float()
+    counts = counts - torch.arange(vocab_size) * 1e-6  # deterministic tie-break
+    return counts.topk(size).indices.sort().values
+
+
+def eagle3_loss(head: Eagle3Head, norm_w: torch.Tensor, head_w: torch.Tensor, eps: float, *,
+                ttt_steps: int, parallel_depths: int, parallel_weight: float, decay: float = 0.8):
+    draft_ids = head.draft_ids
+
+    def loss_fn(tokens: torch.Tensor, taps: torch.Tensor):
+        aux, final = taps[:, :, :-1], taps[:, :, -1]
+        b, w = tokens.shape
+        p = w - 2
+        probs = target_probs_from_final(norm_w, head_w, final[:, 1:p + 1], eps)  # predicts x_{q+2}
+        top = probs.argmax(-1)
+        covered = head.t2d[top].float()
+        sub = probs[..., draft_ids]
+        sub = sub / sub.sum(-1, keepdim=True).clamp_min(1e-9)
+        pos = torch.arange(p)
+
+        def depth_loss(a: torch.Tensor, j: int):
+            logp = F.log_softmax(head.logits(a), dim=-1)
+            valid = covered * (pos >= j).float()[None]
+            loss = (-(sub * logp).sum(-1) * valid).sum() / valid.sum().clamp_min(1)
+            hit = (head.to_target(logp.argmax(-1)) == top).float()
+            acc = (hit * (pos >= j).float()[None]).sum() / ((pos >= j).float().sum() * b)
+            return loss, acc.item()
+
+        emb = head.embed(tokens[:, 1:p + 1])
+        cos, sin = head.rope(pos)
+        cache: list = []
+        info: dict = {}
+        total = 0.0
+        feat = head.fuse(aux[:, :p])
+        a = None
+        for j in range(ttt_steps):
+            if j:
+                feat = torch.cat([a[:, :1] * 0, a[:, :-1]], dim=1)
+            a = depth_pass(head, emb, feat, cos, sin, cache)
+            loss, acc = depth_loss(a, j)
+            total = total + decay ** j * loss
+            info[f"acc{j}"] = acc
+        if parallel_depths > 1:
+            mcache = cache[:1]
+            m_emb = head.mask_embeds(1).expand(b, p, -1)
+            m_feat = head.mask_features(1).expand(b, p, -1)
+            for j in range(1, parallel_depths):
+                a_m = depth_pass(head, m_emb, m_feat, cos, sin, mcache)
+                loss, acc = depth_loss(a_m, j)
+                total = total + parallel_weight * loss
+                info[f"par{j}"] = acc
+        return total, info
+
+    return loss_fn
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_data_arguments(p)
+    p.add_argument("--draft-vocab", type=int, default=128, help="reduced draft vocabulary size")
+    p.add_argument("--ttt-steps", type=int, default=4, help="training-time-test depths (1 = teacher forcing)")
+    p.add_argument("--parallel-depths", type=int, default=4, help="P-EAGLE: train drafts 1..N-1 from mask slots (0: off)")
+    p.add_argument("--parallel-weight", type=float, default=0.5)
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log_file = open(out / "train.log", "a", encoding="utf-8")
+
+    def log(text: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {text}"
+        print(line, flush=True)
+        log_file.write(line + "\n")
+        log_file.flush()
+
+    torch.manual_seed(args.seed)
+    config, emb_w, norm_w, head_w = load_target_parts(args.target)
+    n = config["num_hidden_layers"]
+    aux = default_aux_layer_ids(n)
+    layers = (*aux, n - 1)
+    log(f"eagle3: target {args.target} taps {aux} (+ final {n - 1} for the targets) args {vars(args)}")
+    tokens, taps = cached_features(out / "features", args.target, layers, make_windows=make_windows_fn(args), log=log)
+    held = args.heldout_windows
+    vocab = config["vocab_size"]
+    draft_vocab = min(args.draft_vocab, vocab)
+    head_config = HeadConfig.for_target(
+        "eagle3", config, draft_vocab_size=draft_vocab if draft_vocab < vocab else None,
+        parallel_drafting=args.parallel_depths > 1, aux_layer_ids=aux)
+    head = Eagle3Head(head_config, embed_tokens=lambda ids: F.embedding(ids, emb_w))
+    ids = draft_vocabulary(tokens[held:], vocab, draft_vocab)
+    with torch.no_grad():
+        head.set_vocab_map(ids)
+        head.lm_head.weight.copy_(head_w[ids])
+        head.norm.weight.copy_(norm_w)
+        if head_config.parallel_drafting:
+            head.mask_hidden.normal_(0, 0.02)
+            head.mask_embedding.normal_(0, 0.02)
+    covered = float(torch.isin(tokens[held:], ids).float().mean())
+    log(f"eagle3: draft vocabulary {draft_vocab}/{vocab} ids covers {covered:.4%} of training bytes")
+    loss_fn = eagle3_loss(head, norm_w, head_w, config.get("rms_norm_eps", 1e-6), ttt_steps=args.ttt_steps,
+                          parallel_depths=args.parallel_depths, parallel_weight=args.parallel_weight)
+    t0 = time.time()
+    metrics = train_loop(head, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
+                         lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]))
+    log(f"eagle3: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
+    extra = {"specpath_training": {"script": "specpath_eagle3.train_eagle3", "seed": args.seed,
+                                   "minutes": args.minutes, "target_digest": json.loads(
+                                       (out / "features" / "features.json").read_text())["key"]["target"],
+                                   "heldout": metrics}}
+    save_head(head, out / "head", extra_config=extra)
+    if args.export:
+        save_head(head, args.export, extra_config=extra)
+        log(f"eagle3: exported to {args.export}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
