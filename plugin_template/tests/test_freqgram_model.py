@@ -1,5 +1,7 @@
 """The online frequency model on its own: what it learns and what it proposes."""
 
+import random
+
 import pytest
 
 from specpath_freqgram.model import FrequencyModel
@@ -54,3 +56,43 @@ def test_sync_learns_only_new_tokens_and_restarts_when_text_shrinks():
 def test_max_order_below_one_is_rejected():
     with pytest.raises(ValueError, match="max_order"):
         FrequencyModel(0)
+
+
+def naive_next(tokens, history, max_order):
+    """Reference by rescanning the whole text: the follower of the longest matching context
+    with the highest count; among equal counts, the one that reached that count last."""
+    for order in range(min(max_order, len(history)), 0, -1):
+        context = list(history[len(history) - order:])
+        counts, best, best_count = {}, None, 0
+        for i in range(order, len(tokens)):
+            if tokens[i - order:i] == context:
+                counts[tokens[i]] = counts.get(tokens[i], 0) + 1
+                if counts[tokens[i]] >= best_count:
+                    best, best_count = tokens[i], counts[tokens[i]]
+        if best is not None:
+            return best
+    return None
+
+
+def naive_propose(tokens, k, max_order):
+    history, chain = list(tokens[-max_order:]), []
+    for _ in range(k):
+        token = naive_next(tokens, history, max_order)
+        if token is None:
+            break
+        chain.append(token)
+        history = (history + [token])[-max_order:]
+    return chain
+
+
+def test_agrees_with_a_rescanning_reference_on_random_text():
+    rng = random.Random(0)
+    for trial in range(300):
+        alphabet = rng.randint(2, 6)
+        tokens = [rng.randrange(alphabet) for _ in range(rng.randint(0, 60))]
+        max_order, k = rng.randint(1, 4), rng.randint(0, 6)
+        model = FrequencyModel(max_order)
+        cut = rng.randint(0, len(tokens))  # learn in two steps, as across engine steps
+        model.sync(tokens[:cut])
+        model.sync(tokens)
+        assert model.propose(k) == naive_propose(tokens, k, max_order), (trial, tokens, max_order, k)
