@@ -78,3 +78,21 @@ def test_empty_batch_and_no_drafts():
     assert out.shape == (0, 1)
     out = rejection_sample(torch.zeros(0, dtype=torch.int32), [0, 0], torch.zeros(0, 4), torch.tensor([2, 3], dtype=torch.int32), torch.ones(2))
     assert out.tolist() == [[2], [3]]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_column_wise_path_equals_full_pass(seed, monkeypatch):
+    """Large batches on the torch path walk positions column by column; same tokens as the full pass."""
+    from specpath.sample import rejection
+
+    g = torch.Generator().manual_seed(seed)
+    counts = torch.randint(0, 9, (12,), generator=g).tolist()
+    drafts, logits, bonus, q = random_step(counts, 64, seed, match=0.7, draft_probs=seed % 2 == 0)
+    logits = logits * 0.5
+    temperature = torch.where(torch.rand(12, generator=g) < 0.3, 0.0, 0.9)
+    options = dict(draft_probs=q, top_k=[0, 5] * 6, top_p=[1.0, 1.0, 0.8] * 4)
+    outs = []
+    for threshold in (0, 1 << 62):
+        monkeypatch.setattr(rejection, "COLUMN_WISE_MIN_ELEMENTS", threshold)
+        outs.append(rejection_sample(drafts, counts, logits, bonus, temperature, generators=list(range(12)), **options))
+    assert torch.equal(outs[0], outs[1])

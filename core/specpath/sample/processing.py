@@ -33,10 +33,12 @@ def target_probs(
     no filters): verification decides them by argmax and reads their probabilities only for
     FLy's entropy gate.
     """
-    logits = logits.float()
     greedy = is_greedy(temperature)
     scale = torch.where(greedy, torch.ones_like(temperature), temperature).float()
-    logits = logits / scale[:, None]
+    if bool((scale != 1).any()):
+        logits = logits.float() / scale[:, None]
+    else:  # the filters below write in place: never into the caller's tensor
+        logits = logits.float().clone() if top_k is not None or top_p is not None else logits.float()
     vocab = logits.shape[-1]
     if top_k is not None:
         k = torch.where(greedy | (top_k <= 0) | (top_k >= vocab), 0, top_k).long()

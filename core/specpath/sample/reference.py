@@ -130,28 +130,52 @@ def accept_block(draft_ids, cu, target_argmax, target_probs, draft_probs, unifor
     )
 
 
-def recover(target_probs, draft_probs, draft_ids, rows, scale, inverse_noise, subtract_draft):
+CDF_TILE = 1024
+"""Tile width of the two-level CDF search in :func:`recover` (the Triton twin sums tiles of its
+``BLOCK_V``; both use float64, so their running sums agree to ~1e-16)."""
+
+
+def recover(target_probs, draft_probs, draft_ids, rows, scale, uniforms, subtract_draft):
     """Sample the token emitted at a rejected position: int64 [R].
 
     Row ``i`` samples ``max(0, scale[i] * p - q)`` at position ``rows[i]`` (q one-hot at the
-    draft when ``draft_probs`` is None; q = 0 when not ``subtract_draft``), by the exponential
-    race ``argmax(weights * inverse_noise[i])``. An all-zero residual falls back to p.
+    draft when ``draft_probs`` is None; q = 0 when not ``subtract_draft``) by inverting its
+    float64 CDF at ``uniforms[i]``: the first token whose running mass exceeds ``u * total``.
+    An all-zero residual falls back to p.
     """
     p = target_probs[rows]
-    if subtract_draft:
-        if draft_probs is not None:
-            q = draft_probs[rows]
-        else:
-            q = torch.zeros_like(p).scatter_(1, draft_ids[rows].long()[:, None], 1.0)
-        weights = (scale[:, None] * p - q).clamp_min(0)
-    else:
+    w = scale[:, None]
+    scaled = p if not subtract_draft or bool((scale == 1).all()) else w * p
+    if not subtract_draft:
         weights = p
-    score = weights * inverse_noise
-    token = score.argmax(-1)
-    empty = score.gather(1, token[:, None]).squeeze(1) <= 0
-    if bool(empty.any()):
-        token = torch.where(empty, (p * inverse_noise).argmax(-1), token)
+    elif draft_probs is not None:
+        weights = (scaled - draft_probs[rows]).clamp_min(0)
+    else:  # q one-hot: only the draft's own entry changes
+        x = draft_ids[rows].long()[:, None]
+        weights = scaled.clamp_min(0).scatter_(1, x, (w * p.gather(1, x) - 1).clamp_min(0))
+    token, total = _inverse_cdf(weights, uniforms)
+    empty = total <= 0
+    if bool(empty.any()):  # nothing left after subtracting the draft: sample p itself
+        token[empty] = _inverse_cdf(p[empty], uniforms[empty])[0]
     return token
+
+
+def _inverse_cdf(weights: torch.Tensor, uniforms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row, the number of tokens whose float64 running mass is <= ``u * total`` (so the
+    first token whose running mass exceeds it), clamped to the vocabulary; and the total.
+    Two levels: tile sums locate the tile, one tile's running sum locates the token."""
+    rows, vocab = weights.shape
+    tiles = -(-vocab // CDF_TILE)
+    padded = torch.nn.functional.pad(weights, (0, tiles * CDF_TILE - vocab)).view(rows, tiles, CDF_TILE)
+    tile_mass = padded.sum(-1, dtype=torch.float64)
+    tile_cdf = tile_mass.cumsum(-1)
+    target = uniforms.double() * tile_cdf[:, -1]
+    tile = torch.searchsorted(tile_cdf, target[:, None], right=True).clamp(max=tiles - 1)
+    before = torch.where(tile > 0, tile_cdf.gather(1, (tile - 1).clamp(min=0)), torch.zeros_like(target[:, None]))
+    index = torch.arange(rows, device=weights.device)
+    inner = before + padded[index, tile.squeeze(1)].cumsum(-1, dtype=torch.float64)
+    within = torch.searchsorted(inner, target[:, None], right=True)
+    return (tile * CDF_TILE + within).squeeze(1).clamp(max=vocab - 1), tile_cdf[:, -1]
 
 
 def lift_probs(draft_probs, target_to_draft):

@@ -4,8 +4,8 @@ Layout (the one engines already use): the drafts of all requests flattened in ba
 ``num_draft_tokens`` per request, the target's logits at every draft position, one bonus token
 per request (sampled by the engine at the position after the last draft). Every mode reduces
 to the same two steps: a kernel decides how many drafts each request keeps, then rejected
-random rows sample their corrected token from a residual distribution, drawn with that
-request's own generator.
+random rows sample their corrected token from a residual distribution. All randomness is
+drawn up front, per request, from that request's own generator.
 """
 
 from __future__ import annotations
@@ -34,6 +34,11 @@ METHOD_OPTIONS: dict[str, frozenset[str]] = {
 """Verification modes and the keyword options each accepts."""
 
 LOSSLESS_METHODS = frozenset({"standard", "block"})
+
+COLUMN_WISE_MIN_ELEMENTS = 1 << 20
+"""On the torch path, standard verification of at least this many logits (positions x vocab)
+walks the draft positions one column at a time and processes only the rows it reaches, as a
+per-request loop would, but for the whole batch at once. Same result as the full pass."""
 
 _warned_lossy: set[str] = set()
 
@@ -110,29 +115,39 @@ def rejection_sample(
 
     greedy_list = (temperature < GREEDY_EPS).tolist()
     is_greedy = torch.tensor(greedy_list, device=device)
-    cu = torch.zeros(batch + 1, dtype=torch.long)
-    cu[1:] = torch.tensor(counts).cumsum(0)
-    cu = cu.to(device)
-    argmax = target_logits.argmax(-1)
-    probs = None
-    if method == "fly" or not all(greedy_list):
-        per_token = torch.tensor(counts, device=device)
-        probs = target_probs(
-            target_logits,
-            temperature.repeat_interleave(per_token, output_size=total),
-            None if top_k is None else top_k.repeat_interleave(per_token, output_size=total),
-            None if top_p is None else top_p.repeat_interleave(per_token, output_size=total),
-        )
+    per_token = torch.tensor(counts, device=device)
+    cu = torch.zeros(batch + 1, dtype=torch.long, device=device)
+    cu[1:] = per_token.cumsum(0)
+    greedy_tok = is_greedy.repeat_interleave(per_token, output_size=total)
+    temp_tok = temperature.repeat_interleave(per_token, output_size=total)
+    top_k_tok = None if top_k is None else top_k.repeat_interleave(per_token, output_size=total)
+    top_p_tok = None if top_p is None else top_p.repeat_interleave(per_token, output_size=total)
 
-    scale = None
-    subtract_draft = True
+    def process(rows: torch.Tensor) -> torch.Tensor:
+        """Processed target probabilities at the given flattened positions."""
+        return target_probs(target_logits[rows], temp_tok[rows], None if top_k is None else top_k_tok[rows],
+                            None if top_p is None else top_p_tok[rows])
+
+    needs = [True] * batch if method == "synthetic" else [not g for g in greedy_list]
+    uniforms, recovery = randomness.draw_uniforms(needs, counts, gens, device)
+    scale, probs, argmax, rejected_probs = None, None, None, None
     if method == "synthetic":
-        rates = _synthetic_rates(method_options, max_k)
-        uniforms = randomness.draw_uniforms([True] * batch, counts, gens, device)
-        num = kernels.accept_synthetic(cu, torch.tensor(conditional_rates(rates), device=device), uniforms)
-        subtract_draft = False
+        rates = torch.tensor(conditional_rates(_synthetic_rates(method_options, max_k)), device=device)
+        num = kernels.accept_synthetic(cu, rates, uniforms)
+    elif method == "standard" and kernels.__name__.endswith("reference") and total * vocab >= COLUMN_WISE_MIN_ELEMENTS:
+        num, argmax, rejected_probs = _standard_by_column(draft_token_ids, per_token, cu, greedy_tok, target_logits,
+                                                          process, draft_probs, uniforms)
     else:
-        uniforms = randomness.draw_uniforms([not g for g in greedy_list], counts, gens, device)
+        argmax = torch.zeros(total, dtype=torch.long, device=device)
+        if all(greedy_list):
+            argmax = target_logits.argmax(-1)
+        elif any(greedy_list):
+            argmax[greedy_tok] = target_logits[greedy_tok].argmax(-1)
+        if method == "fly" or not any(greedy_list):
+            probs = process(torch.arange(total, device=device))
+        elif not all(greedy_list):
+            probs = torch.zeros(total, vocab, device=device)
+            probs[~greedy_tok] = process((~greedy_tok).nonzero().squeeze(1))
         args = (draft_token_ids, cu, argmax, probs, draft_probs, uniforms, is_greedy)
         if method == "standard":
             num = kernels.accept_standard(*args)
@@ -142,21 +157,36 @@ def rejection_sample(
             high, window = _fly_gates(method_options, probs, counts, device)
             num = kernels.accept_fly(*args, high, window)
 
+    # The token after the kept drafts: the bonus, or a corrected token at the first rejection.
     final = bonus_token_ids.clone()
     num_list = num.tolist()
     rejected = [r for r in range(batch) if num_list[r] < counts[r]]
     if rejected:
         rej = torch.tensor(rejected, device=device)
         rows = cu[rej] + num.long()[rej]
-        final[rej] = argmax[rows].to(final.dtype)
-        random_rej = [i for i, r in enumerate(rejected) if not greedy_list[r]]
-        if random_rej:
-            pick = torch.tensor(random_rej, device=device)
-            who = [rejected[i] for i in random_rej]
-            noise = randomness.draw_inverse_noise(who, vocab, gens, device)
-            w = scale[rej[pick]] if scale is not None else torch.ones(len(who), device=device)
-            tokens = kernels.recover(probs, draft_probs, draft_token_ids, rows[pick], w, noise, subtract_draft)
-            final[rej[pick]] = tokens.to(final.dtype)
+        greedy_rej = is_greedy[rej]
+        if any(greedy_list[r] for r in rejected):
+            at = rows[greedy_rej]
+            best = argmax[at] if argmax is not None else target_logits[at].argmax(-1)
+            final[rej[greedy_rej]] = best.to(final.dtype)
+        if not all(greedy_list[r] for r in rejected):
+            who, at = rej[~greedy_rej], rows[~greedy_rej]
+            if probs is not None:
+                at_probs = probs[at]
+            elif rejected_probs is not None:
+                at_probs = rejected_probs[who]
+            else:
+                at_probs = process(at)
+            tokens = kernels.recover(
+                at_probs,
+                None if draft_probs is None else draft_probs[at],
+                draft_token_ids[at],
+                torch.arange(who.numel(), device=device),
+                scale[who] if scale is not None else torch.ones(who.numel(), device=device),
+                recovery[who],
+                method != "synthetic",
+            )
+            final[who] = tokens.to(final.dtype)
 
     position = torch.arange(max_k, device=device)
     index = (cu[:-1, None] + position).clamp(max=max(total - 1, 0))
@@ -164,6 +194,43 @@ def rejection_sample(
     out[:, :max_k] = torch.where(kept, draft_token_ids[index].to(torch.int32), PLACEHOLDER_TOKEN_ID)
     out.scatter_(1, num.long()[:, None], final.to(torch.int32)[:, None])
     return out
+
+
+def _standard_by_column(draft_ids, per_token, cu, greedy_tok, logits, process, draft_probs, uniforms):
+    """Token-wise acceptance, position by position over the requests still accepting, touching
+    only the logits rows a per-request loop would touch. Returns (int32 [B] drafts accepted,
+    int64 [T] target argmax filled at the greedy positions visited, float32 [B, V] processed
+    target probabilities at each random request's rejected position, or None)."""
+    num = torch.zeros(per_token.numel(), dtype=torch.int32, device=cu.device)
+    argmax = torch.zeros(draft_ids.numel(), dtype=torch.long, device=cu.device)
+    rejected_probs = None
+    alive = (per_token > 0).nonzero().squeeze(1)
+    column = 0
+    while alive.numel():
+        t = cu[alive] + column
+        x = draft_ids[t].long()
+        greedy = greedy_tok[t]
+        ok = torch.empty(t.numel(), dtype=torch.bool, device=cu.device)
+        if bool(greedy.any()):
+            tg = t[greedy]
+            argmax[tg] = logits[tg].argmax(-1)
+            ok[greedy] = argmax[tg] == x[greedy]
+        if not bool(greedy.all()):
+            tr, xr = t[~greedy], x[~greedy]
+            rows = process(tr)
+            p = rows[torch.arange(tr.numel(), device=cu.device), xr]
+            q = draft_probs[tr, xr] if draft_probs is not None else torch.ones_like(p)
+            accepted = uniforms[tr] * q < p
+            ok[~greedy] = accepted
+            if not bool(accepted.all()):
+                if rejected_probs is None:
+                    rejected_probs = torch.empty(per_token.numel(), rows.shape[1], device=cu.device)
+                rejected_probs[alive[~greedy][~accepted]] = rows[~accepted]
+        alive = alive[ok]
+        num[alive] += 1
+        column += 1
+        alive = alive[per_token[alive] > column]
+    return num, argmax, rejected_probs
 
 
 # ---------------------------------------------------------------- options and validation

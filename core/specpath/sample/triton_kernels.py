@@ -12,7 +12,9 @@ import torch
 import triton
 import triton.language as tl
 
-BLOCK_V = 1024
+from specpath.sample.reference import CDF_TILE
+
+BLOCK_V = CDF_TILE  # recover's tiles must match the reference's two-level CDF
 _LAUNCH = {"enable_fp_fusion": False}
 
 
@@ -149,45 +151,52 @@ def _accept_block_kernel(draft_ids, cu, target_argmax, target_probs, draft_probs
 
 
 @triton.jit
-def _recover_kernel(target_probs, draft_probs, draft_ids, rows, scale, inverse_noise, out_token, V,
+def _residual_tile(target_probs, draft_probs, row, x, w, v0, V, use_p,
+                   SUBTRACT: tl.constexpr, HAS_DRAFT_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+    offs = v0 + tl.arange(0, BLOCK)
+    m = offs < V
+    p = tl.load(target_probs + row * V + offs, mask=m, other=0.0)
+    if SUBTRACT:
+        if HAS_DRAFT_PROBS:
+            q = tl.load(draft_probs + row * V + offs, mask=m, other=0.0)
+        else:
+            q = (offs == x).to(tl.float32)
+        weights = tl.where(use_p, p, tl.maximum(w * p - q, 0.0))
+    else:
+        weights = p
+    return offs, weights
+
+
+@triton.jit
+def _recover_kernel(target_probs, draft_probs, draft_ids, rows, scale, uniforms, out_token, V,
                     SUBTRACT: tl.constexpr, HAS_DRAFT_PROBS: tl.constexpr, BLOCK: tl.constexpr):
     i = tl.program_id(0)
     row = tl.load(rows + i).to(tl.int64)
     w = tl.load(scale + i)
     x = tl.load(draft_ids + row).to(tl.int64)
-    best = tl.full([], -1.0, tl.float32)
-    best_idx = tl.full([], 0, tl.int64)
+    use_p = tl.full([], 0, tl.int1)
+    total = tl.full([], 0.0, tl.float64)
     for v0 in range(0, V, BLOCK):
-        offs = v0 + tl.arange(0, BLOCK)
-        m = offs < V
-        p = tl.load(target_probs + row * V + offs, mask=m, other=0.0)
-        if SUBTRACT:
-            if HAS_DRAFT_PROBS:
-                q = tl.load(draft_probs + row * V + offs, mask=m, other=0.0)
-            else:
-                q = (offs == x).to(tl.float32)
-            weights = tl.maximum(w * p - q, 0.0)
-        else:
-            weights = p
-        score = tl.where(m, weights * tl.load(inverse_noise + i * V + offs, mask=m, other=0.0), -1.0)
-        tile_best = tl.max(score, axis=0)
-        tile_idx = tl.argmax(score, axis=0).to(tl.int64) + v0
-        better = tile_best > best
-        best_idx = tl.where(better, tile_idx, best_idx)
-        best = tl.where(better, tile_best, best)
-    if best <= 0:
-        best = tl.full([], -1.0, tl.float32)
+        offs, weights = _residual_tile(target_probs, draft_probs, row, x, w, v0, V, use_p,
+                                       SUBTRACT, HAS_DRAFT_PROBS, BLOCK)
+        total += tl.sum(weights.to(tl.float64), axis=0)
+    if total <= 0:  # an empty residual falls back to p
+        use_p = tl.full([], 1, tl.int1)
+        total = tl.full([], 0.0, tl.float64)
         for v0 in range(0, V, BLOCK):
-            offs = v0 + tl.arange(0, BLOCK)
-            m = offs < V
-            p = tl.load(target_probs + row * V + offs, mask=m, other=0.0)
-            score = tl.where(m, p * tl.load(inverse_noise + i * V + offs, mask=m, other=0.0), -1.0)
-            tile_best = tl.max(score, axis=0)
-            tile_idx = tl.argmax(score, axis=0).to(tl.int64) + v0
-            better = tile_best > best
-            best_idx = tl.where(better, tile_idx, best_idx)
-            best = tl.where(better, tile_best, best)
-    tl.store(out_token + i, best_idx)
+            offs, weights = _residual_tile(target_probs, draft_probs, row, x, w, v0, V, use_p,
+                                           SUBTRACT, HAS_DRAFT_PROBS, BLOCK)
+            total += tl.sum(weights.to(tl.float64), axis=0)
+    target = tl.load(uniforms + i).to(tl.float64) * total
+    running = tl.full([], 0.0, tl.float64)
+    count = tl.full([], 0, tl.int64)
+    for v0 in range(0, V, BLOCK):
+        offs, weights = _residual_tile(target_probs, draft_probs, row, x, w, v0, V, use_p,
+                                       SUBTRACT, HAS_DRAFT_PROBS, BLOCK)
+        cdf = running + tl.cumsum(weights.to(tl.float64), axis=0)
+        count += tl.sum(((cdf <= target) & (offs < V)).to(tl.int64), axis=0)
+        running += tl.sum(weights.to(tl.float64), axis=0)
+    tl.store(out_token + i, tl.minimum(count, V - 1))
 
 
 @triton.jit
@@ -270,13 +279,13 @@ def accept_block(draft_ids, cu, target_argmax, target_probs, draft_probs, unifor
     return num, scale
 
 
-def recover(target_probs, draft_probs, draft_ids, rows, scale, inverse_noise, subtract_draft):
+def recover(target_probs, draft_probs, draft_ids, rows, scale, uniforms, subtract_draft):
     out = torch.empty(rows.numel(), dtype=torch.int64, device=rows.device)
     if rows.numel():
         vocab = target_probs.shape[1]
         _recover_kernel[(rows.numel(),)](
             target_probs, draft_probs if draft_probs is not None else _dummy(rows),
-            draft_ids, rows, scale.float(), inverse_noise.contiguous(), out, vocab,
+            draft_ids, rows, scale.float(), uniforms.float(), out, vocab,
             SUBTRACT=bool(subtract_draft), HAS_DRAFT_PROBS=draft_probs is not None, BLOCK=_block(vocab),
             **_launch_options(rows.device),
         )
