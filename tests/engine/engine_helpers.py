@@ -187,3 +187,27 @@ def save_tiny_checkpoint(path, seed=0):
     model.save_pretrained(path)
     (path / "tokenizer_config.json").write_text(json.dumps(ByteTokenizer(eos_token_id=None).config_dict()))
     return path
+
+
+class HashSpeculator(BaseSpeculator):
+    """Drafts a deterministic function of each request's own tokens (independent of the batch and
+    of earlier calls), so seeded sampled runs can be compared across engines and batches."""
+
+    def __init__(self, fixed=None, layers=(), drafts=True):
+        self.fixed = fixed
+        self.layers = tuple(layers)
+        self.drafts = drafts
+
+    @property
+    def hidden_state_layers(self):
+        return self.layers
+
+    def propose(self, batch):
+        tokens, counts = [], []
+        for r in batch.requests:
+            h = sum(r.token_ids) * 31 + len(r.token_ids)
+            k = r.max_draft_tokens if self.drafts else 0
+            out = [self.fixed if self.fixed is not None else (h + 7 * i) % VOCAB for i in range(k)]
+            tokens += out
+            counts.append(len(out))
+        return DraftProposal(token_ids=torch.tensor(tokens, dtype=torch.int32), num_draft_tokens=counts)

@@ -3,25 +3,8 @@
 import pytest
 import torch
 
-from engine_helpers import VOCAB, make_engine, random_prompts
+from engine_helpers import VOCAB, HashSpeculator, make_engine, random_prompts
 from specpath.engine.request import SamplingParams
-from specpath.speculator import BaseSpeculator, DraftProposal
-
-
-class HashSpeculator(BaseSpeculator):
-    """Drafts a deterministic function of each request's own tokens (batch-independent)."""
-
-    def __init__(self, fixed=None):
-        self.fixed = fixed
-
-    def propose(self, batch):
-        tokens, counts = [], []
-        for r in batch.requests:
-            h = sum(r.token_ids) * 31 + len(r.token_ids)
-            out = [self.fixed if self.fixed is not None else (h + 7 * i) % VOCAB for i in range(r.max_draft_tokens)]
-            tokens += out
-            counts.append(len(out))
-        return DraftProposal(token_ids=torch.tensor(tokens, dtype=torch.int32), num_draft_tokens=counts)
 
 
 @pytest.mark.parametrize("speculate", [False, True])
