@@ -129,6 +129,8 @@ class _Request:
     req_id: str
     token_ids: list[int]
     committed: int  # positions whose KV the "target" has written
+    temperature: float = 0.0
+    generator: Any = None
 
 
 @attrs.frozen
@@ -160,7 +162,10 @@ def drive_speculator(
     decode_steps: int = 6,
     seed: int = 0,
 ) -> list[Step]:
-    """Run ``speculator`` through a few requests' lives; check and return every step."""
+    """Run ``speculator`` through a few requests' lives; check and return every step.
+
+    Every third request has a temperature and its own seeded generator; the same ``seed``
+    replays the same steps, so a deterministic speculator answers the same way twice."""
     import torch
 
     rng = random.Random(seed)
@@ -183,7 +188,14 @@ def drive_speculator(
     def new_request() -> None:
         nonlocal next_id
         prompt = _prompt(rng, vocab_size, rng.randint(8, 24))
-        live.append(_Request(f"req-{next_id}", prompt, 0))
+        # Every third request samples (temperature > 0, its own seeded generator), as a
+        # sampling request would reach a drafter that samples too.
+        sampled = next_id % 3 == 2
+        live.append(_Request(
+            f"req-{next_id}", prompt, 0,
+            temperature=0.8 if sampled else 0.0,
+            generator=torch.Generator().manual_seed(seed * 1000 + next_id) if sampled else None,
+        ))
         next_id += 1
 
     def step(visible: dict[str, int], budgets: dict[str, int]) -> DraftProposal:
@@ -200,6 +212,8 @@ def drive_speculator(
                 token_ids=tuple(r.token_ids[:shown]),
                 num_new_positions=new,
                 max_draft_tokens=budgets[r.req_id],
+                temperature=r.temperature,
+                generator=r.generator,
             ))
         hidden = None
         if uses_hidden_states:
