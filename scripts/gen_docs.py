@@ -3,8 +3,9 @@
 
 * ``docs/reference/configuration.md`` from the field docstrings (``gen_config_reference.py``);
 * the **Status** line of each ``docs/methods/<method>.md`` page and the list in
-  ``docs/methods/index.md``, from the entry points that ``builtin_methods/*/pyproject.toml``
-  declare: a page says a plugin exists only when one does.
+  ``docs/methods/index.md``, from the entry points that the committed
+  ``builtin_methods/*/pyproject.toml`` files declare: a page says a plugin exists only when
+  one does.
 
     python3 scripts/gen_docs.py           # write
     python3 scripts/gen_docs.py --check   # exit 1 if anything is stale (CI)
@@ -27,10 +28,23 @@ STATUS = re.compile(r"^\*\*Status:\*\* .*$", re.M)
 LIST = re.compile(r"(<!-- status-list:start -->\n).*?(<!-- status-list:end -->)", re.S)
 
 
+def plugin_projects() -> list[Path]:
+    """``builtin_methods/*/pyproject.toml`` files, only those committed when this is a git
+    checkout (a plugin someone is still writing is not "provided" yet)."""
+    import subprocess
+
+    try:
+        listed = subprocess.run(["git", "ls-files", "builtin_methods/*/pyproject.toml"], cwd=ROOT,
+                                capture_output=True, text=True, check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        return sorted((ROOT / "builtin_methods").glob("*/pyproject.toml"))
+    return sorted(ROOT / name for name in listed)
+
+
 def builtin_plugins() -> dict[str, tuple[str, str]]:
     """method -> (distribution, folder) for every entry point of a built-in plugin here."""
     found = {}
-    for pyproject in sorted((ROOT / "builtin_methods").glob("*/pyproject.toml")):
+    for pyproject in plugin_projects():
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         project = data.get("project", {})
         for method in project.get("entry-points", {}).get("specpath.methods", {}):
