@@ -14,9 +14,11 @@ drafting, so the serial kernel is the one that is fast where it is used.
 The scan runs forward from the start of the sequence. For each end position it compares the
 tokens before it with the sequence's suffix, most of the time a single comparison (the last
 token differs), and it stops at the first occurrence of the full ``max_n``-gram: with the
-earliest-occurrence rule nothing after it can win. The result is the same as KMP over the
-reversed sequence (``matching.py``); the work is O(length) comparisons plus at most ``max_n``
-more per position whose last token matches, and usually far less than a full pass.
+earliest-occurrence rule nothing after it can win. Its answer is the one KMP over the
+reversed sequence gives (``matching.py``). Partial matches cost up to ``max_n`` comparisons
+each, so a crafted sequence (``a...a b a a a a`` with ``max_n`` 5) could make the scan
+O(length * max_n); once partial matches have cost more than ``2 * length`` comparisons the
+request is finished by the compiled KMP instead, which keeps every request O(length).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def _match_row(tokens, length, min_n, max_n):
     if length < min_n or length < 2:
         return 0, 0
     last_token = tokens[last]
+    budget = 2 * length  # comparisons partial matches may spend before KMP takes over
     for end in range(last):
         if tokens[end] != last_token:
             continue
@@ -42,14 +45,46 @@ def _match_row(tokens, length, min_n, max_n):
         n = 1
         while n < limit and tokens[end - n] == tokens[last - n]:
             n += 1
+        budget -= n
+        if budget < 0:
+            break
         if n > best_n:  # strict: an earlier occurrence of the same length stays
             best_n = n
             best_follow = end + 1
             if n == max_n:
                 break
+    if budget < 0:
+        return _kmp_row(tokens, length, min_n, max_n)
     if best_n < min_n:
         return 0, 0
     return best_n, best_follow
+
+
+@numba.njit(nogil=True, cache=True)
+def _kmp_row(tokens, length, min_n, max_n):
+    """:func:`_match_row` by KMP over the reversed sequence (see ``matching.py``): O(length)
+    whatever the input, but always a full pass."""
+    border = np.zeros(max_n, np.int32)
+    best_n = 0
+    best_i = 0
+    n = 0
+    for i in range(1, length):
+        token = tokens[length - 1 - i]
+        while n > 0 and tokens[length - 1 - n] != token:
+            n = border[n - 1]
+        if tokens[length - 1 - n] != token:
+            continue
+        n += 1
+        if n >= best_n:  # a later i (reversed) is an earlier occurrence
+            best_n = n
+            best_i = i
+        if i < max_n:
+            border[i] = n
+        if n == max_n:
+            n = border[max_n - 1]
+    if best_n < min_n:
+        return 0, 0
+    return best_n, length - 1 - best_i + best_n
 
 
 @numba.njit(nogil=True, cache=True)
