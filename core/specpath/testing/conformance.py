@@ -312,6 +312,24 @@ class SpeculatorConformance:
             b = self.resolve(num_speculative_tokens=k, **options_b).compute_hash()
             assert a != b, f"{options_a} and {options_b} hash equal"
 
+    def test_hash_is_the_same_in_a_fresh_process(self) -> None:
+        """Compile caches outlive processes: the hash must not depend on object identity."""
+        import json
+        import os
+        import subprocess
+        import sys
+
+        if type(self).resolve is not SpeculatorConformance.resolve:
+            pytest.skip("resolve() is overridden: a fresh process cannot rebuild the same config")
+        config = {"method": self.method, **self.base_config, "num_speculative_tokens": self.k_values[0]}
+        code = ("import json, sys; from specpath.config.speculative import SpeculativeConfig; "
+                "print(SpeculativeConfig.from_dict(json.loads(sys.argv[1])).compute_hash())")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # same import path
+        done = subprocess.run([sys.executable, "-c", code, json.dumps(config)],
+                              capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip() == self.resolve(num_speculative_tokens=self.k_values[0]).compute_hash()
+
     # -- the speculator ---------------------------------------------------------------------
 
     def test_proposals_follow_the_contract(self) -> None:
