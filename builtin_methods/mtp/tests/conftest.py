@@ -1,0 +1,31 @@
+import os
+
+# Triton kernels run on CPU through the interpreter; it must be chosen before triton loads.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread():
+    """Tiny models run several times faster on one torch thread on a shared machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """A float64 random-weight target (so no near-tie flips a greedy choice) with random 1-, 2-
+    and 3-module MTP checkpoints shaped for it; one of each input order."""
+    from specpath_eagle.testing import tiny_target
+    from specpath_mtp.module import random_mtp_checkpoint
+
+    root = tmp_path_factory.mktemp("mtp")
+    target = tiny_target(root / "target", seed=3)
+    paths = {"target": root / "target"}
+    for n, order in ((1, ("embedding", "hidden")), (2, ("hidden", "embedding")), (3, ("embedding", "hidden"))):
+        paths[n] = random_mtp_checkpoint(root / "target", root / f"mtp{n}", n, seed=n, order=order)
+    return target, paths

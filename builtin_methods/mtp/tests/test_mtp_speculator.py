@@ -1,0 +1,67 @@
+"""The speculators' incremental drafts equal a from-scratch recomputation, step after step:
+through prefill chunks, partial acceptance (stale module KV re-filled), mixed budgets in one
+batch (including budgets below the module count), and cycling past the module count."""
+
+import pytest
+import torch
+
+from specpath_eagle.testing import context_for
+from specpath_mtp.module import load_mtp_modules
+from specpath_mtp.testing import drive, reference_drafts
+
+
+def _speculator(target, path, k, max_num_seqs=4):
+    from specpath.factory import create_speculator
+    from specpath_eagle.testing import resolve
+
+    spec = resolve({"method": "mtp", "model": str(path), "num_speculative_tokens": k})
+    return spec, create_speculator(spec, context_for(target, max_num_seqs=max_num_seqs))
+
+
+@pytest.mark.parametrize(("n", "k", "budgets"), [
+    (1, 3, [3, 1, 0]),
+    (2, 4, [4, 2, 1]),
+    (3, 3, [3, 2, 0]),
+    (3, 6, [6, 4, 1]),
+])
+def test_drafts_match_a_from_scratch_recomputation(tiny, n, k, budgets):
+    target, paths = tiny
+    spec, speculator = _speculator(target, paths[n], k)
+    assert speculator.hidden_state_layers == (target.config.num_hidden_layers - 1,)
+    modules = load_mtp_modules(paths[n], embed_tokens=target.embed, lm_head=target.lm_head_logits)
+    modules = [m.to(torch.float64).eval() for m in modules]
+    prompts = [[(7 * i + 3 * j) % 64 for j in range(10 + 5 * i)] for i in range(3)]
+
+    def check(i, token_ids, drafts):
+        assert drafts == reference_drafts(modules, target, token_ids, k)[:len(drafts)], (i, len(token_ids))
+
+    checked = drive(speculator, target, prompts, budgets, steps=6, chunk=4, vocab_size=64, seed=n + k, check=check)
+    assert checked == 6 * sum(1 for b in budgets if b)
+
+
+def test_a_freed_row_starts_clean(tiny):
+    """A new request on a reused row must not read the previous request's module KV."""
+    target, paths = tiny
+    _, speculator = _speculator(target, paths[3], 3, max_num_seqs=1)
+    modules = [m.to(torch.float64) for m in load_mtp_modules(paths[3], embed_tokens=target.embed,
+                                                              lm_head=target.lm_head_logits)]
+    seen = []
+
+    def check(i, token_ids, drafts):
+        seen.append(drafts)
+        assert drafts == reference_drafts(modules, target, token_ids, 3)
+
+    drive(speculator, target, [[5, 9, 13, 2, 7, 1]], [3], steps=3, chunk=3, vocab_size=64, seed=1, check=check)
+    speculator.remove_request("r0")
+    drive(speculator, target, [[1, 2, 3, 4]], [3], steps=3, chunk=8, vocab_size=64, seed=2, check=check)
+    assert len(seen) == 6
+
+
+def test_the_module_count_must_match_the_speculator(tiny):
+    from specpath_mtp.speculator import MTPSpeculator
+    from specpath_eagle.testing import resolve
+
+    target, paths = tiny
+    spec = resolve({"method": "mtp", "model": str(paths[3]), "num_speculative_tokens": 3})
+    with pytest.raises(ValueError, match="3 MTP modules"):
+        MTPSpeculator(spec, context_for(target))
