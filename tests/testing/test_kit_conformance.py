@@ -14,7 +14,7 @@ from specpath.testing import SpeculatorConformance
 
 PLUGIN = '''
 import attrs
-import torch
+HEAVY_IMPORT
 from specpath.config.speculator import SpeculatorConfig
 from specpath.errors import SpeculativeConfigError
 from specpath.hookspecs import hookimpl
@@ -35,6 +35,8 @@ class KitprobeConfig(SpeculatorConfig):
 
 class KitprobeSpeculator(BaseSpeculator):
     def propose(self, batch):
+        import torch
+
         counts = [r.max_draft_tokens for r in batch.requests]
         ids = [r.token_ids[-1] for r, n in zip(batch.requests, counts) for _ in range(n)]
         return DraftProposal(token_ids=torch.tensor(ids, dtype=torch.int32), num_draft_tokens=counts)
@@ -46,8 +48,9 @@ def HOOK_NAME(register):
 '''
 
 
-def install_plugin(path, monkeypatch, hook_name="specpath_register_methods", check_options=True):
-    source = PLUGIN.replace("HOOK_NAME", hook_name).replace("CHECK_OPTIONS", str(check_options))
+def install_plugin(path, monkeypatch, hook_name="specpath_register_methods", check_options=True, heavy=False):
+    source = (PLUGIN.replace("HOOK_NAME", hook_name).replace("CHECK_OPTIONS", str(check_options))
+              .replace("HEAVY_IMPORT", "import torch" if heavy else ""))
     (path / "kitprobe_plugin.py").write_text(textwrap.dedent(source))
     info = path / "kitprobe-0.1.dist-info"
     info.mkdir()
@@ -119,6 +122,12 @@ def test_a_misspelled_hook_fails(tmp_path, monkeypatch):
         run(cls, "test_entry_point_module_hooks_are_spelled_right")
     with pytest.raises(AssertionError, match="broken"):
         run(cls, "test_method_resolves_to_config_class_through_the_plugin_index")
+
+
+def test_a_plugin_module_that_imports_torch_fails(tmp_path, monkeypatch):
+    cls = suite(install_plugin(tmp_path, monkeypatch, heavy=True))
+    with pytest.raises(AssertionError, match=r"imported \['torch'\]; import them lazily"):
+        run(cls, "test_resolution_imports_nothing_heavy")
 
 
 def test_options_that_are_not_checked_fail(tmp_path, monkeypatch):

@@ -36,6 +36,7 @@ from specpath.testing.hooks import check_plugin_hooks
 from specpath.testing.synthetic import DEFAULT_HIDDEN_SIZE, drive_speculator
 
 ENTRY_POINT_GROUP = "specpath.methods"
+_FRESH_PROCESS_RESULTS: dict[tuple[type, int], dict[str, Any]] = {}
 
 # Example non-empty values for the method-specific options; a plugin that does not declare an
 # option in ``supported_options`` must refuse it. Options the core adds later get a value
@@ -312,8 +313,9 @@ class SpeculatorConformance:
             b = self.resolve(num_speculative_tokens=k, **options_b).compute_hash()
             assert a != b, f"{options_a} and {options_b} hash equal"
 
-    def test_hash_is_the_same_in_a_fresh_process(self) -> None:
-        """Compile caches outlive processes: the hash must not depend on object identity."""
+    def _fresh_process(self) -> dict[str, Any]:
+        """Resolve this method's config in a new Python process (same import path); returns
+        its hash and which heavy modules resolution imported. Run once per class."""
         import json
         import os
         import subprocess
@@ -321,14 +323,31 @@ class SpeculatorConformance:
 
         if type(self).resolve is not SpeculatorConformance.resolve:
             pytest.skip("resolve() is overridden: a fresh process cannot rebuild the same config")
-        config = {"method": self.method, **self.base_config, "num_speculative_tokens": self.k_values[0]}
-        code = ("import json, sys; from specpath.config.speculative import SpeculativeConfig; "
-                "print(SpeculativeConfig.from_dict(json.loads(sys.argv[1])).compute_hash())")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # same import path
-        done = subprocess.run([sys.executable, "-c", code, json.dumps(config)],
-                              capture_output=True, text=True, timeout=300, env=env)
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert done.stdout.strip() == self.resolve(num_speculative_tokens=self.k_values[0]).compute_hash()
+        key = (type(self), self.k_values[0])
+        if key not in _FRESH_PROCESS_RESULTS:
+            config = {"method": self.method, **self.base_config, "num_speculative_tokens": self.k_values[0]}
+            code = (
+                "import json, sys; from specpath.config.speculative import SpeculativeConfig; "
+                "h = SpeculativeConfig.from_dict(json.loads(sys.argv[1])).compute_hash(); "
+                "print(json.dumps({'hash': h, 'heavy': sorted(m for m in ('torch', 'triton', 'numba') "
+                "if m in sys.modules)}))"
+            )
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # same import path
+            done = subprocess.run([sys.executable, "-c", code, json.dumps(config)],
+                                  capture_output=True, text=True, timeout=300, env=env)
+            assert done.returncode == 0, done.stderr[-2000:]
+            _FRESH_PROCESS_RESULTS[key] = json.loads(done.stdout.strip().splitlines()[-1])
+        return _FRESH_PROCESS_RESULTS[key]
+
+    def test_hash_is_the_same_in_a_fresh_process(self) -> None:
+        """Compile caches outlive processes: the hash must not depend on object identity."""
+        fresh = self._fresh_process()
+        assert fresh["hash"] == self.resolve(num_speculative_tokens=self.k_values[0]).compute_hash()
+
+    def test_resolution_imports_nothing_heavy(self) -> None:
+        """Resolving a config loads the plugin's light module only: no torch, triton or numba."""
+        heavy = self._fresh_process()["heavy"]
+        assert not heavy, f"resolving method {self.method!r} imported {heavy}; import them lazily"
 
     # -- the speculator ---------------------------------------------------------------------
 
