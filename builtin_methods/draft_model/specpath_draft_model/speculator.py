@@ -1,0 +1,309 @@
+"""``DraftModelSpeculator``: a small causal LM drafts for the target, in its own KV space.
+
+Three drafting shapes, chosen by the resolved config (never by a method name):
+
+* autoregressive: one pass ingests what the target committed since the last step (accepted drafts
+  and the bonus token) and drafts ``d1``; each further pass feeds the previous draft. All
+  requests share every pass, so a step costs K draft forwards whatever the batch.
+* PARD (``parallel_drafting``): one pass over the new tokens followed by K-1 mask tokens; the
+  logits at the last real token and at each mask give ``d1..dK``. The mask entries are dropped
+  from the draft KV afterwards (they stand for no real token).
+* heterogeneous vocabulary (``use_heterogeneous_vocab``, byte-level target): greedy drafts in the
+  draft's BPE vocabulary, lifted to their bytes (see :mod:`specpath_draft_model.vocab`).
+
+Drafts are greedy, or sampled from the draft's softmax at the request's temperature when
+``draft_sample_method="random"``; then the probabilities ``q`` are returned so the target's
+rejection sampling stays exact.
+
+The draft model comes from ``SpeculatorContext.load_model`` (the engine builds it); this module
+imports no engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import torch
+
+from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
+from specpath_draft_model.config import PARD_TOKEN_KEY
+from specpath_draft_model.kv import DraftKV
+
+BYTE_VOCAB_SIZE = 256
+
+
+@attrs.define
+class _RequestState:
+    cached: int = 0
+    """Positions ``0..cached-1`` of the draft KV hold this request's verified tokens."""
+    pending: tuple[int, int] | None = None
+    """(context length, drafts) of the last proposal, until ``on_verified`` settles it."""
+    ids: list[int] = attrs.field(factory=list)
+    """Heterogeneous vocabulary: the draft token ids whose KV is valid, in order."""
+
+
+def load_draft(context: SpeculatorContext, path: str) -> Any:
+    """The draft model, built by the engine's ``load_model`` (the engine owns model code)."""
+    if context.load_model is None:
+        raise ValueError(
+            "the draft_model speculator needs SpeculatorContext.load_model to build its draft; "
+            "this engine lends none"
+        )
+    return context.load_model(path)
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    i = 0
+    while a[i] == b[i]:
+        i += 1
+    return i
+
+
+class DraftModelSpeculator(BaseSpeculator):
+    """See the module docstring."""
+
+    def __init__(self, config: Any, context: SpeculatorContext) -> None:
+        super().__init__(config, context)
+        draft = config.draft_model_config
+        hf = draft.hf_config
+        self.k_max = int(config.num_speculative_tokens)
+        self.parallel = bool(config.parallel_drafting)
+        self.heterogeneous = bool(config.use_heterogeneous_vocab)
+        self.sample_random = config.draft_sample_method == "random"
+        self.device = torch.device(context.device)
+        self.vocab = None
+        if self.heterogeneous:
+            if context.vocab_size != BYTE_VOCAB_SIZE:
+                raise ValueError(
+                    "use_heterogeneous_vocab: the draft_model speculator lifts draft tokens to their bytes, so "
+                    f"it needs a byte-level target (vocab {BYTE_VOCAB_SIZE}); this target has {context.vocab_size}"
+                )
+            from specpath_draft_model.vocab import ByteStringVocab
+
+            self.vocab = ByteStringVocab.from_checkpoint(draft.tokenizer or draft.model)
+        self.mask_token = int(hf[PARD_TOKEN_KEY]) if self.parallel else None
+        self.model = load_draft(context, draft.model)
+        heads = hf["num_attention_heads"]
+        head_dim = hf.get("head_dim") or hf["hidden_size"] // heads
+        max_len = context.max_model_len + self.k_max + 2
+        rotary = getattr(getattr(self.model, "model", None), "rotary_emb", None)
+        if hasattr(rotary, "ensure_length"):
+            rotary.ensure_length(max_len)
+        self.kv = DraftKV(
+            num_layers=hf["num_hidden_layers"],
+            num_kv_heads=hf.get("num_key_value_heads") or heads,
+            head_dim=head_dim,
+            max_len=max_len,
+            max_rows=context.max_num_seqs,
+            dtype=next(self.model.parameters()).dtype,
+            device=self.device,
+        )
+        self.state: dict[str, _RequestState] = {}
+
+    # ------------------------------------------------------------------------- contract
+    @torch.inference_mode()
+    def propose(self, batch: DraftBatch) -> DraftProposal:
+        counts = [0] * len(batch.requests)
+        active = [i for i, r in enumerate(batch.requests) if r.max_draft_tokens > 0 and r.token_ids]
+        if not active:
+            return self._empty(counts)
+        if self.heterogeneous:
+            return self._propose_strings(batch, active, counts)
+        if self.parallel:
+            return self._propose_parallel(batch, active, counts)
+        return self._propose_autoregressive(batch, active, counts)
+
+    def on_verified(self, req_ids: Sequence[str], num_accepted: Sequence[int]) -> None:
+        for req_id, accepted in zip(req_ids, num_accepted):
+            state = self.state.get(req_id)
+            if state is None or state.pending is None:
+                continue
+            n, k = state.pending
+            # Autoregressive: d1..d_{k-1} were fed at positions n.. and the accepted ones stay valid.
+            # PARD: positions n.. hold mask tokens, never valid.
+            state.cached = n if self.parallel else n + min(int(accepted), k - 1)
+            state.pending = None
+
+    def remove_request(self, req_id: str) -> None:
+        self.state.pop(req_id, None)
+        self.kv.release(req_id)
+
+    # -------------------------------------------------------------------------- helpers
+    def _empty(self, counts: list[int]) -> DraftProposal:
+        return DraftProposal(token_ids=torch.zeros(0, dtype=torch.int32, device=self.device), num_draft_tokens=counts)
+
+    def _request(self, req_id: str) -> tuple[_RequestState, int]:
+        state = self.state.get(req_id)
+        if state is None:
+            state = self.state[req_id] = _RequestState()
+        return state, self.kv.row(req_id)
+
+    def _forward(self, ids: list[int] | torch.Tensor, rows: list[int], starts: list[int], lengths: list[int],
+                 logits_indices: torch.Tensor | None = None) -> torch.Tensor:
+        attention = self.kv.attention(rows, starts, lengths)
+        if not isinstance(ids, torch.Tensor):
+            ids = torch.tensor(ids, dtype=torch.long, device=self.device)
+        out = self.model.forward(ids, attention.positions, attention, logits_indices=logits_indices)
+        return out.logits
+
+    def _choose(self, logits: torch.Tensor, temperatures: Sequence[float], generators: Sequence[Any]):
+        """Draft tokens ``[R]`` from logits ``[R, V]`` and, when any row was sampled, the
+        probabilities ``[R, V]`` each was drawn from (one-hot for greedy rows)."""
+        tokens = logits.argmax(dim=-1)
+        if not self.sample_random:
+            return tokens, None
+        rows = [i for i, t in enumerate(temperatures) if t > 0]
+        if not rows:
+            return tokens, None
+        probs = torch.zeros_like(logits, dtype=torch.float32)
+        probs.scatter_(1, tokens[:, None], 1.0)
+        for i in rows:
+            p = torch.softmax(logits[i].float() / temperatures[i], dim=-1)
+            tokens[i] = torch.multinomial(p, 1, generator=generators[i])[0]
+            probs[i] = p
+        return tokens, probs
+
+    # ------------------------------------------------------------------ autoregressive
+    def _propose_autoregressive(self, batch: DraftBatch, active: list[int], counts: list[int]) -> DraftProposal:
+        ids: list[int] = []
+        rows, starts, lengths, ends, ks, temps, gens = [], [], [], [], [], [], []
+        for i in active:
+            r = batch.requests[i]
+            state, row = self._request(r.req_id)
+            n = len(r.token_ids)
+            k = min(r.max_draft_tokens, self.k_max, self.kv.max_len - n + 1)
+            if k <= 0:
+                continue
+            start = min(state.cached, n - 1)
+            ids.extend(r.token_ids[start:n])
+            rows.append(row), starts.append(start), lengths.append(n - start), ends.append(n), ks.append(k)
+            temps.append(r.temperature), gens.append(r.generator)
+            state.cached, state.pending = n, (n, k)
+            counts[i] = k
+        if not rows:
+            return self._empty(counts)
+        last = torch.tensor(lengths, device=self.device).cumsum(0) - 1
+        logits = self._forward(ids, rows, starts, lengths, last)
+        token, probs = self._choose(logits, temps, gens)
+        k_top = max(ks)
+        drafts = [token]
+        all_probs = [probs]
+        live = list(range(len(rows)))
+        for j in range(1, k_top):
+            if any(ks[b] <= j for b in live):  # some requests are done: shrink the pass
+                keep = [p for p, b in enumerate(live) if ks[b] > j]
+                token = token[torch.tensor(keep, device=self.device)]
+                live = [live[p] for p in keep]
+            logits = self._forward(
+                token, [rows[b] for b in live], [ends[b] + j - 1 for b in live], [1] * len(live)
+            )
+            token, probs = self._choose(logits, [temps[b] for b in live], [gens[b] for b in live])
+            if len(live) < len(rows):
+                full = torch.zeros(len(rows), dtype=token.dtype, device=self.device)
+                full[torch.tensor(live, device=self.device)] = token
+                token_all = full
+                if probs is not None:
+                    p_full = torch.zeros(len(rows), probs.shape[1], device=self.device)
+                    p_full[torch.tensor(live, device=self.device)] = probs
+                    probs = p_full
+            else:
+                token_all = token
+            drafts.append(token_all)
+            all_probs.append(probs)
+        table = torch.stack(drafts, dim=1)  # [B, k_top]
+        keep = torch.arange(k_top, device=self.device)[None, :] < torch.tensor(ks, device=self.device)[:, None]
+        flat = table[keep].to(torch.int32)
+        draft_probs = None
+        if any(p is not None for p in all_probs):
+            vocab = logits.shape[-1]
+            stacked = torch.stack(
+                [p if p is not None else torch.nn.functional.one_hot(t, vocab).float() for p, t in zip(all_probs, drafts)],
+                dim=1,
+            )
+            draft_probs = stacked[keep]
+        return DraftProposal(token_ids=flat, num_draft_tokens=counts, draft_probs=draft_probs)
+
+    # ---------------------------------------------------------------------------- PARD
+    def _propose_parallel(self, batch: DraftBatch, active: list[int], counts: list[int]) -> DraftProposal:
+        ids: list[int] = []
+        rows, starts, lengths, picks, temps, gens = [], [], [], [], [], []
+        offset = 0
+        for i in active:
+            r = batch.requests[i]
+            state, row = self._request(r.req_id)
+            n = len(r.token_ids)
+            k = min(r.max_draft_tokens, self.k_max, self.kv.max_len - n + 1)
+            if k <= 0:
+                continue
+            start = min(state.cached, n - 1)
+            ids.extend(r.token_ids[start:n])
+            ids.extend([self.mask_token] * (k - 1))
+            length = n - start + k - 1
+            picks.extend(range(offset + n - 1 - start, offset + length))
+            offset += length
+            rows.append(row), starts.append(start), lengths.append(length)
+            temps.extend([r.temperature] * k), gens.extend([r.generator] * k)
+            state.cached, state.pending = n, (n, k)
+            counts[i] = k
+        if not rows:
+            return self._empty(counts)
+        logits = self._forward(ids, rows, starts, lengths, torch.tensor(picks, device=self.device))
+        tokens, probs = self._choose(logits, temps, gens)
+        return DraftProposal(token_ids=tokens.to(torch.int32), num_draft_tokens=counts, draft_probs=probs)
+
+    # ---------------------------------------------------------- heterogeneous vocabulary
+    def _propose_strings(self, batch: DraftBatch, active: list[int], counts: list[int]) -> DraftProposal:
+        vocab = self.vocab
+        requests = [batch.requests[i] for i in active]
+        encodings = vocab.encode_batch([list(r.token_ids) for r in requests])
+        ids: list[int] = []
+        rows, starts, lengths, ends, heals, ks, slots, states = [], [], [], [], [], [], [], []
+        for i, r, tokens in zip(active, requests, encodings):
+            if len(tokens) < 2:
+                continue
+            state, row = self._request(r.req_id)
+            context = tokens[:-1]
+            start = common_prefix(state.ids, context)
+            start = min(start, len(context) - 1)  # re-read at least one token to get its logits
+            k = min(r.max_draft_tokens, self.k_max, self.kv.max_len - len(context) - 1)
+            if k <= 0:
+                continue
+            ids.extend(context[start:])
+            state.ids = context
+            rows.append(row), starts.append(start), lengths.append(len(context) - start)
+            ends.append(len(context)), heals.append(vocab.bytes[tokens[-1]]), ks.append(k)
+            slots.append(i), states.append(state)
+        if not rows:
+            return self._empty(counts)
+        last = torch.tensor(lengths, device=self.device).cumsum(0) - 1
+        logits = self._forward(ids, rows, starts, lengths, last)
+        allowed = torch.stack([vocab.prefix_mask(h, logits.device) for h in heals])
+        token = logits.masked_fill(~allowed, float("-inf")).argmax(dim=-1)
+        produced = [vocab.bytes[t][len(h):] for t, h in zip(token.tolist(), heals)]
+        live = list(range(len(rows)))
+        fed = 0
+        while True:
+            keep = [p for p, b in enumerate(live) if len(produced[b]) < ks[b]]
+            if not keep or fed >= self.k_max:
+                break
+            if len(keep) < len(live):
+                token = token[torch.tensor(keep, device=self.device)]
+                live = [live[p] for p in keep]
+            logits = self._forward(token, [rows[b] for b in live], [ends[b] + fed for b in live], [1] * len(live))
+            previous = token.tolist()
+            token = logits.argmax(dim=-1)
+            for b, prev, t in zip(live, previous, token.tolist()):
+                states[b].ids.append(prev)
+                produced[b] += vocab.bytes[t]
+            fed += 1
+        flat: list[int] = []
+        for b, i in enumerate(slots):
+            drafts = produced[b][: ks[b]]
+            counts[i] = len(drafts)
+            flat.extend(drafts)
+        return DraftProposal(token_ids=torch.tensor(flat, dtype=torch.int32, device=self.device), num_draft_tokens=counts)

@@ -1,0 +1,70 @@
+"""Tiny random-weight draft checkpoints for the tests, written once per process.
+
+``self_draft`` is the kit's tiny target itself (so greedy drafts are all accepted and the KV
+rollback of full acceptance is exercised); ``random`` and ``pard`` are small unrelated drafts
+(drafts mostly rejected); ``bpe`` has a small BPE vocabulary trained on a few stdlib files.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from specpath.engine.model import LlamaConfig, LlamaModel
+from specpath.testing.engine import tiny_checkpoint, tiny_target
+from specpath_draft_model.config import PARD_TOKEN_KEY
+
+_ROOT: Path | None = None
+
+
+def _config(vocab_size: int, hidden: int = 32, layers: int = 1) -> LlamaConfig:
+    return LlamaConfig(
+        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=512,
+    )
+
+
+def _random(seed: int, vocab_size: int = 256, **extra) -> LlamaModel:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaModel(_config(vocab_size))
+        for p in model.parameters():  # sharper logits than the default init, so drafts vary
+            p.data.mul_(3.0)
+    return model
+
+
+def root() -> Path:
+    """Write the checkpoints (first call) and return their folder."""
+    global _ROOT
+    if _ROOT is None:
+        _ROOT = Path(tempfile.mkdtemp(prefix="specpath-draft-model-tests-"))
+        atexit.register(shutil.rmtree, _ROOT, True)
+        tiny_target().save_pretrained(_ROOT / "self")
+        _random(1).save_pretrained(_ROOT / "random")
+        _random(2).save_pretrained(_ROOT / "pard", extra_config={PARD_TOKEN_KEY: 255})
+        tokenizer = bpe_tokenizer()
+        _random(3, vocab_size=tokenizer.get_vocab_size()).save_pretrained(_ROOT / "bpe")
+        tokenizer.save(str(_ROOT / "bpe" / "tokenizer.json"))
+    return _ROOT
+
+
+def path(name: str) -> str:
+    return str(root() / name)
+
+
+def target() -> str:
+    """The kit's tiny byte-level target checkpoint."""
+    return tiny_checkpoint()
+
+
+def bpe_tokenizer(vocab_size: int = 320):
+    """A small BPE vocabulary over a few stdlib files (well under a second)."""
+    from specpath.engine.corpus import stdlib_root
+    from specpath_draft_model.train import build_bpe_tokenizer
+
+    names = ("abc.py", "bisect.py", "colorsys.py")
+    return build_bpe_tokenizer([(stdlib_root() / name).read_bytes() for name in names], vocab_size)
