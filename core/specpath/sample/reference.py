@@ -165,8 +165,9 @@ def _inverse_cdf(weights: torch.Tensor, uniforms: torch.Tensor) -> tuple[torch.T
     first token whose running mass exceeds it), clamped to the vocabulary; and the total.
     Two levels: tile sums locate the tile, one tile's running sum locates the token."""
     rows, vocab = weights.shape
-    tiles = -(-vocab // CDF_TILE)
-    padded = torch.nn.functional.pad(weights, (0, tiles * CDF_TILE - vocab)).view(rows, tiles, CDF_TILE)
+    width = min(CDF_TILE, vocab)
+    tiles = -(-vocab // width)
+    padded = torch.nn.functional.pad(weights, (0, tiles * width - vocab)).view(rows, tiles, width)
     tile_mass = padded.sum(-1, dtype=torch.float64)
     tile_cdf = tile_mass.cumsum(-1)
     target = uniforms.double() * tile_cdf[:, -1]
@@ -175,7 +176,7 @@ def _inverse_cdf(weights: torch.Tensor, uniforms: torch.Tensor) -> tuple[torch.T
     index = torch.arange(rows, device=weights.device)
     inner = before + padded[index, tile.squeeze(1)].cumsum(-1, dtype=torch.float64)
     within = torch.searchsorted(inner, target[:, None], right=True)
-    return (tile * CDF_TILE + within).squeeze(1).clamp(max=vocab - 1), tile_cdf[:, -1]
+    return (tile * width + within).squeeze(1).clamp(max=vocab - 1), tile_cdf[:, -1]
 
 
 def lift_probs(draft_probs, target_to_draft):

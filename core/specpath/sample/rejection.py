@@ -114,10 +114,13 @@ def rejection_sample(
         return out
 
     greedy_list = (temperature < GREEDY_EPS).tolist()
-    is_greedy = torch.tensor(greedy_list, device=device)
     per_token = torch.tensor(counts, device=device)
     cu = torch.zeros(batch + 1, dtype=torch.long, device=device)
     cu[1:] = per_token.cumsum(0)
+    on_torch = kernels.__name__.endswith("reference")
+    if on_torch and method in LOSSLESS_METHODS and all(greedy_list):
+        return _all_greedy(draft_token_ids, per_token, cu, target_logits, bonus_token_ids, out)
+    is_greedy = torch.tensor(greedy_list, device=device)
     greedy_tok = is_greedy.repeat_interleave(per_token, output_size=total)
     temp_tok = temperature.repeat_interleave(per_token, output_size=total)
     top_k_tok = None if top_k is None else top_k.repeat_interleave(per_token, output_size=total)
@@ -134,7 +137,7 @@ def rejection_sample(
     if method == "synthetic":
         rates = torch.tensor(conditional_rates(_synthetic_rates(method_options, max_k)), device=device)
         num = kernels.accept_synthetic(cu, rates, uniforms)
-    elif method == "standard" and kernels.__name__.endswith("reference") and total * vocab >= COLUMN_WISE_MIN_ELEMENTS:
+    elif method == "standard" and on_torch and total * vocab >= COLUMN_WISE_MIN_ELEMENTS:
         num, argmax, rejected_probs = _standard_by_column(draft_token_ids, per_token, cu, greedy_tok, target_logits,
                                                           process, draft_probs, uniforms)
     else:
@@ -194,6 +197,22 @@ def rejection_sample(
     out[:, :max_k] = torch.where(kept, draft_token_ids[index].to(torch.int32), PLACEHOLDER_TOKEN_ID)
     out.scatter_(1, num.long()[:, None], final.to(torch.int32)[:, None])
     return out
+
+
+def _all_greedy(draft_ids, per_token, cu, logits, bonus, out) -> torch.Tensor:
+    """The torch path when every row is greedy (standard and block agree there): keep drafts
+    while they equal the target argmax; a dozen batched ops, no randomness, no host sync."""
+    max_k = out.shape[1] - 1
+    position = torch.arange(max_k, device=cu.device)
+    index = (cu[:-1, None] + position).clamp(max=draft_ids.numel() - 1)
+    argmax = logits.argmax(-1)
+    drafts = draft_ids.long()[index]
+    match = (argmax[index] == drafts) & (position < per_token[:, None])
+    num = match.int().cumprod(1).sum(1)
+    final = torch.where(num < per_token, argmax[index.gather(1, num.clamp(max=max_k - 1)[:, None]).squeeze(1)],
+                        bonus.long())
+    out[:, :max_k] = torch.where(position < num[:, None], drafts, PLACEHOLDER_TOKEN_ID).to(torch.int32)
+    return out.scatter_(1, num[:, None].long(), final.to(torch.int32)[:, None])
 
 
 def _standard_by_column(draft_ids, per_token, cu, greedy_tok, logits, process, draft_probs, uniforms):
