@@ -117,6 +117,7 @@ class SpeculatorConformance:
     engine_prompts: ClassVar[Sequence[str]] = (
         "the cat sat on the mat. the cat sat on the mat. the cat",
         "1, 2, 3, 1, 2, 3, 1, 2",
+        "def f(x):\n    return x + 1\n\ndef g(x):\n    return x",  # copy drafters get rejected here
     )
     engine_max_tokens: ClassVar[int] = 24
     engine_model: ClassVar[str | None] = None
@@ -393,13 +394,15 @@ class SpeculatorConformance:
             pytest.skip(f"the method declares it cannot run in specpath.engine: {self.reference_engine}")
         from specpath.testing.engine import greedy_identity
 
-        result = greedy_identity(
+        result = greedy_identity(  # K <= 4 keeps the check fast; drafts are accepted and rejected
             self.resolve_engine_config(num_speculative_tokens=max(2, min(self.k_values[-1], 4))),
             prompts=list(self.engine_prompts),
             max_tokens=self.engine_max_tokens,
             model=self.engine_model,
         )
         assert result.speculative == result.plain, result.describe()
+        if self.config_class.proposes_draft_tokens:  # otherwise the identity would hold vacuously
+            assert result.num_draft_tokens > 0, "the speculator proposed no drafts in the engine test"
 
     def resolve_engine_config(self, **fields: Any) -> dict[str, Any]:
         """The ``speculative_config`` dict handed to the reference engine."""
