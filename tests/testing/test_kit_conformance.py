@@ -167,3 +167,36 @@ def test_every_method_specific_option_of_the_core_gets_an_example(monkeypatch):
     assert guessed["draft_lm_head_quantization"] == "fp8"  # first value of its Literal
     assert guessed["dspark_anchor_sampling"] is True and guessed["dspark_draft_topk"] == 4
     assert isinstance(guessed["speculator_options"], dict) and guessed["speculator_options"]
+
+
+def test_known_failures_in_a_real_pytest_run(tmp_path, monkeypatch):
+    """A declared failure that fails is reported xfailed; one that passes fails the run."""
+    import os
+    import subprocess
+    import sys
+
+    install_plugin(tmp_path, monkeypatch, check_options=False)  # so the invalid-options test fails
+    (tmp_path / "test_probe_suite.py").write_text(textwrap.dedent('''
+        from kitprobe_plugin import KitprobeConfig
+        from specpath.testing import SpeculatorConformance
+
+        class TestProbe(SpeculatorConformance):
+            method = "kitprobe"
+            config_class = KitprobeConfig
+            invalid_options = [({"speculator_options": {"width": 2}}, "speculator_options")]
+            reference_engine = "not part of this check"
+            known_failures = {
+                "test_invalid_options_fail_with_one_line": "options are not checked yet",
+                "test_declared_flags": "declared by mistake: this one passes",
+            }
+    '''))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rxXs", "-k", "options or flags",
+         str(tmp_path / "test_probe_suite.py")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
+    )
+    out = done.stdout
+    assert done.returncode == 1, out[-3000:]
+    assert "XFAIL" in out and "options are not checked yet" in out
+    assert "[XPASS(strict)] declared known failure: declared by mistake: this one passes" in out, out[-3000:]
