@@ -124,6 +124,7 @@ def test_a_misspelled_hook_fails(tmp_path, monkeypatch):
         run(cls, "test_method_resolves_to_config_class_through_the_plugin_index")
 
 
+@pytest.mark.slow  # the check's fresh process really imports torch (~5 s here)
 def test_a_plugin_module_that_imports_torch_fails(tmp_path, monkeypatch):
     cls = suite(install_plugin(tmp_path, monkeypatch, heavy=True))
     with pytest.raises(AssertionError, match=r"imported \['torch'\]; import them lazily"):
