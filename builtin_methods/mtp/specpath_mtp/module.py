@@ -70,6 +70,10 @@ class MTPModule(HiddenStateHead):
         self.norm = RMSNorm(d, config.rms_norm_eps)
         self._lm_head = lm_head
 
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.eh_proj.weight.dtype
+
     def layer_input(self, embeds: torch.Tensor, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         parts = {"embedding": self.enorm(embeds), "hidden": self.hnorm(features)}
         z = self.eh_proj(torch.cat([parts[name] for name in self.order], dim=-1))

@@ -72,6 +72,7 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
             module.to(device=self.device, dtype=self.dtype).eval()
             for p in module.parameters():
                 p.requires_grad_(False)
+            module.layer.fuse_projections()  # as the base class does for module 0
             module.rotary.ensure_length(self.row_len)
         hc = self.head.config
         rows = self.kv.num_rows

@@ -1,0 +1,139 @@
+"""Train MTP modules for a specpath target (by default the embedded byte-level model).
+
+    python -m specpath_mtp.train_mtp --modules 1 --out runs/mtp1 --minutes 8 [--export DIR]
+    python -m specpath_mtp.train_mtp --modules 3 --out runs/mtp3 --minutes 8 [--export DIR]
+
+Recipe (the target frozen, the modules trained afterwards, as the research notes suggest):
+
+- Data: byte windows of the stdlib corpus plus the target's own continuations (greedy and
+  sampled); the target's last hidden state (before the final norm) is cached per window
+  (``specpath_eagle.training.cached_features``).
+- Module m at position p reads module m-1's output (the target's hidden state for m = 0, with
+  a little uniform noise) and the embedding of the token at p+m+1, and learns the *target's*
+  next-token distribution at p+m+1 (soft cross-entropy), i.e. the token at p+m+2. Its output
+  also regresses the target's hidden state at p+m+1 (SmoothL1, small weight), so it can stand
+  in for that state when fed to the next module or to itself.
+- One module is reused for every draft, so it is also trained on its own chain: at depth j a
+  position's hidden input is the module's own output one position back (training-time test
+  with ``specpath_eagle.training.depth_pass``), ``--depth`` depths in all.
+- Several modules are trained jointly (gradients flow through the chain), loss averaged.
+
+The modules start from the target's final norm and random weights; AdamW, warm-up and cosine
+decay over a wall-clock budget (``specpath_eagle.training.train_loop``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from specpath_eagle.train_eagle import add_data_arguments, load_target_parts, make_windows_fn
+from specpath_eagle.training import cached_features, depth_pass, soft_cross_entropy, target_probs_from_final, train_loop
+from specpath_mtp.module import build_modules, checkpoint_config, save_mtp_checkpoint
+
+
+def mtp_loss(modules, norm_w: torch.Tensor, head_w: torch.Tensor, eps: float, *, depth: int, reg_weight: float,
+             noise: float, generator: torch.Generator | None = None):
+    """The loss over a batch of windows (see the module docstring); metrics: ``acc{j}`` = how
+    often draft j's argmax equals the target's."""
+    n = len(modules)
+
+    def loss_fn(tokens: torch.Tensor, taps: torch.Tensor):
+        final = taps[:, :, -1]  # [B, W, d]
+        steps = n if n > 1 else depth
+        p = tokens.shape[1] - (n + 1)  # positions 0..p-1 have every token a module reads
+        feats = final[:, :p]
+        if noise and torch.is_grad_enabled():
+            scale = feats.pow(2).mean().sqrt() * noise
+            feats = feats + (torch.rand(feats.shape, generator=generator) * 2 - 1) * scale
+        cos, sin = modules[0].rope(torch.arange(p))
+        total, info = 0.0, {}
+        cache: list = []
+        a = None
+        for j in range(steps):
+            m = j if n > 1 else 0
+            module = modules[m]
+            embeds = module.embed(tokens[:, m + 1:p + m + 1])
+            if j == 0:
+                inputs = feats
+            elif n > 1:
+                inputs = a  # module m reads module m-1's output at the same position
+                cache = []  # its own KV: plain causal attention
+            else:
+                inputs = torch.cat([a[:, :1] * 0, a[:, :-1]], dim=1)  # its own output one position back
+            a = depth_pass(module, embeds, inputs, cos, sin, cache)
+            wanted = final[:, m + 1:p + m + 1]
+            probs = target_probs_from_final(norm_w, head_w, wanted, eps)
+            logits = module.logits(a)
+            ce = soft_cross_entropy(logits, probs)
+            reg = F.smooth_l1_loss(a, wanted)
+            total = total + ce + reg_weight * reg
+            ok = logits.argmax(-1) == probs.argmax(-1)
+            info[f"acc{j}"] = ok[:, j if n == 1 else 0:].float().mean().item()
+            info[f"ce{j}"] = ce.item()
+        return total / steps, info
+
+    return loss_fn
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_data_arguments(p)
+    p.add_argument("--modules", type=int, default=1, help="number of MTP modules (n_predict)")
+    p.add_argument("--depth", type=int, default=3, help="one module: chain depths trained")
+    p.add_argument("--reg-weight", type=float, default=0.3)
+    p.add_argument("--noise", type=float, default=0.05, help="uniform noise on the target's states, relative to their RMS")
+    p.add_argument("--features", default=None, help="features cache directory (default: OUT/features)")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log_file = open(out / "train.log", "a", encoding="utf-8")
+
+    def log(text: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {text}"
+        print(line, flush=True)
+        log_file.write(line + "\n")
+        log_file.flush()
+
+    torch.manual_seed(args.seed)
+    config, emb_w, norm_w, head_w = load_target_parts(args.target)
+    layers = (config["num_hidden_layers"] - 1,)
+    log(f"mtp: target {args.target} modules {args.modules} args {vars(args)}")
+    features_dir = Path(args.features) if args.features else out / "features"
+    tokens, taps = cached_features(features_dir, args.target, layers, make_windows=make_windows_fn(args), log=log)
+    held = args.heldout_windows
+    heldout = (tokens[:held], taps[:held])
+
+    modules = build_modules(checkpoint_config(config, args.modules),
+                            embed_tokens=lambda ids: F.embedding(ids, emb_w), lm_head=lambda h: h @ head_w.T)
+    container = torch.nn.ModuleList(modules)
+    with torch.no_grad():
+        for module in modules:
+            module.norm.weight.copy_(norm_w)
+    eps = config.get("rms_norm_eps", 1e-6)
+    loss_fn = mtp_loss(modules, norm_w, head_w, eps, depth=args.depth, reg_weight=args.reg_weight, noise=args.noise,
+                       generator=torch.Generator().manual_seed(args.seed))
+    t0 = time.time()
+    metrics = train_loop(container, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
+                         lr=args.lr, seed=args.seed, log=log, heldout=heldout)
+    log(f"mtp: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
+    digest = json.loads((features_dir / "features.json").read_text())["key"]["target"]
+    extra = {"specpath_training": {"script": "specpath_mtp.train_mtp", "seed": args.seed, "minutes": args.minutes,
+                                   "modules": args.modules, "target_digest": digest, "heldout": metrics}}
+    save_mtp_checkpoint(modules, out / "checkpoint", config, extra=extra)
+    if args.export:
+        save_mtp_checkpoint(modules, args.export, config, extra=extra)
+        log(f"mtp: exported to {args.export}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

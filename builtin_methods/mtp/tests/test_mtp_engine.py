@@ -1,0 +1,56 @@
+"""Greedy identity through the engine's LLM API: with MTP speculation the tokens are exactly
+those of plain greedy decoding, for K 1..8 (K a multiple of n_predict above it), one and several
+modules, an alias, and the shipped modules on the embedded default target."""
+
+import warnings
+
+import pytest
+
+from specpath.methods import MethodAliasWarning
+from specpath_mtp.config import MTP1, MTP3
+
+PROMPTS = [[5, 9, 13, 2, 5, 9, 13, 2, 5, 9], [1, 2, 3] * 6, [(7 * j + 3) % 64 for j in range(30)]]
+"""Token ids of the tiny targets (vocabulary 64, no tokenizer)."""
+
+
+def _generate(model, config, max_tokens=24, prompts=PROMPTS):
+    from specpath.engine.llm import LLM, SamplingParams
+
+    llm = LLM(model, config, max_num_seqs=4, max_num_batched_tokens=24)  # small: chunked prefill
+    outs = llm.generate(list(prompts), SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True))
+    return [o.token_ids for o in outs], llm
+
+
+@pytest.fixture(scope="module")
+def plain(tiny):
+    _, paths = tiny
+    return _generate(str(paths["target"]), None)[0]
+
+
+@pytest.mark.parametrize(("n", "k"), [(1, k) for k in range(1, 9)] + [(2, k) for k in (1, 2, 4, 6, 8)]
+                         + [(3, k) for k in (1, 2, 3, 6)])
+def test_greedy_identity(tiny, plain, n, k):
+    _, paths = tiny
+    tokens, llm = _generate(str(paths["target"]), {"method": "mtp", "model": str(paths[n]), "num_speculative_tokens": k})
+    assert tokens == plain
+    assert llm.metrics.num_draft_tokens > 0
+
+
+def test_an_alias_runs_end_to_end(tiny, plain):
+    _, paths = tiny
+    with pytest.warns(MethodAliasWarning, match="mimo_mtp"):
+        tokens, llm = _generate(str(paths["target"]), {"method": "mimo_mtp", "model": str(paths[3])})
+    assert tokens == plain
+    assert llm.engine_config.speculative_config.method == "mtp"
+
+
+@pytest.mark.skipif(not (MTP1 / "config.json").is_file(), reason="no shipped MTP modules in this checkout")
+def test_shipped_modules_on_the_embedded_target():
+    prompts = ["def main():\n    ", "import os\nimport sys\n\n"]
+    plain, _ = _generate(None, None, max_tokens=32, prompts=prompts)
+    for config in ({"method": "mtp"}, {"method": "mtp", "model": str(MTP3)}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", MethodAliasWarning)
+            tokens, llm = _generate(None, config, max_tokens=32, prompts=prompts)
+        assert tokens == plain
+        assert llm.metrics.num_accepted_tokens > 0, "trained modules should get some drafts accepted"
