@@ -201,3 +201,11 @@ def test_known_failures_in_a_real_pytest_run(tmp_path, monkeypatch):
     assert done.returncode == 1, out[-3000:]
     assert "XFAIL" in out and "options are not checked yet" in out
     assert "[XPASS(strict)] declared known failure: declared by mistake: this one passes" in out, out[-3000:]
+
+
+def test_only_subclasses_that_name_a_method_are_collected():
+    family = type("FamilyConformance", (SpeculatorConformance,), {"k_values": (1, 2)})
+    concrete = type("TestMember", (family,), {"method": "m", "config_class": object})
+    again = type("TestMemberVariant", (concrete,), {"k_values": (3,)})
+    opted_out = type("TestOptedOut", (concrete,), {"__test__": False})
+    assert (family.__test__, concrete.__test__, again.__test__, opted_out.__test__) == (False, True, True, False)

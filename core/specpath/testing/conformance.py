@@ -88,7 +88,7 @@ def _strict_xfail(test: Callable[..., Any], reason: str) -> Callable[..., Any]:
 class SpeculatorConformance:
     """Base class of a plugin's conformance tests. Set the class attributes below."""
 
-    __test__ = False  # the base class itself is not a test class; subclasses are
+    __test__ = False  # not itself a test class; see __init_subclass__
 
     method: ClassVar[str]
     """The method name: the entry-point name in the ``specpath.methods`` group."""
@@ -127,7 +127,10 @@ class SpeculatorConformance:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls.__test__ = True
+        # A subclass is collected once it names a method and a config class (directly or by
+        # inheritance), so a shared intermediate base (``MethodFamilyConformance``) is not.
+        if "__test__" not in vars(cls):
+            cls.__test__ = hasattr(cls, "method") and hasattr(cls, "config_class")
         for name, reason in cls.known_failures.items():
             test = getattr(cls, name, None)
             if not (name.startswith("test_") and callable(test)):
