@@ -83,8 +83,9 @@ def test_empty_batch_and_no_drafts():
     assert out.tolist() == [[2], [3]]
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_column_wise_path_equals_full_pass(seed, monkeypatch):
+@pytest.mark.parametrize("greedy_only", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_column_wise_path_equals_full_pass(seed, greedy_only, monkeypatch):
     """Large batches on the torch path walk positions column by column; same tokens as the full pass."""
     from specpath.sample import rejection
 
@@ -93,6 +94,8 @@ def test_column_wise_path_equals_full_pass(seed, monkeypatch):
     drafts, logits, bonus, q = random_step(counts, 64, seed, match=0.7, draft_probs=seed % 2 == 0)
     logits = logits * 0.5
     temperature = torch.where(torch.rand(12, generator=g) < 0.3, 0.0, 0.9)
+    if greedy_only:
+        temperature = torch.zeros(12)
     options = dict(draft_probs=q, top_k=[0, 5] * 6, top_p=[1.0, 1.0, 0.8] * 4)
     outs = []
     for threshold in (0, 1 << 62):

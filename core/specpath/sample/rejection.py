@@ -36,9 +36,10 @@ METHOD_OPTIONS: dict[str, frozenset[str]] = {
 LOSSLESS_METHODS = frozenset({"standard", "block"})
 
 COLUMN_WISE_MIN_ELEMENTS = 1 << 20
-"""On the torch path, standard verification of at least this many logits (positions x vocab)
-walks the draft positions one column at a time and processes only the rows it reaches, as a
-per-request loop would, but for the whole batch at once. Same result as the full pass."""
+"""On the torch path, standard verification (and greedy-only block verification) of at least
+this many logits (positions x vocab) walks the draft positions one column at a time and
+processes only the rows it reaches, as a per-request loop would, but for the whole batch at
+once. Same result as the full pass; below this size one full pass costs less."""
 
 _warned_lossy: set[str] = set()
 
@@ -68,6 +69,7 @@ def rejection_sample(
     drafter's vocabulary and are verified in the target's (TLI). ``backend`` picks the kernels
     ("auto": torch on CPU, Triton on CUDA).
     """
+    # 1. Check every input; one line per problem.
     _check_method(method, method_options)
     counts = _counts(num_draft_tokens)
     batch = len(counts)
@@ -113,12 +115,14 @@ def rejection_sample(
         out[:, 0] = bonus_token_ids
         return out
 
+    # 2. How many drafts each request keeps.
     greedy_list = (temperature < GREEDY_EPS).tolist()
     per_token = torch.tensor(counts, device=device)
     cu = torch.zeros(batch + 1, dtype=torch.long, device=device)
     cu[1:] = per_token.cumsum(0)
     on_torch = kernels.__name__.endswith("reference")
-    if on_torch and method in LOSSLESS_METHODS and all(greedy_list):
+    column_wise = on_torch and total * vocab >= COLUMN_WISE_MIN_ELEMENTS
+    if on_torch and not column_wise and method in LOSSLESS_METHODS and all(greedy_list):
         return _all_greedy(draft_token_ids, per_token, cu, target_logits, bonus_token_ids, out)
     is_greedy = torch.tensor(greedy_list, device=device)
     greedy_tok = is_greedy.repeat_interleave(per_token, output_size=total)
@@ -137,7 +141,7 @@ def rejection_sample(
     if method == "synthetic":
         rates = torch.tensor(conditional_rates(_synthetic_rates(method_options, max_k)), device=device)
         num = kernels.accept_synthetic(cu, rates, uniforms)
-    elif method == "standard" and on_torch and total * vocab >= COLUMN_WISE_MIN_ELEMENTS:
+    elif column_wise and (method == "standard" or (method == "block" and all(greedy_list))):
         num, argmax, rejected_probs = _standard_by_column(draft_token_ids, per_token, cu, greedy_tok, target_logits,
                                                           process, draft_probs, uniforms)
     else:
@@ -160,7 +164,7 @@ def rejection_sample(
             high, window = _fly_gates(method_options, probs, counts, device)
             num = kernels.accept_fly(*args, high, window)
 
-    # The token after the kept drafts: the bonus, or a corrected token at the first rejection.
+    # 3. The token after the kept drafts: the bonus, or a corrected token at the first rejection.
     final = bonus_token_ids.clone()
     num_list = num.tolist()
     rejected = [r for r in range(batch) if num_list[r] < counts[r]]
@@ -191,6 +195,7 @@ def rejection_sample(
             )
             final[who] = tokens.to(final.dtype)
 
+    # 4. Rows: kept drafts, the final token, placeholders.
     position = torch.arange(max_k, device=device)
     index = (cu[:-1, None] + position).clamp(max=max(total - 1, 0))
     kept = position < num.long()[:, None]
