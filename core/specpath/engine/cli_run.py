@@ -136,6 +136,8 @@ def _fmt_rates(rates: list[float]) -> str:
 
 
 def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Build every method's engine, then run the prompts round-robin (prompt-major), so load on a
+    shared machine affects every method alike."""
     from tqdm import tqdm
 
     from specpath.engine.llm import LLM, SamplingParams
@@ -145,31 +147,38 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
     runs, skipped = demo_configs(args.num_speculative_tokens, only)
     runs = [("baseline", None)] + runs
     params = SamplingParams(max_tokens=args.max_tokens, ignore_eos=True)
-    rows: list[dict] = []
-    baseline_tokens: list[list[int]] | None = None
-    baseline_tps = 0.0
-    bar = tqdm(total=len(runs) * len(DEMO_PROMPTS), desc="specpath demo", unit="prompt", disable=not progress,
-               file=sys.stderr)
+    bar = tqdm(total=len(runs) * (len(DEMO_PROMPTS) + 1), desc="specpath demo", unit="run",
+               disable=not progress, file=sys.stderr)
+    engines = []
     for name, config in runs:
-        bar.set_postfix_str(name)
+        bar.set_postfix_str(f"loading {name}")
         try:
             llm = LLM(args.model, config, num_threads=args.threads, enable_prefix_caching=args.enable_prefix_caching)
             llm.generate([DEMO_PROMPTS[0]], SamplingParams(max_tokens=8, ignore_eos=True))  # warm-up
+            engines.append((name, config, llm))
         except Exception as exc:  # noqa: BLE001 - one method failing must not stop the demo
+            if name == "baseline":
+                raise
             skipped.append((name, " ".join(str(exc).split()) or type(exc).__name__))
-            bar.update(len(DEMO_PROMPTS))
-            continue
-        parts, tokens, elapsed = [], [], 0.0
-        for prompt in DEMO_PROMPTS:  # batch 1, one prompt at a time: the latency setting
+            bar.total -= len(DEMO_PROMPTS)
+        bar.update(1)
+    parts: dict[str, list] = {name: [] for name, _, _ in engines}
+    tokens: dict[str, list] = {name: [] for name, _, _ in engines}
+    elapsed: dict[str, float] = {name: 0.0 for name, _, _ in engines}
+    for prompt in DEMO_PROMPTS:  # batch 1, one prompt at a time: the latency setting
+        for name, _, llm in engines:
+            bar.set_postfix_str(name)
             start = time.perf_counter()
             out = llm.generate([prompt], params)[0]
-            elapsed += time.perf_counter() - start
-            parts.append(out.metrics)
-            tokens.append(out.token_ids)
+            elapsed[name] += time.perf_counter() - start
+            parts[name].append(out.metrics)
+            tokens[name].append(out.token_ids)
             bar.update(1)
-        total = SpecMetrics.total(parts, elapsed_s=elapsed)
-        if baseline_tokens is None:
-            baseline_tokens, baseline_tps = tokens, total.tokens_per_s
+    bar.close()
+    baseline_tps = SpecMetrics.total(parts["baseline"], elapsed_s=elapsed["baseline"]).tokens_per_s
+    rows: list[dict] = []
+    for name, config, _ in engines:
+        total = SpecMetrics.total(parts[name], elapsed_s=elapsed[name])
         rows.append({
             "method": name,
             "config": config,
@@ -178,9 +187,8 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
             "tokens_per_s": total.tokens_per_s,
             "speedup": total.tokens_per_s / baseline_tps if baseline_tps else 0.0,
             "target_steps": total.num_steps,
-            "greedy_identical": tokens == baseline_tokens,
+            "greedy_identical": tokens[name] == tokens["baseline"],
         })
-    bar.close()
     return rows, skipped
 
 
