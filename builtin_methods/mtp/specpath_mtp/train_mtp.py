@@ -84,12 +84,11 @@ def mtp_loss(modules, norm_w: torch.Tensor, head_w: torch.Tensor, eps: float, *,
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_data_arguments(p)
+    add_data_arguments(p)  # --target --out --export --minutes --features --window ... (shared with EAGLE)
     p.add_argument("--modules", type=int, default=1, help="number of MTP modules (n_predict)")
     p.add_argument("--depth", type=int, default=3, help="one module: chain depths trained")
     p.add_argument("--reg-weight", type=float, default=0.3)
     p.add_argument("--noise", type=float, default=0.05, help="uniform noise on the target's states, relative to their RMS")
-    p.add_argument("--features", default=None, help="features cache directory (default: OUT/features)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

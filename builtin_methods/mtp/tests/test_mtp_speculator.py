@@ -65,3 +65,29 @@ def test_the_module_count_must_match_the_speculator(tiny):
     spec = resolve({"method": "mtp", "model": str(paths[3]), "num_speculative_tokens": 3})
     with pytest.raises(ValueError, match="3 MTP modules"):
         MTPSpeculator(spec, context_for(target))
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_random_drafts_come_with_the_distributions_they_were_sampled_from(tiny, n):
+    from specpath.factory import create_speculator
+    from specpath.speculator import DraftBatch, DraftRequest
+    from specpath_eagle.testing import resolve
+
+    target, paths = tiny
+    spec = resolve({"method": "mtp", "model": str(paths[n]), "num_speculative_tokens": 3,
+                    "draft_sample_method": "random"})
+    speculator = create_speculator(spec, context_for(target))
+    ids = [3, 1, 4, 1, 5, 9, 2, 6]
+    hidden = target.forward(torch.tensor(ids[:-1]), torch.arange(len(ids) - 1),
+                            hidden_layers=speculator.hidden_state_layers).hidden_states
+    requests = (DraftRequest(req_id="hot", token_ids=ids, num_new_positions=7, max_draft_tokens=3, temperature=1.0,
+                             generator=torch.Generator().manual_seed(0)),
+                DraftRequest(req_id="cold", token_ids=ids, num_new_positions=7, max_draft_tokens=2))
+    proposal = speculator.propose(DraftBatch(requests=requests, hidden_states=torch.cat([hidden, hidden])))
+    assert list(proposal.num_draft_tokens) == [3, 2]
+    probs = proposal.draft_probs
+    assert probs.shape == (5, 64)
+    torch.testing.assert_close(probs.sum(-1).double(), torch.ones(5, dtype=torch.float64))
+    chosen = probs[torch.arange(5), proposal.token_ids.long()]
+    assert bool((chosen > 0).all())
+    assert bool(((probs[3:] == 0) | (probs[3:] == 1)).all()), "greedy rows are one-hot"

@@ -1,0 +1,87 @@
+"""One- and three-module MTP beside every other installed method, on the demo prompts.
+
+    python3 builtin_methods/mtp/benchmarks/mtp_demo.py [--max-tokens 128] [--json]
+
+The same setting as ``specpath demo`` (embedded default target, batch 1, greedy, one prompt at
+a time, a warm-up call per configuration, one torch thread), with several MTP configurations
+instead of one: the shipped ``mtp1`` checkpoint at K = 1..4 and ``mtp3`` at K = 3 and 6. Other
+methods run with their own ``demo_config`` (K = 4 where they take the default). Prints τ
+(tokens per target step, bonus included), acceptance by position, tokens/s and the speedup
+over the baseline measured in the same run, and whether the tokens equal the baseline's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def mtp_configs() -> list[tuple[str, dict]]:
+    from specpath_mtp.config import MTP1, MTP3
+
+    runs = [(f"mtp1 K={k}", {"method": "mtp", "model": str(MTP1), "num_speculative_tokens": k}) for k in (1, 2, 3, 4)]
+    runs += [(f"mtp3 K={k}", {"method": "mtp", "model": str(MTP3), "num_speculative_tokens": k}) for k in (3, 6)]
+    return runs
+
+
+def run(max_tokens: int, skip_others: bool) -> list[dict]:
+    import torch
+
+    from specpath.engine.cli_run import DEFAULT_DEMO_K, DEMO_PROMPTS, demo_configs
+    from specpath.engine.llm import LLM, SamplingParams
+    from specpath.engine.metrics import SpecMetrics
+
+    torch.set_num_threads(1)
+    others = [] if skip_others else [(n, c) for n, c in demo_configs(DEFAULT_DEMO_K)[0] if n != "mtp"]
+    runs = [("baseline", None)] + others + mtp_configs()
+    params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
+    rows, baseline, baseline_tps = [], None, 0.0
+    for name, config in runs:
+        try:
+            llm = LLM(None, config)
+            llm.generate([DEMO_PROMPTS[0]], SamplingParams(max_tokens=8, ignore_eos=True))  # warm-up
+        except Exception as exc:  # noqa: BLE001 - one method failing must not stop the table
+            print(f"skipped {name}: {' '.join(str(exc).split())}", file=sys.stderr)
+            continue
+        parts, tokens, elapsed = [], [], 0.0
+        for prompt in DEMO_PROMPTS:
+            start = time.perf_counter()
+            out = llm.generate([prompt], params)[0]
+            elapsed += time.perf_counter() - start
+            parts.append(out.metrics)
+            tokens.append(out.token_ids)
+        total = SpecMetrics.total(parts, elapsed_s=elapsed)
+        if baseline is None:
+            baseline, baseline_tps = tokens, total.tokens_per_s
+        k = None if config is None else llm.engine_config.speculative_config.num_speculative_tokens
+        rows.append({"method": name, "K": k, "tau": total.mean_acceptance_length,
+                     "acceptance_by_position": total.acceptance_rate_by_position,
+                     "tokens_per_s": total.tokens_per_s, "speedup": total.tokens_per_s / baseline_tps,
+                     "greedy_identical": tokens == baseline})
+        print(f"{name}: tau {total.mean_acceptance_length:.2f} {total.tokens_per_s:.0f} tok/s", file=sys.stderr)
+    return rows
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--only-mtp", action="store_true", help="baseline and the MTP configurations only")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    rows = run(args.max_tokens, args.only_mtp)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print("| method | K | τ | acceptance by position | tokens/s | speedup | greedy identical |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        rates = " ".join(f"{x:.2f}" for x in r["acceptance_by_position"]) or "-"
+        print(f"| {r['method']} | {r['K'] or '-'} | {r['tau']:.2f} | {rates} | {r['tokens_per_s']:.0f} | "
+              f"{r['speedup']:.2f}x | {'yes' if r['greedy_identical'] else 'NO'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
