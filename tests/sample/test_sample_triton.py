@@ -91,6 +91,7 @@ def test_rejection_sample_backends_agree(method):
     drafts, logits, bonus, q = random_step(counts, 11, 4, match=0.5)
     temperature = torch.tensor([1.0, 1.0, 0.0, 0.8])
     options = {"acceptance_length": 2.2} if method == "synthetic" else {}
+    q = q.t().contiguous().t()  # same values, column-major: kernels must not assume the layout
     outs = [rejection_sample(drafts, counts, logits * 0.4, bonus, temperature, draft_probs=q, generators=[5, 6, 7, 8],
                              top_k=[0, 0, 0, 4], method=method, backend=backend, **options)
             for backend in ("torch", "triton")]

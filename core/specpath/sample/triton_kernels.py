@@ -32,7 +32,7 @@ def _native_ok(t, draft_ids, target_argmax, target_probs, draft_probs, uniforms,
         if HAS_DRAFT_PROBS:
             q = tl.load(draft_probs + t * V + x)
         else:
-            q = 1.0
+            q = tl.full([], 1.0, tl.float32)
         u = tl.load(uniforms + t)
         ok = tl.where(greedy != 0, ok, u * q < p)
     return ok
@@ -87,7 +87,7 @@ def _accept_fly_kernel(draft_ids, cu, target_argmax, target_probs, draft_probs, 
         if HAS_DRAFT_PROBS:
             q = tl.load(draft_probs + t * V + x)
         else:
-            q = 1.0
+            q = tl.full([], 1.0, tl.float32)
         fits = (w >= 1) & (t + w <= end - 1)
         possible = (p > 0) & ((greedy != 0) | (q > 0))
         gate = (tl.load(high_entropy + t) != 0) & fits & possible
@@ -122,7 +122,7 @@ def _accept_block_kernel(draft_ids, cu, target_argmax, target_probs, draft_probs
         if HAS_DRAFT_PROBS:
             q = tl.load(draft_probs + t * V + x)
         else:
-            q = 1.0
+            q = tl.full([], 1.0, tl.float32)
         num = prev * p
         w = tl.where(num <= 0, 0.0, tl.where(num >= q, 1.0, tl.math.div_rn(num, tl.maximum(q, 1e-38))))
         prev = w
@@ -224,7 +224,14 @@ def _dummy(like: torch.Tensor) -> torch.Tensor:
     return torch.zeros(1, dtype=torch.float32, device=like.device)
 
 
+def _flat(*tensors):
+    """Kernels index rows as ``row * V``: hand them contiguous memory (None stays None)."""
+    return tuple(t.contiguous() if t is not None else None for t in tensors)
+
+
 def accept_standard(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy):
+    draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms = _flat(
+        draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms)
     batch = cu.numel() - 1
     out = torch.empty(batch, dtype=torch.int32, device=cu.device)
     if batch:
@@ -241,6 +248,7 @@ def accept_standard(draft_ids, cu, target_argmax, target_probs, draft_probs, uni
 
 
 def accept_synthetic(cu, conditional_rates, uniforms):
+    cu, conditional_rates, uniforms = _flat(cu, conditional_rates, uniforms)
     batch = cu.numel() - 1
     out = torch.empty(batch, dtype=torch.int32, device=cu.device)
     if batch:
@@ -250,6 +258,8 @@ def accept_synthetic(cu, conditional_rates, uniforms):
 
 
 def accept_fly(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy, high_entropy, window):
+    draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms = _flat(
+        draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms)
     batch = cu.numel() - 1
     out = torch.empty(batch, dtype=torch.int32, device=cu.device)
     if batch:
@@ -263,6 +273,8 @@ def accept_fly(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms
 
 
 def accept_block(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy):
+    draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms = _flat(
+        draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms)
     batch = cu.numel() - 1
     num = torch.empty(batch, dtype=torch.int32, device=cu.device)
     scale = torch.empty(batch, dtype=torch.float32, device=cu.device)
@@ -280,6 +292,7 @@ def accept_block(draft_ids, cu, target_argmax, target_probs, draft_probs, unifor
 
 
 def recover(target_probs, draft_probs, draft_ids, rows, scale, uniforms, subtract_draft):
+    target_probs, draft_probs, draft_ids, rows = _flat(target_probs, draft_probs, draft_ids, rows)
     out = torch.empty(rows.numel(), dtype=torch.int64, device=rows.device)
     if rows.numel():
         vocab = target_probs.shape[1]
