@@ -91,10 +91,10 @@ class ModelRunner:
 
     def _propose(self, scheduled: Sequence[ScheduledRequest]) -> tuple[list[list[int]], torch.Tensor | None]:
         """Drafts per scheduled request (empty lists when none) and their probabilities."""
-        none: list[list[int]] = [[] for _ in scheduled]
+        drafts: list[list[int]] = [[] for _ in scheduled]
         spec = self.speculator
         if spec is None:
-            return none, None
+            return drafts, None
         feeding = self.features is not None
         picked = [
             i
@@ -103,7 +103,7 @@ class ModelRunner:
             or (feeding and s.request.num_computed_tokens > s.request.num_delivered_positions)
         ]
         if not picked:
-            return none, None
+            return drafts, None
         entries, slots = [], []
         for i in picked:
             s = scheduled[i]
@@ -144,12 +144,12 @@ class ModelRunner:
         start = 0
         for i, n, e in zip(picked, counts, entries):
             keep = min(n, e.max_draft_tokens)
-            none[i] = flat[start : start + keep]
+            drafts[i] = flat[start : start + keep]
             kept_rows.extend(range(start, start + keep))
             start += n
         if probs is not None and len(kept_rows) != len(flat):
             probs = probs.index_select(0, torch.tensor(kept_rows, dtype=torch.int64, device=probs.device))
-        return none, probs if kept_rows else None
+        return drafts, probs if kept_rows else None
 
     # ------------------------------------------------------------------------------- step
     @torch.inference_mode()
