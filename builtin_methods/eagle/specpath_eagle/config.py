@@ -198,13 +198,14 @@ class EagleSpeculatorConfig(DraftModelSpeculatorConfig):
     @classmethod
     def default_model(cls, spec: Any) -> str | None:
         """The shipped head, when the target is the embedded model (or not known yet)."""
-        head = cls.shipped_head()
+        head = cls.shipped_head(spec)
         if head is not None and head.is_dir() and targets_embedded_model(spec):
             return str(head)
         return None
 
     @classmethod
-    def shipped_head(cls) -> Path | None:
+    def shipped_head(cls, spec: Any = None) -> Path | None:
+        """The head this package ships for the embedded target (for this configuration)."""
         return EAGLE_HEAD
 
     @classmethod

@@ -91,7 +91,7 @@ class HiddenStateHead(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        return next(self.parameters()).dtype
+        return self.fc.weight.dtype  # every head fuses its inputs through ``fc``
 
     def quantize_lm_head(self, method: str) -> None:
         """Apply ``draft_lm_head_quantization`` to the head the drafts use."""
@@ -133,9 +133,9 @@ class EagleHead(HiddenStateHead):
         d = self.config.hidden_size
         eye = torch.eye(d, dtype=self.dtype)
         with torch.no_grad():
-            weight = self._lm_head(eye).T.contiguous()  # lm_head(I) = I @ W.T
+            weight = self._lm_head(eye).T.to(self.dtype).contiguous()  # lm_head(I) = I @ W.T
             probe = torch.randn(2, d, dtype=self.dtype, generator=torch.Generator().manual_seed(0))
-            if not torch.allclose(self._lm_head(probe).float(), (probe @ weight.T).float(), atol=1e-3, rtol=1e-3):
+            if not torch.allclose(self._lm_head(probe).double(), (probe @ weight.T).double(), atol=1e-3, rtol=1e-3):
                 raise ValueError("draft_lm_head_quantization needs a linear, bias-free target LM head")
         self._quantized_head = fp8_weight(weight)
 
@@ -155,12 +155,17 @@ def read_head_config(path: str | Path) -> HeadConfig:
         raise ValueError(f"{config_path}: not a hidden-state head config ({exc})") from None
 
 
-def save_head(head: HiddenStateHead, path: str | Path, *, extra_config: dict | None = None) -> Path:
-    """Write ``config.json`` + ``model.safetensors`` (HF layout, no pickle)."""
+def save_head(head: HiddenStateHead, path: str | Path, *, extra_config: dict | None = None,
+              dtype: torch.dtype | None = None) -> Path:
+    """Write ``config.json`` + ``model.safetensors`` (HF layout, no pickle); ``dtype`` casts the
+    floating-point weights (shipped heads are float16: half the bytes, same drafts in practice)."""
     from specpath.engine.checkpoint import save_checkpoint
 
     config = {**head.config.to_dict(), **(extra_config or {})}
     state = {k: v for k, v in head.state_dict().items() if not k.startswith("rotary.")}
+    if dtype is not None:
+        state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
+        config["torch_dtype"] = str(dtype).removeprefix("torch.")
     return save_checkpoint(path, config=config, state_dict=state)
 
 
@@ -178,5 +183,6 @@ def load_head_weights(head: HiddenStateHead, path: str | Path) -> HiddenStateHea
     for name, shape in expected.items():
         if tuple(tensors[name].shape) != tuple(shape):
             raise ValueError(f"{weights}: {name} has shape {tuple(tensors[name].shape)}, expected {tuple(shape)}")
-    head.load_state_dict(tensors, strict=False)
+    dtype = head.dtype
+    head.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}, strict=False)
     return head

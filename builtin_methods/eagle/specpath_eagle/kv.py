@@ -29,19 +29,18 @@ class DrafterKV:
         ``max_position`` (a host int) bounds the gathered span."""
 
         def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            self.keys.index_copy_(0, slots, k.to(self.keys.dtype))
-            self.values.index_copy_(0, slots, v.to(self.values.dtype))
+            self.keys.index_copy_(0, slots, k)
+            self.values.index_copy_(0, slots, v)
             span = self._span[: max_position + 1]
             index = rows[:, None] * self.row_len + span[None, :]  # [T, P]
-            keys = self.keys[index].to(q.dtype)  # [T, P, KV, D]
-            values = self.values[index].to(q.dtype)
-            groups = q.shape[1] // keys.shape[2]
-            if groups > 1:
-                keys = keys.repeat_interleave(groups, dim=2)
-                values = values.repeat_interleave(groups, dim=2)
-            scores = torch.einsum("thd,tphd->thp", q, keys) / math.sqrt(q.shape[-1])
+            keys = self.keys[index].permute(0, 2, 3, 1)  # [T, KV, D, P]
+            values = self.values[index].transpose(1, 2)  # [T, KV, P, D]
+            t, heads, d = q.shape
+            kv = keys.shape[1]
+            grouped = q.view(t, kv, heads // kv, d)  # query heads grouped by their KV head
+            scores = torch.matmul(grouped, keys) * (1.0 / math.sqrt(d))  # [T, KV, G, P]
             future = span[None, :] > positions[:, None]  # [T, P]
-            scores = scores.masked_fill(future[:, None, :], float("-inf"))
-            return torch.einsum("thp,tphd->thd", scores.softmax(dim=-1), values)
+            scores = scores.masked_fill(future[:, None, None, :], float("-inf"))
+            return torch.matmul(scores.softmax(dim=-1), values).reshape(t, heads, d)
 
         return attend

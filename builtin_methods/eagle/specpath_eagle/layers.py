@@ -144,10 +144,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
 
 
 class DraftLayer(nn.Module):
@@ -166,19 +163,35 @@ class DraftLayer(nn.Module):
         self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
         self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
         self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+        self._fused: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def fuse_projections(self) -> None:
+        """Inference: q/k/v and gate/up as one matmul each (fewer calls: on CPU a drafting step
+        is dominated by per-call overhead). Call again after the weights change."""
+        with torch.no_grad():
+            qkv = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+            gate_up = torch.cat([self.gate_proj.weight, self.up_proj.weight])
+        self._fused = (qkv, gate_up)
 
     def qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         lead = x.shape[:-1]
-        q = self.q_proj(x).view(*lead, self.n_heads, self.head_dim)
-        k = self.k_proj(x).view(*lead, self.n_kv_heads, self.head_dim)
-        v = self.v_proj(x).view(*lead, self.n_kv_heads, self.head_dim)
+        h, kv, d = self.n_heads, self.n_kv_heads, self.head_dim
+        if self._fused is not None:
+            q, k, v = F.linear(x, self._fused[0]).split([h * d, kv * d, kv * d], dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q, k, v = q.view(*lead, h, d), k.view(*lead, kv, d), v.reshape(*lead, kv, d)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
     def finish(self, attn: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         """o_proj + residual, then the MLP block."""
         h = residual + self.o_proj(attn.reshape(*residual.shape[:-1], -1))
         x = self.post_attention_layernorm(h)
-        return h + self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self._fused is not None:
+            gate, up = F.linear(x, self._fused[1]).chunk(2, dim=-1)
+        else:
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        return h + self.down_proj(F.silu(gate) * up)
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 attend: Attend) -> torch.Tensor:

@@ -62,6 +62,7 @@ class HiddenStateSpeculator(BaseSpeculator):
         self.head = self.build_head().to(device=self.device, dtype=self.dtype).eval()
         for p in self.head.parameters():
             p.requires_grad_(False)
+        self.head.layer.fuse_projections()
         if config.draft_lm_head_quantization is not None:
             self.head.quantize_lm_head(config.draft_lm_head_quantization)
         hc = self.head.config

@@ -40,6 +40,7 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default=str(embedded_target_path()), help="target checkpoint directory")
     p.add_argument("--out", required=True, help="run directory (features cache, log, head)")
     p.add_argument("--export", default=None, help="also write the trained head here")
+    p.add_argument("--features", default=None, help="features cache directory (default: OUT/features)")
     p.add_argument("--minutes", type=float, default=10.0, help="wall-clock training budget")
     p.add_argument("--window", type=int, default=256)
     p.add_argument("--corpus-windows", type=int, default=480)
@@ -49,6 +50,10 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave the default)")
+
+
+def features_dir(args: argparse.Namespace) -> Path:
+    return Path(args.features) if args.features else Path(args.out) / "features"
 
 
 def load_target_parts(target_path: str) -> tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -124,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     config, emb_w, norm_w, head_w = load_target_parts(args.target)
     layers = (config["num_hidden_layers"] - 1,)
     log(f"eagle: target {args.target} layers {layers} args {vars(args)}")
-    tokens, taps = cached_features(out / "features", args.target, layers, make_windows=make_windows_fn(args), log=log)
+    tokens, taps = cached_features(features_dir(args), args.target, layers, make_windows=make_windows_fn(args), log=log)
     held = args.heldout_windows
     train_tokens, train_taps = tokens[held:], taps[held:]
     heldout = (tokens[:held], taps[:held])
@@ -144,11 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     log(f"eagle: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
     extra = {"specpath_training": {"script": "specpath_eagle.train_eagle", "seed": args.seed,
                                    "minutes": args.minutes, "target_digest": json.loads(
-                                       (out / "features" / "features.json").read_text())["key"]["target"],
+                                       (features_dir(args) / "features.json").read_text())["key"]["target"],
                                    "heldout": metrics}}
     save_head(head, out / "head", extra_config=extra)
     if args.export:
-        save_head(head, args.export, extra_config=extra)
+        save_head(head, args.export, extra_config=extra, dtype=torch.float16)
         log(f"eagle: exported to {args.export}")
     return 0
 

@@ -19,7 +19,10 @@ from specpath.errors import SpeculativeConfigError
 from specpath_eagle.config import EagleSpeculatorConfig, resolve_aux_layer_ids
 
 EAGLE3_HEAD = Path(__file__).resolve().parent / "heads" / "eagle3-byte-llama"
-"""The EAGLE-3 head (with P-EAGLE mask parameters) trained for the embedded default target."""
+"""The EAGLE-3 head (chain drafting, TTT) trained for the embedded default target."""
+
+PEAGLE_HEAD = Path(__file__).resolve().parent / "heads" / "peagle-byte-llama"
+"""The P-EAGLE head (the EAGLE-3 head fine-tuned with mask slots) for the embedded default target."""
 
 
 @attrs.frozen(kw_only=True)
@@ -42,8 +45,9 @@ class Eagle3SpeculatorConfig(EagleSpeculatorConfig):
         return self.spec.num_speculative_tokens - 1 if self.spec.parallel_drafting else 0
 
     @classmethod
-    def shipped_head(cls) -> Path | None:
-        return EAGLE3_HEAD
+    def shipped_head(cls, spec: Any = None) -> Path | None:
+        """The P-EAGLE head when ``parallel_drafting`` is asked for, else the chain head."""
+        return PEAGLE_HEAD if spec is not None and spec.parallel_drafting else EAGLE3_HEAD
 
     @classmethod
     def configure(cls, spec: Any) -> Mapping[str, Any]:

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from specpath_eagle.config import default_aux_layer_ids
 from specpath_eagle.head import save_head
 from specpath_eagle.layers import HeadConfig
-from specpath_eagle.train_eagle import add_data_arguments, load_target_parts, make_windows_fn
+from specpath_eagle.train_eagle import add_data_arguments, features_dir, load_target_parts, make_windows_fn
 from specpath_eagle.training import cached_features, depth_pass, target_probs_from_final, train_loop
 from specpath_eagle3.head import Eagle3Head
 
@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ttt-steps", type=int, default=4, help="training-time-test depths (1 = teacher forcing)")
     p.add_argument("--parallel-depths", type=int, default=4, help="P-EAGLE: train drafts 1..N-1 from mask slots (0: off)")
     p.add_argument("--parallel-weight", type=float, default=0.5)
+    p.add_argument("--init", default=None, help="start from this EAGLE-3 head (e.g. train P-EAGLE on a chain head)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     aux = default_aux_layer_ids(n)
     layers = (*aux, n - 1)
     log(f"eagle3: target {args.target} taps {aux} (+ final {n - 1} for the targets) args {vars(args)}")
-    tokens, taps = cached_features(out / "features", args.target, layers, make_windows=make_windows_fn(args), log=log)
+    tokens, taps = cached_features(features_dir(args), args.target, layers, make_windows=make_windows_fn(args), log=log)
     held = args.heldout_windows
     vocab = config["vocab_size"]
     draft_vocab = min(args.draft_vocab, vocab)
@@ -136,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
         if head_config.parallel_drafting:
             head.mask_hidden.normal_(0, 0.02)
             head.mask_embedding.normal_(0, 0.02)
+    if args.init:
+        from safetensors.torch import load_file
+
+        start = load_file(str(Path(args.init) / "model.safetensors"))
+        missing = head.load_state_dict(start, strict=False).missing_keys
+        ids = head.draft_ids
+        log(f"eagle3: initialised from {args.init} (new: {missing or 'none'})")
     covered = float(torch.isin(tokens[held:], ids).float().mean())
     log(f"eagle3: draft vocabulary {draft_vocab}/{vocab} ids covers {covered:.4%} of training bytes")
     loss_fn = eagle3_loss(head, norm_w, head_w, config.get("rms_norm_eps", 1e-6), ttt_steps=args.ttt_steps,
@@ -146,11 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     log(f"eagle3: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
     extra = {"specpath_training": {"script": "specpath_eagle3.train_eagle3", "seed": args.seed,
                                    "minutes": args.minutes, "target_digest": json.loads(
-                                       (out / "features" / "features.json").read_text())["key"]["target"],
+                                       (features_dir(args) / "features.json").read_text())["key"]["target"],
                                    "heldout": metrics}}
     save_head(head, out / "head", extra_config=extra)
     if args.export:
-        save_head(head, args.export, extra_config=extra)
+        save_head(head, args.export, extra_config=extra, dtype=torch.float16)
         log(f"eagle3: exported to {args.export}")
     return 0
 

@@ -1,0 +1,76 @@
+"""Eagle3SpeculatorConfig: P-EAGLE's K-1 extra slots, aux taps (default from the target's depth,
+the head's own, or the user's; all hashed), and the start-up checks specific to EAGLE-3."""
+
+import json
+
+import pytest
+
+from specpath.errors import SpeculativeConfigError
+from specpath_eagle.testing import random_head, resolve, tiny_target
+from specpath_eagle3.config import Eagle3SpeculatorConfig
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e3")
+    target = tiny_target(root / "target", num_layers=6)
+    chain = random_head("eagle3", target, root / "chain", seed=1)
+    parallel = random_head("eagle3", target, root / "parallel", seed=2, parallel_drafting=True, draft_vocab_size=40,
+                           aux_layer_ids=(0, 3, 4))
+    return root / "target", chain, parallel
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 8])
+def test_slots_chain_and_parallel(files, k):
+    target, chain, parallel = files
+    sc = resolve({"method": "eagle3", "model": str(chain), "num_speculative_tokens": k}, target).speculator_config
+    assert type(sc) is Eagle3SpeculatorConfig
+    assert (sc.num_lookahead_tokens, sc.max_num_new_slots_for_drafting, sc.num_prefill_lookahead_tokens) == (k, 0, 1)
+    sp = resolve({"method": "eagle3", "model": str(parallel), "num_speculative_tokens": k, "parallel_drafting": True},
+                 target).speculator_config
+    assert (sp.num_lookahead_tokens, sp.max_num_new_slots_for_drafting) == (k, k - 1)
+
+
+def test_aux_taps_resolution_and_hash(files):
+    target, chain, parallel = files
+    base = {"method": "eagle3", "num_speculative_tokens": 3}
+    default = resolve({**base, "model": str(chain)}, target)
+    assert default.eagle_aux_hidden_state_layer_ids == (1, 2, 4)  # low/mid/high of 6 layers
+    assert resolve({**base, "model": str(chain)}).eagle_aux_hidden_state_layer_ids == (1, 2, 4)  # from the head
+    trained = resolve({**base, "model": str(parallel)}, target)
+    assert trained.eagle_aux_hidden_state_layer_ids == (0, 3, 4)  # what the head was trained on
+    given = resolve({**base, "model": str(chain), "eagle_aux_hidden_state_layer_ids": [0, 3, 4]}, target)
+    assert given.eagle_aux_hidden_state_layer_ids == (0, 3, 4)
+    assert given.compute_hash() != default.compute_hash()
+    assert given.speculator_config.uses_aux_hidden_states
+
+
+def test_eagle3_checks(files):
+    target, chain, parallel = files
+    base = {"method": "eagle3", "num_speculative_tokens": 3}
+    with pytest.raises(SpeculativeConfigError, match="fuses exactly 3"):
+        resolve({**base, "model": str(chain), "eagle_aux_hidden_state_layer_ids": [1, 2]}, target)
+    with pytest.raises(SpeculativeConfigError, match="mask parameters"):
+        resolve({**base, "model": str(chain), "parallel_drafting": True}, target)
+    with pytest.raises(SpeculativeConfigError, match="eagle_aux_hidden_state_layer_ids"):
+        resolve({**base, "model": str(chain), "eagle_aux_hidden_state_layer_ids": [1, 2, 6]}, target)
+
+
+def test_head_dtype_rule_uses_the_heads_own_lm_head(tmp_path, files):
+    target, chain, _ = files
+    config = json.loads((chain / "config.json").read_text())
+    low = tmp_path / "low-head"
+    low.mkdir()
+    (low / "config.json").write_text(json.dumps({**config, "head_dtype": "float16"}))
+    with pytest.raises(SpeculativeConfigError, match="draft_lm_head_quantization"):
+        resolve({"method": "eagle3", "model": str(low), "num_speculative_tokens": 2,
+                 "draft_lm_head_quantization": "fp8"}, target)
+
+
+def test_mismatch_with_an_eagle1_checkpoint(files, tmp_path):
+    target, _, _ = files
+    eagle1 = random_head("eagle", tiny_target(num_layers=6), tmp_path / "e1")
+    with pytest.raises(SpeculativeConfigError) as info:
+        resolve({"method": "eagle3", "model": str(eagle1), "num_speculative_tokens": 2}, target)
+    assert "'eagle3'" in str(info.value) and "'eagle'" in str(info.value)
+    assert resolve({"model": str(eagle1), "num_speculative_tokens": 2}).method == "eagle"
