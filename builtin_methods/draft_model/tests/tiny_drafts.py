@@ -1,7 +1,8 @@
 """Tiny random-weight draft checkpoints for the tests, written once per process.
 
-``self_draft`` is the kit's tiny target itself (so greedy drafts are all accepted and the KV
-rollback of full acceptance is exercised); ``random`` and ``pard`` are small unrelated drafts
+``self`` is the kit's tiny target itself (so greedy drafts are all accepted and the KV rollback
+of full acceptance is exercised); ``sharp`` is a target with peaked distributions and
+``sharp_near`` / ``sharp_near_pard`` are it with noisy weights (drafts often, not always, accepted); ``random`` and ``pard`` are small unrelated drafts
 (drafts mostly rejected); ``bpe`` has a small BPE vocabulary trained on a few stdlib files.
 """
 
@@ -37,6 +38,26 @@ def _random(seed: int, vocab_size: int = 256, **extra) -> LlamaModel:
     return model
 
 
+def _sharp() -> LlamaModel:
+    """The tiny target with a 6x head: peaked next-token distributions, on which a verification
+    that mishandled draft probabilities would be visibly biased."""
+    model = tiny_target()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(6.0)
+    return model
+
+
+def _near(base: LlamaModel, seed: int = 4, noise: float = 0.5) -> LlamaModel:
+    """``base`` with noise added to every weight: a draft that agrees with it often, not always."""
+    model = LlamaModel(base.config)
+    model.load_state_dict(base.state_dict())
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * noise * p.std())
+    return model
+
+
 def root() -> Path:
     """Write the checkpoints (first call) and return their folder."""
     global _ROOT
@@ -44,6 +65,11 @@ def root() -> Path:
         _ROOT = Path(tempfile.mkdtemp(prefix="specpath-draft-model-tests-"))
         atexit.register(shutil.rmtree, _ROOT, True)
         tiny_target().save_pretrained(_ROOT / "self")
+        sharp = _sharp()
+        sharp.save_pretrained(_ROOT / "sharp")
+        near = _near(sharp)
+        near.save_pretrained(_ROOT / "sharp_near")
+        near.save_pretrained(_ROOT / "sharp_near_pard", extra_config={PARD_TOKEN_KEY: 255})
         _random(1).save_pretrained(_ROOT / "random")
         _random(2).save_pretrained(_ROOT / "pard", extra_config={PARD_TOKEN_KEY: 255})
         tokenizer = bpe_tokenizer()
