@@ -28,7 +28,6 @@ from specpath.engine.scheduler import SchedulerConfig
 
 __all__ = ["LLM", "RequestOutput", "SamplingParams", "SpecMetrics"]
 
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
 
 @attrs.frozen(kw_only=True)
@@ -102,7 +101,7 @@ class LLM:
         model: local HF checkpoint directory; None = the embedded default model.
         speculative_config: dict, JSON string, ``@file.yaml`` or ``SpeculativeConfig``; None = no
             speculation.
-        dtype / device: of the target weights, activations and KV cache.
+        dtype / device: of the target weights, activations and KV cache (``"auto"``: the checkpoint's).
         max_num_seqs / max_num_batched_tokens / enable_chunked_prefill: scheduler budgets.
         max_model_len: longest context (default: the checkpoint's).
         block_size / num_kv_blocks / enable_prefix_caching: the paged KV cache.
@@ -135,8 +134,6 @@ class LLM:
         from specpath.engine.model import LlamaModel
         from specpath.engine.tokenizer import load_tokenizer
 
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype={dtype!r} is not supported; allowed: {', '.join(_DTYPES)}")
         if num_threads is not None:
             torch.set_num_threads(num_threads)
         path = _model_dir(model)
@@ -155,7 +152,7 @@ class LLM:
         )
         self.engine_config = engine_config
         self.model_path = path
-        torch_dtype = _DTYPES[dtype]
+        torch_dtype = getattr(torch, engine_config.model_config.dtype)  # resolved: "auto" -> the checkpoint's
         self.model = LlamaModel.from_pretrained(path, dtype=torch_dtype, device=device)
         self.tokenizer = load_tokenizer(path)
         context_len = engine_config.model_config.max_model_len
