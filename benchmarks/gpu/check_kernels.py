@@ -91,7 +91,7 @@ def inputs(batch, k, vocab, seed=0):
         "fly": tuple(map(move, (high, window))),
         "synthetic": tuple(map(move, (cu, rates, uniforms))),
         "recover": tuple(map(move, (probs, q, drafts, rows, scale, u_rows))),
-        "lift": (move(q), move(t2d[: vocab // 2 * 2])),
+        "lift": (move(q), move(t2d)),
         "logits": logits,
         "counts": counts.tolist(),
         "drafts": drafts,

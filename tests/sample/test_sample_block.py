@@ -57,6 +57,7 @@ def test_toy_case_exact():
     assert expected_accepted_tokenwise(p, q, 2) == Fraction(10, 9)
 
 
+@pytest.mark.slow
 def test_toy_case_simulated():
     p, q = [1 / 3, 2 / 3], [2 / 3, 1 / 3]
     for method, expected in (("block", 11 / 9), ("standard", 10 / 9)):

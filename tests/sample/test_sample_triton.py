@@ -31,6 +31,7 @@ def inputs(counts, vocab, seed, draft_probs):
     return (drafts, layout(counts), probs.argmax(-1), probs, q, uniforms, greedy), g
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(steps)
 def test_accept_kernels(step):
