@@ -150,3 +150,8 @@ def test_preemption_under_a_small_cache_keeps_output(model):
     assert [r.output_token_ids for r in requests] == outputs
     assert sum(r.num_preemptions for r in requests) > 0
     assert engine.blocks.num_free_blocks == engine.blocks.num_blocks
+
+
+def test_a_cache_too_small_for_one_request_is_refused_at_start(model):
+    with pytest.raises(ValueError, match="cannot hold one request"):
+        make_engine(model, block_size=4, num_blocks=3, max_model_len=64)

@@ -107,6 +107,13 @@ class Scheduler:
         self.k_for_batch_size = k_for_batch_size
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
+        c = config
+        worst = -(-(c.max_model_len + c.num_lookahead_tokens) // block_manager.block_size)
+        if worst > block_manager.num_blocks:
+            raise ValueError(
+                f"KV cache of {block_manager.num_blocks} blocks cannot hold one request of max_model_len="
+                f"{c.max_model_len} (+{c.num_lookahead_tokens} lookahead); needs {worst} blocks"
+            )
 
     def add_request(self, request: Request) -> None:
         c = self.config
@@ -114,12 +121,6 @@ class Scheduler:
             raise ValueError(
                 f"request {request.req_id}: prompt of {len(request.token_ids)} tokens does not fit "
                 f"max_model_len={c.max_model_len} (needs room for at least one new token)"
-            )
-        worst = -(-(c.max_model_len + c.num_lookahead_tokens) // self.blocks.block_size)
-        if worst > self.blocks.num_blocks:
-            raise ValueError(
-                f"KV cache of {self.blocks.num_blocks} blocks cannot hold one request of max_model_len="
-                f"{c.max_model_len} (+{c.num_lookahead_tokens} lookahead); needs {worst} blocks"
             )
         request.status = RequestStatus.WAITING
         self.waiting.append(request)
