@@ -31,6 +31,25 @@ class HiddenLookupConfig(SpeculatorConfig):
         return self.num_speculative_tokens
 
 
+@attrs.frozen(kw_only=True)
+class SlotsLookupConfig(SpeculatorConfig):
+    """Declares extra draft rows in the target batch (like P-EAGLE's K-1)."""
+
+    base_method = "ngram"
+    speculator_class = "engine_helpers:LookupSpeculator"
+
+    @property
+    def max_num_new_slots_for_drafting(self):
+        return self.num_speculative_tokens - 1
+
+
+@attrs.frozen(kw_only=True)
+class LaneLookupConfig(SlotsLookupConfig):
+    """The same, drafting in a separate workspace lane: no rows in the target batch."""
+
+    uses_separate_workspace_lane = True
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     return save_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "model")
@@ -42,6 +61,8 @@ def methods():
     saved = registry.snapshot()
     register_speculative_method("engine_test_lookup", LookupConfig)
     register_speculative_method("engine_test_hidden_lookup", HiddenLookupConfig)
+    register_speculative_method("engine_test_slots_lookup", SlotsLookupConfig)
+    register_speculative_method("engine_test_lane_lookup", LaneLookupConfig)
     yield
     registry.restore(saved)
 
@@ -140,3 +161,11 @@ def test_demo_rows(checkpoint, capsys):
     assert set(rows) == {"baseline", "engine_test_lookup", "engine_test_hidden_lookup"}
     assert all(r["greedy_identical"] for r in rows.values())
     assert rows["baseline"]["speedup"] == 1.0
+
+
+@pytest.mark.parametrize("method, rows", [("engine_test_slots_lookup", 3), ("engine_test_lane_lookup", 0)])
+def test_extra_draft_rows_follow_the_workspace_flag(checkpoint, method, rows):
+    llm = LLM(str(checkpoint), {"method": method, "num_speculative_tokens": 4})
+    assert llm.engine.config.num_extra_draft_slots == rows
+    base = LLM(str(checkpoint)).generate(PROMPTS, SamplingParams(max_tokens=16))
+    assert [o.token_ids for o in llm.generate(PROMPTS, SamplingParams(max_tokens=16))] == [o.token_ids for o in base]
