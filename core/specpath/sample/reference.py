@@ -123,10 +123,9 @@ def accept_block(draft_ids, cu, target_argmax, target_probs, draft_probs, unifor
     hit = torch.where(uniforms < h, offset + 1, torch.zeros_like(offset))
     tau = torch.zeros(batch, dtype=torch.long, device=cu.device).scatter_reduce_(0, owner, hit, "amax")
     scale = torch.where(tau > 0, weight[(cu[:-1] + tau - 1).clamp(0, total - 1)], torch.ones(batch, device=cu.device))
-    greedy = is_greedy
     return (
-        torch.where(greedy, match, tau.to(torch.int32)),
-        torch.where(greedy, torch.ones_like(scale), scale),
+        torch.where(is_greedy, match, tau.to(torch.int32)),
+        torch.where(is_greedy, torch.ones_like(scale), scale),
     )
 
 

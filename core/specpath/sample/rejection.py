@@ -71,40 +71,16 @@ def rejection_sample(
     """
     # 1. Check every input; one line per problem.
     _check_method(method, method_options)
-    counts = _counts(num_draft_tokens)
-    batch = len(counts)
     if not isinstance(target_logits, torch.Tensor) or target_logits.dim() != 2 or not target_logits.is_floating_point():
         raise ValueError(f"target_logits must be a float tensor [sum(num_draft_tokens), vocab], got {_describe(target_logits)}")
     device = target_logits.device
     total, vocab = target_logits.shape
     kernels = kernels_for(device, backend)
-    draft_token_ids = _int_vector("draft_token_ids", draft_token_ids, sum(counts), device)
-    bonus_token_ids = _int_vector("bonus_token_ids", bonus_token_ids, batch, device)
-    temperature = _float_vector("temperature", temperature, batch, device)
-    if total != sum(counts):
-        raise ValueError(f"target_logits has {total} rows but num_draft_tokens sums to {sum(counts)}")
-    if bool((temperature < 0).any()) or not bool(torch.isfinite(temperature).all()):
-        raise ValueError("temperature must be finite and >= 0 (0 = greedy)")
-    mapping = method_options.get("vocab_mapping")
-    if mapping is not None:
-        draft_token_ids, draft_probs = mapping.to_target(draft_token_ids, draft_probs, kernels=kernels)
-        if mapping.target_vocab_size != vocab:
-            raise ValueError(f"vocab_mapping targets a vocabulary of {mapping.target_vocab_size}, target_logits has {vocab}")
-    if total and (int(draft_token_ids.min()) < 0 or int(draft_token_ids.max()) >= vocab):
-        raise ValueError(f"draft_token_ids must lie in [0, {vocab}); got ids in [{int(draft_token_ids.min())}, {int(draft_token_ids.max())}]")
-    if draft_probs is not None and (not isinstance(draft_probs, torch.Tensor) or tuple(draft_probs.shape) != (total, vocab)):
-        raise ValueError(f"draft_probs must be a tensor [{total}, {vocab}] or None, got {_describe(draft_probs)}")
-    if draft_probs is not None:
-        draft_probs = draft_probs.float()
-    gens = randomness.resolve_generators(generators, batch)
-    if len(gens) != batch:
-        raise ValueError(f"generators has {len(gens)} entries for {batch} requests")
-    if top_k is not None:
-        top_k = _int_vector("top_k", top_k, batch, device)
-    if top_p is not None:
-        top_p = _float_vector("top_p", top_p, batch, device)
-        if bool(((top_p <= 0) | (top_p > 1)).any()):
-            raise ValueError("top_p must lie in (0, 1]")
+    counts, draft_token_ids, bonus_token_ids, temperature, draft_probs, gens, top_k, top_p = _checked_inputs(
+        draft_token_ids, num_draft_tokens, total, vocab, bonus_token_ids, temperature, draft_probs, generators,
+        top_k, top_p, method_options.get("vocab_mapping"), kernels, device,
+    )
+    batch = len(counts)
     if method not in LOSSLESS_METHODS and method not in _warned_lossy:
         _warned_lossy.add(method)
         warnings.warn(f"rejection_sample(method={method!r}) is lossy: output no longer follows the target distribution", stacklevel=2)
@@ -258,6 +234,41 @@ def _standard_by_column(draft_ids, per_token, cu, greedy_tok, logits, process, d
 
 
 # ---------------------------------------------------------------- options and validation
+
+
+def _checked_inputs(draft_token_ids, num_draft_tokens, total, vocab, bonus_token_ids, temperature, draft_probs,
+                    generators, top_k, top_p, mapping, kernels, device):
+    """Validate and normalise the per-call inputs (tensors on ``device``; drafts in the target's
+    vocabulary, lifted through ``mapping`` when given)."""
+    counts = _counts(num_draft_tokens)
+    batch = len(counts)
+    draft_token_ids = _int_vector("draft_token_ids", draft_token_ids, sum(counts), device)
+    bonus_token_ids = _int_vector("bonus_token_ids", bonus_token_ids, batch, device)
+    temperature = _float_vector("temperature", temperature, batch, device)
+    if total != sum(counts):
+        raise ValueError(f"target_logits has {total} rows but num_draft_tokens sums to {sum(counts)}")
+    if bool((temperature < 0).any()) or not bool(torch.isfinite(temperature).all()):
+        raise ValueError("temperature must be finite and >= 0 (0 = greedy)")
+    if mapping is not None:
+        draft_token_ids, draft_probs = mapping.to_target(draft_token_ids, draft_probs, kernels=kernels)
+        if mapping.target_vocab_size != vocab:
+            raise ValueError(f"vocab_mapping targets a vocabulary of {mapping.target_vocab_size}, target_logits has {vocab}")
+    if total and (int(draft_token_ids.min()) < 0 or int(draft_token_ids.max()) >= vocab):
+        raise ValueError(f"draft_token_ids must lie in [0, {vocab}); got ids in [{int(draft_token_ids.min())}, {int(draft_token_ids.max())}]")
+    if draft_probs is not None:
+        if not isinstance(draft_probs, torch.Tensor) or tuple(draft_probs.shape) != (total, vocab):
+            raise ValueError(f"draft_probs must be a tensor [{total}, {vocab}] or None, got {_describe(draft_probs)}")
+        draft_probs = draft_probs.float()
+    gens = randomness.resolve_generators(generators, batch)
+    if len(gens) != batch:
+        raise ValueError(f"generators has {len(gens)} entries for {batch} requests")
+    if top_k is not None:
+        top_k = _int_vector("top_k", top_k, batch, device)
+    if top_p is not None:
+        top_p = _float_vector("top_p", top_p, batch, device)
+        if bool(((top_p <= 0) | (top_p > 1)).any()):
+            raise ValueError("top_p must lie in (0, 1]")
+    return counts, draft_token_ids, bonus_token_ids, temperature, draft_probs, gens, top_k, top_p
 
 
 def _check_method(method, options) -> None:
