@@ -95,3 +95,22 @@ def test_inconsistent_proposal_is_a_clear_error(model):
     engine = make_engine(model, speculator=Broken([]), k=2)
     with pytest.raises(ValueError, match="Broken.propose"):
         engine.generate([[1, 2, 3]], SamplingParams(max_tokens=5))
+
+
+def test_abort_frees_blocks_and_tells_the_speculator(model, workload):
+    prompts, outputs = workload
+    speculator = OracleSpeculator([p + o for p, o in zip(prompts, outputs)], corrupt=0.3)
+    engine = make_engine(model, speculator=speculator, k=3, max_num_seqs=2)
+    requests = [engine.add_request(p, SamplingParams(max_tokens=MAX_TOKENS)) for p in prompts]
+    for _ in range(3):
+        engine.step()
+    running, waiting = engine.scheduler.running[0], engine.scheduler.waiting[-1]
+    engine.abort_request(running)
+    engine.abort_request(waiting)
+    while engine.has_unfinished:
+        engine.step()
+    assert running.finish_reason == waiting.finish_reason == "abort"
+    assert {running.req_id, waiting.req_id} <= set(speculator.removed)
+    kept = [(r, o) for r, o in zip(requests, outputs) if r.finish_reason != "abort"]
+    assert [r.output_token_ids for r, _ in kept] == [o for _, o in kept]
+    assert engine.blocks.num_free_blocks == engine.blocks.num_blocks

@@ -154,6 +154,14 @@ class LLMEngine:
         self.scheduler.add_request(request)
         return request
 
+    def abort_request(self, request: Request) -> None:
+        """Stop ``request`` now: its blocks are freed and the speculator forgets it."""
+        if request.is_finished:
+            return
+        self.scheduler.finish(request, "abort")
+        if self.runner.speculator is not None:
+            self.runner.speculator.remove_request(request.req_id)
+
     @property
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished

@@ -226,8 +226,11 @@ class Scheduler:
         )
 
     def finish(self, request: Request, reason: str) -> None:
-        """Retire a request and free its blocks."""
+        """Retire a request (running or waiting) and free its blocks."""
+        if request in self.running:
+            self.running.remove(request)
+        else:
+            self.waiting.remove(request)
         request.status = RequestStatus.FINISHED
         request.finish_reason = reason
         self.blocks.free(request.table)
-        self.running.remove(request)
