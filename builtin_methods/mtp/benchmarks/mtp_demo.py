@@ -18,15 +18,17 @@ import sys
 import time
 
 
-def mtp_configs() -> list[tuple[str, dict]]:
+def mtp_configs(mtp1: str | None = None, mtp3: str | None = None) -> list[tuple[str, dict]]:
     from specpath_mtp.config import MTP1, MTP3
 
-    runs = [(f"mtp1 K={k}", {"method": "mtp", "model": str(MTP1), "num_speculative_tokens": k}) for k in (1, 2, 3, 4)]
-    runs += [(f"mtp3 K={k}", {"method": "mtp", "model": str(MTP3), "num_speculative_tokens": k}) for k in (3, 6)]
+    mtp1, mtp3 = mtp1 or MTP1, mtp3 or MTP3
+    runs = [(f"mtp1 K={k}", {"method": "mtp", "model": str(mtp1), "num_speculative_tokens": k}) for k in (1, 2, 3, 4)]
+    runs += [(f"mtp3 K={k}", {"method": "mtp", "model": str(mtp3), "num_speculative_tokens": k}) for k in (3, 6)]
     return runs
 
 
-def run(max_tokens: int, skip_others: bool) -> list[dict]:
+def run(max_tokens: int, skip_others: bool, model: str | None = None, mtp1: str | None = None,
+        mtp3: str | None = None) -> list[dict]:
     import torch
 
     from specpath.engine.cli_run import DEFAULT_DEMO_K, DEMO_PROMPTS, demo_configs
@@ -35,12 +37,12 @@ def run(max_tokens: int, skip_others: bool) -> list[dict]:
 
     torch.set_num_threads(1)
     others = [] if skip_others else [(n, c) for n, c in demo_configs(DEFAULT_DEMO_K)[0] if n != "mtp"]
-    runs = [("baseline", None)] + others + mtp_configs()
+    runs = [("baseline", None)] + others + mtp_configs(mtp1, mtp3)
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
     rows, baseline, baseline_tps = [], None, 0.0
     for name, config in runs:
         try:
-            llm = LLM(None, config)
+            llm = LLM(model, config)
             llm.generate([DEMO_PROMPTS[0]], SamplingParams(max_tokens=8, ignore_eos=True))  # warm-up
         except Exception as exc:  # noqa: BLE001 - one method failing must not stop the table
             print(f"skipped {name}: {' '.join(str(exc).split())}", file=sys.stderr)
@@ -69,8 +71,11 @@ def main() -> int:
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--only-mtp", action="store_true", help="baseline and the MTP configurations only")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--model", help="target checkpoint (default: the embedded model; others: use --only-mtp)")
+    p.add_argument("--mtp1", help="one-module checkpoint (default: the shipped one)")
+    p.add_argument("--mtp3", help="three-module checkpoint (default: the shipped one)")
     args = p.parse_args()
-    rows = run(args.max_tokens, args.only_mtp)
+    rows = run(args.max_tokens, args.only_mtp, args.model, args.mtp1, args.mtp3)
     if args.json:
         print(json.dumps(rows))
         return 0
