@@ -13,11 +13,13 @@ PROMPTS = [[5, 9, 13, 2, 5, 9, 13, 2, 5, 9], [1, 2, 3] * 6, [(7 * j + 3) % 64 fo
 """Token ids of the tiny targets (vocabulary 64, no tokenizer)."""
 
 
-def _generate(model, config, max_tokens=24, prompts=PROMPTS):
+def _generate(model, config, max_tokens=24, prompts=PROMPTS, **options):
     from specpath.engine.llm import LLM, SamplingParams
 
-    llm = LLM(model, config, max_num_seqs=4, max_num_batched_tokens=24)  # small: chunked prefill
-    outs = llm.generate(list(prompts), SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True))
+    llm = LLM(model, config, max_num_seqs=4, max_num_batched_tokens=24, **options)  # small: chunked prefill
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    outs = [o for _ in range(options.get("enable_prefix_caching", False) + 1)
+            for o in llm.generate(list(prompts), params)]  # with prefix caching: twice, the second from cache
     return [o.token_ids for o in outs], llm
 
 
@@ -34,6 +36,16 @@ def test_greedy_identity(tiny, plain, n, k):
     tokens, llm = _generate(str(paths["target"]), {"method": "mtp", "model": str(paths[n]), "num_speculative_tokens": k})
     assert tokens == plain
     assert llm.metrics.num_draft_tokens > 0
+
+
+@pytest.mark.parametrize(("n", "k"), [(1, 2), (3, 3)])
+def test_greedy_identity_with_prefix_caching(tiny, plain, n, k):
+    """Cached blocks skip the target pass; the tail block is dropped (MTP KV at p needs p+1)."""
+    _, paths = tiny
+    tokens, llm = _generate(str(paths["target"]), {"method": "mtp", "model": str(paths[n]), "num_speculative_tokens": k},
+                            block_size=4, enable_prefix_caching=True)
+    assert llm.engine_config.use_eagle_block_drop
+    assert tokens == plain + plain
 
 
 def test_an_alias_runs_end_to_end(tiny, plain):
