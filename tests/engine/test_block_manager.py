@@ -20,7 +20,7 @@ def _check_invariants(bm: BlockManager, tables):
 
 @settings(max_examples=100, deadline=None)
 @given(
-    ops=st.lists(st.tuples(st.sampled_from(["grow", "trim", "free", "match", "register"]),
+    ops=st.lists(st.tuples(st.sampled_from(["grow", "free", "match", "register"]),
                            st.integers(0, 3), st.integers(0, 40)), max_size=60),
     prefix_caching=st.booleans(),
     drop=st.booleans(),
@@ -40,8 +40,6 @@ def test_random_operations_keep_counts_exact(ops, prefix_caching, drop, lookahea
             else:
                 with pytest.raises(NoFreeBlocksError):
                     bm.allocate(t, n)
-        elif op == "trim":
-            bm.trim(t, max(n, computed[i]))
         elif op == "free":
             bm.free(t)
             computed[i] = 0

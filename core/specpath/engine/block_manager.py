@@ -73,10 +73,6 @@ class BlockManager:
         self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
         self._hash_to_block: dict[int, int] = {}
         self._block_to_hash: dict[int, int] = {}
-        self.num_cache_queries = 0
-        """Prompt blocks looked up in the prefix cache (for hit-rate metrics)."""
-        self.num_cache_hits = 0
-        """Of those, blocks reused."""
 
     # ----------------------------------------------------------------------------- pool
     @property
@@ -112,16 +108,6 @@ class BlockManager:
         table.block_ids.clear()
         table.num_registered = 0
 
-    def trim(self, table: BlockTable, num_positions: int) -> None:
-        """Release blocks past those needed for ``num_positions`` (after a rollback, optional)."""
-        keep = -(-num_positions // self.block_size)
-        while len(table.block_ids) > keep:
-            block = table.block_ids.pop()
-            self.ref_counts[block] -= 1
-            if self.ref_counts[block] == 0:
-                self._free[block] = None
-        table.num_registered = min(table.num_registered, len(table.block_ids))
-
     # ----------------------------------------------------------------------- prefix cache
     def _extend_hashes(self, table: BlockTable, token_ids: Sequence[int], num_final: int) -> None:
         """Hash every full block whose tokens and lookahead tokens lie within ``num_final``."""
@@ -151,10 +137,8 @@ class BlockManager:
             if block is None:
                 break
             hits.append(block)
-        self.num_cache_queries += min(limit, len(table.block_hashes))
         if hits and self.use_eagle_block_drop and not self.num_hash_lookahead_tokens:
             hits.pop()  # lookahead hashes, when on, already make the tail block safe to reuse
-        self.num_cache_hits += len(hits)
         for block in hits:
             if self.ref_counts[block] == 0:
                 del self._free[block]
@@ -180,8 +164,3 @@ class BlockManager:
                 self._hash_to_block[h] = block
                 self._block_to_hash[block] = h
         table.num_registered = max(table.num_registered, upto)
-
-    def reset_prefix_cache(self) -> None:
-        """Forget every cached hash (blocks in use keep their content)."""
-        self._hash_to_block.clear()
-        self._block_to_hash.clear()

@@ -38,12 +38,6 @@ class KVCache:
     def values(self, layer: int) -> torch.Tensor:
         return self.data[layer, 1]
 
-    @staticmethod
-    def bytes_per_block(
-        *, num_layers: int, block_size: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype
-    ) -> int:
-        return 2 * num_layers * block_size * num_kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
-
 
 class FeatureStore:
     """Target hidden states of chosen layers, paged exactly like the KV cache.
