@@ -90,7 +90,7 @@ def test_column_wise_path_equals_full_pass(seed, greedy_only, monkeypatch):
     from specpath.sample import rejection
 
     g = torch.Generator().manual_seed(seed)
-    counts = torch.randint(0, 9, (12,), generator=g).tolist()
+    counts = [5] * 12 if seed % 3 == 0 else torch.randint(0, 9, (12,), generator=g).tolist()
     drafts, logits, bonus, q = random_step(counts, 64, seed, match=0.7, draft_probs=seed % 2 == 0)
     logits = logits * 0.5
     temperature = torch.where(torch.rand(12, generator=g) < 0.3, 0.0, 0.9)

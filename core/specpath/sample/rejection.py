@@ -108,7 +108,7 @@ def rejection_sample(
 
     def process(rows: torch.Tensor) -> torch.Tensor:
         """Processed target probabilities at the given flattened positions."""
-        return target_probs(target_logits[rows], temp_tok[rows], None if top_k is None else top_k_tok[rows],
+        return target_probs(target_logits.index_select(0, rows), temp_tok[rows], None if top_k is None else top_k_tok[rows],
                             None if top_p is None else top_p_tok[rows])
 
     needs = [True] * batch if method == "synthetic" else [not g for g in greedy_list]
@@ -201,9 +201,12 @@ def _standard_by_column(draft_ids, per_token, cu, greedy_tok, logits, process, d
     only the logits rows a per-request loop would touch. Returns (int32 [B] drafts accepted,
     int64 [T] target argmax filled at the greedy positions visited, float32 [B, V] processed
     target probabilities at each random request's rejected position, or None)."""
-    num = torch.zeros(per_token.numel(), dtype=torch.int32, device=cu.device)
+    batch = per_token.numel()
+    num = torch.zeros(batch, dtype=torch.int32, device=cu.device)
     argmax = torch.zeros(draft_ids.numel(), dtype=torch.long, device=cu.device)
     rejected_probs = None
+    # With one K for every request, a whole column is a strided view of the logits (no copy).
+    k = int(per_token[0]) if batch and logits.is_contiguous() and bool((per_token == per_token[0]).all()) else 0
     alive = (per_token > 0).nonzero().squeeze(1)
     column = 0
     while alive.numel():
@@ -211,9 +214,13 @@ def _standard_by_column(draft_ids, per_token, cu, greedy_tok, logits, process, d
         x = draft_ids[t].long()
         greedy = greedy_tok[t]
         ok = torch.empty(t.numel(), dtype=torch.bool, device=cu.device)
-        if bool(greedy.any()):
+        if bool(greedy.all()):
+            column_rows = logits.view(batch, k, -1)[:, column] if k and t.numel() == batch else logits.index_select(0, t)
+            argmax[t] = column_rows.argmax(-1)
+            ok = argmax[t] == x
+        elif bool(greedy.any()):
             tg = t[greedy]
-            argmax[tg] = logits[tg].argmax(-1)
+            argmax[tg] = logits.index_select(0, tg).argmax(-1)
             ok[greedy] = argmax[tg] == x[greedy]
         if not bool(greedy.all()):
             tr, xr = t[~greedy], x[~greedy]
