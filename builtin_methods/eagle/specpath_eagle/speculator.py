@@ -83,6 +83,10 @@ class HiddenStateSpeculator(BaseSpeculator):
         self.row_of: dict[str, int] = {}
         self.prepare_inputs = prepare_inputs_fn(self.device)
         self.head.rotary.ensure_length(self.row_len)
+        if self.parallel:  # constant inputs of the mask slots, computed once (weights are frozen)
+            with torch.inference_mode():
+                self.mask_embed = self.head.mask_embeds(1).to(self.dtype).clone()
+                self.mask_feature = self.head.mask_features(1).to(self.dtype).clone()
 
     # -- what subclasses provide ------------------------------------------------------------
     def build_head(self) -> HiddenStateHead:
@@ -160,8 +164,8 @@ class HiddenStateSpeculator(BaseSpeculator):
             d_pos = torch.tensor([lasts[i] for i in drafting], dtype=torch.int64, device=dev)
             mask_pos = (d_pos[:, None] + torch.arange(1, m + 1, device=dev)[None, :]).reshape(-1)
             mask_rows = d_rows.repeat_interleave(m)
-            embeds.append(self.head.mask_embeds(mask_pos.shape[0]).to(self.dtype))
-            features.append(self.head.mask_features(mask_pos.shape[0]).to(self.dtype))
+            embeds.append(self.mask_embed.expand(mask_pos.shape[0], -1))
+            features.append(self.mask_feature.expand(mask_pos.shape[0], -1))
             positions.append(mask_pos)
             slots.append(mask_rows * self.row_len + mask_pos)
             qrows.append(mask_rows)

@@ -90,7 +90,8 @@ def context_for(model: Any, *, max_num_seqs: int = 8, max_model_len: int | None 
 
 
 def make_engine(model: Any, spec: Any, *, prefix_caching: bool = False, max_num_seqs: int = 4,
-                max_num_batched_tokens: int = 48, block_size: int = 16, speculator: Any = None) -> Any:
+                max_num_batched_tokens: int = 48, block_size: int = 16, num_blocks: int | None = None,
+                max_model_len: int | None = None, speculator: Any = None) -> Any:
     """An ``LLMEngine`` over ``model`` speculating with the resolved ``spec`` (or plain, when None)."""
     from specpath.config.engine import CacheConfig, EngineConfig
     from specpath.engine.llm_engine import CacheSettings, LLMEngine, SpeculationSettings
@@ -99,8 +100,8 @@ def make_engine(model: Any, spec: Any, *, prefix_caching: bool = False, max_num_
 
     cfg = model.config
     scheduler = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                                max_model_len=cfg.max_position_embeddings)
-    cache = CacheSettings(block_size=block_size, enable_prefix_caching=prefix_caching)
+                                max_model_len=max_model_len or cfg.max_position_embeddings)
+    cache = CacheSettings(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=prefix_caching)
     if spec is None:
         return LLMEngine(model, scheduler=scheduler, cache=cache)
     engine_config = EngineConfig(speculative_config=spec, cache_config=CacheConfig(enable_prefix_caching=prefix_caching))

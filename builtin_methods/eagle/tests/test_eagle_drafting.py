@@ -37,10 +37,12 @@ def llm(setup, spec, **options):
                max_num_seqs=4, **options)
 
 
-def test_drafts_equal_a_from_scratch_computation(setup):
+@pytest.mark.parametrize("num_blocks", [None, 14])  # 14 blocks of 8: requests get preempted and recomputed
+def test_drafts_equal_a_from_scratch_computation(setup, num_blocks):
     root, target, _, baseline = setup
     spec = resolve(spec_for(setup, 4), root / "target")
-    engine = make_engine(target, spec, prefix_caching=True, max_num_batched_tokens=24)
+    engine = make_engine(target, spec, prefix_caching=True, max_num_batched_tokens=24, block_size=8,
+                         num_blocks=num_blocks, max_model_len=80)
     speculator = engine.runner.speculator
     propose = speculator.propose
     checked = []
@@ -60,6 +62,8 @@ def test_drafts_equal_a_from_scratch_computation(setup):
     requests, _ = engine.generate(PROMPTS + PROMPTS[:2], GREEDY)
     assert [r.output_token_ids for r in requests] == baseline + baseline[:2]
     assert len(checked) > 20
+    if num_blocks is not None:
+        assert sum(r.num_preemptions for r in requests) > 0
 
 
 @pytest.mark.parametrize("k", range(1, 9))
