@@ -18,7 +18,8 @@ Recipe (the target frozen, the modules trained afterwards, as the research notes
   with ``specpath_eagle.training.depth_pass``), ``--depth`` depths in all.
 - Several modules are trained jointly (gradients flow through the chain), loss averaged.
 
-The modules start from the target's final norm and random weights; AdamW, warm-up and cosine
+The modules start from the target's final norm and random weights (or, with ``--init``, from
+modules trained earlier, e.g. on an interim export of the same target); AdamW, warm-up and cosine
 decay over a wall-clock budget (``specpath_eagle.training.train_loop``).
 """
 
@@ -35,7 +36,7 @@ import torch.nn.functional as F
 
 from specpath_eagle.train_eagle import add_data_arguments, load_target_parts, make_windows_fn
 from specpath_eagle.training import cached_features, depth_pass, soft_cross_entropy, target_probs_from_final, train_loop
-from specpath_mtp.module import build_modules, checkpoint_config, save_mtp_checkpoint
+from specpath_mtp.module import build_modules, checkpoint_config, load_mtp_modules, save_mtp_checkpoint
 
 
 def mtp_loss(modules, norm_w: torch.Tensor, head_w: torch.Tensor, eps: float, *, depth: int, reg_weight: float,
@@ -89,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--depth", type=int, default=3, help="one module: chain depths trained")
     p.add_argument("--reg-weight", type=float, default=0.3)
     p.add_argument("--noise", type=float, default=0.05, help="uniform noise on the target's states, relative to their RMS")
+    p.add_argument("--init", default=None,
+                   help="start from this MTP checkpoint (same module count), e.g. modules trained on an earlier target")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -115,8 +118,13 @@ def main(argv: list[str] | None = None) -> int:
                             embed_tokens=lambda ids: F.embedding(ids, emb_w), lm_head=lambda h: h @ head_w.T)
     container = torch.nn.ModuleList(modules)
     with torch.no_grad():
-        for module in modules:
-            module.norm.weight.copy_(norm_w)
+        if args.init:
+            for module, trained in zip(modules, load_mtp_modules(args.init), strict=True):
+                module.load_state_dict(trained.state_dict())
+            log(f"mtp: initialised from {args.init}")
+        else:
+            for module in modules:
+                module.norm.weight.copy_(norm_w)
     eps = config.get("rms_norm_eps", 1e-6)
     loss_fn = mtp_loss(modules, norm_w, head_w, eps, depth=args.depth, reg_weight=args.reg_weight, noise=args.noise,
                        generator=torch.Generator().manual_seed(args.seed))
@@ -126,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     log(f"mtp: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
     digest = json.loads((features_dir / "features.json").read_text())["key"]["target"]
     extra = {"specpath_training": {"script": "specpath_mtp.train_mtp", "seed": args.seed, "minutes": args.minutes,
-                                   "modules": args.modules, "target_digest": digest, "heldout": metrics}}
+                                   "modules": args.modules, "target_digest": digest, "heldout": metrics,
+                                   "init": args.init and json.loads((Path(args.init) / "config.json").read_text())
+                                   .get("specpath_training")}}
     save_mtp_checkpoint(modules, out / "checkpoint", config, extra=extra)
     if args.export:
         save_mtp_checkpoint(modules, args.export, config, extra=extra)
