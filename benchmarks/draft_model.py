@@ -23,10 +23,13 @@ import statistics
 import time
 
 
-def configurations(only: set[str] | None) -> list[tuple[str, dict | None]]:
-    from specpath_draft_model.config import shipped_draft
+def configurations(only: set[str] | None, drafts: str | None) -> list[tuple[str, dict | None]]:
+    from specpath_draft_model.config import SHIPPED_DRAFTS, shipped_draft
 
-    ar, pard, bpe = shipped_draft("autoregressive"), shipped_draft("parallel"), shipped_draft("heterogeneous")
+    if drafts:
+        ar, pard, bpe = (f"{drafts}/{SHIPPED_DRAFTS[k]}" for k in ("autoregressive", "parallel", "heterogeneous"))
+    else:
+        ar, pard, bpe = shipped_draft("autoregressive"), shipped_draft("parallel"), shipped_draft("heterogeneous")
     rows: list[tuple[str, dict | None]] = [("baseline", None)]
     for k in (2, 3, 4):
         rows.append((f"ar K={k}", {"method": "draft_model", "model": ar, "num_speculative_tokens": k}))
@@ -68,6 +71,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", help="comma-separated subset: baseline,ar,pard,tli,ngram")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--model", help="target checkpoint (default: the embedded model)")
+    parser.add_argument("--drafts", help="folder with ar/, pard/, bpe/ drafts (default: the shipped ones)")
     args = parser.parse_args()
 
     import torch
@@ -76,15 +81,13 @@ def main() -> int:
     from specpath.engine.llm import LLM, SamplingParams
     from specpath.engine.metrics import SpecMetrics
     from specpath.engine.model import default_model_path
-    from specpath_draft_model.config import shipped_draft
-
     torch.set_num_threads(1)
     only = set(args.only.split(",")) | {"baseline"} if args.only else None
-    runs = configurations(only)
+    runs = configurations(only, args.drafts)
     params = SamplingParams(max_tokens=args.max_tokens, ignore_eos=True)
     engines = []
     for name, config in runs:
-        llm = LLM(None, config, num_threads=1)
+        llm = LLM(args.model, config, num_threads=1)
         llm.generate([DEMO_PROMPTS[0]], SamplingParams(max_tokens=8, ignore_eos=True))  # warm-up
         spent = [0.0]
         speculator = llm.speculator
@@ -134,12 +137,12 @@ def main() -> int:
             "draft_time_share": draft_share,
             "identical": tokens == baseline_tokens,
         })
-    target = str(default_model_path())
+    target = args.model or str(default_model_path())
     costs = {"target": per_call_cost(target, target)}
-    for kind in ("autoregressive", "heterogeneous"):
-        path = shipped_draft(kind)
-        if path:
-            costs[kind] = per_call_cost(path, target)
+    for name, config in runs:
+        kind = {"ar": "autoregressive", "tli": "heterogeneous"}.get(name.split()[0])
+        if kind and kind not in costs:
+            costs[kind] = per_call_cost(config["model"], target)
 
     print(f"{len(DEMO_PROMPTS)} demo prompts x {args.max_tokens} tokens, batch 1, greedy, 1 thread, "
           f"{args.repeats} interleaved rounds")

@@ -36,6 +36,10 @@ import torch.nn.functional as F
 
 from specpath_draft_model.config import PARD_TOKEN_KEY
 
+SOFT_LABELS = 16
+"""How many of the target's likeliest next tokens (with probabilities) are kept per generated
+position for distillation."""
+
 PARD_MASK_TOKEN = 255
 """The byte 0xFF never occurs in UTF-8 text, so the PARD draft uses it as its mask token (the
 vocabulary stays the target's 256 bytes, as the plain draft_model vocabulary check requires)."""
@@ -157,10 +161,12 @@ def _log_to(path: Path):
 # --------------------------------------------------------------------------- generate
 @torch.no_grad()
 def sample_continuations(model, prompts: torch.Tensor, new_tokens: int, temperature: float,
-                         generator: torch.Generator) -> torch.Tensor:
-    """``[B, P + new_tokens]``: equal-length prompts continued by ``model`` (greedy when
-    ``temperature`` is 0) with a static per-batch KV cache: the target's own layers, batched,
-    without the serving engine's scheduling (which is built for ragged traffic, not bulk text)."""
+                         generator: torch.Generator, top: int = SOFT_LABELS):
+    """Equal-length prompts continued by ``model`` (greedy when ``temperature`` is 0) with a
+    static per-batch KV cache: the target's own layers, batched, without the serving engine's
+    scheduling (built for ragged traffic, not bulk text). Returns the sequences ``[B, P + N]``
+    and, for every generated position, the target's ``top`` likeliest tokens and their
+    probabilities ``[B, N, top]`` (soft labels for distillation, free at generation time)."""
     backbone = model.model
     batch, prompt_len = prompts.shape
     length = prompt_len + new_tokens
@@ -186,8 +192,12 @@ def sample_continuations(model, prompts: torch.Tensor, new_tokens: int, temperat
         return model.lm_head(backbone.norm(h[:, -1])).float()
 
     out = [prompts]
+    soft_ids, soft_probs = [], []
     logits = step(prompts, 0)
     for i in range(new_tokens):
+        probs, ids = torch.softmax(logits, -1).topk(top, dim=-1)
+        soft_ids.append(ids.to(torch.int16))
+        soft_probs.append(probs.to(torch.float16))
         if temperature > 0:
             token = torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator)
         else:
@@ -195,7 +205,7 @@ def sample_continuations(model, prompts: torch.Tensor, new_tokens: int, temperat
         out.append(token)
         if i + 1 < new_tokens:
             logits = step(token, prompt_len + i)
-    return torch.cat(out, dim=1)
+    return torch.cat(out, dim=1), torch.stack(soft_ids, 1), torch.stack(soft_probs, 1)
 
 
 def generate(args: argparse.Namespace) -> None:
@@ -210,7 +220,7 @@ def generate(args: argparse.Namespace) -> None:
     target = LlamaModel.from_pretrained(args.target).eval()
     docs = [text for _, text in stdlib_documents("train") if len(text) > args.prompt_max + 8]
     t0 = time.monotonic()
-    sequences, kinds = [], []
+    sequences, kinds, soft = [], [], []
     for b in range(0, args.num_prompts, args.batch):
         length = rng.randint(args.prompt_min, args.prompt_max)
         rows = []
@@ -219,16 +229,18 @@ def generate(args: argparse.Namespace) -> None:
             start = rng.randrange(len(text) - length)
             rows.append(list(text[start : start + length]))
         temperature = args.temperature if (b // args.batch) % 3 == 2 else 0.0  # one batch in three sampled
-        out = sample_continuations(target, torch.tensor(rows), args.new_tokens, temperature, generator)
+        out, ids, probs = sample_continuations(target, torch.tensor(rows), args.new_tokens, temperature, generator)
         sequences += out.tolist()
         kinds += [(length, temperature)] * args.batch
+        soft += [(i, p) for i, p in zip(ids, probs)]
         log(f"{len(sequences)}/{args.num_prompts} sequences ({time.monotonic() - t0:.0f}s)")
-    torch.save({"sequences": sequences, "kinds": kinds, "target": _target_info(args.target),
+    torch.save({"sequences": sequences, "kinds": kinds, "soft": soft, "target": _target_info(args.target),
                 "args": _plain(args)}, args.out)
     log(f"saved {len(sequences)} sequences, {sum(map(len, sequences))} bytes to {args.out}")
 
 
 def _load_data(path: str, heldout: int) -> tuple[list[list[int]], list[list[int]], list[tuple[int, float]], dict]:
+    """(training sequences, held-out sequences, held-out (prompt length, temperature), all)."""
     data = torch.load(path, weights_only=False)
     seqs, kinds = data["sequences"], data["kinds"]
     return seqs[heldout:], seqs[:heldout], kinds[:heldout], data
@@ -251,29 +263,46 @@ def greedy_agreement(model, sequences: list[list[int]], kinds: list[tuple[int, f
     return hits / max(1, total)
 
 
-def train_ar(args: argparse.Namespace) -> None:
-    from specpath.engine.model import LlamaModel
+def _distillation_batch(data: dict, first: int, length: int, batch: int, rng: random.Random):
+    """Random windows of ``length + 1`` tokens and, where the target generated the next token, its
+    stored soft labels: (ids ``[B, L+1]``, label ids ``[B, L, S]``, label probs ``[B, L, S]``)."""
+    seqs, kinds, soft = data["sequences"], data["kinds"], data["soft"]
+    ids = torch.zeros(batch, length + 1, dtype=torch.long)
+    label_ids = torch.zeros(batch, length, SOFT_LABELS, dtype=torch.long)
+    label_probs = torch.zeros(batch, length, SOFT_LABELS)
+    for row in range(batch):
+        i = rng.randrange(first, len(seqs))
+        seq, prompt_len = seqs[i], kinds[i][0]
+        start = rng.randrange(max(1, len(seq) - length))
+        window = seq[start : start + length + 1]
+        ids[row, : len(window)] = torch.tensor(window)
+        # window position t predicts sequence position start + t + 1, generated index g
+        lo = max(0, prompt_len - 1 - start)
+        hi = min(len(window) - 1, prompt_len - 1 - start + soft[i][0].shape[0])
+        if hi > lo:
+            g = slice(start + lo + 1 - prompt_len, start + hi + 1 - prompt_len)
+            label_ids[row, lo:hi] = soft[i][0][g].long()
+            label_probs[row, lo:hi] = soft[i][1][g].float()
+    return ids, label_ids, label_probs
 
+
+def train_ar(args: argparse.Namespace) -> None:
     _seed(args.seed)
     rng = random.Random(args.seed)
     log = _log_to(Path(args.log))
     train, held, held_kinds, data = _load_data(args.data, args.heldout)
-    target = LlamaModel.from_pretrained(args.target).eval()
-    for p in target.parameters():
-        p.requires_grad_(False)
-    model = _draft_model(256, args.layers, args.hidden, args.ffn, target.config.max_position_embeddings)
+    model = _draft_model(256, args.layers, args.hidden, args.ffn, args.max_positions)
     positions = torch.arange(args.context)
 
     def loss_fn(step: int) -> torch.Tensor:
-        batch = _windows(train, args.context, args.batch, rng)
-        ids, labels = batch[:, :-1], batch[:, 1:]
-        logits = _batched_forward(model, ids, positions, None)
-        log_q = F.log_softmax(logits, -1)
-        loss = F.nll_loss(log_q.flatten(0, 1), labels.flatten())
-        if args.kd > 0:
-            with torch.no_grad():
-                p = F.softmax(_batched_forward(target, ids, positions, None), -1)
-            loss = loss + args.kd * (p * (torch.log(p + 1e-9) - log_q)).sum(-1).mean()
+        ids, label_ids, label_probs = _distillation_batch(data, args.heldout, args.context, args.batch, rng)
+        log_q = F.log_softmax(_batched_forward(model, ids[:, :-1], positions, None), -1)
+        loss = F.nll_loss(log_q.flatten(0, 1), ids[:, 1:].flatten())
+        if args.kd > 0:  # cross-entropy to the target's top soft labels (renormalised)
+            p = label_probs / label_probs.sum(-1, keepdim=True).clamp_min(1e-6)
+            has = label_probs.sum(-1) > 0
+            kd = -(p * log_q.gather(-1, label_ids)).sum(-1)
+            loss = loss + args.kd * (kd * has).sum() / has.sum().clamp_min(1)
         return loss
 
     steps = _train_loop(model, loss_fn, minutes=args.minutes, max_steps=args.max_steps, lr=args.lr, log=log)
@@ -327,7 +356,13 @@ def train_pard(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     log = _log_to(Path(args.log))
     train, held, held_kinds, data = _load_data(args.data, args.heldout)
-    model = _draft_model(256, args.layers, args.hidden, args.ffn, args.max_positions)
+    if args.init:  # start from the autoregressive draft: depth 1 is already learned
+        from specpath.engine.model import LlamaModel
+
+        model = LlamaModel.from_pretrained(args.init)
+        log(f"initialised from {args.init}")
+    else:
+        model = _draft_model(256, args.layers, args.hidden, args.ffn, args.max_positions)
     positions, mask, valid = pard_layout(args.context, args.depth)
     n = args.context
 
@@ -465,14 +500,15 @@ def main(argv: list[str] | None = None) -> int:
     here = Path(__file__).resolve().parent / "checkpoints"
     a = sub.add_parser("ar", help="autoregressive draft distilled from the target")
     common(a, str(here / "ar"))
-    a.add_argument("--target", default=default_target)
-    a.add_argument("--kd", type=float, default=1.0, help="weight of KL(target || draft) next to CE")
+    a.add_argument("--kd", type=float, default=1.0, help="weight of the soft-label cross-entropy next to CE")
+    a.add_argument("--max-positions", type=int, default=1024)
     a.set_defaults(func=train_ar)
 
     p = sub.add_parser("pard", help="PARD parallel draft (mask tokens)")
     common(p, str(here / "pard"), context=128)
     p.add_argument("--depth", type=int, default=7, help="mask copies: drafts up to depth + 1 tokens per pass")
     p.add_argument("--max-positions", type=int, default=1024)
+    p.add_argument("--init", help="start from this checkpoint (e.g. the autoregressive draft)")
     p.set_defaults(func=train_pard)
 
     b = sub.add_parser("bpe", help="a different-vocabulary (BPE) draft for TLI")
