@@ -7,7 +7,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="session")
+@pytest.fixture(autouse=True, scope="module")
 def _one_thread():
     """Tiny models run several times faster on one torch thread on a shared machine."""
     threads = torch.get_num_threads()
