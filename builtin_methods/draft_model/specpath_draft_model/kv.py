@@ -73,6 +73,17 @@ class DraftKV:
         ``lengths[i]`` query tokens at positions ``starts[i]..``, requests concatenated in order."""
         return RowAttention(self, rows, starts, lengths)
 
+    def decode_attention(self, rows: torch.Tensor, positions: torch.Tensor, num_keys: int) -> RowAttention:
+        """The single-token case (one query per request) from tensors already on the device, so
+        the autoregressive draft passes build nothing on the host."""
+        attention = RowAttention.__new__(RowAttention)
+        attention.kv, attention.single, attention.num_keys = self, True, num_keys
+        attention.token_rows = attention.batch_rows = rows
+        attention.positions = positions
+        keys = torch.arange(num_keys, device=self.device)
+        attention.mask = (keys[None, :] <= positions[:, None])[:, None, None, :]
+        return attention
+
 
 class RowAttention:
     """Writes the pass's K/V at (row, position) and attends causally over each row's prefix."""

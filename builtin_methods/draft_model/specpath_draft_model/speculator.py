@@ -194,23 +194,23 @@ class DraftModelSpeculator(BaseSpeculator):
         drafts = [token]
         all_probs = [probs]
         live = list(range(len(rows)))
+        live_rows = torch.tensor(rows, device=self.device)
+        live_ends = torch.tensor(ends, device=self.device)
         for j in range(1, k_top):
             if any(ks[b] <= j for b in live):  # some requests are done: shrink the pass
-                keep = [p for p, b in enumerate(live) if ks[b] > j]
-                token = token[torch.tensor(keep, device=self.device)]
-                live = [live[p] for p in keep]
-            logits = self._forward(
-                token, [rows[b] for b in live], [ends[b] + j - 1 for b in live], [1] * len(live)
-            )
+                keep_list = [p for p, b in enumerate(live) if ks[b] > j]
+                keep = torch.tensor(keep_list, device=self.device)
+                token, live_rows, live_ends = token[keep], live_rows[keep], live_ends[keep]
+                live = [live[p] for p in keep_list]
+            num_keys = max(ends[b] for b in live) + j
+            attention = self.kv.decode_attention(live_rows, live_ends + (j - 1), num_keys)
+            logits = self.model.forward(token, attention.positions, attention).logits
             token, probs = self._choose(logits, [temps[b] for b in live], [gens[b] for b in live])
             if len(live) < len(rows):
-                full = torch.zeros(len(rows), dtype=token.dtype, device=self.device)
-                full[torch.tensor(live, device=self.device)] = token
-                token_all = full
+                index = torch.tensor(live, device=self.device)
+                token_all = torch.zeros(len(rows), dtype=token.dtype, device=self.device).index_copy_(0, index, token)
                 if probs is not None:
-                    p_full = torch.zeros(len(rows), probs.shape[1], device=self.device)
-                    p_full[torch.tensor(live, device=self.device)] = probs
-                    probs = p_full
+                    probs = torch.zeros(len(rows), probs.shape[1], device=self.device).index_copy_(0, index, probs)
             else:
                 token_all = token
             drafts.append(token_all)
