@@ -1,0 +1,49 @@
+"""Test helpers for block drafters (used by the dflash and dspark tests): tiny random drafters
+on disk, and an independent from-scratch computation of the block a drafter should produce
+(full recompute of the context from target taps, no KV cache), to check the incremental loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specpath_dflash.drafter import DFlashDrafter, DrafterConfig, random_drafter
+
+
+def tiny_drafter(kind: str, target_path: str | Path, out: str | Path, *, seed: int = 1, num_layers: int = 1,
+                 num_taps: int = 2, build: Callable[[DrafterConfig], Any] | None = None, **overrides: Any) -> str:
+    """A random drafter for the checkpoint at ``target_path`` written to ``out``."""
+    import json
+
+    target = json.loads((Path(target_path) / "config.json").read_text())
+    config = DrafterConfig.for_target(kind, target, num_layers=num_layers, num_taps=num_taps, **overrides)
+    return str(random_drafter(config, out, seed=seed, build=build))
+
+
+@torch.inference_mode()
+def reference_block(drafter: DFlashDrafter, target: Any, token_ids: Sequence[int], k: int) -> torch.Tensor:
+    """The block outputs ``[k, d]`` that predict drafts 1..k after ``token_ids`` (the last one
+    pending), computed from scratch: the target runs over the committed prefix, its taps
+    become the context, and the block attends to all of it."""
+    n = len(token_ids)
+    layers = tuple(drafter.config.target_layer_ids)
+    ids = torch.tensor(list(token_ids), dtype=torch.int64)
+    taps = target.forward(ids[: n - 1], torch.arange(n - 1), hidden_layers=layers).hidden_states
+    ctx = drafter.context(taps.to(drafter.dtype))  # [n-1, d]
+    cos_c, sin_c = drafter.rope(torch.arange(n - 1))
+    anchor_first = drafter.config.anchor_sampling
+    block = k if anchor_first else k + 1
+    block_ids = torch.full((1, 1, block), -1, dtype=torch.int64)
+    block_ids[0, 0, 0] = token_ids[-1]
+    cos, sin = drafter.rope(torch.arange(n - 1, n - 1 + block)[None, None])
+
+    def context_kv(i: int):
+        k_, v_ = drafter.context_kv(i, ctx, cos_c, sin_c)
+        return k_[None], v_[None]
+
+    visible = torch.ones(1, 1, n - 1, dtype=torch.bool)
+    out = drafter.block(drafter.block_embeds(block_ids), cos, sin, context_kv, visible)[0, 0]
+    return out[:k] if anchor_first else out[1:]

@@ -1,0 +1,135 @@
+"""The DFlash speculator in the reference engine: drafts equal a from-scratch computation (so the
+context KV, its rollback and preemption handling are right), greedy output equals the baseline
+for K 2..8 with prefix caching on and off and with adaptive verification, and sampled output
+follows the target's distribution."""
+
+import pytest
+import torch
+
+from specpath.engine.llm import LLM
+from specpath.engine.request import SamplingParams
+from specpath_dflash.testing import reference_block, tiny_drafter
+from specpath_eagle.testing import make_engine, resolve, tiny_target
+
+PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] * 3, [5, 9, 3, 1] * 6, [7, 7, 7], list(range(20, 50))]
+GREEDY = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dflash")
+    target = tiny_target(root / "target", num_layers=4)
+    drafter = tiny_drafter("dflash", root / "target", root / "drafter", seed=3, num_layers=2)
+    plain = LLM(str(root / "target"), num_threads=1, max_num_batched_tokens=40, max_num_seqs=4)
+    baseline = [o.token_ids for o in plain.generate(PROMPTS, GREEDY)]
+    return root, target, drafter, baseline
+
+
+def spec_for(setup, k, **extra):
+    return {"method": "dflash", "model": setup[2], "num_speculative_tokens": k, **extra}
+
+
+def llm(setup, spec, **options):
+    return LLM(str(setup[0] / "target"), spec, num_threads=1, max_num_batched_tokens=40, max_num_seqs=4, **options)
+
+
+@pytest.mark.parametrize("num_blocks", [None, 14])  # 14 blocks of 8: requests get preempted and recomputed
+def test_drafts_equal_a_from_scratch_computation(setup, num_blocks):
+    root, target, _, baseline = setup
+    spec = resolve(spec_for(setup, 4), root / "target")
+    engine = make_engine(target, spec, prefix_caching=True, max_num_batched_tokens=24, block_size=8,
+                         num_blocks=num_blocks, max_model_len=80)
+    speculator = engine.runner.speculator
+    propose = speculator.propose
+    checked = []
+
+    def checking(batch):
+        proposal = propose(batch)
+        flat, start = proposal.token_ids.tolist(), 0
+        for r, n in zip(batch.requests, proposal.num_draft_tokens):
+            if n:
+                hidden = reference_block(speculator.drafter, target, r.token_ids, n)
+                want = speculator.drafter.logits(hidden).argmax(-1).tolist()
+                assert flat[start:start + n] == want, f"request {r.req_id} at length {len(r.token_ids)}"
+                checked.append(n)
+            start += n
+        return proposal
+
+    speculator.propose = checking
+    requests, _ = engine.generate(PROMPTS + PROMPTS[:2], GREEDY)
+    assert [r.output_token_ids for r in requests] == baseline + baseline[:2]
+    assert len(checked) > 20
+    if num_blocks is not None:
+        assert sum(r.num_preemptions for r in requests) > 0
+
+
+@pytest.mark.parametrize("k", range(2, 9))
+@pytest.mark.parametrize("prefix_caching", [False, True])
+def test_greedy_output_equals_the_baseline(setup, k, prefix_caching):
+    engine = llm(setup, spec_for(setup, k), enable_prefix_caching=prefix_caching)
+    outputs = engine.generate(PROMPTS + PROMPTS[:2], GREEDY)  # repeats hit the prefix cache
+    assert [o.token_ids for o in outputs] == setup[3] + setup[3][:2]
+    assert engine.metrics.num_draft_tokens > 0
+    if prefix_caching:
+        assert engine.metrics.num_cached_tokens > 0
+
+
+@pytest.mark.parametrize("options", [{"enable_adaptive_verification": True},
+                                     {"enable_adaptive_verification": True, "adaptive_verification_threshold": 0.6}])
+def test_adaptive_verification_keeps_the_output(setup, options):
+    engine = llm(setup, spec_for(setup, 6, **options))
+    assert [o.token_ids for o in engine.generate(PROMPTS, GREEDY)] == setup[3]
+
+
+def test_a_high_threshold_verifies_fewer_drafts(setup):
+    counts = []
+    for options in ({}, {"enable_adaptive_verification": True, "adaptive_verification_threshold": 0.9}):
+        engine = llm(setup, spec_for(setup, 6, **options))
+        engine.generate(PROMPTS, GREEDY)
+        counts.append(engine.metrics.num_draft_tokens)
+    assert counts[1] < counts[0]
+
+
+def chi_square_of_two_tokens(tmp_path, spec_fields, build=None, **drafter_options):
+    """Random drafts at temperature 1: the (2nd, 3rd) output tokens, which pass through
+    speculative verification, must follow the target's exact joint distribution."""
+    vocab = 6
+    target = tiny_target(tmp_path / "t", vocab_size=vocab, num_layers=4, hidden_size=16)
+    with torch.no_grad():
+        target.lm_head.weight.mul_(0.25)  # back to spread-out distributions
+    target.save_pretrained(tmp_path / "t")
+    drafter = tiny_drafter(spec_fields["method"], tmp_path / "t", tmp_path / "d", seed=5, build=build,
+                           **drafter_options)
+    prompt = [1, 2, 3]
+    engine = LLM(str(tmp_path / "t"), {"model": drafter, "num_speculative_tokens": 3,
+                                       "draft_sample_method": "random", **spec_fields},
+                 num_threads=1, max_num_seqs=64, seed=11)
+    n = 1200
+    outputs = engine.generate([prompt] * n, SamplingParams(temperature=1.0, max_tokens=3, ignore_eos=True))
+    assert engine.metrics.num_draft_tokens > 0 and engine.metrics.num_accepted_tokens > 0
+    counts = torch.zeros(vocab, vocab, dtype=torch.float64)
+    for o in outputs:
+        counts[o.token_ids[1], o.token_ids[2]] += 1
+    target = target.double()
+    with torch.no_grad():
+        p1 = torch.softmax(target(torch.tensor(prompt), torch.arange(3)).logits[-1], -1)
+        one = torch.tensor([prompt + [a] for a in range(vocab)])
+        p2 = torch.softmax(target.forward_batch(one)[:, 3].double(), -1)
+        two = torch.tensor([prompt + [a, b] for a in range(vocab) for b in range(vocab)])
+        p3 = torch.softmax(target.forward_batch(two)[:, 4].double(), -1).view(vocab, vocab, vocab)
+    joint = torch.einsum("a,ab,abc->bc", p1.double(), p2, p3)  # P(t2, t3)
+    expected = joint * n
+    keep = expected >= 5
+    chi2 = float((((counts - expected) ** 2) / expected)[keep].sum())
+    dof = int(keep.sum()) - 1
+    critical = dof * (1 - 2 / (9 * dof) + 3.09 * (2 / (9 * dof)) ** 0.5) ** 3  # 0.999 quantile (Wilson-Hilferty)
+    assert chi2 < critical, (chi2, critical, dof)
+
+
+def test_sampled_output_follows_the_target_distribution(tmp_path):
+    chi_square_of_two_tokens(tmp_path, {"method": "dflash"})
+
+
+def test_sampled_output_with_adaptive_verification_follows_the_target_distribution(tmp_path):
+    chi_square_of_two_tokens(tmp_path, {"method": "dflash", "enable_adaptive_verification": True,
+                                        "adaptive_verification_threshold": 0.4})
