@@ -234,6 +234,22 @@ def generate(args: argparse.Namespace) -> None:
         kinds += [(length, temperature)] * args.batch
         soft += [(i, p) for i, p in zip(ids, probs)]
         log(f"{len(sequences)}/{args.num_prompts} sequences ({time.monotonic() - t0:.0f}s)")
+    long_docs = [text for text in docs if len(text) > args.window]
+    # Corpus windows labelled by the target (one batched forward per window: far cheaper per
+    # token than generating), for contexts the draft would otherwise see too few of.
+    for b in range(0, args.corpus_windows, args.batch):
+        rows = []
+        for _ in range(args.batch):
+            text = long_docs[rng.randrange(len(long_docs))]
+            start = rng.randrange(len(text) - args.window)
+            rows.append(list(text[start : start + args.window]))
+        ids = torch.tensor(rows)
+        with torch.no_grad():
+            probs, top = torch.softmax(target.forward_batch(ids)[:, :-1], -1).topk(SOFT_LABELS, dim=-1)
+        sequences += rows
+        kinds += [(1, -1.0)] * args.batch  # soft labels from position 0; temperature -1 = corpus text
+        soft += [(i.to(torch.int16), p.to(torch.float16)) for i, p in zip(top, probs)]
+        log(f"{b + args.batch}/{args.corpus_windows} labelled corpus windows ({time.monotonic() - t0:.0f}s)")
     torch.save({"sequences": sequences, "kinds": kinds, "soft": soft, "target": _target_info(args.target),
                 "args": _plain(args)}, args.out)
     log(f"saved {len(sequences)} sequences, {sum(map(len, sequences))} bytes to {args.out}")
@@ -253,7 +269,7 @@ def greedy_agreement(model, sequences: list[list[int]], kinds: list[tuple[int, f
     token (= P(first draft accepted) on the target's own greedy text)."""
     hits = total = 0
     for seq, (prompt_len, temperature) in zip(sequences, kinds):
-        if temperature > 0:
+        if temperature != 0:  # greedy continuations only
             continue
         ids = torch.tensor(seq[:-1])[None]
         pred = _batched_forward(model, ids, torch.arange(ids.shape[1]), None)[0].argmax(-1)
@@ -336,7 +352,7 @@ def pard_agreement(model, sequences, kinds, depth: int) -> list[float]:
     """Per-depth fraction of greedy positions where the draft's argmax is the target's token."""
     hits, totals = [0] * (depth + 1), [0] * (depth + 1)
     for seq, (prompt_len, temperature) in zip(sequences, kinds):
-        if temperature > 0:
+        if temperature != 0:  # greedy continuations only
             continue
         n = len(seq) - 1
         positions, mask, valid = pard_layout(n, depth)
@@ -473,11 +489,13 @@ def main(argv: list[str] | None = None) -> int:
     g = sub.add_parser("generate", help="sample continuations from the target")
     g.add_argument("--target", default=default_target)
     g.add_argument("--out", default="runs/draft_model/target_text.pt")
-    g.add_argument("--num-prompts", type=int, default=1536)
+    g.add_argument("--num-prompts", type=int, default=768)
     g.add_argument("--prompt-min", type=int, default=32)
     g.add_argument("--prompt-max", type=int, default=192)
     g.add_argument("--new-tokens", type=int, default=256)
     g.add_argument("--temperature", type=float, default=0.8)
+    g.add_argument("--corpus-windows", type=int, default=1536, help="corpus windows labelled by the target")
+    g.add_argument("--window", type=int, default=256, help="bytes per corpus window")
     g.add_argument("--batch", type=int, default=32)
     g.add_argument("--seed", type=int, default=0)
     g.set_defaults(func=generate)

@@ -37,9 +37,10 @@ def test_recipes_write_usable_drafts(tmp_path):
     common = ["--data", data, "--heldout", "2", "--max-steps", "3", "--context", "32", "--batch", "2",
               "--layers", "1", "--hidden", "32", "--ffn", "64"]
     train.main(["generate", "--target", target, "--out", data, "--num-prompts", "8", "--batch", "4",
-                "--prompt-min", "16", "--prompt-max", "24", "--new-tokens", "12"])
+                "--prompt-min", "16", "--prompt-max", "24", "--new-tokens", "12", "--corpus-windows", "4", "--window", "40"])
     saved = torch.load(data, weights_only=False)
-    assert len(saved["sequences"]) == 8 and saved["soft"][0][0].shape == (12, train.SOFT_LABELS)
+    assert len(saved["sequences"]) == 12 and saved["soft"][0][0].shape == (12, train.SOFT_LABELS)
+    assert saved["soft"][-1][0].shape == (39, train.SOFT_LABELS) and saved["kinds"][-1] == (1, -1.0)
     train.main(["ar", *common, "--out", str(tmp_path / "ar"), "--log", str(tmp_path / "ar.log")])
     train.main(["pard", *common, "--depth", "3", "--init", str(tmp_path / "ar"),
                 "--out", str(tmp_path / "pard"), "--log", str(tmp_path / "pard.log")])
