@@ -97,15 +97,19 @@ def _batched_forward(model, ids: torch.Tensor, positions: torch.Tensor, mask: to
     return model.lm_head(backbone.norm(h)).float()
 
 
+PAD = -1
+"""Padding of windows past a sequence's end: clamped to 0 as an input, ignored as a label."""
+
+
 def _windows(sequences: list[list[int]], length: int, batch: int, rng: random.Random) -> torch.Tensor:
-    """``batch`` random windows of ``length + 1`` tokens (sequences shorter are padded with 0)."""
+    """``batch`` random windows of ``length + 1`` tokens (shorter sequences padded with PAD)."""
     rows = []
     for _ in range(batch):
         seq = sequences[rng.randrange(len(sequences))]
         if len(seq) > length + 1:
             start = rng.randrange(len(seq) - length)
             seq = seq[start : start + length + 1]
-        rows.append(seq + [0] * (length + 1 - len(seq)))
+        rows.append(seq + [PAD] * (length + 1 - len(seq)))
     return torch.tensor(rows, dtype=torch.long)
 
 
@@ -283,7 +287,7 @@ def _distillation_batch(data: dict, first: int, length: int, batch: int, rng: ra
     """Random windows of ``length + 1`` tokens and, where the target generated the next token, its
     stored soft labels: (ids ``[B, L+1]``, label ids ``[B, L, S]``, label probs ``[B, L, S]``)."""
     seqs, kinds, soft = data["sequences"], data["kinds"], data["soft"]
-    ids = torch.zeros(batch, length + 1, dtype=torch.long)
+    ids = torch.full((batch, length + 1), PAD, dtype=torch.long)
     label_ids = torch.zeros(batch, length, SOFT_LABELS, dtype=torch.long)
     label_probs = torch.zeros(batch, length, SOFT_LABELS)
     for row in range(batch):
@@ -312,8 +316,8 @@ def train_ar(args: argparse.Namespace) -> None:
 
     def loss_fn(step: int) -> torch.Tensor:
         ids, label_ids, label_probs = _distillation_batch(data, args.heldout, args.context, args.batch, rng)
-        log_q = F.log_softmax(_batched_forward(model, ids[:, :-1], positions, None), -1)
-        loss = F.nll_loss(log_q.flatten(0, 1), ids[:, 1:].flatten())
+        log_q = F.log_softmax(_batched_forward(model, ids[:, :-1].clamp_min(0), positions, None), -1)
+        loss = F.nll_loss(log_q.flatten(0, 1), ids[:, 1:].flatten(), ignore_index=PAD)
         if args.kd > 0:  # cross-entropy to the target's top soft labels (renormalised)
             p = label_probs / label_probs.sum(-1, keepdim=True).clamp_min(1e-6)
             has = label_probs.sum(-1) > 0
@@ -384,11 +388,11 @@ def train_pard(args: argparse.Namespace) -> None:
 
     def loss_fn(step: int) -> torch.Tensor:
         batch = _windows(train, args.context, args.batch, rng)
-        ids = batch[:, :-1].repeat(1, args.depth + 1)
+        ids = batch[:, :-1].clamp_min(0).repeat(1, args.depth + 1)
         ids[:, n:] = PARD_MASK_TOKEN
         labels = batch[:, 1:].repeat(1, args.depth + 1)
         logits = _batched_forward(model, ids, positions, mask)
-        loss = F.cross_entropy(logits[:, valid].flatten(0, 1), labels[:, valid].flatten())
+        loss = F.cross_entropy(logits[:, valid].flatten(0, 1), labels[:, valid].flatten(), ignore_index=PAD)
         return loss
 
     steps = _train_loop(model, loss_fn, minutes=args.minutes, max_steps=args.max_steps, lr=args.lr, log=log)
@@ -450,8 +454,8 @@ def train_bpe(args: argparse.Namespace) -> None:
 
     def loss_fn(step: int) -> torch.Tensor:
         batch = _windows(train_ids, args.context, args.batch, rng)
-        logits = _batched_forward(model, batch[:, :-1], positions, None)
-        return F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
+        logits = _batched_forward(model, batch[:, :-1].clamp_min(0), positions, None)
+        return F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten(), ignore_index=PAD)
 
     steps = _train_loop(model, loss_fn, minutes=args.minutes, max_steps=args.max_steps, lr=args.lr, log=log)
     held_ids = vocab.encode_batch(held)
