@@ -311,6 +311,8 @@ def random_drafter(config: DrafterConfig, path: str | Path, *, seed: int = 0,
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         drafter = (build or DFlashDrafter)(config)
-        with torch.no_grad():
-            drafter.mask_embedding.normal_(0, 1.0)
+        with torch.no_grad():  # parameters that start at zero (mask embedding, Markov W2...) get noise
+            for p in drafter.parameters():
+                if p.dim() >= 1 and not bool(p.any()):
+                    p.normal_(0, 1.0 if p.dim() == 1 else 0.5)
     return save_drafter(drafter, path)

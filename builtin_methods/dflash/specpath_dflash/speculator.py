@@ -135,7 +135,7 @@ class DFlashSpeculator(BaseSpeculator):
         drafting = [i for i, b in enumerate(budgets) if b > 0]
         if not drafting:
             return DraftProposal(token_ids=torch.zeros(0, dtype=torch.int32, device=dev), num_draft_tokens=[0] * len(reqs))
-        k_max = max(budgets)
+        k_max = max(self.k, max(budgets))  # the block the drafter was built for; requests keep their budget
         anchors = [int(reqs[i].token_ids[-1]) for i in drafting]
         anchor_pos = [len(reqs[i].token_ids) - 1 for i in drafting]
         hidden = self.draft_block(anchors, anchor_pos, [rows[i] for i in drafting], k_max)

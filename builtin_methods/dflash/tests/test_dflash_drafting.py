@@ -8,7 +8,7 @@ import torch
 
 from specpath.engine.llm import LLM
 from specpath.engine.request import SamplingParams
-from specpath_dflash.testing import reference_block, tiny_drafter
+from specpath_dflash.testing import chi_square_of_two_tokens, reference_block, tiny_drafter
 from specpath_eagle.testing import make_engine, resolve, tiny_target
 
 PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] * 3, [5, 9, 3, 1] * 6, [7, 7, 7], list(range(20, 50))]
@@ -48,7 +48,7 @@ def test_drafts_equal_a_from_scratch_computation(setup, num_blocks):
         flat, start = proposal.token_ids.tolist(), 0
         for r, n in zip(batch.requests, proposal.num_draft_tokens):
             if n:
-                hidden = reference_block(speculator.drafter, target, r.token_ids, n)
+                hidden = reference_block(speculator.drafter, target, r.token_ids, speculator.k)[:n]
                 want = speculator.drafter.logits(hidden).argmax(-1).tolist()
                 assert flat[start:start + n] == want, f"request {r.req_id} at length {len(r.token_ids)}"
                 checked.append(n)
@@ -88,42 +88,6 @@ def test_a_high_threshold_verifies_fewer_drafts(setup):
         engine.generate(PROMPTS, GREEDY)
         counts.append(engine.metrics.num_draft_tokens)
     assert counts[1] < counts[0]
-
-
-def chi_square_of_two_tokens(tmp_path, spec_fields, build=None, **drafter_options):
-    """Random drafts at temperature 1: the (2nd, 3rd) output tokens, which pass through
-    speculative verification, must follow the target's exact joint distribution."""
-    vocab = 6
-    target = tiny_target(tmp_path / "t", vocab_size=vocab, num_layers=4, hidden_size=16)
-    with torch.no_grad():
-        target.lm_head.weight.mul_(0.25)  # back to spread-out distributions
-    target.save_pretrained(tmp_path / "t")
-    drafter = tiny_drafter(spec_fields["method"], tmp_path / "t", tmp_path / "d", seed=5, build=build,
-                           **drafter_options)
-    prompt = [1, 2, 3]
-    engine = LLM(str(tmp_path / "t"), {"model": drafter, "num_speculative_tokens": 3,
-                                       "draft_sample_method": "random", **spec_fields},
-                 num_threads=1, max_num_seqs=64, seed=11)
-    n = 1200
-    outputs = engine.generate([prompt] * n, SamplingParams(temperature=1.0, max_tokens=3, ignore_eos=True))
-    assert engine.metrics.num_draft_tokens > 0 and engine.metrics.num_accepted_tokens > 0
-    counts = torch.zeros(vocab, vocab, dtype=torch.float64)
-    for o in outputs:
-        counts[o.token_ids[1], o.token_ids[2]] += 1
-    target = target.double()
-    with torch.no_grad():
-        p1 = torch.softmax(target(torch.tensor(prompt), torch.arange(3)).logits[-1], -1)
-        one = torch.tensor([prompt + [a] for a in range(vocab)])
-        p2 = torch.softmax(target.forward_batch(one)[:, 3].double(), -1)
-        two = torch.tensor([prompt + [a, b] for a in range(vocab) for b in range(vocab)])
-        p3 = torch.softmax(target.forward_batch(two)[:, 4].double(), -1).view(vocab, vocab, vocab)
-    joint = torch.einsum("a,ab,abc->bc", p1.double(), p2, p3)  # P(t2, t3)
-    expected = joint * n
-    keep = expected >= 5
-    chi2 = float((((counts - expected) ** 2) / expected)[keep].sum())
-    dof = int(keep.sum()) - 1
-    critical = dof * (1 - 2 / (9 * dof) + 3.09 * (2 / (9 * dof)) ** 0.5) ** 3  # 0.999 quantile (Wilson-Hilferty)
-    assert chi2 < critical, (chi2, critical, dof)
 
 
 def test_sampled_output_follows_the_target_distribution(tmp_path):

@@ -1,0 +1,51 @@
+"""Torch reference of the Markov-head sampling kernel (same signature as
+:func:`specpath_dspark.kernels.markov_sample`): the CPU path and the kernel's ground truth."""
+
+from __future__ import annotations
+
+import torch
+
+
+def topk_floor(base_logits: torch.Tensor, topk: int | None) -> torch.Tensor:
+    """Per position, the k-th largest base logit (``dspark_draft_topk``); -inf keeps everything.
+    Candidates below it get no Markov bias and probability 0."""
+    if not topk or topk >= base_logits.shape[-1]:
+        return torch.full(base_logits.shape[:-1], float("-inf"), dtype=torch.float32, device=base_logits.device)
+    return base_logits.topk(topk, dim=-1).values[..., -1].float().contiguous()
+
+
+def markov_sample_reference(base_logits: torch.Tensor, floor: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor,
+                            anchors: torch.Tensor, conf_base: torch.Tensor, conf_w: torch.Tensor,
+                            conf_temp: torch.Tensor, inv_temperature: torch.Tensor, uniforms: torch.Tensor):
+    """Left-to-right sampling through the Markov head, R requests x K positions.
+
+    ``base_logits`` [R, K, V] (float32), ``floor`` [R, K] (:func:`topk_floor`), ``w1`` [V, r],
+    ``w2`` [r, V], ``anchors`` [R], ``conf_base`` [R, K], ``conf_w`` [r], ``conf_temp`` [K],
+    ``inv_temperature`` [R] (0: greedy), ``uniforms`` [R, K] in [0, 1).
+    Position k: ``l = U_k + W1[x_{k-1}] W2`` on candidates with ``U_k >= floor`` (else -inf);
+    ``q = softmax(l * inv_t)`` (``inv_t = 1`` when greedy); the draft is ``argmax l`` (greedy)
+    or the first v with ``cumsum(q)[v] > u``; the confidence is
+    ``sigmoid((conf_base + conf_w . W1[x_{k-1}]) / conf_temp[k])``.
+    Returns tokens [R, K] int64, q [R, K, V] float32, confidences [R, K] float32.
+    """
+    r, k, v = base_logits.shape
+    prev = anchors.to(torch.int64)
+    tokens = torch.empty(r, k, dtype=torch.int64, device=base_logits.device)
+    probs = torch.empty(r, k, v, dtype=torch.float32, device=base_logits.device)
+    conf = torch.empty(r, k, dtype=torch.float32, device=base_logits.device)
+    greedy = inv_temperature <= 0
+    scale = torch.where(greedy, torch.ones_like(inv_temperature), inv_temperature).float()[:, None]
+    w1, w2 = w1.float(), w2.float()
+    for j in range(k):
+        e = w1[prev]  # [R, r]
+        logits = base_logits[:, j].float() + e @ w2
+        logits = logits.masked_fill(base_logits[:, j].float() < floor[:, j, None], float("-inf"))
+        q = torch.softmax(logits * scale, dim=-1)
+        cdf = q.cumsum(dim=-1)
+        sampled = (cdf <= uniforms[:, j, None]).sum(dim=-1).clamp_max(v - 1)
+        tok = torch.where(greedy, logits.argmax(dim=-1), sampled)
+        conf[:, j] = torch.sigmoid((conf_base[:, j].float() + e @ conf_w.float()) / conf_temp[j])
+        tokens[:, j] = tok
+        probs[:, j] = q
+        prev = tok
+    return tokens, probs, conf

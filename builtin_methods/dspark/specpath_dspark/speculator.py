@@ -1,0 +1,64 @@
+"""The DSpark speculator: the DFlash drafting loop (context KV, one block pass), with drafts
+chosen left to right through the Markov head and confidences from the confidence head.
+
+Greedy requests take the argmax of each Markov-corrected distribution (one-hot for
+verification); with ``draft_sample_method = "random"`` a request with temperature t samples
+from ``softmax((U_k + W1[x_{k-1}] W2) / t)`` and hands that exact distribution to the
+verifier. ``enable_adaptive_verification`` keeps the prefix the scheduler picks from the
+confidences (:mod:`specpath_dflash.adaptive`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from specpath_dflash.speculator import DFlashSpeculator
+from specpath_dspark.drafter import DSparkDrafter
+from specpath_dspark.reference import markov_sample_reference, topk_floor
+
+
+def markov_sample_fn(device: torch.device):
+    """The Triton kernel on CUDA, its torch reference elsewhere."""
+    if device.type == "cuda":
+        from specpath_dspark.kernels import markov_sample
+
+        return markov_sample
+    return markov_sample_reference
+
+
+class DSparkSpeculator(DFlashSpeculator):
+    kind = "dspark"
+
+    def __init__(self, config: Any, context: Any) -> None:
+        super().__init__(config, context)
+        self.topk = config.dspark_draft_topk
+        self.sample = markov_sample_fn(self.device)
+        self.temps = self.drafter.temperatures(self.k).float()
+
+    def drafter_class(self) -> type[DSparkDrafter]:
+        return DSparkDrafter
+
+    def choose(self, hidden: torch.Tensor, anchors: Sequence[int], temps: Sequence[float], gens: Sequence[Any]):
+        d = self.drafter
+        logits = d.logits(hidden)  # [R, K, V] base logits U_k
+        r, k, _ = logits.shape
+        dev = logits.device
+        random_rows = [self.random_drafts and t > 0 for t in temps]
+        inv_t = torch.tensor([1.0 / t if rnd else 0.0 for t, rnd in zip(temps, random_rows)], device=dev)
+        uniforms = torch.zeros(r, k, device=dev)
+        for i, (rnd, g) in enumerate(zip(random_rows, gens)):
+            if rnd:
+                uniforms[i] = torch.rand(k, generator=g, device=dev)
+        tokens, probs, conf = self.sample(
+            logits, topk_floor(logits, self.topk), d.markov_w1, d.markov_w2,
+            torch.tensor(list(anchors), dtype=torch.int64, device=dev), d.confidence_base(hidden),
+            d.confidence_markov, self.temps[:k], inv_t, uniforms)
+        if not any(random_rows):
+            return tokens, None, conf
+        for i, rnd in enumerate(random_rows):
+            if not rnd:  # greedy rows verify as one-hot drafts
+                probs[i] = torch.nn.functional.one_hot(tokens[i], probs.shape[-1]).to(probs.dtype)
+        return tokens, probs, conf

@@ -1,0 +1,160 @@
+"""The DSpark speculator in the reference engine: drafts equal a from-scratch computation of the
+backbone and the Markov head, greedy output equals the baseline for K 2..8 (both layouts, top-k,
+adaptive verification), the confidence head drives how many drafts are verified, and sampled
+output follows the target's distribution, with adaptive verification too."""
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from specpath.config.model import ModelConfig
+from specpath.config.speculative import SpeculativeConfig
+from specpath.engine.llm import LLM
+from specpath.engine.request import SamplingParams
+from specpath.errors import SpeculativeConfigError
+from specpath_dflash.testing import chi_square_of_two_tokens, reference_block, tiny_drafter
+from specpath_dspark.testing import strong_heads
+from specpath_eagle.testing import make_engine, resolve, tiny_target
+
+PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] * 3, [5, 9, 3, 1] * 6, [7, 7, 7], list(range(20, 50))]
+GREEDY = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dspark")
+    target = tiny_target(root / "target", num_layers=4)
+    drafters = {
+        True: tiny_drafter("dspark", root / "target", root / "anchor-first", seed=3, num_layers=2, markov_rank=8,
+                           build=strong_heads),
+        False: tiny_drafter("dspark", root / "target", root / "fill-in", seed=4, markov_rank=8,
+                            anchor_sampling=False, build=strong_heads),
+    }
+    plain = LLM(str(root / "target"), num_threads=1, max_num_batched_tokens=40, max_num_seqs=4)
+    baseline = [o.token_ids for o in plain.generate(PROMPTS, GREEDY)]
+    return root, target, drafters, baseline
+
+
+def spec_for(setup, k, anchor_first=True, **extra):
+    return {"method": "dspark", "model": setup[2][anchor_first], "num_speculative_tokens": k, **extra}
+
+
+def llm(setup, spec, **options):
+    return LLM(str(setup[0] / "target"), spec, num_threads=1, max_num_batched_tokens=40, max_num_seqs=4, **options)
+
+
+def markov_drafts(drafter, hidden, anchor, topk=None):
+    """Greedy drafts by DSpark's definition, one position at a time."""
+    base = drafter.logits(hidden)
+    prev, out = anchor, []
+    for j in range(base.shape[0]):
+        logits = base[j] + drafter.markov_bias(torch.tensor(prev))
+        if topk:
+            keep = base[j].topk(topk).indices
+            masked = torch.full_like(logits, float("-inf"))
+            masked[keep] = logits[keep]
+            logits = masked
+        prev = int(logits.argmax())
+        out.append(prev)
+    return out
+
+
+@pytest.mark.parametrize("anchor_first,topk", [(True, None), (False, None), (True, 3)])
+def test_drafts_equal_a_from_scratch_computation(setup, anchor_first, topk):
+    root, target, _, baseline = setup
+    spec = resolve(spec_for(setup, 4, anchor_first, dspark_draft_topk=topk), root / "target")
+    engine = make_engine(target, spec, prefix_caching=True, max_num_batched_tokens=24, block_size=8,
+                         num_blocks=14, max_model_len=80)
+    speculator = engine.runner.speculator
+    propose = speculator.propose
+    checked = []
+
+    def checking(batch):
+        proposal = propose(batch)
+        flat, start = proposal.token_ids.tolist(), 0
+        for r, n in zip(batch.requests, proposal.num_draft_tokens):
+            if n:
+                hidden = reference_block(speculator.drafter, target, r.token_ids, speculator.k)[:n]
+                want = markov_drafts(speculator.drafter, hidden, r.token_ids[-1], topk)
+                assert flat[start:start + n] == want, f"request {r.req_id} at length {len(r.token_ids)}"
+                checked.append(n)
+            start += n
+        return proposal
+
+    speculator.propose = checking
+    requests, _ = engine.generate(PROMPTS + PROMPTS[:2], GREEDY)
+    assert [r.output_token_ids for r in requests] == baseline + baseline[:2]
+    assert len(checked) > 20
+
+
+@pytest.mark.parametrize("k", range(2, 9))
+def test_greedy_output_equals_the_baseline(setup, k):
+    engine = llm(setup, spec_for(setup, k), enable_prefix_caching=True)
+    outputs = engine.generate(PROMPTS + PROMPTS[:2], GREEDY)
+    assert [o.token_ids for o in outputs] == setup[3] + setup[3][:2]
+    assert engine.metrics.num_draft_tokens > 0 and engine.metrics.num_cached_tokens > 0
+
+
+@pytest.mark.parametrize("options", [
+    {"anchor_first": False, "dspark_anchor_sampling": False},
+    {"dspark_draft_topk": 2},
+    {"enable_adaptive_verification": True},
+    {"enable_adaptive_verification": True, "adaptive_verification_threshold": 0.5},
+])
+def test_options_keep_the_output(setup, options):
+    options = dict(options)
+    anchor_first = options.pop("anchor_first", True)
+    engine = llm(setup, spec_for(setup, 5, anchor_first, **options))
+    assert [o.token_ids for o in engine.generate(PROMPTS, GREEDY)] == setup[3]
+
+
+def test_confidences_decide_how_many_drafts_are_verified(setup):
+    """With the confidence head's bias pushed down, the threshold verifies nothing; pushed up,
+    everything (the drafts themselves are unchanged)."""
+    root = setup[0]
+    counts = {}
+    for name, bias in (("low", -30.0), ("high", 30.0)):
+        path = root / f"confidence-{name}"
+        shutil.copytree(setup[2][True], path, dirs_exist_ok=True)
+        from safetensors.torch import load_file, save_file
+
+        tensors = load_file(str(path / "model.safetensors"))
+        tensors["confidence_hidden.bias"] = torch.full_like(tensors["confidence_hidden.bias"], bias)
+        save_file(tensors, str(path / "model.safetensors"))
+        engine = llm(setup, {"method": "dspark", "model": str(path), "num_speculative_tokens": 4,
+                             "enable_adaptive_verification": True, "adaptive_verification_threshold": 0.5})
+        assert [o.token_ids for o in engine.generate(PROMPTS, GREEDY)] == setup[3]
+        counts[name] = engine.metrics.num_draft_tokens
+    assert counts["low"] == 0 and counts["high"] > 0
+
+
+def test_a_checkpoint_without_a_markov_head_is_refused(setup, tmp_path):
+    root = setup[0]
+    path = tmp_path / "no-markov"
+    shutil.copytree(setup[2][True], path)
+    config = json.loads((path / "config.json").read_text())
+    config.pop("markov_rank")
+    (path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(SpeculativeConfigError, match="Markov head"):
+        SpeculativeConfig.from_dict({"method": "dspark", "model": str(path)},
+                                    target_model_config=ModelConfig(model=str(root / "target")))
+
+
+def test_layout_mismatch_is_one_line_at_start_up(setup):
+    root = setup[0]
+    for anchor_first in (True, False):
+        with pytest.raises(SpeculativeConfigError) as info:
+            SpeculativeConfig.from_dict({"method": "dspark", "model": setup[2][anchor_first],
+                                         "dspark_anchor_sampling": not anchor_first},
+                                        target_model_config=ModelConfig(model=str(root / "target")))
+        message = str(info.value)
+        assert "layout" in message and "silently ruins acceptance" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("options", [{}, {"enable_adaptive_verification": True},
+                                     {"enable_adaptive_verification": True, "adaptive_verification_threshold": 0.5},
+                                     {"dspark_draft_topk": 3}])
+def test_sampled_output_follows_the_target_distribution(tmp_path, options):
+    chi_square_of_two_tokens(tmp_path, {"method": "dspark", **options}, build=strong_heads, markov_rank=4)
