@@ -257,6 +257,11 @@ class SpeculativeConfig:
     enable_adaptive_verification: bool = _field(
         False, group="verification", doc="Adapt how many drafts to verify from estimated acceptance."
     )
+    adaptive_verification_threshold: float | None = _field(
+        group="verification",
+        doc="Adaptive verification: verify drafts up to the first whose estimated acceptance is below "
+        "this (0 < t <= 1); None: the method's cost-based scheduler.",
+    )
 
     # -- 5. special modes and method-specific options -------------------------------------
     use_heterogeneous_vocab: bool = _field(
@@ -826,6 +831,7 @@ class _Resolver:
         self.verify_dynamic_k(k)
         self.verify_prompt_lookup()
         self.verify_synthetic(k)
+        self.verify_adaptive()
         self.verify_fly(k, cls)
         self.verify_vocab(cls)
         self.verify_draft_parallel(cls)
@@ -867,6 +873,17 @@ class _Resolver:
             raise SpeculativeConfigError(
                 f"must be <= prompt_lookup_max ({hi})", field="speculative_config.prompt_lookup_min", value=lo
             )
+
+    def verify_adaptive(self) -> None:
+        spec = self.spec
+        threshold = spec.adaptive_verification_threshold
+        if threshold is None:
+            return
+        field = "speculative_config.adaptive_verification_threshold"
+        if not spec.enable_adaptive_verification:
+            raise SpeculativeConfigError("is only valid with enable_adaptive_verification=true", field=field, value=threshold)
+        if not (math.isfinite(threshold) and 0.0 < threshold <= 1.0):
+            raise SpeculativeConfigError("must be in (0, 1]", field=field, value=threshold)
 
     def verify_synthetic(self, k: int) -> None:
         spec = self.spec
