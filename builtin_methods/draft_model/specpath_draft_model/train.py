@@ -78,6 +78,19 @@ def _draft_model(vocab_size: int, layers: int, hidden: int, ffn: int, max_positi
     return LlamaModel(config)
 
 
+def _initial_model(args: argparse.Namespace, vocab_size: int, log):
+    """A fresh draft, or ``--init``'s weights (e.g. trained against an earlier export of the target)."""
+    if not args.init:
+        return _draft_model(vocab_size, args.layers, args.hidden, args.ffn, args.max_positions)
+    from specpath.engine.model import LlamaModel
+
+    model = LlamaModel.from_pretrained(args.init)
+    if model.config.vocab_size != vocab_size:
+        raise SystemExit(f"--init {args.init}: vocab_size {model.config.vocab_size}, expected {vocab_size}")
+    log(f"initialised from {args.init}")
+    return model
+
+
 def _batched_forward(model, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Logits ``[B, N, V]`` with a shared ``[N, N]`` boolean mask (None = causal)."""
     backbone = model.model
@@ -311,7 +324,7 @@ def train_ar(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     log = _log_to(Path(args.log))
     train, held, held_kinds, data = _load_data(args.data, args.heldout)
-    model = _draft_model(256, args.layers, args.hidden, args.ffn, args.max_positions)
+    model = _initial_model(args, 256, log)
     positions = torch.arange(args.context)
 
     def loss_fn(step: int) -> torch.Tensor:
@@ -376,13 +389,7 @@ def train_pard(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     log = _log_to(Path(args.log))
     train, held, held_kinds, data = _load_data(args.data, args.heldout)
-    if args.init:  # start from the autoregressive draft: depth 1 is already learned
-        from specpath.engine.model import LlamaModel
-
-        model = LlamaModel.from_pretrained(args.init)
-        log(f"initialised from {args.init}")
-    else:
-        model = _draft_model(256, args.layers, args.hidden, args.ffn, args.max_positions)
+    model = _initial_model(args, 256, log)  # --init: the autoregressive draft (depth 1 already learned)
     positions, mask, valid = pard_layout(args.context, args.depth)
     n = args.context
 
@@ -444,12 +451,17 @@ def train_bpe(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     log = _log_to(Path(args.log))
     train, held, held_kinds, data = _load_data(args.data, args.heldout)
-    tokenizer = train_tokenizer(args.vocab, args.tokenizer_bytes, args.seed)
+    if args.init:  # continue an earlier BPE draft: keep its vocabulary
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(Path(args.init) / TOKENIZER_FILE))
+    else:
+        tokenizer = train_tokenizer(args.vocab, args.tokenizer_bytes, args.seed)
     vocab = ByteStringVocab(tokenizer)
     train_ids = vocab.encode_batch(train)
     ratio = sum(map(len, train)) / sum(map(len, train_ids))
     log(f"tokenizer: {vocab.size} tokens, {ratio:.2f} bytes/token on the target's text")
-    model = _draft_model(vocab.size, args.layers, args.hidden, args.ffn, args.max_positions)
+    model = _initial_model(args, vocab.size, log)
     positions = torch.arange(args.context)
 
     def loss_fn(step: int) -> torch.Tensor:
@@ -518,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--max-steps", type=int, default=100_000)
         p.add_argument("--heldout", type=int, default=48, help="sequences kept out of training for evaluation")
         p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--init", help="start from this checkpoint instead of random weights")
 
     here = Path(__file__).resolve().parent / "checkpoints"
     a = sub.add_parser("ar", help="autoregressive draft distilled from the target")
@@ -530,7 +543,6 @@ def main(argv: list[str] | None = None) -> int:
     common(p, str(here / "pard"), context=128)
     p.add_argument("--depth", type=int, default=7, help="mask copies: drafts up to depth + 1 tokens per pass")
     p.add_argument("--max-positions", type=int, default=1024)
-    p.add_argument("--init", help="start from this checkpoint (e.g. the autoregressive draft)")
     p.set_defaults(func=train_pard)
 
     b = sub.add_parser("bpe", help="a different-vocabulary (BPE) draft for TLI")

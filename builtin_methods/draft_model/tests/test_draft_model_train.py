@@ -45,7 +45,10 @@ def test_recipes_write_usable_drafts(tmp_path):
     train.main(["pard", *common, "--depth", "3", "--init", str(tmp_path / "ar"),
                 "--out", str(tmp_path / "pard"), "--log", str(tmp_path / "pard.log")])
     train.main(["bpe", *common, "--vocab", "300", "--tokenizer-bytes", "20000",
+                "--out", str(tmp_path / "bpe0"), "--log", str(tmp_path / "bpe.log")])
+    train.main(["bpe", *common, "--init", str(tmp_path / "bpe0"),  # continue: same vocabulary
                 "--out", str(tmp_path / "bpe"), "--log", str(tmp_path / "bpe.log")])
+    assert (tmp_path / "bpe" / "tokenizer.json").read_text() == (tmp_path / "bpe0" / "tokenizer.json").read_text()
     for name, recipe in (("ar", "ar"), ("pard", "pard"), ("bpe", "bpe")):
         config = json.loads((tmp_path / name / "config.json").read_text())
         assert config["specpath_draft"]["recipe"] == recipe and config["specpath_draft"]["steps"] == 3
