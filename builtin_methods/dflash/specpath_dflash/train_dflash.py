@@ -1,0 +1,104 @@
+"""Train a DFlash drafter for a specpath target (by default the embedded byte-level model).
+
+    python -m specpath_dflash.train_dflash --out runs/dflash --minutes 6 [--export DIR]
+
+Recipe (DFlash): the target's taps (low/middle/high layers) are fused into context features
+that the drafter's layers read as keys and values; blocks [anchor, K masks] start at random
+anchors of each window (``--anchors`` per window) and see only the context before their
+anchor; the K mask positions learn the target's next-token distributions (soft cross-entropy,
+position weights ``exp(-(k-1)/4)``). The target's embedding and LM head are frozen and shared.
+Data: corpus windows plus the target's own continuations (``specpath_eagle`` data arguments);
+features cached under ``--features``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from specpath_dflash.drafter import DFlashDrafter, DrafterConfig, save_drafter
+
+
+def add_block_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--k", type=int, default=4, help="drafts per block (the default num_speculative_tokens)")
+    p.add_argument("--layers", type=int, default=1, help="draft layers")
+    p.add_argument("--taps", type=int, default=3, help="target layers fused into the context")
+    p.add_argument("--anchors", type=int, default=24, help="random anchors (blocks) per window")
+    p.add_argument("--gamma", type=float, default=4.0, help="position-weight decay")
+
+
+def setup_run(args: argparse.Namespace):
+    """Threads, run directory, a logger, the target's parts and the cached features."""
+    from specpath_eagle.train_eagle import features_dir, load_target_parts, make_windows_fn
+    from specpath_eagle.training import cached_features
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log_file = open(out / "train.log", "a", encoding="utf-8")
+
+    def log(text: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {text}"
+        print(line, flush=True)
+        log_file.write(line + "\n")
+        log_file.flush()
+
+    config, emb_w, norm_w, head_w = load_target_parts(args.target)
+    return out, log, config, emb_w, norm_w, head_w, features_dir(args), cached_features, make_windows_fn(args)
+
+
+def build(kind: str, args: argparse.Namespace, config: dict, emb_w: torch.Tensor, head_w: torch.Tensor,
+          module: type = DFlashDrafter, **overrides):
+    dc = DrafterConfig.for_target(kind, config, num_layers=args.layers, num_taps=args.taps, num_draft_tokens=args.k,
+                                  **overrides)
+    drafter = module(dc, embed_tokens=lambda ids: F.embedding(ids, emb_w), lm_head=lambda h: h @ head_w.T)
+    with torch.no_grad():
+        drafter.mask_embedding.copy_(emb_w.mean(0))  # start the mask slots at the average token
+    return drafter
+
+
+def main(argv: list[str] | None = None) -> int:
+    from specpath_dflash.training import dflash_loss
+    from specpath_eagle.train_eagle import add_data_arguments
+    from specpath_eagle.training import train_loop
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_data_arguments(p)
+    add_block_arguments(p)
+    args = p.parse_args(argv)
+    out, log, config, emb_w, norm_w, head_w, feats, cached_features, make_windows = setup_run(args)
+    drafter = build("dflash", args, config, emb_w, head_w)
+    with torch.no_grad():
+        drafter.norm.weight.copy_(norm_w)
+    layers = (*drafter.config.target_layer_ids, config["num_hidden_layers"] - 1)
+    log(f"dflash: target {args.target} taps {drafter.config.target_layer_ids} args {vars(args)}")
+    tokens, taps = cached_features(feats, args.target, layers, make_windows=make_windows, log=log)
+    held = args.heldout_windows
+    eps = config.get("rms_norm_eps", 1e-6)
+    loss_fn = dflash_loss(drafter, norm_w, head_w, eps, k=args.k, anchors_per_window=args.anchors, gamma=args.gamma,
+                          seed=args.seed)
+    t0 = time.time()
+    metrics = train_loop(drafter, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
+                         lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]))
+    log(f"dflash: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
+    extra = {"specpath_training": {"script": "specpath_dflash.train_dflash", "seed": args.seed,
+                                   "minutes": args.minutes, "argv": sys.argv[1:] if argv is None else argv,
+                                   "target_digest": json.loads((feats / "features.json").read_text())["key"]["target"],
+                                   "heldout": metrics}}
+    save_drafter(drafter, out / "drafter", extra_config=extra)
+    if args.export:
+        save_drafter(drafter, args.export, extra_config=extra, dtype=torch.float16)
+        log(f"dflash: exported to {args.export}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""DSpark's training pieces: the loss (CE + L1 + confidence BCE) goes down on a tiny problem,
+the Markov head's teacher-forced logits are the serving distribution, and sequential
+temperature scaling lowers the calibration error of the cumulative confidence."""
+
+import torch
+
+from specpath_dflash.drafter import DrafterConfig
+from specpath_dflash.training import block_batch
+from specpath_dspark.drafter import DSparkDrafter
+from specpath_dspark.reference import markov_sample_reference, topk_floor
+from specpath_dspark.training import calibrate_temperatures, dspark_loss, expected_calibration_error, markov_outputs
+from specpath_eagle.testing import tiny_target
+
+
+def setup(tmp_path):
+    target = tiny_target(tmp_path / "t", num_layers=4).float()
+    config = DrafterConfig.for_target("dspark", target.config.to_hf_dict(), num_layers=1, num_taps=2, markov_rank=8)
+    torch.manual_seed(0)
+    drafter = DSparkDrafter(config, embed_tokens=target.embed, lm_head=target.lm_head_logits)
+    with torch.no_grad():
+        drafter.markov_w2.normal_(0, 0.5)
+    tokens = torch.randint(0, target.config.vocab_size, (2, 24), generator=torch.Generator().manual_seed(1))
+    layers = (*config.target_layer_ids, target.config.num_hidden_layers - 1)
+    with torch.no_grad():
+        taps = torch.stack([target.forward(t, torch.arange(24), hidden_layers=layers).hidden_states for t in tokens])
+    return target, drafter, tokens, taps
+
+
+def test_a_few_steps_lower_the_loss(tmp_path):
+    target, drafter, tokens, taps = setup(tmp_path)
+    loss_fn = dspark_loss(drafter, target.model.norm.weight.detach(), target.lm_head.weight.detach(), 1e-5, k=3,
+                          anchors_per_window=6)
+    opt = torch.optim.Adam([p for p in drafter.parameters() if p.requires_grad], lr=3e-3)
+    with torch.no_grad():
+        before, _ = loss_fn(tokens, taps)
+    for _ in range(30):
+        loss, _ = loss_fn(tokens, taps)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        after, info = loss_fn(tokens, taps)
+    assert float(after) < float(before) and {"ce", "l1", "bce", "tau"} <= set(info)
+
+
+def test_teacher_forced_outputs_are_the_serving_distribution(tmp_path):
+    """Given the same previous tokens, training's Markov logits and confidences are what the
+    sampling kernel's reference computes while serving."""
+    _, drafter, tokens, taps = setup(tmp_path)
+    with torch.no_grad():
+        b = block_batch(drafter, tokens, taps, torch.tensor([[4], [9]]), k=3)
+        logits, conf = markov_outputs(drafter, b.hidden, b.prev)
+        base = drafter.logits(b.hidden)[:, 0]
+        # greedy serving with the labels forced as previous tokens: step through one position at a time
+        for j in range(3):
+            anchors = b.prev[:, 0, j]
+            _, probs, c = markov_sample_reference(
+                base[:, j:j + 1], topk_floor(base[:, j:j + 1], None), drafter.markov_w1, drafter.markov_w2, anchors,
+                drafter.confidence_base(b.hidden[:, 0, j:j + 1]), drafter.confidence_markov,
+                torch.ones(1), torch.zeros(2), torch.zeros(2, 1))
+            torch.testing.assert_close(probs[:, 0], torch.softmax(logits[:, 0, j], -1))
+            torch.testing.assert_close(c[:, 0], torch.sigmoid(conf[:, 0, j]))
+
+
+def test_sequential_temperature_scaling_calibrates_the_survival():
+    gen = torch.Generator().manual_seed(0)
+    n, k = 4000, 4
+    true = torch.rand(n, k, generator=gen) * 0.6 + 0.35  # true per-position acceptance probabilities
+    accepted = torch.rand(n, k, generator=gen) < true
+    logits = torch.logit(true) * 3.0  # over-confident by a factor of 3 in logit space
+    temps, errors = calibrate_temperatures(logits, accepted)
+    raw = torch.sigmoid(logits).cumprod(dim=1)
+    events = accepted.long().cumprod(dim=1)
+    for j in range(k):
+        assert errors[j] <= expected_calibration_error(raw[:, j], events[:, j]) + 1e-9
+    assert 2.0 <= temps[0] <= 4.5  # undoes the factor of 3 at the first position
