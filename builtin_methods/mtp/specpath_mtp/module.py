@@ -99,7 +99,7 @@ def build_modules(config: Mapping[str, Any], *, embed_tokens=None, lm_head=None)
 
 
 def checkpoint_config(target_config: Mapping[str, Any], n: int, *, order: Sequence[str] = DEFAULT_INPUT_ORDER,
-                      extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                      extra: Mapping[str, Any] | None = None, dtype: str = "float32") -> dict[str, Any]:
     """``config.json`` of an MTP checkpoint for a target: its architecture fields, the module
     count and the input order."""
     keep = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -112,23 +112,25 @@ def checkpoint_config(target_config: Mapping[str, Any], n: int, *, order: Sequen
         "num_nextn_predict_layers": n,
         "n_predict": n,
         "mtp_input_order": list(order),
-        "torch_dtype": "float32",
+        "torch_dtype": dtype,
     })
     out.update(extra or {})
     return out
 
 
 def save_mtp_checkpoint(modules: Sequence[MTPModule], path: str | Path, target_config: Mapping[str, Any], *,
-                        extra: Mapping[str, Any] | None = None) -> Path:
-    """Write ``config.json`` + ``model.safetensors`` (``mtp.{i}.*`` tensors only)."""
+                        extra: Mapping[str, Any] | None = None, dtype: torch.dtype = torch.float32) -> Path:
+    """Write ``config.json`` + ``model.safetensors`` (``mtp.{i}.*`` tensors only, in ``dtype``;
+    the speculator casts them to the target's dtype when it loads them)."""
     from specpath.engine.checkpoint import save_checkpoint
 
     state = {}
     for i, module in enumerate(modules):
         for name, tensor in module.state_dict().items():
             if not name.startswith("rotary."):
-                state[f"{PREFIX}{i}.{name}"] = tensor.float()
-    config = checkpoint_config(target_config, len(modules), order=modules[0].order, extra=extra)
+                state[f"{PREFIX}{i}.{name}"] = tensor.to(dtype)
+    config = checkpoint_config(target_config, len(modules), order=modules[0].order, extra=extra,
+                               dtype=str(dtype).removeprefix("torch."))
     return save_checkpoint(path, config=config, state_dict=state)
 
 

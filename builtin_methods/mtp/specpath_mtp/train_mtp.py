@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--depth", type=int, default=3, help="one module: chain depths trained")
     p.add_argument("--reg-weight", type=float, default=0.3)
     p.add_argument("--noise", type=float, default=0.05, help="uniform noise on the target's states, relative to their RMS")
+    p.add_argument("--save-dtype", choices=("float16", "float32"), default="float16",
+                   help="dtype of the saved weights (float16 halves the shipped size; drafts barely change)")
     p.add_argument("--init", default=None,
                    help="start from this MTP checkpoint (same module count), e.g. modules trained on an earlier target")
     args = p.parse_args(argv)
@@ -137,9 +139,10 @@ def main(argv: list[str] | None = None) -> int:
                                    "modules": args.modules, "target_digest": digest, "heldout": metrics,
                                    "init": args.init and json.loads((Path(args.init) / "config.json").read_text())
                                    .get("specpath_training")}}
-    save_mtp_checkpoint(modules, out / "checkpoint", config, extra=extra)
+    dtype = getattr(torch, args.save_dtype)
+    save_mtp_checkpoint(modules, out / "checkpoint", config, extra=extra, dtype=dtype)
     if args.export:
-        save_mtp_checkpoint(modules, args.export, config, extra=extra)
+        save_mtp_checkpoint(modules, args.export, config, extra=extra, dtype=dtype)
         log(f"mtp: exported to {args.export}")
     return 0
 
