@@ -34,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     add_block_arguments(p)
     p.add_argument("--markov-rank", type=int, default=64)
     p.add_argument("--fill-in", action="store_true", help="train the [anchor, masks] layout instead of anchor-first")
+    p.add_argument("--loss-weights", type=float, nargs=3, default=(0.1, 0.9, 1.0), metavar=("CE", "L1", "BCE"))
+    p.add_argument("--soft-ce", action="store_true",
+                   help="CE against the target's distribution instead of the data token (its expectation on target samples)")
     args = p.parse_args(argv)
     out, log, config, emb_w, norm_w, head_w, feats, cached_features, make_windows = setup_run(args)
     drafter = build("dspark", args, config, emb_w, head_w, module=DSparkDrafter, markov_rank=args.markov_rank,
@@ -46,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     held = args.heldout_windows
     eps = config.get("rms_norm_eps", 1e-6)
     loss_fn = dspark_loss(drafter, norm_w, head_w, eps, k=args.k, anchors_per_window=args.anchors, gamma=args.gamma,
-                          seed=args.seed)
+                          seed=args.seed, weights=tuple(args.loss_weights), soft_ce=args.soft_ce)
     t0 = time.time()
     metrics = train_loop(drafter, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
                          lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]))

@@ -38,7 +38,7 @@ def markov_outputs(drafter: DSparkDrafter, hidden: torch.Tensor, prev: torch.Ten
 
 def dspark_loss(drafter: DSparkDrafter, norm_w: torch.Tensor, head_w: torch.Tensor, eps: float, *, k: int,
                 anchors_per_window: int, gamma: float = 4.0, seed: int = 0,
-                weights: Sequence[float] = (0.1, 0.9, 1.0)):
+                weights: Sequence[float] = (0.1, 0.9, 1.0), soft_ce: bool = False):
     train_gen = torch.Generator().manual_seed(seed)
     pos_w = position_weights(k, gamma)
     w_ce, w_tv, w_conf = weights
@@ -50,7 +50,10 @@ def dspark_loss(drafter: DSparkDrafter, norm_w: torch.Tensor, head_w: torch.Tens
         p = target_distribution(b.target_final, norm_w, head_w, eps)
         logits, conf = markov_outputs(drafter, b.hidden, b.prev)
         logq = F.log_softmax(logits, dim=-1)
-        ce = F.nll_loss(logq.reshape(-1, logq.shape[-1]), b.labels.reshape(-1), reduction="none").view(b.labels.shape)
+        if soft_ce:  # the expectation of the data-token CE when the data are target samples
+            ce = -(p * logq).sum(-1)
+        else:
+            ce = F.nll_loss(logq.reshape(-1, logq.shape[-1]), b.labels.reshape(-1), reduction="none").view(b.labels.shape)
         l1 = (logq.exp() - p).abs().sum(-1)
         soft = (1.0 - 0.5 * l1).detach().clamp(0.0, 1.0)
         bce = F.binary_cross_entropy_with_logits(conf, soft, reduction="none")
