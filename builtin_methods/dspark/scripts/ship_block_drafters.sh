@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Train and ship the DFlash and DSpark drafters for the embedded default target, then benchmark them.
 # Each training run: 6 minutes wall clock, 1 torch thread, nice 5; it starts only while fewer than
-# two training jobs run machine-wide. DSpark uses soft CE (against the target distribution) at weight
-# 1.0 instead of the paper's 0.1 x data-token CE: in a dev run of 72 s each on the interim target it raised
-# served tau at K=4 from 2.70 to 2.95 (the L1/TV term alone trains slowly from scratch). Features: the EAGLE-3 helper's cache when it was made from the
-# same target and layers (taps 1, 2, 4 + the last layer 5, window 128), else built here.
+# two training jobs run machine-wide. DSpark uses soft CE (against the target distribution) at
+# weight 1.0 instead of the paper's 0.1 x data-token CE: in dev runs of 72 s each on the interim
+# target that raised served tau at K=4 from 2.70 to 2.95 (the L1/TV term alone trains slowly from
+# scratch). Features: the EAGLE-3 helper's cache when it was made from the same target and layers
+# (taps 1, 2, 4 + the last layer 5, window 128), else built here.
 # Usage: bash builtin_methods/dspark/scripts/ship_block_drafters.sh [RUNS_DIR]
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
