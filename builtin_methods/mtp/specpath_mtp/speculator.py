@@ -188,8 +188,9 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
         stacked = None
         if any(p is not None for p in probs):
             vocab = next(p for p in probs if p is not None).shape[-1]
-            stacked = torch.stack([p if p is not None else torch.zeros(len(drafting), vocab, device=dev)
-                                   for p in probs], dim=1)
+            one_hot = torch.nn.functional.one_hot  # a position where every drafter was greedy
+            stacked = torch.stack([p if p is not None else one_hot(drafts[:, j], vocab).to(torch.float32)
+                                   for j, p in enumerate(probs)], dim=1)
         return self._proposal(reqs, drafting, budgets, tokens, stacked)
 
     def _refill(self, rows: Sequence[int], last: Sequence[int], budgets: Sequence[int], drafts: Any) -> None:

@@ -91,3 +91,14 @@ def test_random_drafts_come_with_the_distributions_they_were_sampled_from(tiny, 
     chosen = probs[torch.arange(5), proposal.token_ids.long()]
     assert bool((chosen > 0).all())
     assert bool(((probs[3:] == 0) | (probs[3:] == 1)).all()), "greedy rows are one-hot"
+
+    # A depth where only greedy requests draft still gets one-hot rows (not zeros).
+    requests = (DraftRequest(req_id="hot", token_ids=ids + [7], num_new_positions=1, max_draft_tokens=1,
+                             temperature=1.0, generator=torch.Generator().manual_seed(0)),
+                DraftRequest(req_id="cold", token_ids=ids + [7], num_new_positions=1, max_draft_tokens=3))
+    hidden = target.forward(torch.tensor(ids), torch.arange(len(ids)),
+                            hidden_layers=speculator.hidden_state_layers).hidden_states[-1:]
+    proposal = speculator.propose(DraftBatch(requests=requests, hidden_states=torch.cat([hidden, hidden])))
+    probs = proposal.draft_probs
+    torch.testing.assert_close(probs.sum(-1).double(), torch.ones(4, dtype=torch.float64))
+    assert bool((probs[torch.arange(4), proposal.token_ids.long()] > 0).all())
