@@ -1,19 +1,23 @@
 """mkdocs hooks: facts that change with the repository are filled in when the site is built.
 
-Each method page carries a ``**Status:**`` line and ``docs/methods/index.md`` a status list;
-both are written here from the entry points that the committed
-``builtin_methods/*/pyproject.toml`` files declare, so a page says a plugin exists only when
-one does, and nobody has to remember to regenerate anything when a plugin lands.
+* Each method page carries a ``**Status:**`` line and ``docs/methods/index.md`` a status list;
+  both are written here from the entry points that the committed
+  ``builtin_methods/*/pyproject.toml`` files declare, so a page says a plugin exists only when
+  one does, and nobody has to remember to regenerate anything when a plugin lands.
+* The nav may name a page another area has not written yet (e.g. ``default-model.md``): such
+  an entry is left out of the build, with a note in the log, instead of failing it.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+log = logging.getLogger("mkdocs.hooks.specpath")
 STATUS = re.compile(r"^\*\*Status:\*\*.*$", re.M)
 LIST = re.compile(r"(<!-- status-list:start -->\n).*?(<!-- status-list:end -->)", re.S)
 METHODS_DIR = "methods/"
@@ -57,6 +61,25 @@ def status_line(method: str, plugins: dict[str, tuple[str, str]]) -> str:
 def status_list(methods: list[str], plugins: dict[str, tuple[str, str]]) -> str:
     return "\n".join(f"- [{m}]({m}.md): " + (f"`{plugins[m][0]}`" if m in plugins else "not implemented yet")
                      for m in sorted(methods))
+
+
+def _written_pages_only(nav, docs_dir: Path):
+    """``nav`` without the entries whose Markdown file does not exist yet."""
+    if isinstance(nav, list):
+        kept = [_written_pages_only(item, docs_dir) for item in nav]
+        return [item for item in kept if item not in (None, [], {})]
+    if isinstance(nav, dict):
+        kept = {title: _written_pages_only(target, docs_dir) for title, target in nav.items()}
+        return {title: target for title, target in kept.items() if target not in (None, [], {})}
+    if isinstance(nav, str) and nav.endswith(".md") and "://" not in nav and not (docs_dir / nav).exists():
+        log.info("nav: %s is not written yet; left out of this build", nav)
+        return None
+    return nav
+
+
+def on_config(config):
+    config["nav"] = _written_pages_only(config["nav"], Path(config["docs_dir"]))
+    return config
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:

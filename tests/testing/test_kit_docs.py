@@ -107,3 +107,13 @@ def test_every_kit_test_is_documented():
     page = (DOCS / "plugins" / "conformance-kit.md").read_text()
     missing = [n for n in dir(SpeculatorConformance) if n.startswith("test_") and f"`{n}`" not in page]
     assert not missing, f"docs/plugins/conformance-kit.md does not describe {missing}"
+
+
+def test_a_nav_entry_for_a_page_not_written_yet_is_left_out(tmp_path):
+    (tmp_path / "a.md").write_text("# a")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.md").write_text("# b")
+    nav = [{"A": "a.md"}, {"Later": "later.md"}, {"Group": [{"B": "sub/b.md"}, {"C": "sub/c.md"}]},
+           {"Empty": [{"D": "d.md"}]}, {"Site": "https://example.org/x.md"}]
+    assert mkdocs_hooks._written_pages_only(nav, tmp_path) == [
+        {"A": "a.md"}, {"Group": [{"B": "sub/b.md"}]}, {"Site": "https://example.org/x.md"}]
