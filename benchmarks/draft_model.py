@@ -31,7 +31,7 @@ def configurations(only: set[str] | None, drafts: str | None) -> list[tuple[str,
     else:
         ar, pard, bpe = shipped_draft("autoregressive"), shipped_draft("parallel"), shipped_draft("heterogeneous")
     rows: list[tuple[str, dict | None]] = [("baseline", None)]
-    for k in (2, 3, 4):
+    for k in (2, 4, 6, 8):
         rows.append((f"ar K={k}", {"method": "draft_model", "model": ar, "num_speculative_tokens": k}))
     for k in (3, 4, 6, 8):
         rows.append((f"pard K={k}", {"method": "draft_model", "model": pard, "num_speculative_tokens": k,
