@@ -60,3 +60,21 @@ def test_single_token_equal_contexts_need_no_mask():
     )
     assert meta.mask is not None and meta.pad_index is not None
     assert meta.slot_mapping.tolist() == [1 * 4 + 1, 2 * 4 + 3, 3 * 4 + 0, 3 * 4 + 1]
+
+
+@torch.inference_mode()
+def test_one_run_of_blocks_is_read_as_a_slice_and_matches_a_gather(model):
+    torch.manual_seed(2)
+    seq = torch.randint(0, model.config.vocab_size, (11,))
+    reference = model(seq, torch.arange(11)).logits
+    groups = model.config.num_attention_heads // model.config.num_key_value_heads
+    for blocks in ([3, 4, 5], [5, 3, 4]):  # consecutive (slice) and scattered (gather)
+        cache = _cache(model, 8, 4)
+        outputs = []
+        for start, n in ((0, 6), (6, 5)):
+            meta, positions = build_attention_metadata(
+                block_tables=[blocks], num_computed=[start], num_query_tokens=[n], block_size=4, num_query_groups=groups
+            )
+            assert (meta.gather_slots is None) == (blocks == [3, 4, 5])
+            outputs.append(model(seq[start : start + n], positions, PagedAttention(cache, meta)).logits)
+        torch.testing.assert_close(torch.cat(outputs), reference, rtol=1e-10, atol=1e-10)

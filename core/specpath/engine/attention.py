@@ -27,8 +27,11 @@ class AttentionMetadata:
 
     slot_mapping: torch.Tensor
     """int64 ``[T]``: where each token's k/v is written."""
-    gather_slots: torch.Tensor
-    """int64 ``[B * L]``: slots of positions ``0..L-1`` of each request (padding repeats a valid slot)."""
+    gather_slots: torch.Tensor | None
+    """int64 ``[B * L]``: slots of positions ``0..L-1`` of each request (padding repeats a valid slot);
+    None when a single request's history is one run of consecutive slots (read as a view)."""
+    first_slot: int = 0
+    """With ``gather_slots`` None: the slot of position 0."""
     num_reqs: int
     max_context_len: int
     """``L``: the longest context (history + this step's tokens) in the batch."""
@@ -93,9 +96,15 @@ def build_attention_metadata(
         grouped = qpos.repeat(1, num_query_groups) if num_query_groups > 1 else qpos
         mask = (_arange(max_l) <= grouped.unsqueeze(-1)).unsqueeze(1).to(device)  # [B, 1, G*Q, L]
 
+    first_slot, gather = 0, slots_by_pos.reshape(-1).to(device)
+    if num_reqs == 1:
+        blocks = block_tables[0][:max_blocks]
+        if blocks[-1] - blocks[0] == len(blocks) - 1 and all(b == blocks[0] + i for i, b in enumerate(blocks)):
+            first_slot, gather = blocks[0] * block_size, None  # one run of slots: no gather needed
     meta = AttentionMetadata(
         slot_mapping=slot_mapping.to(device),
-        gather_slots=slots_by_pos.reshape(-1).to(device),
+        gather_slots=gather,
+        first_slot=first_slot,
         num_reqs=num_reqs,
         max_context_len=max_l,
         max_query_len=max_q,
@@ -134,8 +143,14 @@ class PagedAttention:
         num_heads, head_dim = q.shape[1], q.shape[2]
         num_kv_heads = k.shape[1]
         b, qlen, length = m.num_reqs, m.max_query_len, m.max_context_len
-        keys = key_cache.index_select(0, m.gather_slots).view(b, length, num_kv_heads, head_dim).transpose(1, 2)
-        values = value_cache.index_select(0, m.gather_slots).view(b, length, num_kv_heads, head_dim).transpose(1, 2)
+        if m.gather_slots is None:
+            keys = key_cache[m.first_slot : m.first_slot + length]
+            values = value_cache[m.first_slot : m.first_slot + length]
+        else:
+            keys = key_cache.index_select(0, m.gather_slots)
+            values = value_cache.index_select(0, m.gather_slots)
+        keys = keys.view(b, length, num_kv_heads, head_dim).transpose(1, 2)
+        values = values.view(b, length, num_kv_heads, head_dim).transpose(1, 2)
         if m.pad_index is not None:
             q = q.index_select(0, m.pad_index)
         # Heads sharing a KV head become extra query rows: [B, KVH, G*Q, D], no KV repeat needed.

@@ -100,8 +100,10 @@ class BlockManager:
             table.block_ids.append(block)
 
     def free(self, table: BlockTable) -> None:
-        """Release every block of ``table``; tail blocks first so they are evicted first."""
-        for block in reversed(table.block_ids):
+        """Release every block of ``table``. With prefix caching, tail blocks go first so they are
+        evicted first; without it, in order, so the next request tends to get consecutive blocks
+        (which attention then reads as one slice instead of gathering)."""
+        for block in reversed(table.block_ids) if self.enable_prefix_caching else list(table.block_ids):
             self.ref_counts[block] -= 1
             if self.ref_counts[block] == 0:
                 self._free[block] = None
