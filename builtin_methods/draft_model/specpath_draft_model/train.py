@@ -88,7 +88,28 @@ def _initial_model(args: argparse.Namespace, vocab_size: int, log):
     if model.config.vocab_size != vocab_size:
         raise SystemExit(f"--init {args.init}: vocab_size {model.config.vocab_size}, expected {vocab_size}")
     log(f"initialised from {args.init}")
+    if args.layers > model.config.num_hidden_layers:
+        model = _grow(model, args.layers)
+        log(f"grown to {args.layers} layers (new layers start as the identity)")
     return model
+
+
+def _grow(model, layers: int):
+    """``model`` with extra decoder layers on top whose output projections are zero, so the grown
+    model computes exactly what ``model`` did and training starts from there."""
+    import attrs
+
+    from specpath.engine.model import LlamaModel
+
+    old = model.config.num_hidden_layers
+    grown = LlamaModel(attrs.evolve(model.config, num_hidden_layers=layers))
+    missing, unexpected = grown.load_state_dict(model.state_dict(), strict=False)
+    assert not unexpected and all(".layers." in name for name in missing), (missing, unexpected)
+    with torch.no_grad():
+        for layer in grown.model.layers[old:]:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+    return grown
 
 
 def _batched_forward(model, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

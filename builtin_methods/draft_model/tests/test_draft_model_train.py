@@ -62,3 +62,14 @@ def test_recipes_write_usable_drafts(tmp_path):
         result = greedy_identity({"method": "draft_model", "num_speculative_tokens": 3, **options},
                                  prompts=["def f(x):\n    return x\n"], max_tokens=16)
         assert result.speculative == result.plain
+
+
+def test_growing_a_draft_keeps_its_function():
+    """--init with more --layers appends identity layers: same logits before training."""
+    base = train._draft_model(256, 1, 32, 64, 128)
+    grown = train._grow(base, 3)
+    ids = torch.randint(0, 256, (2, 12))
+    positions = torch.arange(12)
+    assert grown.config.num_hidden_layers == 3
+    torch.testing.assert_close(train._batched_forward(grown, ids, positions, None),
+                               train._batched_forward(base, ids, positions, None))
