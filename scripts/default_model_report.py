@@ -32,6 +32,17 @@ PROMPTS = (
 )
 
 
+def heldout_prompts(files=("gzip.py", "multiprocessing/util.py"), size=300) -> tuple[str, ...]:
+    """Real held-out code: ``size`` bytes from the middle of each file, cut at line boundaries."""
+    docs = dict(corpus.read_heldout_asset())
+    prompts = []
+    for name in files:
+        text = docs[name].decode("utf-8")
+        start = text.index("\n", len(text) // 2) + 1
+        prompts.append(text[start : text.rindex("\n", start, start + size) + 1])
+    return tuple(prompts)
+
+
 @torch.no_grad()
 def greedy(model: LlamaModel, ids: list[int], max_new: int, eos: int | None) -> list[int]:
     """Plain greedy decoding by full recomputation (the reference, no cache)."""
@@ -140,7 +151,7 @@ def main() -> int:
         print(f"| {lo}–{hi} | {bpb:.3f} | {acc:.3f} |")
 
     print()
-    for prompt in PROMPTS:
+    for prompt in PROMPTS + heldout_prompts():
         new = greedy(model, tok.encode(prompt), args.max_new, tok.eos_token_id)
         distinct, repeated = degeneracy(new)
         print(f"prompt {prompt!r}: {len(new)} bytes, {distinct} distinct, repeated 8-grams {repeated:.2f}")
