@@ -82,7 +82,7 @@ def target_features(target: Any, windows: torch.Tensor, layers: Sequence[int], *
 def cached_features(cache_dir: str | Path, target_path: str | Path, layers: Sequence[int], *,
                     make_windows: Callable[[Any], torch.Tensor], log: Callable[[str], None] = print) -> tuple[torch.Tensor, torch.Tensor]:
     """(windows, taps) from ``cache_dir/features.safetensors`` when it was made from the same
-    target weights and layers; otherwise build the windows, run the target, and cache."""
+    target weights and holds the layers; otherwise build the windows, run the target, and cache."""
     from safetensors.torch import load_file, save_file
 
     from specpath.engine.model import LlamaModel
@@ -90,10 +90,13 @@ def cached_features(cache_dir: str | Path, target_path: str | Path, layers: Sequ
     cache = Path(cache_dir) / "features.safetensors"
     meta_path = Path(cache_dir) / "features.json"
     key = {"target": file_digest(Path(target_path) / "model.safetensors"), "layers": list(layers)}
-    if cache.exists() and meta_path.exists() and json.loads(meta_path.read_text()).get("key") == key:
-        data = load_file(str(cache))
-        log(f"features: reusing {cache} ({tuple(data['taps'].shape)})")
-        return data["tokens"].long(), data["taps"]
+    if cache.exists() and meta_path.exists():
+        cached = json.loads(meta_path.read_text()).get("key", {})
+        if cached.get("target") == key["target"] and set(layers) <= set(cached.get("layers", ())):
+            data = load_file(str(cache))
+            pick = [cached["layers"].index(i) for i in layers]  # a cache of more layers serves a subset
+            log(f"features: reusing {cache} ({tuple(data['taps'].shape)}), layers {list(layers)}")
+            return data["tokens"].long(), data["taps"][:, :, pick]
     target = LlamaModel.from_pretrained(target_path)
     t0 = time.time()
     windows = make_windows(target)
