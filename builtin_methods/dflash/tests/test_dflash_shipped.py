@@ -1,0 +1,25 @@
+"""The shipped DFlash drafter: it is the default for the embedded target, it resolves and loads
+there, its greedy output equals plain decoding, and it gets drafts accepted."""
+
+from specpath.config.model import ModelConfig
+from specpath.config.speculative import SpeculativeConfig
+from specpath.engine.llm import LLM, SamplingParams
+from specpath.engine.model import default_model_path
+from specpath_dflash.config import DFLASH_CHECKPOINT
+
+PROMPTS = ["def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n", "import os\nimport sys\n\n"]
+
+
+def test_shipped_drafter_is_the_default_for_the_embedded_target():
+    spec = SpeculativeConfig.from_dict({"method": "dflash"},
+                                       target_model_config=ModelConfig(model=str(default_model_path())))
+    assert spec.model == str(DFLASH_CHECKPOINT)
+    assert spec.num_speculative_tokens >= 1 and spec.speculator_config.num_lookahead_tokens == spec.num_speculative_tokens + 1
+
+
+def test_shipped_drafter_keeps_greedy_output_and_gets_drafts_accepted():
+    params = SamplingParams(temperature=0.0, max_tokens=32, ignore_eos=True)
+    plain = [o.token_ids for o in LLM(None, num_threads=1).generate(PROMPTS, params)]
+    llm = LLM(None, {"method": "dflash"}, num_threads=1)
+    assert [o.token_ids for o in llm.generate(PROMPTS, params)] == plain
+    assert llm.metrics.num_accepted_tokens > 0.25 * llm.metrics.num_draft_tokens
