@@ -153,7 +153,7 @@ def test_n_predict_rules(make_checkpoint):
     assert resolve_num_speculative_tokens(None, draft) == 2
     assert resolve_num_speculative_tokens(1, draft) == 1
     assert resolve_num_speculative_tokens(4, draft) == 4
-    with pytest.raises(SpeculativeConfigError, match="divisible by the draft checkpoint's n_predict=2"):
+    with pytest.raises(SpeculativeConfigError, match=r"num_speculative_tokens:\d+ must be divisible by n_predict=2"):
         resolve_num_speculative_tokens(3, draft)
     plain = ModelConfig(model=make_checkpoint("plain"), runner="draft")
     assert resolve_num_speculative_tokens(None, plain) is None and resolve_num_speculative_tokens(3, plain) == 3

@@ -470,7 +470,8 @@ def resolve_num_speculative_tokens(k: int | None, draft: ModelConfig | None) -> 
         return n_predict
     if k > n_predict and k % n_predict:
         raise SpeculativeConfigError(
-            f"must be divisible by the draft checkpoint's n_predict={n_predict} when larger than it",
+            f"num_speculative_tokens:{k} must be divisible by n_predict={n_predict} "
+            "(the draft checkpoint's module count; a larger K reuses the modules in turn)",
             field="speculative_config.num_speculative_tokens",
             value=k,
         )
