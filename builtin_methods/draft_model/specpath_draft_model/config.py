@@ -92,9 +92,10 @@ class StandaloneARSpeculatorConfig(DraftModelSpeculatorConfig):
 
     @classmethod
     def demo_config(cls) -> Mapping[str, Any] | None:
-        """What ``specpath demo`` runs: the shipped autoregressive draft, K=4."""
+        """What ``specpath demo`` runs: the shipped autoregressive draft, K=6 (its best K in
+        benchmarks/draft_model.py)."""
         path = shipped_draft("autoregressive")
-        return None if path is None else {"method": "draft_model", "model": path, "num_speculative_tokens": 4}
+        return None if path is None else {"method": "draft_model", "model": path, "num_speculative_tokens": 6}
 
     @classmethod
     def verify(cls, spec: Any) -> None:

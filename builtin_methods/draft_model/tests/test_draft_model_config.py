@@ -157,4 +157,4 @@ def test_no_default_draft_for_a_target_of_another_vocabulary(tmp_path):
 def test_demo_config_resolves():
     demo = StandaloneARSpeculatorConfig.demo_config()
     assert demo is not None
-    assert SpeculativeConfig.from_dict(dict(demo)).num_speculative_tokens == 4
+    assert SpeculativeConfig.from_dict(dict(demo)).num_speculative_tokens == 6
