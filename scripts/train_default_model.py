@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from specpath.engine import corpus
-from specpath.engine.checkpoint import TOKENIZER_CONFIG_NAME
+from specpath.modeling.checkpoint import TOKENIZER_CONFIG_NAME
 from specpath.engine.model import LlamaConfig, LlamaModel
 from specpath.engine.tokenizer import ByteTokenizer
 

@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from specpath.engine import corpus
-from specpath.engine.checkpoint import CheckpointError
+from specpath.modeling.checkpoint import CheckpointError
 from specpath.engine.model import LlamaConfig, LlamaModel, default_model_path
 from specpath.engine.tokenizer import ByteTokenizer, load_tokenizer
 

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specpath.engine.rope import RotaryEmbedding, normalize_rope_scaling
+from specpath.modeling.rope import RotaryEmbedding, normalize_rope_scaling
 from specpath_eagle.layers import DraftLayer, RMSNorm
 
 Embed = Callable[[torch.Tensor], torch.Tensor]
@@ -222,7 +222,7 @@ class DFlashDrafter(nn.Module):
 
     def context_kv(self, layer: int, ctx: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         """Keys (RoPE applied) and values of context features in draft layer ``layer``."""
-        from specpath.engine.rope import apply_rope
+        from specpath.modeling.rope import apply_rope
 
         m = self.layers[layer]
         lead = ctx.shape[:-1]
@@ -275,7 +275,7 @@ def read_config(path: str | Path) -> DrafterConfig:
 def save_drafter(drafter: nn.Module, path: str | Path, *, extra_config: dict | None = None,
                  dtype: torch.dtype | None = None) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (HF layout, no pickle)."""
-    from specpath.engine.checkpoint import save_checkpoint
+    from specpath.modeling.checkpoint import save_checkpoint
 
     config = {**drafter.config.to_dict(), **(extra_config or {})}
     state = {k: v for k, v in drafter.state_dict().items() if not k.startswith("rotary.")}

@@ -159,7 +159,7 @@ def save_head(head: HiddenStateHead, path: str | Path, *, extra_config: dict | N
               dtype: torch.dtype | None = None) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (HF layout, no pickle); ``dtype`` casts the
     floating-point weights (shipped heads are float16: half the bytes, same drafts in practice)."""
-    from specpath.engine.checkpoint import save_checkpoint
+    from specpath.modeling.checkpoint import save_checkpoint
 
     config = {**head.config.to_dict(), **(extra_config or {})}
     state = {k: v for k, v in head.state_dict().items() if not k.startswith("rotary.")}

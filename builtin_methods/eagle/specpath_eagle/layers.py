@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specpath.engine.rope import RotaryEmbedding, apply_rope, normalize_rope_scaling
+from specpath.modeling.rope import RotaryEmbedding, apply_rope, normalize_rope_scaling
 
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 

@@ -122,7 +122,7 @@ def save_mtp_checkpoint(modules: Sequence[MTPModule], path: str | Path, target_c
                         extra: Mapping[str, Any] | None = None, dtype: torch.dtype = torch.float32) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (``mtp.{i}.*`` tensors only, in ``dtype``;
     the speculator casts them to the target's dtype when it loads them)."""
-    from specpath.engine.checkpoint import save_checkpoint
+    from specpath.modeling.checkpoint import save_checkpoint
 
     state = {}
     for i, module in enumerate(modules):
@@ -176,7 +176,7 @@ def random_mtp_checkpoint(target_path: str | Path, path: str | Path, n: int, *, 
                           order: Sequence[str] = DEFAULT_INPUT_ORDER) -> Path:
     """A random-weight MTP checkpoint shaped for the target at ``target_path`` (for tests),
     its final norms copied from the target's."""
-    from specpath.engine.checkpoint import load_state_dict
+    from specpath.modeling.checkpoint import load_state_dict
 
     target_config = read_config(target_path)
     config = checkpoint_config(target_config, n, order=order)

@@ -35,8 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specpath.engine import checkpoint
-from specpath.engine.rope import RotaryEmbedding, apply_rope, normalize_rope_scaling
+from specpath.modeling import checkpoint
+from specpath.modeling.rope import RotaryEmbedding, apply_rope, normalize_rope_scaling
 
 Attention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 

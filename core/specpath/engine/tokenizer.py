@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Protocol, Sequence
 
-from specpath.engine.checkpoint import TOKENIZER_CONFIG_NAME, read_json
+from specpath.modeling.checkpoint import TOKENIZER_CONFIG_NAME, read_json
 
 BYTE_TOKENIZER_CLASS = "ByteTokenizer"
 
