@@ -17,7 +17,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -36,21 +35,9 @@ def add_block_arguments(p: argparse.ArgumentParser) -> None:
 def setup_run(args: argparse.Namespace):
     """Threads, run directory, a logger, the target's parts and the cached features."""
     from specpath_eagle.train_eagle import features_dir, load_target_parts, make_windows_fn
-    from specpath_eagle.training import cached_features
+    from specpath_eagle.training import cached_features, start_run
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    log_file = open(out / "train.log", "a", encoding="utf-8")
-
-    def log(text: str) -> None:
-        line = f"[{time.strftime('%H:%M:%S')}] {text}"
-        print(line, flush=True)
-        log_file.write(line + "\n")
-        log_file.flush()
-
+    out, log = start_run(args)
     config, emb_w, norm_w, head_w = load_target_parts(args.target)
     return out, log, config, emb_w, norm_w, head_w, features_dir(args), cached_features, make_windows_fn(args)
 

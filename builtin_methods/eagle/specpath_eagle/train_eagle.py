@@ -29,6 +29,7 @@ from specpath_eagle.training import (
     depth_pass,
     generated_windows,
     soft_cross_entropy,
+    start_run,
     target_probs_from_final,
     train_loop,
 )
@@ -113,19 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ce-weight", type=float, default=0.5)
     p.add_argument("--noise", type=float, default=0.1, help="uniform input-feature noise, relative to feature RMS")
     args = p.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    log_file = open(out / "train.log", "a", encoding="utf-8")
-
-    def log(text: str) -> None:
-        line = f"[{time.strftime('%H:%M:%S')}] {text}"
-        print(line, flush=True)
-        log_file.write(line + "\n")
-        log_file.flush()
-
-    torch.manual_seed(args.seed)
+    out, log = start_run(args)
     config, emb_w, norm_w, head_w = load_target_parts(args.target)
     layers = (config["num_hidden_layers"] - 1,)
     log(f"eagle: target {args.target} layers {layers} args {vars(args)}")

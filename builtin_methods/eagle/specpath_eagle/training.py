@@ -25,6 +25,28 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+# -- a run ------------------------------------------------------------------------------------
+
+
+def start_run(args: Any) -> tuple[Path, Callable[[str], None]]:
+    """Common start of every recipe: torch threads and seed from ``args``, the output folder, and
+    a ``log(text)`` that prints a timestamped line and appends it to ``<out>/train.log``."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log_path = out / "train.log"
+
+    def log(text: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {text}"
+        print(line, flush=True)
+        with log_path.open("a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+    return out, log
+
+
 # -- data -------------------------------------------------------------------------------------
 
 

@@ -32,7 +32,7 @@ from specpath_eagle.config import default_aux_layer_ids
 from specpath_eagle.head import save_head
 from specpath_eagle.layers import HeadConfig
 from specpath_eagle.train_eagle import add_data_arguments, features_dir, load_target_parts, make_windows_fn
-from specpath_eagle.training import cached_features, depth_pass, target_probs_from_final, train_loop
+from specpath_eagle.training import cached_features, depth_pass, start_run, target_probs_from_final, train_loop
 from specpath_eagle3.head import Eagle3Head
 
 
@@ -103,19 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parallel-weight", type=float, default=0.5)
     p.add_argument("--init", default=None, help="start from this EAGLE-3 head (e.g. train P-EAGLE on a chain head)")
     args = p.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    log_file = open(out / "train.log", "a", encoding="utf-8")
-
-    def log(text: str) -> None:
-        line = f"[{time.strftime('%H:%M:%S')}] {text}"
-        print(line, flush=True)
-        log_file.write(line + "\n")
-        log_file.flush()
-
-    torch.manual_seed(args.seed)
+    out, log = start_run(args)
     config, emb_w, norm_w, head_w = load_target_parts(args.target)
     n = config["num_hidden_layers"]
     aux = default_aux_layer_ids(n)

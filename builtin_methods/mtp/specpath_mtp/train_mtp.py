@@ -34,8 +34,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specpath_eagle.train_eagle import add_data_arguments, load_target_parts, make_windows_fn
-from specpath_eagle.training import cached_features, depth_pass, soft_cross_entropy, target_probs_from_final, train_loop
+from specpath_eagle.train_eagle import add_data_arguments, features_dir, load_target_parts, make_windows_fn
+from specpath_eagle.training import cached_features, depth_pass, soft_cross_entropy, start_run, target_probs_from_final, train_loop
 from specpath_mtp.module import build_modules, checkpoint_config, load_mtp_modules, save_mtp_checkpoint
 
 
@@ -95,24 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--init", default=None,
                    help="start from this MTP checkpoint (same module count), e.g. modules trained on an earlier target")
     args = p.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    log_file = open(out / "train.log", "a", encoding="utf-8")
-
-    def log(text: str) -> None:
-        line = f"[{time.strftime('%H:%M:%S')}] {text}"
-        print(line, flush=True)
-        log_file.write(line + "\n")
-        log_file.flush()
-
-    torch.manual_seed(args.seed)
+    out, log = start_run(args)
     config, emb_w, norm_w, head_w = load_target_parts(args.target)
     layers = (config["num_hidden_layers"] - 1,)
     log(f"mtp: target {args.target} modules {args.modules} args {vars(args)}")
-    features_dir = Path(args.features) if args.features else out / "features"
-    tokens, taps = cached_features(features_dir, args.target, layers, make_windows=make_windows_fn(args), log=log)
+    tokens, taps = cached_features(features_dir(args), args.target, layers, make_windows=make_windows_fn(args), log=log)
     held = args.heldout_windows
     heldout = (tokens[:held], taps[:held])
 
@@ -134,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = train_loop(container, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
                          lr=args.lr, seed=args.seed, log=log, heldout=heldout)
     log(f"mtp: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
-    digest = json.loads((features_dir / "features.json").read_text())["key"]["target"]
+    digest = json.loads((features_dir(args) / "features.json").read_text())["key"]["target"]
     extra = {"specpath_training": {"script": "specpath_mtp.train_mtp", "seed": args.seed, "minutes": args.minutes,
                                    "modules": args.modules, "target_digest": digest, "heldout": metrics,
                                    "init": args.init and json.loads((Path(args.init) / "config.json").read_text())
