@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from specpath.modeling.rope import RotaryEmbedding, normalize_rope_scaling
-from specpath_eagle.layers import DraftLayer, RMSNorm
+from specpath_eagle.layers import DraftLayer, RMSNorm, layer_shape
 
 Embed = Callable[[torch.Tensor], torch.Tensor]
 
@@ -68,21 +68,11 @@ class DrafterConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DrafterConfig:
-        heads = d["num_attention_heads"]
         temps = d.get("confidence_temperatures")
         return cls(
             kind=str(d.get("model_type", "dflash")),
-            hidden_size=d["hidden_size"],
-            intermediate_size=d["intermediate_size"],
+            **layer_shape(d),
             num_hidden_layers=d["num_hidden_layers"],
-            num_attention_heads=heads,
-            num_key_value_heads=d.get("num_key_value_heads") or heads,
-            head_dim=d.get("head_dim") or d["hidden_size"] // heads,
-            vocab_size=d["vocab_size"],
-            rms_norm_eps=d.get("rms_norm_eps", 1e-6),
-            rope_theta=float(d.get("rope_theta", 10000.0)),
-            rope_scaling=d.get("rope_scaling"),
-            max_position_embeddings=d.get("max_position_embeddings", 2048),
             target_hidden_size=d.get("target_hidden_size", d["hidden_size"]),
             target_num_hidden_layers=d["target_num_hidden_layers"],
             target_layer_ids=tuple(d["target_layer_ids"]),
@@ -98,20 +88,10 @@ class DrafterConfig:
         """A drafter shaped like the target's layers (what the recipes train)."""
         from specpath_dflash.config import build_target_layer_ids
 
-        heads = target["num_attention_heads"]
         fields = dict(
             kind=kind,
-            hidden_size=target["hidden_size"],
-            intermediate_size=target["intermediate_size"],
+            **layer_shape(target),
             num_hidden_layers=num_layers,
-            num_attention_heads=heads,
-            num_key_value_heads=target.get("num_key_value_heads") or heads,
-            head_dim=target.get("head_dim") or target["hidden_size"] // heads,
-            vocab_size=target["vocab_size"],
-            rms_norm_eps=target.get("rms_norm_eps", 1e-6),
-            rope_theta=float(target.get("rope_theta", 10000.0)),
-            rope_scaling=target.get("rope_scaling"),
-            max_position_embeddings=target.get("max_position_embeddings", 2048),
             target_hidden_size=target["hidden_size"],
             target_num_hidden_layers=target["num_hidden_layers"],
             target_layer_ids=build_target_layer_ids(target["num_hidden_layers"], num_taps),

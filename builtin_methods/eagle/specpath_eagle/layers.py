@@ -23,6 +23,24 @@ from specpath.modeling.rope import RotaryEmbedding, apply_rope, normalize_rope_s
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+def layer_shape(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The decoder-layer shape fields of an HF ``config.json`` (a target's or a drafter's), with the
+    usual defaults: what every hidden-state drafter's config copies from its source."""
+    heads = config["num_attention_heads"]
+    return dict(
+        hidden_size=config["hidden_size"],
+        intermediate_size=config["intermediate_size"],
+        num_attention_heads=heads,
+        num_key_value_heads=config.get("num_key_value_heads") or heads,
+        head_dim=config.get("head_dim") or config["hidden_size"] // heads,
+        vocab_size=config["vocab_size"],
+        rms_norm_eps=config.get("rms_norm_eps", 1e-6),
+        rope_theta=float(config.get("rope_theta", 10000.0)),
+        rope_scaling=config.get("rope_scaling"),
+        max_position_embeddings=config.get("max_position_embeddings", 2048),
+    )
+
+
 @attrs.frozen(kw_only=True)
 class HeadConfig:
     """The architecture fields of a head's ``config.json``."""
@@ -53,20 +71,10 @@ class HeadConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> HeadConfig:
-        heads = d["num_attention_heads"]
         ids = d.get("eagle_aux_hidden_state_layer_ids")
         return cls(
             kind=str(d.get("model_type", "eagle")),
-            hidden_size=d["hidden_size"],
-            intermediate_size=d["intermediate_size"],
-            num_attention_heads=heads,
-            num_key_value_heads=d.get("num_key_value_heads") or heads,
-            head_dim=d.get("head_dim") or d["hidden_size"] // heads,
-            vocab_size=d["vocab_size"],
-            rms_norm_eps=d.get("rms_norm_eps", 1e-6),
-            rope_theta=float(d.get("rope_theta", 10000.0)),
-            rope_scaling=d.get("rope_scaling"),
-            max_position_embeddings=d.get("max_position_embeddings", 2048),
+            **layer_shape(d),
             target_hidden_size=d.get("target_hidden_size", d["hidden_size"]),
             target_num_hidden_layers=d.get("target_num_hidden_layers"),
             num_taps=d.get("num_taps", 3 if d.get("model_type") == "eagle3" else 1),
@@ -78,19 +86,9 @@ class HeadConfig:
     @classmethod
     def for_target(cls, kind: str, target: Mapping[str, Any], **overrides: Any) -> HeadConfig:
         """A one-layer head shaped like the target's layers (what the recipes train)."""
-        heads = target["num_attention_heads"]
         fields = dict(
             kind=kind,
-            hidden_size=target["hidden_size"],
-            intermediate_size=target["intermediate_size"],
-            num_attention_heads=heads,
-            num_key_value_heads=target.get("num_key_value_heads") or heads,
-            head_dim=target.get("head_dim") or target["hidden_size"] // heads,
-            vocab_size=target["vocab_size"],
-            rms_norm_eps=target.get("rms_norm_eps", 1e-6),
-            rope_theta=float(target.get("rope_theta", 10000.0)),
-            rope_scaling=target.get("rope_scaling"),
-            max_position_embeddings=target.get("max_position_embeddings", 2048),
+            **layer_shape(target),
             target_hidden_size=target["hidden_size"],
             target_num_hidden_layers=target["num_hidden_layers"],
             num_taps=3 if kind == "eagle3" else 1,
