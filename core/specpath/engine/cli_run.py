@@ -106,8 +106,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def demo_configs(k: int, only: set[str] | None = None) -> tuple[list[tuple[str, dict]], list[tuple[str, str]]]:
     """(method, config) for every installed method that drafts, and (method, reason) skipped.
 
-    A method's config class may define ``demo_config()`` returning a config dict (or None to be
-    left out); otherwise the method runs as ``{"method": name, "num_speculative_tokens": k}``.
+    Each config class declares ``SpeculatorConfig.demo_config()``: a config dict (run as method
+    ``name``; K is ``k`` unless it says), or None to be left out.
     """
     from specpath import plugins
     from specpath.registry import get_registry
@@ -122,12 +122,11 @@ def demo_configs(k: int, only: set[str] | None = None) -> tuple[list[tuple[str, 
         if not cls.proposes_draft_tokens:
             skipped.append((name, "proposes no draft tokens"))
             continue
-        hook = getattr(cls, "demo_config", None)
-        config = hook() if callable(hook) else {"method": name, "num_speculative_tokens": k}
+        config = cls.demo_config()
         if config is None:
             skipped.append((name, "no demo config"))
             continue
-        runs.append((name, dict(config)))
+        runs.append((name, {"num_speculative_tokens": k, **config, "method": name}))
     return runs, skipped
 
 
