@@ -8,8 +8,8 @@ import torch
 
 from specpath.engine.llm import LLM
 from specpath.engine.request import SamplingParams
-from specpath_dflash.testing import chi_square_of_two_tokens, reference_block, tiny_drafter
-from specpath_eagle.testing import make_engine, resolve, tiny_target
+from specpath_drafting.block.testing import chi_square_of_two_tokens, reference_block, tiny_drafter
+from specpath_drafting.testing import make_engine, resolve, tiny_target
 
 PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] * 3, [5, 9, 3, 1] * 6, [7, 7, 7], list(range(20, 50))]
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)

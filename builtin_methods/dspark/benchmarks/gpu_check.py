@@ -31,8 +31,8 @@ def main() -> int:
     p.add_argument("--device", default="cuda")
     p.add_argument("--small", action="store_true")
     args = p.parse_args()
-    from specpath_dflash.kernels import build_block_queries
-    from specpath_dflash.reference import build_block_queries_reference
+    from specpath_drafting.block.kernels import build_block_queries
+    from specpath_drafting.block.reference import build_block_queries_reference
     from specpath_dspark.kernels import markov_sample
     from specpath_dspark.reference import markov_sample_reference, topk_floor
 

@@ -14,7 +14,7 @@ def specpath_register_methods(register):
 @hookimpl
 def specpath_detect_method(checkpoint):
     """Recognise a DSpark drafter from its ``config.json`` (``model_type`` / architectures)."""
-    from specpath_dflash.config import checkpoint_kind
+    from specpath_drafting.block.config import checkpoint_kind
 
     if checkpoint is None:
         return None

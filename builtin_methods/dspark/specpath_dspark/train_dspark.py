@@ -19,15 +19,15 @@ import time
 
 import torch
 
-from specpath_dflash.drafter import save_drafter
-from specpath_dflash.train_dflash import add_block_arguments, build, setup_run
+from specpath_drafting.block.drafter import save_drafter
+from specpath_drafting.block.training import add_block_arguments, build, setup_run
 from specpath_dspark.drafter import DSparkDrafter
 from specpath_dspark.training import calibrate_temperatures, calibration_data, dspark_loss
 
 
 def main(argv: list[str] | None = None) -> int:
-    from specpath_eagle.train_eagle import add_data_arguments
-    from specpath_eagle.training import train_loop
+    from specpath_drafting.training import add_data_arguments
+    from specpath_drafting.training import train_loop
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_arguments(p)

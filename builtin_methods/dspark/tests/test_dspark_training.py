@@ -4,12 +4,12 @@ temperature scaling lowers the calibration error of the cumulative confidence.""
 
 import torch
 
-from specpath_dflash.drafter import DrafterConfig
-from specpath_dflash.training import block_batch
+from specpath_drafting.block.drafter import DrafterConfig
+from specpath_drafting.block.training import block_batch
 from specpath_dspark.drafter import DSparkDrafter
 from specpath_dspark.reference import markov_sample_reference, topk_floor
 from specpath_dspark.training import calibrate_temperatures, dspark_loss, expected_calibration_error, markov_outputs
-from specpath_eagle.testing import tiny_target
+from specpath_drafting.testing import tiny_target
 
 
 def setup(tmp_path):

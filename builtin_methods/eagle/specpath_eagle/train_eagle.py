@@ -21,60 +21,22 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specpath_eagle.head import EagleHead, save_head
-from specpath_eagle.layers import HeadConfig
-from specpath_eagle.training import (
+from specpath_eagle.head import EagleHead
+
+from specpath_drafting.heads import save_head
+from specpath_drafting.heads import HeadConfig
+from specpath_drafting.training import (
+    add_data_arguments,
     cached_features,
-    corpus_windows,
     depth_pass,
-    generated_windows,
+    features_dir,
+    load_target_parts,
+    make_windows_fn,
     soft_cross_entropy,
     start_run,
     target_probs_from_final,
     train_loop,
 )
-
-
-def add_data_arguments(p: argparse.ArgumentParser) -> None:
-    from specpath_eagle.config import embedded_target_path
-
-    p.add_argument("--target", default=str(embedded_target_path()), help="target checkpoint directory")
-    p.add_argument("--out", required=True, help="run directory (features cache, log, head)")
-    p.add_argument("--export", default=None, help="also write the trained head here")
-    p.add_argument("--features", default=None, help="features cache directory (default: OUT/features)")
-    p.add_argument("--minutes", type=float, default=10.0, help="wall-clock training budget")
-    p.add_argument("--window", type=int, default=256)
-    p.add_argument("--corpus-windows", type=int, default=480)
-    p.add_argument("--generated-windows", type=int, default=320)
-    p.add_argument("--heldout-windows", type=int, default=32)
-    p.add_argument("--batch", type=int, default=12)
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave the default)")
-
-
-def features_dir(args: argparse.Namespace) -> Path:
-    return Path(args.features) if args.features else Path(args.out) / "features"
-
-
-def load_target_parts(target_path: str) -> tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The target's config and its frozen embedding, final-norm and head weights."""
-    from specpath.engine.model import LlamaModel
-
-    target = LlamaModel.from_pretrained(target_path)
-    config = json.loads((Path(target_path) / "config.json").read_text())
-    return (config, target.model.embed_tokens.weight.detach().clone(), target.model.norm.weight.detach().clone(),
-            target.lm_head.weight.detach().clone())
-
-
-def make_windows_fn(args: argparse.Namespace):
-    def make(target):
-        parts = [corpus_windows(args.corpus_windows, args.window, seed=args.seed)]
-        if args.generated_windows:
-            parts.append(generated_windows(target, args.generated_windows, args.window, seed=args.seed))
-        windows = torch.cat(parts)
-        return windows[torch.randperm(windows.shape[0], generator=torch.Generator().manual_seed(args.seed))]
-    return make
 
 
 def eagle_loss(head: EagleHead, norm_w: torch.Tensor, head_w: torch.Tensor, eps: float, *,

@@ -8,13 +8,10 @@ import pytest
 
 from specpath.config.engine import CacheConfig, EngineConfig
 from specpath.errors import SpeculativeConfigError
-from specpath_eagle.config import (
-    EagleSpeculatorConfig,
-    default_aux_layer_ids,
-    method_from_checkpoint_config,
-    method_from_path,
-)
-from specpath_eagle.testing import random_head, resolve, tiny_target
+from specpath_drafting.config import default_aux_layer_ids, method_from_checkpoint_config, method_from_path
+from specpath_drafting.testing import random_head, resolve, tiny_target
+from specpath_eagle.config import EagleSpeculatorConfig
+from specpath_eagle.head import EagleHead
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +22,7 @@ def target(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def eagle_head(target, tmp_path_factory):
-    return random_head("eagle", target[1], tmp_path_factory.mktemp("h") / "head")
+    return random_head(EagleHead, target[1], tmp_path_factory.mktemp("h") / "head")
 
 
 def write_checkpoint(path, **config):

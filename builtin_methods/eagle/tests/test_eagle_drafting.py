@@ -9,8 +9,9 @@ import torch
 
 from specpath.engine.llm import LLM
 from specpath.engine.request import SamplingParams
-from specpath_eagle.layers import sharded_argmax
-from specpath_eagle.testing import make_engine, random_head, reference_drafts, resolve, tiny_target
+from specpath_drafting.numerics import sharded_argmax
+from specpath_drafting.testing import make_engine, random_head, reference_drafts, resolve, tiny_target
+from specpath_eagle.head import EagleHead
 
 PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] * 3, [5, 9, 3, 1] * 6, [7, 7, 7], list(range(20, 50))]
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
@@ -20,7 +21,7 @@ GREEDY = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("eagle")
     target = tiny_target(root / "target", num_layers=3)
-    head = random_head("eagle", target, root / "head", seed=3)
+    head = random_head(EagleHead, target, root / "head", seed=3)
     plain = LLM(str(root / "target"), num_threads=1, max_num_batched_tokens=40, max_num_seqs=4)
     baseline = [o.token_ids for o in plain.generate(PROMPTS, GREEDY)]
     return root, target, head, baseline
@@ -110,7 +111,7 @@ def test_sampled_output_follows_the_target_distribution(tmp_path):
     with torch.no_grad():
         target.lm_head.weight.mul_(0.25)  # back to spread-out distributions
     target.save_pretrained(tmp_path / "t")
-    head = random_head("eagle", target, tmp_path / "h", seed=5)
+    head = random_head(EagleHead, target, tmp_path / "h", seed=5)
     prompt = [1, 2, 3]
     engine = LLM(str(tmp_path / "t"), {"method": "eagle", "model": str(head), "num_speculative_tokens": 3,
                                        "draft_sample_method": "random"},

@@ -11,7 +11,7 @@ from specpath.engine.model import LlamaModel, default_model_path
 from specpath.engine.request import SamplingParams
 from specpath.errors import SpeculativeConfigError
 from specpath_eagle.config import EAGLE_HEAD, EagleSpeculatorConfig
-from specpath_eagle.testing import make_engine, reference_drafts, resolve, tiny_target
+from specpath_drafting.testing import make_engine, reference_drafts, resolve, tiny_target
 
 
 def test_default_model_is_the_shipped_head_only_for_the_embedded_target(tmp_path):

@@ -10,7 +10,7 @@ Recipe:
 - **Training-time test** (EAGLE-3): depth 0 reads the real fused feature; depth j reads the
   head's own depth j-1 output at the previous position (the chain it will run), attending to
   the real keys up to its chain's start and to its chain's earlier keys
-  (:func:`specpath_eagle.training.rollout_attention`). Loss: soft cross-entropy against the
+  (:func:`specpath_drafting.training.rollout_attention`). Loss: soft cross-entropy against the
   target's distribution restricted to the draft vocabulary, positions whose target argmax the
   draft vocabulary covers, weighted ``0.8**j``.
 - **P-EAGLE** (same weights, same pass structure): depths 1..K-1 read the learned mask
@@ -28,11 +28,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specpath_eagle.config import default_aux_layer_ids
-from specpath_eagle.head import save_head
-from specpath_eagle.layers import HeadConfig
-from specpath_eagle.train_eagle import add_data_arguments, features_dir, load_target_parts, make_windows_fn
-from specpath_eagle.training import cached_features, depth_pass, start_run, target_probs_from_final, train_loop
+from specpath_drafting.config import default_aux_layer_ids
+from specpath_drafting.heads import save_head
+from specpath_drafting.heads import HeadConfig
+from specpath_drafting.training import add_data_arguments, features_dir, load_target_parts, make_windows_fn
+from specpath_drafting.training import cached_features, depth_pass, start_run, target_probs_from_final, train_loop
 from specpath_eagle3.head import Eagle3Head
 
 

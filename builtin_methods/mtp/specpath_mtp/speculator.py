@@ -1,7 +1,7 @@
 """The MTP speculators.
 
 **One module** (:class:`MTPSpeculator`) is exactly the hidden-state drafting loop of
-``specpath_eagle`` with an MTP module as the head: ingest the newly committed positions with the
+``specpath_drafting`` with an MTP module as the head: ingest the newly committed positions with the
 target's last hidden state and the shifted tokens, then chain K drafts, each step feeding the
 module its own output and the token it just drafted, one position further.
 
@@ -29,17 +29,10 @@ from typing import Any
 import torch
 
 from specpath.speculator import DraftBatch, DraftProposal, SpeculatorContext
-from specpath_eagle.head import HiddenStateHead
-from specpath_eagle.kv import DrafterKV
-from specpath_eagle.speculator import HiddenStateSpeculator
+from specpath_drafting.heads import HiddenStateHead
+from specpath_drafting.kv import DrafterKV
+from specpath_drafting.loop import HiddenStateSpeculator, target_layers
 from specpath_mtp.module import MTPModule, load_mtp_modules
-
-
-def _last_target_layer(context: SpeculatorContext) -> tuple[int, ...]:
-    n = context.target_config.get("num_hidden_layers")
-    if not isinstance(n, int) or n < 1:
-        raise ValueError("the target config has no num_hidden_layers: cannot tell which layer MTP reads")
-    return (n - 1,)
 
 
 class MTPSpeculator(HiddenStateSpeculator):
@@ -57,7 +50,7 @@ class MTPSpeculator(HiddenStateSpeculator):
 
     @property
     def hidden_state_layers(self) -> tuple[int, ...]:
-        return _last_target_layer(self.context)
+        return (target_layers(self.context) - 1,)
 
 
 class MultiModuleMTPSpeculator(MTPSpeculator):
@@ -88,7 +81,7 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
         """Per module and row: the last position whose KV was computed from real tokens only."""
 
     def remove_request(self, req_id: str) -> None:
-        row = self.row_of.get(req_id)
+        row = self.rows.get(req_id)
         if row is not None:
             for frontier in self.valid:
                 frontier[row] = -1
@@ -107,7 +100,7 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
         dev, width = self.device, self.row_len
         mods = self.mtp_modules
         n_mod = len(mods)
-        rows = [self._row(r.req_id) for r in reqs]
+        rows = [self.rows.row(r.req_id) for r in reqs]
         last = [len(r.token_ids) - 2 for r in reqs]  # P: the last committed position
         counts = [r.num_new_positions for r in reqs]
         budgets = [r.max_draft_tokens for r in reqs]

@@ -7,7 +7,7 @@ Recipe (the target frozen, the modules trained afterwards, as the research notes
 
 - Data: byte windows of the stdlib corpus plus the target's own continuations (greedy and
   sampled); the target's last hidden state (before the final norm) is cached per window
-  (``specpath_eagle.training.cached_features``).
+  (``specpath_drafting.training.cached_features``).
 - Module m at position p reads module m-1's output (the target's hidden state for m = 0, with
   a little uniform noise) and the embedding of the token at p+m+1, and learns the *target's*
   next-token distribution at p+m+1 (soft cross-entropy), i.e. the token at p+m+2. Its output
@@ -15,12 +15,12 @@ Recipe (the target frozen, the modules trained afterwards, as the research notes
   in for that state when fed to the next module or to itself.
 - One module is reused for every draft, so it is also trained on its own chain: at depth j a
   position's hidden input is the module's own output one position back (training-time test
-  with ``specpath_eagle.training.depth_pass``), ``--depth`` depths in all.
+  with ``specpath_drafting.training.depth_pass``), ``--depth`` depths in all.
 - Several modules are trained jointly (gradients flow through the chain), loss averaged.
 
 The modules start from the target's final norm and random weights (or, with ``--init``, from
 modules trained earlier, e.g. on an interim export of the same target); AdamW, warm-up and cosine
-decay over a wall-clock budget (``specpath_eagle.training.train_loop``).
+decay over a wall-clock budget (``specpath_drafting.training.train_loop``).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specpath_eagle.train_eagle import add_data_arguments, features_dir, load_target_parts, make_windows_fn
-from specpath_eagle.training import cached_features, depth_pass, soft_cross_entropy, start_run, target_probs_from_final, train_loop
+from specpath_drafting.training import add_data_arguments, features_dir, load_target_parts, make_windows_fn
+from specpath_drafting.training import cached_features, depth_pass, soft_cross_entropy, start_run, target_probs_from_final, train_loop
 from specpath_mtp.module import build_modules, checkpoint_config, load_mtp_modules, save_mtp_checkpoint
 
 

@@ -1,6 +1,6 @@
 """Triton kernel of the DFlash draft pass's inputs: the block queries (anchor + mask slots and
 their positions) and each request's context gather slots and visibility, one program per
-request. Same signature and results as :func:`specpath_dflash.reference.build_block_queries_reference`.
+request. Same signature and results as :func:`specpath_drafting.block.reference.build_block_queries_reference`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from specpath_dflash.reference import MASK_ID
+from specpath_drafting.block.reference import MASK_ID
 
 
 @triton.jit

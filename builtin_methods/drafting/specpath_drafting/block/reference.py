@@ -1,4 +1,4 @@
-"""Torch references of the DFlash kernels (same signatures as :mod:`specpath_dflash.kernels`);
+"""Torch references of the DFlash kernels (same signatures as :mod:`specpath_drafting.block.kernels`);
 the CPU path, and the ground truth the Triton kernels are tested against."""
 
 from __future__ import annotations

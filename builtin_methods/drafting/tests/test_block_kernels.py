@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from specpath_dflash.kernels import build_block_queries
-from specpath_dflash.reference import MASK_ID, build_block_queries_reference
+from specpath_drafting.block.kernels import build_block_queries
+from specpath_drafting.block.reference import MASK_ID, build_block_queries_reference
 
 
 @pytest.mark.parametrize("num_reqs,block,ctx_len", [(1, 1, 1), (3, 5, 17), (4, 9, 70)])

@@ -7,8 +7,8 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from specpath_eagle.kernels import prepare_drafter_inputs  # noqa: E402
-from specpath_eagle.reference import prepare_drafter_inputs_reference  # noqa: E402
+from specpath_drafting.kernels import prepare_drafter_inputs  # noqa: E402
+from specpath_drafting.reference import prepare_drafter_inputs_reference  # noqa: E402
 
 
 def case(seed: int, num_rows: int = 5, row_len: int = 40, batch: int = 4):

@@ -30,7 +30,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from specpath.modeling.rope import RotaryEmbedding, normalize_rope_scaling
-from specpath_eagle.layers import DraftLayer, RMSNorm, layer_shape
+from specpath.modeling.layers import DraftLayer, layer_shape
+from specpath.modeling.norm import RMSNorm
 
 Embed = Callable[[torch.Tensor], torch.Tensor]
 
@@ -86,7 +87,7 @@ class DrafterConfig:
     def for_target(cls, kind: str, target: Mapping[str, Any], *, num_layers: int = 1, num_taps: int = 3,
                    **overrides: Any) -> DrafterConfig:
         """A drafter shaped like the target's layers (what the recipes train)."""
-        from specpath_dflash.config import build_target_layer_ids
+        from specpath_drafting.block.config import build_target_layer_ids
 
         fields = dict(
             kind=kind,

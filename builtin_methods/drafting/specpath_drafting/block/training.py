@@ -1,6 +1,6 @@
 """Training pieces shared by the DFlash and DSpark recipes.
 
-A batch is a set of target windows with their cached taps (``specpath_eagle.training``
+A batch is a set of target windows with their cached taps (``specpath_drafting.training``
 feature cache: the drafter's taps plus the target's last layer, whose output gives the target's
 next-token distribution at every position). In each window, random **anchors** start blocks:
 the block at anchor a sees the context features of positions < a (exactly what serving sees:
@@ -14,14 +14,16 @@ early drafts matter most, since a rejection ends the block.
 
 from __future__ import annotations
 
+import argparse
+
 from typing import Any
 
 import attrs
 import torch
 import torch.nn.functional as F
 
-from specpath_dflash.drafter import DFlashDrafter
-from specpath_dflash.reference import MASK_ID
+from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig
+from specpath_drafting.block.reference import MASK_ID
 
 
 def position_weights(k: int, gamma: float = 4.0, device: Any = None) -> torch.Tensor:
@@ -126,3 +128,32 @@ def dflash_loss(drafter: DFlashDrafter, norm_w: torch.Tensor, head_w: torch.Tens
 
     return loss_fn
 
+
+# -- the recipes' shared steps --------------------------------------------------------------
+
+
+def add_block_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--k", type=int, default=4, help="drafts per block (the default num_speculative_tokens)")
+    p.add_argument("--layers", type=int, default=1, help="draft layers")
+    p.add_argument("--taps", type=int, default=3, help="target layers fused into the context")
+    p.add_argument("--anchors", type=int, default=24, help="random anchors (blocks) per window")
+    p.add_argument("--gamma", type=float, default=4.0, help="position-weight decay")
+
+
+def setup_run(args: argparse.Namespace):
+    """Threads, run directory, a logger, the target's parts and the cached features."""
+    from specpath_drafting.training import cached_features, features_dir, load_target_parts, make_windows_fn, start_run
+
+    out, log = start_run(args)
+    config, emb_w, norm_w, head_w = load_target_parts(args.target)
+    return out, log, config, emb_w, norm_w, head_w, features_dir(args), cached_features, make_windows_fn(args)
+
+
+def build(kind: str, args: argparse.Namespace, config: dict, emb_w: torch.Tensor, head_w: torch.Tensor,
+          module: type = DFlashDrafter, **overrides):
+    dc = DrafterConfig.for_target(kind, config, num_layers=args.layers, num_taps=args.taps, num_draft_tokens=args.k,
+                                  **overrides)
+    drafter = module(dc, embed_tokens=lambda ids: F.embedding(ids, emb_w), lm_head=lambda h: h @ head_w.T)
+    with torch.no_grad():
+        drafter.mask_embedding.copy_(emb_w.mean(0))  # start the mask slots at the average token
+    return drafter

@@ -23,24 +23,18 @@ from typing import Any
 
 import torch
 
+from specpath.modeling.dtypes import torch_dtype
+from specpath.modeling.rows import RowAllocator
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
-from specpath_dflash.adaptive import VerifyCost, schedule
-from specpath_dflash.drafter import DFlashDrafter, DrafterConfig, load_weights, read_config
-from specpath_dflash.reference import build_block_queries_reference
-
-
-def _torch_dtype(value: Any) -> torch.dtype:
-    if isinstance(value, torch.dtype):
-        return value
-    if isinstance(value, str) and isinstance(getattr(torch, value.removeprefix("torch."), None), torch.dtype):
-        return getattr(torch, value.removeprefix("torch."))
-    return torch.float32
+from specpath_drafting.block.adaptive import VerifyCost, schedule
+from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig, load_weights, read_config
+from specpath_drafting.block.reference import build_block_queries_reference
 
 
 def block_queries_fn(device: torch.device):
     """The Triton kernel on CUDA, its torch reference elsewhere."""
     if device.type == "cuda":
-        from specpath_dflash.kernels import build_block_queries
+        from specpath_drafting.block.kernels import build_block_queries
 
         return build_block_queries
     return build_block_queries_reference
@@ -54,7 +48,7 @@ class DFlashSpeculator(BaseSpeculator):
     def __init__(self, config: Any, context: SpeculatorContext) -> None:
         super().__init__(config, context)
         self.device = torch.device(context.device)
-        self.dtype = _torch_dtype(context.dtype)
+        self.dtype = torch_dtype(context.dtype)
         flags = config.speculator_config
         self.k = int(config.num_speculative_tokens)
         self.anchor_first = bool(flags.anchor_sampling)
@@ -74,8 +68,7 @@ class DFlashSpeculator(BaseSpeculator):
         shape = (dc.num_hidden_layers, rows * self.row_len, dc.num_key_value_heads, dc.head_dim)
         self.ctx_keys = torch.zeros(shape, dtype=self.dtype, device=self.device)
         self.ctx_values = torch.zeros(shape, dtype=self.dtype, device=self.device)
-        self.free_rows = list(range(rows - 1, -1, -1))
-        self.row_of: dict[str, int] = {}
+        self.rows = RowAllocator(rows, owner=type(self).__name__)
         self.build_queries = block_queries_fn(self.device)
         self.drafter.rotary.ensure_length(self.row_len)
 
@@ -108,18 +101,8 @@ class DFlashSpeculator(BaseSpeculator):
         return tuple(self.drafter.config.target_layer_ids)
 
     # -- bookkeeping ---------------------------------------------------------------------------
-    def _row(self, req_id: str) -> int:
-        row = self.row_of.get(req_id)
-        if row is None:
-            if not self.free_rows:
-                raise RuntimeError(f"{type(self).__name__}: more live requests than max_num_seqs")
-            row = self.row_of[req_id] = self.free_rows.pop()
-        return row
-
     def remove_request(self, req_id: str) -> None:
-        row = self.row_of.pop(req_id, None)
-        if row is not None:
-            self.free_rows.append(row)
+        self.rows.release(req_id)
 
     def on_verified(self, req_ids: Sequence[str], num_accepted: Sequence[int]) -> None:
         """Nothing to undo: only committed positions ever enter the context KV."""
@@ -129,7 +112,7 @@ class DFlashSpeculator(BaseSpeculator):
     def propose(self, batch: DraftBatch) -> DraftProposal:
         reqs = batch.requests
         dev = self.device
-        rows = [self._row(r.req_id) for r in reqs]
+        rows = [self.rows.row(r.req_id) for r in reqs]
         self.ingest(batch, rows)
         budgets = [int(r.max_draft_tokens) for r in reqs]
         drafting = [i for i, b in enumerate(budgets) if b > 0]

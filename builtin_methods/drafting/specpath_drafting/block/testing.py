@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from specpath_dflash.drafter import DFlashDrafter, DrafterConfig, random_drafter
+from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig, random_drafter
 
 
 def tiny_drafter(kind: str, target_path: str | Path, out: str | Path, *, seed: int = 1, num_layers: int = 1,
@@ -55,7 +55,7 @@ def chi_square_of_two_tokens(tmp_path: Path, spec_fields: dict, build: Callable[
     speculative verification, must follow the target's exact joint distribution."""
     from specpath.engine.llm import LLM
     from specpath.engine.request import SamplingParams
-    from specpath_eagle.testing import tiny_target
+    from specpath_drafting.testing import tiny_target
 
     vocab = 6
     target = tiny_target(tmp_path / "t", vocab_size=vocab, num_layers=4, hidden_size=16)

@@ -1,4 +1,4 @@
-"""Triton twin of :func:`specpath_eagle.reference.prepare_drafter_inputs_reference` (same
+"""Triton twin of :func:`specpath_drafting.reference.prepare_drafter_inputs_reference` (same
 signature and outputs). One program per request copies its shifted tokens and writes its
 positions and slots; the engine's CUDA path calls it, CPU runs the reference (tests compare
 both under ``TRITON_INTERPRET=1``)."""

@@ -1,4 +1,4 @@
-"""Torch reference of the input-preparation kernel (:mod:`specpath_eagle.kernels`).
+"""Torch reference of the input-preparation kernel (:mod:`specpath_drafting.kernels`).
 
 After a verify step each request has ``num_new`` newly committed positions ``start ..
 start + num_new - 1`` (the verified input token plus the accepted drafts). The head reads

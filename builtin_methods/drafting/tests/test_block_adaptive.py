@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specpath_dflash.adaptive import VerifyCost, prefix_schedule, threshold_lengths
+from specpath_drafting.block.adaptive import VerifyCost, prefix_schedule, threshold_lengths
 
 FLAT = VerifyCost(overhead=1.0, per_token=0.0)  # verifying more tokens costs nothing
 STEEP = VerifyCost(overhead=1.0, per_token=1.0)  # every token doubles the base cost

@@ -4,10 +4,10 @@ the loss on a tiny problem."""
 
 import torch
 
-from specpath_dflash.drafter import DFlashDrafter, DrafterConfig
-from specpath_dflash.testing import reference_block
-from specpath_dflash.training import block_batch, dflash_loss, position_weights
-from specpath_eagle.testing import tiny_target
+from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig
+from specpath_drafting.block.testing import reference_block
+from specpath_drafting.block.training import block_batch, dflash_loss, position_weights
+from specpath_drafting.testing import tiny_target
 
 
 def setup(tmp_path, anchor_sampling=False):

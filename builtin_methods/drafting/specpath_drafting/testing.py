@@ -1,6 +1,7 @@
-"""Test helpers for hidden-state drafters (used by the eagle and eagle3 tests, reusable by MTP):
-tiny random targets and heads on disk, an engine wired the way an engine builds a speculator,
-and an independent from-scratch computation of the drafts a head should propose.
+"""Test helpers for drafters (the one source of tiny targets and engines for the plugins' tests):
+tiny random targets on disk, random heads of a given class, an engine wired the way an engine
+builds a speculator, and an independent from-scratch computation of the drafts a head should
+propose.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from typing import Any
 
 import torch
 
-from specpath_eagle.head import HiddenStateHead, save_head
-from specpath_eagle.layers import HeadConfig
+from specpath_drafting.heads import HiddenStateHead, save_head
+from specpath_drafting.heads import HeadConfig
 
 
 def tiny_target(path: str | Path | None = None, *, seed: int = 0, vocab_size: int = 64, num_layers: int = 4,
@@ -39,9 +40,12 @@ def tiny_target(path: str | Path | None = None, *, seed: int = 0, vocab_size: in
     return model.to(dtype).eval()
 
 
-def random_head(kind: str, target: Any, path: str | Path, *, seed: int = 0, parallel_drafting: bool = False,
-                draft_vocab_size: int | None = None, aux_layer_ids: Sequence[int] | None = None) -> Path:
-    """Write a random-weight ``eagle`` or ``eagle3`` head shaped for ``target``."""
+def random_head(head_class: type[HiddenStateHead], target: Any, path: str | Path, *, seed: int = 0,
+                parallel_drafting: bool = False, draft_vocab_size: int | None = None,
+                aux_layer_ids: Sequence[int] | None = None) -> Path:
+    """Write a random-weight head of ``head_class`` (its ``kind``: ``eagle``, ``eagle3``) shaped
+    for ``target``."""
+    kind = head_class.kind
     tc = target.config.to_hf_dict()
     overrides: dict[str, Any] = {}
     if kind == "eagle3":
@@ -50,7 +54,7 @@ def random_head(kind: str, target: Any, path: str | Path, *, seed: int = 0, para
     config = HeadConfig.for_target(kind, tc, **overrides)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        head = build_head(config)
+        head = head_class(config)
         with torch.no_grad():
             for name, p in head.named_parameters():
                 if p.dim() == 1 and "norm" not in name:
@@ -59,16 +63,6 @@ def random_head(kind: str, target: Any, path: str | Path, *, seed: int = 0, para
             ids = torch.randperm(config.vocab_size)[:draft_vocab_size].sort().values
             head.set_vocab_map(ids)
     return save_head(head, path)
-
-
-def build_head(config: HeadConfig, **shared: Any) -> HiddenStateHead:
-    if config.kind == "eagle":
-        from specpath_eagle.head import EagleHead
-
-        return EagleHead(config, **shared)
-    from specpath_eagle3.head import Eagle3Head
-
-    return Eagle3Head(config, **shared)
 
 
 def context_for(model: Any, *, max_num_seqs: int = 8, max_model_len: int | None = None) -> Any:
@@ -137,7 +131,7 @@ def reference_drafts(head: HiddenStateHead, target: Any, token_ids: Sequence[int
     """The greedy drafts ``head`` should propose after ``token_ids`` (last one pending),
     computed from scratch with the training rollout (no KV cache): an independent check of
     the incremental drafting loop."""
-    from specpath_eagle.training import depth_pass
+    from specpath_drafting.training import depth_pass
 
     n = len(token_ids)
     ids = torch.tensor(list(token_ids) + [0] * (k + 1), dtype=torch.int64)
