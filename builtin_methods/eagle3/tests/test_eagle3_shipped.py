@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from specpath.engine.cli_run import DEMO_PROMPTS
+from specpath.engine.harness import DEMO_PROMPTS
 from specpath.engine.llm import LLM
 from specpath.engine.model import default_model_path
 from specpath.engine.request import SamplingParams

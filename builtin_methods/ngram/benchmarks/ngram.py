@@ -5,7 +5,7 @@ small vocabulary as repeated segments with a little noise (seeded), like code or
 text. A second workload of uniform random tokens shows the case where no request can stop
 early. Both paths are warmed up (compiled) before timing.
 
-    python3 benchmarks/ngram.py [--requests 64] [--length 4096] [--repeats 200]
+    python3 builtin_methods/ngram/benchmarks/ngram.py [--requests 64] [--length 4096] [--repeats 200]
 
 Then one engine-like stream of steps through NgramSpeculator.propose (the requests grow by
 1-4 tokens a step), against the same proposer fed from histories re-copied every step.
