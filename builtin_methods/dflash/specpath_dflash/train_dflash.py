@@ -14,12 +14,9 @@ features cached under ``--features``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 
 import torch
-import torch.nn.functional as F
 
 from specpath_drafting.block.drafter import save_drafter
 from specpath_drafting.block.training import add_block_arguments, build, setup_run
@@ -27,8 +24,7 @@ from specpath_drafting.block.training import add_block_arguments, build, setup_r
 
 def main(argv: list[str] | None = None) -> int:
     from specpath_drafting.block.training import dflash_loss
-    from specpath_drafting.training import add_data_arguments
-    from specpath_drafting.training import train_loop
+    from specpath_drafting.training import add_data_arguments, fit, save_and_export, training_record
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_arguments(p)
@@ -41,22 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     layers = (*drafter.config.target_layer_ids, config["num_hidden_layers"] - 1)
     log(f"dflash: target {args.target} taps {drafter.config.target_layer_ids} args {vars(args)}")
     tokens, taps = cached_features(feats, args.target, layers, make_windows=make_windows, log=log)
-    held = args.heldout_windows
     eps = config.get("rms_norm_eps", 1e-6)
     loss_fn = dflash_loss(drafter, norm_w, head_w, eps, k=args.k, anchors_per_window=args.anchors, gamma=args.gamma,
                           seed=args.seed)
-    t0 = time.time()
-    metrics = train_loop(drafter, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
-                         lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]))
-    log(f"dflash: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
-    extra = {"specpath_training": {"script": "specpath_dflash.train_dflash", "seed": args.seed,
-                                   "minutes": args.minutes, "argv": sys.argv[1:] if argv is None else argv,
-                                   "target_digest": json.loads((feats / "features.json").read_text())["key"]["target"],
-                                   "heldout": metrics}}
-    save_drafter(drafter, out / "drafter", extra_config=extra)
-    if args.export:
-        save_drafter(drafter, args.export, extra_config=extra, dtype=torch.float16)
-        log(f"dflash: exported to {args.export}")
+    metrics = fit("dflash", drafter, loss_fn, tokens, taps, args, log)
+    extra = {"specpath_training": training_record("specpath_dflash.train_dflash", args, metrics, argv=argv)}
+    save_and_export(save_drafter, drafter, out / "drafter", args, log, "dflash", extra=extra)
     return 0
 
 

@@ -237,6 +237,14 @@ def soft_cross_entropy(logits: torch.Tensor, target_probs: torch.Tensor, mask: t
     return (loss * mask).sum() / mask.sum().clamp_min(1)
 
 
+def warmup_cosine(step: int, progress: float, *, peak: float, warmup: int, floor: float = 0.1) -> float:
+    """The learning rate every recipe uses: linear warm-up over ``warmup`` steps, then a cosine
+    from ``peak`` down to ``floor * peak`` as ``progress`` (of the time or step budget) goes 0 -> 1."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, max(0.0, progress)))))
+
+
 def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, dict]],
                tokens: torch.Tensor, taps: torch.Tensor, *, minutes: float, batch: int, lr: float, seed: int,
                log: Callable[[str], None] = print, eval_every_s: float = 60.0,
@@ -254,10 +262,8 @@ def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Ten
         elapsed = time.time() - start
         if elapsed >= budget:
             break
-        frac = elapsed / budget
-        scale = min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
         for group in opt.param_groups:
-            group["lr"] = lr * scale
+            group["lr"] = warmup_cosine(step, elapsed / budget, peak=lr, warmup=warmup)
         idx = torch.randint(0, tokens.shape[0], (batch,), generator=gen)
         loss, info = loss_fn(tokens[idx], taps[idx].float())
         opt.zero_grad(set_to_none=True)
@@ -283,3 +289,40 @@ def target_probs_from_final(target_norm: torch.Tensor, target_head: torch.Tensor
     x = final.float()
     x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * target_norm
     return torch.softmax(x @ target_head.T, dim=-1)
+
+
+# -- the end of every recipe ------------------------------------------------------------------
+
+
+def fit(name: str, model: torch.nn.Module, loss_fn: Callable, tokens: torch.Tensor, taps: torch.Tensor,
+        args: Any, log: Callable[[str], None]) -> dict:
+    """:func:`train_loop` over all but the first ``args.heldout_windows`` windows, which are the
+    held-out set; logs the time taken. Returns the held-out metrics."""
+    held = args.heldout_windows
+    t0 = time.time()
+    metrics = train_loop(model, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
+                         lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]))
+    log(f"{name}: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
+    return metrics
+
+
+def training_record(script: str, args: Any, metrics: dict, *, argv: Sequence[str] | None = None,
+                    **more: Any) -> dict:
+    """The ``specpath_training`` entry of a trained checkpoint's config: the script, its seed,
+    budget and command line, the target's digest (from the features cache) and the held-out
+    metrics, so the weights say how they were made."""
+    import sys
+
+    digest = json.loads((features_dir(args) / "features.json").read_text())["key"]["target"]
+    return {"script": script, "seed": args.seed, "minutes": args.minutes,
+            "argv": list(sys.argv[1:] if argv is None else argv), "target_digest": digest, "heldout": metrics, **more}
+
+
+def save_and_export(save: Callable[..., Any], model: Any, path: Path, args: Any, log: Callable[[str], None],
+                    name: str, *, extra: dict, dtype: torch.dtype = torch.float16) -> None:
+    """``save(model, path, extra_config=extra)`` (the run's copy, full precision), and with
+    ``--export`` the shipped copy in ``dtype``."""
+    save(model, path, extra_config=extra)
+    if args.export:
+        save(model, args.export, extra_config=extra, dtype=dtype)
+        log(f"{name}: exported to {args.export}")

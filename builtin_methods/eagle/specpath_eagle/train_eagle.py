@@ -13,18 +13,14 @@ Data: corpus windows plus the target's own continuations; features cached under 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from specpath_eagle.head import EagleHead
 
-from specpath_drafting.heads import save_head
-from specpath_drafting.heads import HeadConfig
+from specpath_drafting.heads import HeadConfig, save_head
 from specpath_drafting.training import (
     add_data_arguments,
     cached_features,
@@ -35,7 +31,9 @@ from specpath_drafting.training import (
     soft_cross_entropy,
     start_run,
     target_probs_from_final,
-    train_loop,
+    fit,
+    save_and_export,
+    training_record,
 )
 
 
@@ -81,10 +79,6 @@ def main(argv: list[str] | None = None) -> int:
     layers = (config["num_hidden_layers"] - 1,)
     log(f"eagle: target {args.target} layers {layers} args {vars(args)}")
     tokens, taps = cached_features(features_dir(args), args.target, layers, make_windows=make_windows_fn(args), log=log)
-    held = args.heldout_windows
-    train_tokens, train_taps = tokens[held:], taps[held:]
-    heldout = (tokens[:held], taps[:held])
-
     head_config = HeadConfig.for_target("eagle", config)
     head = EagleHead(head_config, embed_tokens=lambda ids: F.embedding(ids, emb_w),
                      lm_head=lambda h: h @ head_w.T)
@@ -94,18 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     eps = config.get("rms_norm_eps", 1e-6)
     loss_fn = eagle_loss(head, norm_w, head_w, eps, ce_weight=args.ce_weight, noise=args.noise,
                          generator=torch.Generator().manual_seed(args.seed))
-    t0 = time.time()
-    metrics = train_loop(head, loss_fn, train_tokens, train_taps, minutes=args.minutes, batch=args.batch,
-                         lr=args.lr, seed=args.seed, log=log, heldout=heldout)
-    log(f"eagle: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
-    extra = {"specpath_training": {"script": "specpath_eagle.train_eagle", "seed": args.seed,
-                                   "minutes": args.minutes, "target_digest": json.loads(
-                                       (features_dir(args) / "features.json").read_text())["key"]["target"],
-                                   "heldout": metrics}}
-    save_head(head, out / "head", extra_config=extra)
-    if args.export:
-        save_head(head, args.export, extra_config=extra, dtype=torch.float16)
-        log(f"eagle: exported to {args.export}")
+    metrics = fit("eagle", head, loss_fn, tokens, taps, args, log)
+    extra = {"specpath_training": training_record("specpath_eagle.train_eagle", args, metrics, argv=argv)}
+    save_and_export(save_head, head, out / "head", args, log, "eagle", extra=extra)
     return 0
 
 

@@ -20,19 +20,27 @@ Recipe:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from specpath_drafting.config import default_aux_layer_ids
-from specpath_drafting.heads import save_head
-from specpath_drafting.heads import HeadConfig
-from specpath_drafting.training import add_data_arguments, features_dir, load_target_parts, make_windows_fn
-from specpath_drafting.training import cached_features, depth_pass, start_run, target_probs_from_final, train_loop
+from specpath_drafting.heads import HeadConfig, save_head
+from specpath_drafting.training import (
+    add_data_arguments,
+    cached_features,
+    depth_pass,
+    features_dir,
+    fit,
+    load_target_parts,
+    make_windows_fn,
+    save_and_export,
+    start_run,
+    target_probs_from_final,
+    training_record,
+)
 from specpath_eagle3.head import Eagle3Head
 
 
@@ -136,18 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     log(f"eagle3: draft vocabulary {draft_vocab}/{vocab} ids covers {covered:.4%} of training bytes")
     loss_fn = eagle3_loss(head, norm_w, head_w, config.get("rms_norm_eps", 1e-6), ttt_steps=args.ttt_steps,
                           parallel_depths=args.parallel_depths, parallel_weight=args.parallel_weight)
-    t0 = time.time()
-    metrics = train_loop(head, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
-                         lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]))
-    log(f"eagle3: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
-    extra = {"specpath_training": {"script": "specpath_eagle3.train_eagle3", "seed": args.seed,
-                                   "minutes": args.minutes, "target_digest": json.loads(
-                                       (features_dir(args) / "features.json").read_text())["key"]["target"],
-                                   "heldout": metrics}}
-    save_head(head, out / "head", extra_config=extra)
-    if args.export:
-        save_head(head, args.export, extra_config=extra, dtype=torch.float16)
-        log(f"eagle3: exported to {args.export}")
+    metrics = fit("eagle3", head, loss_fn, tokens, taps, args, log)
+    extra = {"specpath_training": training_record("specpath_eagle3.train_eagle3", args, metrics, argv=argv)}
+    save_and_export(save_head, head, out / "head", args, log, "eagle3", extra=extra)
     return 0
 
 

@@ -28,14 +28,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from specpath_drafting.training import add_data_arguments, features_dir, load_target_parts, make_windows_fn
-from specpath_drafting.training import cached_features, depth_pass, soft_cross_entropy, start_run, target_probs_from_final, train_loop
+from specpath_drafting.training import (
+    add_data_arguments,
+    cached_features,
+    depth_pass,
+    features_dir,
+    fit,
+    load_target_parts,
+    make_windows_fn,
+    soft_cross_entropy,
+    start_run,
+    target_probs_from_final,
+    training_record,
+)
 from specpath_mtp.module import build_modules, checkpoint_config, load_mtp_modules, save_mtp_checkpoint
 
 
@@ -100,8 +110,6 @@ def main(argv: list[str] | None = None) -> int:
     layers = (config["num_hidden_layers"] - 1,)
     log(f"mtp: target {args.target} modules {args.modules} args {vars(args)}")
     tokens, taps = cached_features(features_dir(args), args.target, layers, make_windows=make_windows_fn(args), log=log)
-    held = args.heldout_windows
-    heldout = (tokens[:held], taps[:held])
 
     modules = build_modules(checkpoint_config(config, args.modules),
                             embed_tokens=lambda ids: F.embedding(ids, emb_w), lm_head=lambda h: h @ head_w.T)
@@ -117,19 +125,18 @@ def main(argv: list[str] | None = None) -> int:
     eps = config.get("rms_norm_eps", 1e-6)
     loss_fn = mtp_loss(modules, norm_w, head_w, eps, depth=args.depth, reg_weight=args.reg_weight, noise=args.noise,
                        generator=torch.Generator().manual_seed(args.seed))
-    t0 = time.time()
-    metrics = train_loop(container, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
-                         lr=args.lr, seed=args.seed, log=log, heldout=heldout)
-    log(f"mtp: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
-    digest = json.loads((features_dir(args) / "features.json").read_text())["key"]["target"]
-    extra = {"specpath_training": {"script": "specpath_mtp.train_mtp", "seed": args.seed, "minutes": args.minutes,
-                                   "modules": args.modules, "target_digest": digest, "heldout": metrics,
-                                   "init": args.init and json.loads((Path(args.init) / "config.json").read_text())
-                                   .get("specpath_training")}}
+    metrics = fit("mtp", container, loss_fn, tokens, taps, args, log)
+    init = args.init and json.loads((Path(args.init) / "config.json").read_text()).get("specpath_training")
+    extra = {"specpath_training": training_record("specpath_mtp.train_mtp", args, metrics, argv=argv,
+                                                  modules=args.modules, init=init)}
     dtype = getattr(torch, args.save_dtype)
-    save_mtp_checkpoint(modules, out / "checkpoint", config, extra=extra, dtype=dtype)
+
+    def save(mods, path, *, extra_config, dtype=dtype):
+        save_mtp_checkpoint(mods, path, config, extra=extra_config, dtype=dtype)
+
+    save(modules, out / "checkpoint", extra_config=extra)
     if args.export:
-        save_mtp_checkpoint(modules, args.export, config, extra=extra, dtype=dtype)
+        save(modules, args.export, extra_config=extra)
         log(f"mtp: exported to {args.export}")
     return 0
 
