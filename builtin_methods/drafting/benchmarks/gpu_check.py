@@ -4,29 +4,25 @@
     TRITON_INTERPRET=1 python builtin_methods/drafting/benchmarks/gpu_check.py --device cpu --small
 
 Input preparation of the hidden-state drafting loop (batch 64, up to 8 new positions each) and
-block-query construction of the block drafters (batch 64, K 7); prints one line per case with
-both timings and exits 1 on a mismatch.
+block-query construction of the block drafters (batch 64, K 7 and 15); prints one line per case
+with both timings and exits 1 on a mismatch.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import torch
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--small", action="store_true", help="tiny shapes (for the CPU interpreter)")
-    args = p.parse_args()
-    from specpath.engine.harness import timed_call
+    from specpath.engine.harness import check_kernel, kernel_check_args
     from specpath_drafting.block.kernels import build_block_queries
     from specpath_drafting.block.reference import build_block_queries_reference
     from specpath_drafting.kernels import prepare_drafter_inputs
     from specpath_drafting.reference import prepare_drafter_inputs_reference
 
+    args = kernel_check_args(__doc__)
     dev = torch.device(args.device)
     gen = torch.Generator(device="cpu").manual_seed(0)
     ok = True
@@ -38,21 +34,14 @@ def main() -> int:
         cu = torch.zeros(batch + 1, dtype=torch.int32)
         cu[1:] = torch.cumsum(num_new, 0)
         inputs = [t.to(dev) for t in (table, torch.randperm(batch, generator=gen).to(torch.int32), start, num_new, cu)]
-        want, t_ref = timed_call(prepare_drafter_inputs_reference, *inputs, int(cu[-1]))
-        got, t_ker = timed_call(prepare_drafter_inputs, *inputs, int(cu[-1]))
-        same = all(torch.equal(a, b) for a, b in zip(want, got))
-        ok &= same
-        print(f"input prep     B={batch} row_len={row_len}: {'match' if same else 'MISMATCH'}  "
-              f"ref {t_ref:.2f} ms  kernel {t_ker:.2f} ms")
+        ok &= check_kernel(f"input prep     B={batch} row_len={row_len}", prepare_drafter_inputs_reference,
+                           prepare_drafter_inputs, *inputs, int(cu[-1]))
     for r, k in [(4, 3)] if args.small else [(64, 7), (64, 15)]:
         anchors = torch.randint(0, 32000, (r,), generator=gen).to(dev)
         pos = torch.randint(1, 500, (r,), generator=gen).to(dev)
         rows = torch.randperm(r, generator=gen).to(dev)
-        want, t_ref = timed_call(build_block_queries_reference, anchors, pos, rows, k, 520, 500)
-        got, t_ker = timed_call(build_block_queries, anchors, pos, rows, k, 520, 500)
-        same = all(torch.equal(a, b) for a, b in zip(want, got))
-        ok &= same
-        print(f"block queries  R={r} K={k}: {'match' if same else 'MISMATCH'}  ref {t_ref:.2f} ms  kernel {t_ker:.2f} ms")
+        ok &= check_kernel(f"block queries  R={r} K={k}", build_block_queries_reference, build_block_queries,
+                           anchors, pos, rows, k, 520, 500)
     return 0 if ok else 1
 
 

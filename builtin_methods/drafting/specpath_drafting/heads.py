@@ -27,29 +27,17 @@ import attrs
 import torch
 from torch import nn
 
-from specpath.modeling.layers import Attend, layer_shape
-from specpath.modeling.rope import RotaryEmbedding, normalize_rope_scaling
+from specpath.modeling.layers import Attend, LayerShape, layer_shape
 
 Embed = Callable[[torch.Tensor], torch.Tensor]
 
 
 @attrs.frozen(kw_only=True)
-class HeadConfig:
+class HeadConfig(LayerShape):
     """The architecture fields of a head's ``config.json``."""
 
     kind: str
     """``"eagle"`` (EAGLE-1) or ``"eagle3"``; written as ``model_type``."""
-    hidden_size: int
-    intermediate_size: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    vocab_size: int
-    """The target's vocabulary."""
-    rms_norm_eps: float = 1e-6
-    rope_theta: float = 10000.0
-    rope_scaling: Mapping[str, Any] | None = None
-    max_position_embeddings: int = 2048
     target_hidden_size: int | None = None
     target_num_hidden_layers: int | None = None
     num_taps: int = 1
@@ -94,18 +82,8 @@ class HeadConfig:
             "architectures": [arch],
             "model_type": self.kind,
             "speculator_config_class": self.kind,
-            "hidden_size": self.hidden_size,
-            "intermediate_size": self.intermediate_size,
+            **self.shape_dict(),
             "num_hidden_layers": 1,
-            "num_attention_heads": self.num_attention_heads,
-            "num_key_value_heads": self.num_key_value_heads,
-            "head_dim": self.head_dim,
-            "vocab_size": self.vocab_size,
-            "rms_norm_eps": self.rms_norm_eps,
-            "rope_theta": self.rope_theta,
-            "rope_scaling": dict(self.rope_scaling) if self.rope_scaling else None,
-            "max_position_embeddings": self.max_position_embeddings,
-            "hidden_act": "silu",
             "target_hidden_size": self.target_hidden_size,
             "target_num_hidden_layers": self.target_num_hidden_layers,
             "num_taps": self.num_taps,
@@ -117,14 +95,6 @@ class HeadConfig:
         if self.aux_layer_ids is not None:
             out["eagle_aux_hidden_state_layer_ids"] = list(self.aux_layer_ids)
         return out
-
-    def rotary(self) -> RotaryEmbedding:
-        return RotaryEmbedding(
-            theta=self.rope_theta,
-            head_dim=self.head_dim,
-            scaling=normalize_rope_scaling(self.rope_scaling or {}, max_position_embeddings=self.max_position_embeddings),
-            max_position_embeddings=self.max_position_embeddings,
-        )
 
 
 class HiddenStateHead(nn.Module):

@@ -96,8 +96,20 @@ class HiddenStateSpeculator(BaseSpeculator):
     def remove_request(self, req_id: str) -> None:
         self.rows.release(req_id)
 
-    def on_verified(self, req_ids: Sequence[str], num_accepted: Sequence[int]) -> None:
-        """Nothing to undo: the next call's new positions overwrite the rejected drafts' KV."""
+    # on_verified: nothing to undo, the next call's new positions overwrite the rejected drafts' KV.
+
+    def new_position_inputs(self, batch: DraftBatch, counts: Sequence[int]) -> torch.Tensor:
+        """Check that the batch brings one hidden-state row per newly committed position
+        (``sum(counts)``); return the exclusive prefix sum of ``counts`` (int32, on the device)
+        that the input-preparation kernel takes."""
+        num_tokens = sum(counts)
+        if batch.hidden_states is None or batch.hidden_states.shape[0] != num_tokens:
+            got = None if batch.hidden_states is None else tuple(batch.hidden_states.shape)
+            raise ValueError(f"{type(self).__name__} needs hidden states for {num_tokens} new positions, got {got}")
+        cu = [0]
+        for n in counts:
+            cu.append(cu[-1] + n)
+        return torch.tensor(cu, dtype=torch.int32, device=self.device)
 
     # -- drafting -----------------------------------------------------------------------------
     @torch.inference_mode()
@@ -133,15 +145,10 @@ class HiddenStateSpeculator(BaseSpeculator):
         embeds, features, positions, slots, qrows = [], [], [], [], []
         last_index = None
         if num_tokens:
-            if batch.hidden_states is None or batch.hidden_states.shape[0] != num_tokens:
-                got = None if batch.hidden_states is None else tuple(batch.hidden_states.shape)
-                raise ValueError(f"{type(self).__name__} needs hidden states for {num_tokens} new positions, got {got}")
-            cu = [0]
-            for n in counts:
-                cu.append(cu[-1] + n)
+            cu = self.new_position_inputs(batch, counts)
             ids, pos, slot, last_index = self.prepare_inputs(
                 self.tokens, rows_t, torch.tensor(starts, dtype=torch.int32, device=dev),
-                torch.tensor(counts, dtype=torch.int32, device=dev), torch.tensor(cu, dtype=torch.int32, device=dev),
+                torch.tensor(counts, dtype=torch.int32, device=dev), cu,
                 num_tokens)
             embeds.append(self.head.embed(ids.long()).to(self.dtype))
             features.append(self.head.fuse(batch.hidden_states.to(device=dev, dtype=self.dtype)))

@@ -10,21 +10,22 @@ prints one line per case and exits 1 on a mismatch. On CPU it needs TRITON_INTER
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import torch
 
 
+def same_sample(want, got) -> bool:
+    return torch.equal(want[0], got[0]) and torch.allclose(want[1], got[1], atol=1e-5) and torch.allclose(
+        want[2], got[2], atol=1e-5)
+
+
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--small", action="store_true")
-    args = p.parse_args()
-    from specpath.engine.harness import timed_call as timed
+    from specpath.engine.harness import check_kernel, kernel_check_args
     from specpath_dspark.kernels import markov_sample
     from specpath_dspark.reference import markov_sample_reference, topk_floor
 
+    args = kernel_check_args(__doc__)
     dev = torch.device(args.device)
     gen = torch.Generator(device="cpu").manual_seed(0)
     ok = True
@@ -36,13 +37,8 @@ def main() -> int:
                   torch.randn(rank, vocab, generator=gen).to(dev) * 0.1, anchors, torch.randn(r, k, generator=gen).to(dev),
                   torch.randn(rank, generator=gen).to(dev), torch.ones(k, device=dev),
                   torch.where(torch.arange(r) % 2 == 0, 0.0, 1.0).to(dev), torch.rand(r, k, generator=gen).to(dev))
-        want, t_ref = timed(markov_sample_reference, *inputs)
-        got, t_ker = timed(markov_sample, *inputs)
-        same = torch.equal(want[0], got[0]) and torch.allclose(want[1], got[1], atol=1e-5) and torch.allclose(
-            want[2], got[2], atol=1e-5)
-        ok &= same
-        print(f"markov sample  R={r} K={k} V={vocab} r={rank}: {'match' if same else 'MISMATCH'}  "
-              f"ref {t_ref:.2f} ms  kernel {t_ker:.2f} ms")
+        ok &= check_kernel(f"markov sample  R={r} K={k} V={vocab} r={rank}", markov_sample_reference, markov_sample,
+                           *inputs, same=same_sample)
     return 0 if ok else 1
 
 

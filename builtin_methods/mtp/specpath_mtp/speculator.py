@@ -117,16 +117,11 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
         # Module 0 ingests the newly committed positions with the target's hidden states.
         num_tokens = sum(counts)
         if num_tokens:
-            if batch.hidden_states is None or batch.hidden_states.shape[0] != num_tokens:
-                got = None if batch.hidden_states is None else tuple(batch.hidden_states.shape)
-                raise ValueError(f"{type(self).__name__} needs hidden states for {num_tokens} new positions, got {got}")
-            cu = [0]
-            for n in counts:
-                cu.append(cu[-1] + n)
+            cu = self.new_position_inputs(batch, counts)
             i32 = dict(dtype=torch.int32, device=dev)
             ids, pos, slot, _ = self.prepare_inputs(
                 self.tokens, torch.tensor(rows, **i32), torch.tensor([p + 1 - n for p, n in zip(last, counts)], **i32),
-                torch.tensor(counts, **i32), torch.tensor(cu, **i32), num_tokens)
+                torch.tensor(counts, **i32), cu, num_tokens)
             features = self.head.fuse(batch.hidden_states.to(device=dev, dtype=self.dtype))
             qrows = torch.tensor(rows, device=dev).repeat_interleave(torch.tensor(counts, device=dev))
             out = self._run(0, ids, features, pos, qrows, max(p for p, n in zip(last, counts) if n))

@@ -5,26 +5,27 @@
 
 Batches of 64 and 256 requests with histories of up to 4k and 16k tokens (small vocabularies,
 so matches and ties are frequent), k up to 8, for (min_n, max_n) = (1, 3) and (3, 5); prints one
-line per case with both timings and exits 1 on a mismatch.
+line per case with both timings and exits 1 on a mismatch (counts, and the drafts they cover).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import torch
 
 
+def same_drafts(want, got) -> bool:
+    return torch.equal(want[1], got[1]) and all(
+        torch.equal(w[:c], g[:c]) for w, g, c in zip(want[0], got[0], want[1].tolist()))
+
+
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--small", action="store_true", help="tiny shapes (for the CPU interpreter)")
-    args = p.parse_args()
-    from specpath.engine.harness import timed_call
+    from specpath.engine.harness import check_kernel, kernel_check_args
     from specpath_ngram.kernels import propose_ngram_triton
     from specpath_ngram.reference import propose_ngram_reference
 
+    args = kernel_check_args(__doc__)
     dev = torch.device(args.device)
     gen = torch.Generator(device="cpu").manual_seed(0)
     ok = True
@@ -35,14 +36,8 @@ def main() -> int:
         ks = torch.randint(0, 9, (batch,), generator=gen, dtype=torch.int32)
         inputs = [t.to(dev) for t in (tokens, rows, lengths, ks)]
         for min_n, max_n in ((1, 3), (3, 5)):
-            want, t_ref = timed_call(propose_ngram_reference, *inputs, min_n, max_n, 8)
-            got, t_ker = timed_call(propose_ngram_triton, *inputs, min_n, max_n, 8)
-            counts_same = torch.equal(want[1], got[1])
-            drafts_same = counts_same and all(
-                torch.equal(w[:c], g[:c]) for w, g, c in zip(want[0], got[0], want[1].tolist()))
-            ok &= drafts_same
-            print(f"ngram B={batch} width={width} n={min_n}..{max_n}: {'match' if drafts_same else 'MISMATCH'}  "
-                  f"ref {t_ref:.2f} ms  kernel {t_ker:.2f} ms")
+            ok &= check_kernel(f"ngram B={batch} width={width} n={min_n}..{max_n}", propose_ngram_reference,
+                               propose_ngram_triton, *inputs, min_n, max_n, 8, same=same_drafts)
     return 0 if ok else 1
 
 

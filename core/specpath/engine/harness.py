@@ -209,6 +209,29 @@ def timed_call(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
     return out, (time.perf_counter() - start) * 1e3
 
 
+def kernel_check_args(doc: str) -> Any:
+    """``--device`` (default cuda) and ``--small`` (tiny shapes, for the CPU interpreter)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--small", action="store_true", help="tiny shapes (for the CPU interpreter)")
+    return parser.parse_args()
+
+
+def check_kernel(label: str, reference: Callable[..., Any], kernel: Callable[..., Any], *inputs: Any,
+                 same: Callable[[Any, Any], bool] | None = None) -> bool:
+    """Run a Triton kernel and its torch reference on the same inputs; print one line (match,
+    both times) and return whether the outputs agree (``same``; default: every tensor equal)."""
+    import torch
+
+    want, t_ref = timed_call(reference, *inputs)
+    got, t_ker = timed_call(kernel, *inputs)
+    ok = same(want, got) if same is not None else all(torch.equal(a, b) for a, b in zip(want, got))
+    print(f"{label}: {'match' if ok else 'MISMATCH'}  ref {t_ref:.2f} ms  kernel {t_ker:.2f} ms", flush=True)
+    return ok
+
+
 # -- the table --------------------------------------------------------------------------------
 
 

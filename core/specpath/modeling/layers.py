@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from specpath.modeling.norm import RMSNorm
-from specpath.modeling.rope import apply_rope
+from specpath.modeling.rope import RotaryEmbedding, apply_rope, normalize_rope_scaling
 
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 """``attend(q [T, H, D], k [T, KV, D], v [T, KV, D]) -> [T, H, D]``."""
@@ -39,6 +40,48 @@ def layer_shape(config: Mapping[str, Any]) -> dict[str, Any]:
         rope_scaling=config.get("rope_scaling"),
         max_position_embeddings=config.get("max_position_embeddings", 2048),
     )
+
+
+@attrs.frozen(kw_only=True)
+class LayerShape:
+    """The :func:`layer_shape` fields as the base of a drafter's config class."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    vocab_size: int
+    """The target's vocabulary."""
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_scaling: Mapping[str, Any] | None = None
+    max_position_embeddings: int = 2048
+
+    def shape_dict(self) -> dict[str, Any]:
+        """The fields as an HF ``config.json`` writes them (SwiGLU: ``hidden_act`` silu)."""
+        return {
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim,
+            "vocab_size": self.vocab_size,
+            "rms_norm_eps": self.rms_norm_eps,
+            "rope_theta": self.rope_theta,
+            "rope_scaling": dict(self.rope_scaling) if self.rope_scaling else None,
+            "max_position_embeddings": self.max_position_embeddings,
+            "hidden_act": "silu",
+        }
+
+    def rotary(self) -> RotaryEmbedding:
+        """RoPE with these settings (any scaling type)."""
+        return RotaryEmbedding(
+            theta=self.rope_theta,
+            head_dim=self.head_dim,
+            scaling=normalize_rope_scaling(self.rope_scaling or {}, max_position_embeddings=self.max_position_embeddings),
+            max_position_embeddings=self.max_position_embeddings,
+        )
 
 
 class DraftLayer(nn.Module):

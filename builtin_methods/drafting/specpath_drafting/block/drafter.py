@@ -29,31 +29,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specpath.modeling.rope import RotaryEmbedding, normalize_rope_scaling
-from specpath.modeling.layers import DraftLayer, layer_shape
+from specpath.modeling.layers import DraftLayer, LayerShape, layer_shape
 from specpath.modeling.norm import RMSNorm
 
 Embed = Callable[[torch.Tensor], torch.Tensor]
 
 
 @attrs.frozen(kw_only=True)
-class DrafterConfig:
+class DrafterConfig(LayerShape):
     """The architecture fields of a DFlash/DSpark drafter's ``config.json``."""
 
     kind: str = "dflash"
     """``"dflash"`` or ``"dspark"``; written as ``model_type``."""
-    hidden_size: int
-    intermediate_size: int
     num_hidden_layers: int
     """Draft layers (1-2 here; 5 in the papers)."""
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    vocab_size: int
-    rms_norm_eps: float = 1e-6
-    rope_theta: float = 10000.0
-    rope_scaling: Mapping[str, Any] | None = None
-    max_position_embeddings: int = 2048
     target_hidden_size: int
     target_num_hidden_layers: int
     target_layer_ids: tuple[int, ...]
@@ -107,18 +96,8 @@ class DrafterConfig:
             "architectures": [arch],
             "model_type": self.kind,
             "speculator_config_class": self.kind,
-            "hidden_size": self.hidden_size,
-            "intermediate_size": self.intermediate_size,
+            **self.shape_dict(),
             "num_hidden_layers": self.num_hidden_layers,
-            "num_attention_heads": self.num_attention_heads,
-            "num_key_value_heads": self.num_key_value_heads,
-            "head_dim": self.head_dim,
-            "vocab_size": self.vocab_size,
-            "rms_norm_eps": self.rms_norm_eps,
-            "rope_theta": self.rope_theta,
-            "rope_scaling": dict(self.rope_scaling) if self.rope_scaling else None,
-            "max_position_embeddings": self.max_position_embeddings,
-            "hidden_act": "silu",
             "target_hidden_size": self.target_hidden_size,
             "target_num_hidden_layers": self.target_num_hidden_layers,
             "target_layer_ids": list(self.target_layer_ids),
@@ -131,14 +110,6 @@ class DrafterConfig:
         if self.confidence_temperatures is not None:
             out["confidence_temperatures"] = list(self.confidence_temperatures)
         return out
-
-    def rotary(self) -> RotaryEmbedding:
-        return RotaryEmbedding(
-            theta=self.rope_theta,
-            head_dim=self.head_dim,
-            scaling=normalize_rope_scaling(self.rope_scaling or {}, max_position_embeddings=self.max_position_embeddings),
-            max_position_embeddings=self.max_position_embeddings,
-        )
 
 
 def block_attention(q: torch.Tensor, k_ctx: torch.Tensor, v_ctx: torch.Tensor, ctx_visible: torch.Tensor,

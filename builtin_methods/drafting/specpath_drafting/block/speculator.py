@@ -104,8 +104,7 @@ class DFlashSpeculator(BaseSpeculator):
     def remove_request(self, req_id: str) -> None:
         self.rows.release(req_id)
 
-    def on_verified(self, req_ids: Sequence[str], num_accepted: Sequence[int]) -> None:
-        """Nothing to undo: only committed positions ever enter the context KV."""
+    # on_verified: nothing to undo, only committed positions ever enter the context KV.
 
     # -- drafting --------------------------------------------------------------------------------
     @torch.inference_mode()
