@@ -6,7 +6,7 @@ propose.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,48 @@ import torch
 
 from specpath_drafting.heads import HiddenStateHead, save_head
 from specpath_drafting.heads import HeadConfig
+
+
+TINY_PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] * 3, [5, 9, 3, 1] * 6, [7, 7, 7], list(range(20, 50))]
+"""Token prompts for the tiny targets: periodic, repeated, short and a run."""
+
+
+def greedy(max_tokens: int = 24) -> Any:
+    from specpath.engine.request import SamplingParams
+
+    return SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+
+
+def tiny_llm(target_path: str | Path, spec: Mapping[str, Any] | None = None, **options: Any) -> Any:
+    """An ``LLM`` over a tiny target on disk: one thread, 4 sequences, 40 tokens a step."""
+    from specpath.engine.llm import LLM
+
+    return LLM(str(target_path), dict(spec) if spec else None,
+               **{"num_threads": 1, "max_num_batched_tokens": 40, "max_num_seqs": 4, **options})
+
+
+def baseline_tokens(target_path: str | Path, prompts: Sequence[Sequence[int]] = TINY_PROMPTS) -> list[list[int]]:
+    """Plain greedy outputs (no speculation) of the tiny target."""
+    return [o.token_ids for o in tiny_llm(target_path).generate([list(p) for p in prompts], greedy())]
+
+
+def check_every_proposal(speculator: Any, want: Callable[[Any, int], list[int]]) -> list[int]:
+    """Wrap ``speculator.propose`` so each request's drafts are compared, as they are proposed,
+    with ``want(request, n)``; returns the (growing) list of the draft counts checked."""
+    propose, checked = speculator.propose, []
+
+    def checking(batch):
+        proposal = propose(batch)
+        flat, start = proposal.token_ids.tolist(), 0
+        for r, n in zip(batch.requests, proposal.num_draft_tokens):
+            if n:
+                assert flat[start:start + n] == want(r, n), f"request {r.req_id} at length {len(r.token_ids)}"
+                checked.append(n)
+            start += n
+        return proposal
+
+    speculator.propose = checking
+    return checked
 
 
 def tiny_target(path: str | Path | None = None, *, seed: int = 0, vocab_size: int = 64, num_layers: int = 4,

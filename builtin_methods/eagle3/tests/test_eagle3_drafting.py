@@ -7,11 +7,22 @@ import torch
 from specpath.engine.llm import LLM
 from specpath.engine.request import SamplingParams
 from specpath_drafting.heads import load_head_weights, read_head_config
-from specpath_drafting.testing import make_engine, random_head, reference_drafts, resolve, tiny_target
+from specpath_drafting.testing import (
+    TINY_PROMPTS,
+    baseline_tokens,
+    check_every_proposal,
+    greedy,
+    make_engine,
+    random_head,
+    reference_drafts,
+    resolve,
+    tiny_llm,
+    tiny_target,
+)
 from specpath_eagle3.head import Eagle3Head
 
-PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] * 3, [5, 9, 3, 1] * 6, [7, 7, 7], list(range(20, 50))]
-GREEDY = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+PROMPTS = TINY_PROMPTS
+GREEDY = greedy()
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +30,7 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("eagle3")
     target = tiny_target(root / "target", num_layers=4)
     head = random_head(Eagle3Head, target, root / "head", seed=4, parallel_drafting=True, draft_vocab_size=40)
-    plain = LLM(str(root / "target"), num_threads=1, max_num_batched_tokens=40, max_num_seqs=4)
-    return root, target, head, [o.token_ids for o in plain.generate(PROMPTS, GREEDY)]
+    return root, target, head, baseline_tokens(root / "target")
 
 
 def spec_for(setup, k, **extra):
@@ -34,21 +44,8 @@ def test_drafts_equal_a_from_scratch_computation(setup, parallel):
     engine = make_engine(target, spec, prefix_caching=True, max_num_batched_tokens=24)
     speculator = engine.runner.speculator
     assert speculator.hidden_state_layers == (0, 1, 2)  # default taps of a 4-layer target
-    propose, checked = speculator.propose, []
-
-    def checking(batch):
-        proposal = propose(batch)
-        flat, start = proposal.token_ids.tolist(), 0
-        for r, n in zip(batch.requests, proposal.num_draft_tokens):
-            if n:
-                want = reference_drafts(speculator.head, target, r.token_ids, speculator.hidden_state_layers, n,
-                                        parallel=parallel)
-                assert flat[start:start + n] == want
-                checked.append(n)
-            start += n
-        return proposal
-
-    speculator.propose = checking
+    checked = check_every_proposal(speculator, lambda r, n: reference_drafts(
+        speculator.head, target, r.token_ids, speculator.hidden_state_layers, n, parallel=parallel))
     requests, _ = engine.generate(PROMPTS, GREEDY)
     assert [r.output_token_ids for r in requests] == baseline and len(checked) > 20
     assert set(sum((r.output_token_ids for r in requests), [])) and speculator.head.t2d.sum() == 40
@@ -58,8 +55,8 @@ def test_drafts_equal_a_from_scratch_computation(setup, parallel):
 @pytest.mark.parametrize("prefix_caching", [False, True])
 def test_greedy_output_equals_the_baseline(setup, k, parallel, prefix_caching):
     root, _, _, baseline = setup
-    engine = LLM(str(root / "target"), spec_for(setup, k, parallel_drafting=parallel), num_threads=1,
-                 max_num_batched_tokens=40, max_num_seqs=4, enable_prefix_caching=prefix_caching)
+    engine = tiny_llm(root / "target", spec_for(setup, k, parallel_drafting=parallel),
+                      enable_prefix_caching=prefix_caching)
     outputs = engine.generate(PROMPTS + PROMPTS[:2], GREEDY)
     assert [o.token_ids for o in outputs] == baseline + baseline[:2]
     assert engine.metrics.num_draft_tokens > 0
