@@ -62,23 +62,12 @@ def tiny_target(path: str | Path | None = None, *, seed: int = 0, vocab_size: in
                 hidden_size: int = 32, max_len: int = 256, dtype: torch.dtype = torch.float64) -> Any:
     """A random-weight Llama (float64 by default, so no near-tie can flip a greedy choice);
     saved to ``path`` when given, so configs can resolve against it."""
-    from specpath.engine.model import LlamaConfig, LlamaModel
+    from specpath.testing.engine import random_llama, save_with_byte_tokenizer
 
-    config = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-                         num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=2,
-                         head_dim=hidden_size // 4, max_position_embeddings=max_len, rms_norm_eps=1e-5)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = LlamaModel(config)
-        with torch.no_grad():  # sharper logits: greedy continuations less flat than at init
-            model.lm_head.weight.mul_(6.0)
+    model = random_llama(seed, vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers, max_len=max_len,
+                         head_scale=6.0, rms_norm_eps=1e-5)
     if path is not None:
-        import json
-
-        from specpath.engine.tokenizer import TOKENIZER_CONFIG_NAME, ByteTokenizer
-
-        model.save_pretrained(path, extra_config={"bos_token_id": 0, "eos_token_id": 0})
-        (Path(path) / TOKENIZER_CONFIG_NAME).write_text(json.dumps(ByteTokenizer().config_dict()))
+        save_with_byte_tokenizer(model, path)
     return model.to(dtype).eval()
 
 
