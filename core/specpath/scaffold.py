@@ -79,7 +79,7 @@ def template_dir() -> Path:
     packaged = resources.files("specpath") / "templates" / "plugin_template"
     if packaged.is_dir():
         return Path(str(packaged))
-    in_repo = Path(__file__).resolve().parents[3] / "plugin_template"
+    in_repo = Path(__file__).resolve().parents[2] / "plugin_template"
     if in_repo.is_dir():
         return in_repo
     raise ScaffoldError("the plugin template is missing from this specpath installation")

@@ -5,7 +5,7 @@ import ast
 
 import pytest
 
-from specpath.testing import scaffold
+from specpath import scaffold
 
 
 def test_names_derive_from_one_method_name():
@@ -41,7 +41,7 @@ def test_generated_plugin_has_no_trace_of_the_template(tmp_path):
     assert target == tmp_path / "specpath-tok-stats"
     files = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
     assert "pyproject.toml" in files and "README.md" in files
-    assert "src/specpath_tok_stats/plugin.py" in files
+    assert "src/specpath_tok_stats/hooks.py" in files
     assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
     for path in target.rglob("*"):
         assert "freqgram" not in path.as_posix().lower()
@@ -52,7 +52,7 @@ def test_generated_plugin_has_no_trace_of_the_template(tmp_path):
                 ast.parse(text, filename=str(path))
     pyproject = (target / "pyproject.toml").read_text()
     assert 'name = "specpath-tok-stats"' in pyproject
-    assert 'tok_stats = "specpath_tok_stats.plugin"' in pyproject
+    assert 'tok_stats = "specpath_tok_stats.hooks"' in pyproject
 
 
 def test_existing_destination_is_refused(tmp_path):
