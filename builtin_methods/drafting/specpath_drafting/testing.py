@@ -191,3 +191,32 @@ def reference_drafts(head: HiddenStateHead, target: Any, token_ids: Sequence[int
         drafts.append(token)
         ids[n + j] = token
     return drafts
+
+
+def train_steps(loss_fn: Callable, model: torch.nn.Module, tokens: torch.Tensor, taps: torch.Tensor, *,
+                steps: int = 30, lr: float = 3e-3) -> tuple[float, float, dict]:
+    """``(loss before, loss after, metrics after)`` of ``steps`` Adam steps of ``loss_fn`` on one
+    fixed batch: a recipe's loss must be able to lower itself."""
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
+    with torch.no_grad():
+        before, _ = loss_fn(tokens, taps)
+    for _ in range(steps):
+        loss, _ = loss_fn(tokens, taps)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        after, info = loss_fn(tokens, taps)
+    return float(before), float(after), info
+
+
+def config_variant(checkpoint: str | Path, path: str | Path, **changes: Any) -> Path:
+    """A directory holding ``checkpoint``'s ``config.json`` with ``changes`` (no weights:
+    enough for a configuration to resolve, or to be refused)."""
+    import json
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    config = json.loads((Path(checkpoint) / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, **changes}))
+    return path

@@ -7,7 +7,7 @@ import torch
 from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig
 from specpath_drafting.block.testing import reference_block
 from specpath_drafting.block.training import block_batch, dflash_loss, position_weights
-from specpath_drafting.testing import tiny_target
+from specpath_drafting.testing import tiny_target, train_steps
 
 
 def setup(tmp_path, anchor_sampling=False):
@@ -49,14 +49,5 @@ def test_a_few_steps_lower_the_loss(tmp_path):
     target, drafter, tokens, taps = setup(tmp_path)
     norm_w, head_w = target.model.norm.weight.detach(), target.lm_head.weight.detach()
     loss_fn = dflash_loss(drafter, norm_w, head_w, 1e-5, k=3, anchors_per_window=6)
-    opt = torch.optim.Adam([p for p in drafter.parameters() if p.requires_grad], lr=3e-3)
-    with torch.no_grad():
-        before, _ = loss_fn(tokens, taps)
-    for _ in range(30):
-        loss, _ = loss_fn(tokens, taps)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    with torch.no_grad():
-        after, info = loss_fn(tokens, taps)
+    before, after, info = train_steps(loss_fn, drafter, tokens, taps)
     assert float(after) < float(before) and 1.0 <= info["tau"] <= 4.0

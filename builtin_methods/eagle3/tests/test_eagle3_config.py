@@ -7,7 +7,7 @@ import pytest
 
 from specpath.errors import SpeculativeConfigError
 from specpath_drafting.heads import HeadConfig
-from specpath_drafting.testing import random_head, resolve, tiny_target
+from specpath_drafting.testing import config_variant, random_head, resolve, tiny_target
 from specpath_eagle3.head import Eagle3Head
 from specpath_eagle3.config import Eagle3SpeculatorConfig
 
@@ -60,10 +60,7 @@ def test_eagle3_checks(files):
 
 def test_head_dtype_rule_uses_the_heads_own_lm_head(tmp_path, files):
     target, chain, _ = files
-    config = json.loads((chain / "config.json").read_text())
-    low = tmp_path / "low-head"
-    low.mkdir()
-    (low / "config.json").write_text(json.dumps({**config, "head_dtype": "float16"}))
+    low = config_variant(chain, tmp_path / "low-head", head_dtype="float16")
     with pytest.raises(SpeculativeConfigError, match="draft_lm_head_quantization"):
         resolve({"method": "eagle3", "model": str(low), "num_speculative_tokens": 2,
                  "draft_lm_head_quantization": "fp8"}, target)
