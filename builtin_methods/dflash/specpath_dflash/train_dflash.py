@@ -24,7 +24,7 @@ from specpath_drafting.block.training import add_block_arguments, build, setup_r
 
 def main(argv: list[str] | None = None) -> int:
     from specpath_drafting.block.training import dflash_loss
-    from specpath_drafting.training import add_data_arguments, fit, save_and_export, training_record
+    from specpath_drafting.training import add_data_arguments, fit_and_save
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_arguments(p)
@@ -40,9 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     eps = config.get("rms_norm_eps", 1e-6)
     loss_fn = dflash_loss(drafter, norm_w, head_w, eps, k=args.k, anchors_per_window=args.anchors, gamma=args.gamma,
                           seed=args.seed)
-    metrics = fit("dflash", drafter, loss_fn, tokens, taps, args, log)
-    extra = {"specpath_training": training_record("specpath_dflash.train_dflash", args, metrics, argv=argv)}
-    save_and_export(save_drafter, drafter, out / "drafter", args, log, "dflash", extra=extra)
+    fit_and_save("dflash", "specpath_dflash.train_dflash", drafter, loss_fn, tokens, taps, args, log,
+                 save=save_drafter, path=out / "drafter", argv=argv)
     return 0
 
 

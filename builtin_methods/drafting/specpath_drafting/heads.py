@@ -18,7 +18,6 @@ The heads themselves (EAGLE-1, EAGLE-3, MTP modules) live in their method plugin
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,6 +27,7 @@ import torch
 from torch import nn
 
 from specpath.modeling.layers import Attend, LayerShape, layer_shape
+from specpath_drafting.checkpoints import load_drafter_weights, read_drafter_config, save_drafter_checkpoint
 
 Embed = Callable[[torch.Tensor], torch.Tensor]
 
@@ -170,45 +170,15 @@ class HiddenStateHead(nn.Module):
 
 
 def read_head_config(path: str | Path) -> HeadConfig:
-    config_path = Path(path) / "config.json"
-    try:
-        raw = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{config_path}: cannot read the head's config: {exc}") from None
-    try:
-        return HeadConfig.from_dict(raw)
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"{config_path}: not a hidden-state head config ({exc})") from None
+    return read_drafter_config(path, HeadConfig.from_dict, "hidden-state head")
 
 
 def save_head(head: HiddenStateHead, path: str | Path, *, extra_config: dict | None = None,
               dtype: torch.dtype | None = None) -> Path:
-    """Write ``config.json`` + ``model.safetensors`` (HF layout, no pickle); ``dtype`` casts the
-    floating-point weights (shipped heads are float16: half the bytes, same drafts in practice)."""
-    from specpath.modeling.checkpoint import save_checkpoint
-
-    config = {**head.config.to_dict(), **(extra_config or {})}
-    state = {k: v for k, v in head.state_dict().items() if not k.startswith("rotary.")}
-    if dtype is not None:
-        state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
-        config["torch_dtype"] = str(dtype).removeprefix("torch.")
-    return save_checkpoint(path, config=config, state_dict=state)
+    """Write the head's checkpoint (see :func:`~specpath_drafting.checkpoints.save_drafter_checkpoint`)."""
+    return save_drafter_checkpoint(head, path, extra_config=extra_config, dtype=dtype)
 
 
 def load_head_weights(head: HiddenStateHead, path: str | Path) -> HiddenStateHead:
     """Load ``model.safetensors`` into ``head``; every parameter must be present with its shape."""
-    from safetensors.torch import load_file
-
-    weights = Path(path) / "model.safetensors"
-    tensors = load_file(str(weights))
-    expected = {k: v.shape for k, v in head.state_dict().items() if not k.startswith("rotary.")}
-    missing = sorted(set(expected) - set(tensors))
-    extra = sorted(set(tensors) - set(expected))
-    if missing or extra:
-        raise ValueError(f"{weights}: tensors do not match a {head.config.kind} head (missing {missing[:4]}, unexpected {extra[:4]})")
-    for name, shape in expected.items():
-        if tuple(tensors[name].shape) != tuple(shape):
-            raise ValueError(f"{weights}: {name} has shape {tuple(tensors[name].shape)}, expected {tuple(shape)}")
-    dtype = head.dtype
-    head.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}, strict=False)
-    return head
+    return load_drafter_weights(head, path, f"{head.config.kind} head")

@@ -326,3 +326,14 @@ def save_and_export(save: Callable[..., Any], model: Any, path: Path, args: Any,
     if args.export:
         save(model, args.export, extra_config=extra, dtype=dtype)
         log(f"{name}: exported to {args.export}")
+
+
+def fit_and_save(name: str, script: str, model: torch.nn.Module, loss_fn: Callable, tokens: torch.Tensor,
+                 taps: torch.Tensor, args: Any, log: Callable[[str], None], *, save: Callable[..., Any], path: Path,
+                 argv: Sequence[str] | None = None) -> dict:
+    """The end of a recipe with nothing between training and saving: :func:`fit`, then
+    :func:`save_and_export` with the :func:`training_record`. Returns the held-out metrics."""
+    metrics = fit(name, model, loss_fn, tokens, taps, args, log)
+    extra = {"specpath_training": training_record(script, args, metrics, argv=argv)}
+    save_and_export(save, model, path, args, log, name, extra=extra)
+    return metrics

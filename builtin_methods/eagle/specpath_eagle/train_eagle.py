@@ -31,9 +31,7 @@ from specpath_drafting.training import (
     soft_cross_entropy,
     start_run,
     target_probs_from_final,
-    fit,
-    save_and_export,
-    training_record,
+    fit_and_save,
 )
 
 
@@ -88,9 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     eps = config.get("rms_norm_eps", 1e-6)
     loss_fn = eagle_loss(head, norm_w, head_w, eps, ce_weight=args.ce_weight, noise=args.noise,
                          generator=torch.Generator().manual_seed(args.seed))
-    metrics = fit("eagle", head, loss_fn, tokens, taps, args, log)
-    extra = {"specpath_training": training_record("specpath_eagle.train_eagle", args, metrics, argv=argv)}
-    save_and_export(save_head, head, out / "head", args, log, "eagle", extra=extra)
+    fit_and_save("eagle", "specpath_eagle.train_eagle", head, loss_fn, tokens, taps, args, log, save=save_head,
+                 path=out / "head", argv=argv)
     return 0
 
 

@@ -33,13 +33,11 @@ from specpath_drafting.training import (
     cached_features,
     depth_pass,
     features_dir,
-    fit,
+    fit_and_save,
     load_target_parts,
     make_windows_fn,
-    save_and_export,
     start_run,
     target_probs_from_final,
-    training_record,
 )
 from specpath_eagle3.head import Eagle3Head
 
@@ -144,9 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     log(f"eagle3: draft vocabulary {draft_vocab}/{vocab} ids covers {covered:.4%} of training bytes")
     loss_fn = eagle3_loss(head, norm_w, head_w, config.get("rms_norm_eps", 1e-6), ttt_steps=args.ttt_steps,
                           parallel_depths=args.parallel_depths, parallel_weight=args.parallel_weight)
-    metrics = fit("eagle3", head, loss_fn, tokens, taps, args, log)
-    extra = {"specpath_training": training_record("specpath_eagle3.train_eagle3", args, metrics, argv=argv)}
-    save_and_export(save_head, head, out / "head", args, log, "eagle3", extra=extra)
+    fit_and_save("eagle3", "specpath_eagle3.train_eagle3", head, loss_fn, tokens, taps, args, log, save=save_head,
+                 path=out / "head", argv=argv)
     return 0
 
 

@@ -18,7 +18,6 @@ serves both; the layout is recorded in ``config.json`` and checked at start-up.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,6 +30,7 @@ from torch import nn
 
 from specpath.modeling.layers import DraftLayer, LayerShape, layer_shape
 from specpath.modeling.norm import RMSNorm
+from specpath_drafting.checkpoints import load_drafter_weights, read_drafter_config, save_drafter_checkpoint
 
 Embed = Callable[[torch.Tensor], torch.Tensor]
 
@@ -213,47 +213,18 @@ class DFlashDrafter(nn.Module):
 
 
 def read_config(path: str | Path) -> DrafterConfig:
-    config_path = Path(path) / "config.json"
-    try:
-        raw = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{config_path}: cannot read the drafter's config: {exc}") from None
-    try:
-        return DrafterConfig.from_dict(raw)
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"{config_path}: not a DFlash/DSpark drafter config (missing {exc})") from None
+    return read_drafter_config(path, DrafterConfig.from_dict, "DFlash/DSpark drafter")
 
 
 def save_drafter(drafter: nn.Module, path: str | Path, *, extra_config: dict | None = None,
                  dtype: torch.dtype | None = None) -> Path:
-    """Write ``config.json`` + ``model.safetensors`` (HF layout, no pickle)."""
-    from specpath.modeling.checkpoint import save_checkpoint
-
-    config = {**drafter.config.to_dict(), **(extra_config or {})}
-    state = {k: v for k, v in drafter.state_dict().items() if not k.startswith("rotary.")}
-    if dtype is not None:
-        state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
-        config["torch_dtype"] = str(dtype).removeprefix("torch.")
-    return save_checkpoint(path, config=config, state_dict=state)
+    """Write the drafter's checkpoint (see :func:`~specpath_drafting.checkpoints.save_drafter_checkpoint`)."""
+    return save_drafter_checkpoint(drafter, path, extra_config=extra_config, dtype=dtype)
 
 
 def load_weights(drafter: nn.Module, path: str | Path) -> nn.Module:
     """Load ``model.safetensors`` into ``drafter``; every tensor must be present with its shape."""
-    from safetensors.torch import load_file
-
-    weights = Path(path) / "model.safetensors"
-    tensors = load_file(str(weights))
-    expected = {k: v.shape for k, v in drafter.state_dict().items() if not k.startswith("rotary.")}
-    missing, extra = sorted(set(expected) - set(tensors)), sorted(set(tensors) - set(expected))
-    if missing or extra:
-        raise ValueError(f"{weights}: tensors do not match a {drafter.config.kind} drafter "
-                         f"(missing {missing[:4]}, unexpected {extra[:4]})")
-    for name, shape in expected.items():
-        if tuple(tensors[name].shape) != tuple(shape):
-            raise ValueError(f"{weights}: {name} has shape {tuple(tensors[name].shape)}, expected {tuple(shape)}")
-    dtype = drafter.dtype
-    drafter.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}, strict=False)
-    return drafter
+    return load_drafter_weights(drafter, path, f"{drafter.config.kind} drafter")
 
 
 def random_drafter(config: DrafterConfig, path: str | Path, *, seed: int = 0,
