@@ -14,7 +14,7 @@ import specpath
 from specpath import plugins
 from specpath.errors import PluginError, SpeculativeConfigError
 from specpath.hookspecs import hookimpl
-from specpath.registry import builtin_config_class, get_custom_speculator_config_class
+from specpath.lookup import builtin_config_class, get_custom_speculator_config_class
 
 HEALTHY = """
 from specpath.hookspecs import hookimpl

@@ -9,15 +9,13 @@ import specpath
 from core_fakes import FakeEagle3, FakeNgram, MyEagle3, MyNgram
 from specpath.config.speculator import SpeculatorConfig
 from specpath.errors import SpeculativeConfigError, UnknownMethodError
-from specpath.registry import (
+from specpath.lookup import (
     builtin_config_class,
     get_custom_speculator_config_class,
-    get_registry,
-    register_speculative_method,
     registered_speculative_methods,
-    temporary_registrations,
     unknown_method_error,
 )
+from specpath.registry import get_registry, register_speculative_method, temporary_registrations
 
 pytestmark = pytest.mark.usefixtures("fresh_plugins")
 

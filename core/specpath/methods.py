@@ -83,10 +83,6 @@ UNIMPLEMENTED_METHODS: dict[str, str] = {
 }
 """Why a built-in name of the article has no distribution in this project."""
 
-CHECKPOINT_DETECTION_ORDER: tuple[str, ...] = ("eagle", "eagle3", "dflash", "dspark", "mtp")
-"""Order in which config classes' ``matches`` are asked to recognise a draft checkpoint."""
-
-
 class MethodAliasWarning(FutureWarning):
     """A deprecated method alias was normalised (shown to end users by default)."""
 

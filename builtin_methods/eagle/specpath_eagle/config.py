@@ -217,14 +217,6 @@ class EagleSpeculatorConfig(DraftModelSpeculatorConfig):
         return {"method": cls.base_method, "model": str(head), "num_speculative_tokens": 4}
 
     @classmethod
-    def matches(cls, checkpoint: Any) -> bool:
-        """Config evidence first (architectures / model_type), then the path hint "eagle-"."""
-        found = method_from_checkpoint_config(checkpoint.config)
-        if found is not None:
-            return found == cls.base_method
-        return method_from_path(checkpoint.path) == cls.base_method
-
-    @classmethod
     def verify(cls, spec: Any) -> None:
         check_checkpoint_agrees(spec, cls.base_method)
         _check_head_quantization(spec, cls.shares_target_head)
