@@ -16,14 +16,11 @@ import math
 import unicodedata
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import attrs
 
 from specpath.errors import SpeculativeConfigError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from specpath.config.speculator import SpeculatorConfig
 
 FieldRule = Callable[[str, Any], None]
 """``rule(field_name, value)``: raise if the (non-None) value is invalid."""
@@ -178,7 +175,9 @@ class RuleContext(Protocol):
     """What a cross-field rule may read and do (the resolution implements it)."""
 
     spec: Any
-    config_class: type[SpeculatorConfig]
+    """The SpeculativeConfig under construction."""
+    config_class: type
+    """The chosen SpeculatorConfig subclass."""
 
     def set(self, **updates: Any) -> None: ...
 
@@ -454,7 +453,7 @@ CROSS_FIELD_RULES: tuple[Callable[[RuleContext], None], ...] = (
 """Checked in this order after the config class is chosen, before the class's own ``verify``."""
 
 
-def check_supported_options(spec: Any, cls: type[SpeculatorConfig], defaults: Mapping[str, Any]) -> None:
+def check_supported_options(spec: Any, cls: type, defaults: Mapping[str, Any]) -> None:
     """Every method-specific option (name -> default) that is set to something other than its
     default must be in the class's ``supported_options``."""
     for option, default in defaults.items():
