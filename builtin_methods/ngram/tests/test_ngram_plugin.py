@@ -111,3 +111,11 @@ def test_a_blocked_or_disabled_plugin_says_so(env, why):
     for error in result["errors"]:
         assert "'specpath-ngram', which is installed but " + why in error
         assert "not installed" not in error and "\n" not in error
+
+
+def test_the_distribution_declares_both_of_its_methods():
+    """``ngram_gpu`` has its own entry point: it never resolves only through a fallback scan."""
+    from importlib import metadata
+
+    names = {ep.name for ep in metadata.distribution("specpath-ngram").entry_points if ep.group == "specpath.methods"}
+    assert names == {"ngram", "ngram_gpu"}
