@@ -62,3 +62,8 @@ def test_bad_rates_are_refused(rates):
 def test_bad_lengths_are_refused(length):
     with pytest.raises(ValueError):
         v.acceptance_length_to_rates(length, 3)
+
+
+def test_conditional_rates():
+    assert v.conditional_rates([0.8, 0.4, 0.0]) == pytest.approx([0.8, 0.5, 0.0])
+    assert v.conditional_rates([0.0, 0.0]) == [0.0, 0.0]

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import attrs
 
@@ -144,17 +142,6 @@ def reset_registry() -> None:
     """Forget every binding (``specpath.plugins.reset`` calls it)."""
     global _registry
     _registry = MethodRegistry()
-
-
-@contextmanager
-def temporary_registrations() -> Iterator[MethodRegistry]:
-    """Undo every registration made inside the block (for tests and conformance kits)."""
-    registry = get_registry()
-    saved = registry.snapshot()
-    try:
-        yield registry
-    finally:
-        registry.restore(saved)
 
 
 def register_speculative_method(name: str, config_cls: type) -> None:

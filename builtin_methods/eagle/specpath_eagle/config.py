@@ -72,7 +72,8 @@ def method_from_checkpoint_config(config: Mapping[str, Any]) -> str | None:
 
 
 def method_from_path(path: str | None) -> str | None:
-    """The article's path hints, tried last and in its order: ``"eagle-"`` before ``"eagle3"``."""
+    """vLLM's path hints (it guesses an EAGLE head from the model path), tried last and in its
+    order: ``"eagle-"`` before ``"eagle3"``."""
     name = str(path or "").lower()
     if "eagle-" in name:
         return "eagle"

@@ -30,7 +30,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def build_draft_model_config(spec: SpeculativeConfig) -> ModelConfig:
-    """The draft ModelConfig of the article: inherited, draft-specific and special fields."""
+    """The draft ModelConfig as vLLM's speculative config builds it: inherited, draft-specific and
+    special fields."""
     target = spec.target_model_config
     inherited: dict[str, Any] = {}
     if target is not None:

@@ -2,7 +2,7 @@
 
 A :class:`ModelConfig` reads a *local* Hugging Face checkpoint directory (``config.json``; no
 hub access) into a read-only :class:`HFConfig`. The draft's ModelConfig is built from three
-kinds of fields (the article's categories):
+kinds of fields (the categories of vLLM's speculative config):
 
 1. inherited from the target: tokenizer_mode, dtype, seed, trust_remote_code, enforce_eager,
    max_logprobs, config_format (and the tokenizer, unless the vocabularies differ);

@@ -27,7 +27,6 @@ from specpath.verification import (
     LOSSY_METHODS,
     RejectionSampleMethod,
     acceptance_length_to_rates,
-    conditional_rates,
 )
 
 __all__ = [
@@ -39,7 +38,6 @@ __all__ = [
     "LossyVerificationWarning",
     "RejectionSampleMethod",
     "SpeculativeConfig",
-    "conditional_acceptance_rates",
     "field_reference",
     "min_variance_acceptance_rates",
 ]
@@ -73,11 +71,6 @@ def min_variance_acceptance_rates(mean_acceptance_length: float, num_speculative
     """Per-position unconditional acceptance rates with mean acceptance length ``L`` (bonus
     included) and the least variance (see :func:`specpath.verification.acceptance_length_to_rates`)."""
     return tuple(acceptance_length_to_rates(mean_acceptance_length, num_speculative_tokens))
-
-
-def conditional_acceptance_rates(unconditional: Sequence[float]) -> tuple[float, ...]:
-    """Turn "first i+1 all accepted" rates into "draft i accepted given i-1 was" rates."""
-    return tuple(conditional_rates(unconditional))
 
 
 @attrs.frozen(kw_only=True)
