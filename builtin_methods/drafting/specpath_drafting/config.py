@@ -73,7 +73,8 @@ def method_from_checkpoint_config(config: Mapping[str, Any]) -> str | None:
 
 
 def method_from_path(path: str | None) -> str | None:
-    """The path hints of vLLM's speculative config, tried last and in its order: ``"eagle-"`` before ``"eagle3"``."""
+    """vLLM's path hints (it guesses an EAGLE head from the model path), tried last and in its
+    order: ``"eagle-"`` before ``"eagle3"``."""
     name = str(path or "").lower()
     if "eagle-" in name:
         return "eagle"
@@ -155,23 +156,16 @@ def check_head_quantization(spec: Any, shares_target_head: bool) -> None:
 
 @attrs.frozen(kw_only=True)
 class HeadSpeculatorConfig(HiddenStateDrafterConfig):
-    """EAGLE-style heads (EAGLE-1, EAGLE-3): recognised by their ``config.json`` (then a path
-    hint), an explicit method must agree with the checkpoint, and the LM head the drafts use may
-    be fp8 (``draft_lm_head_quantization``)."""
+    """EAGLE-style heads (EAGLE-1, EAGLE-3): an explicit method must agree with what the head's
+    ``config.json`` says it is (detection itself is the plugins' ``specpath_detect_method``
+    hooks, from :func:`method_from_checkpoint_config` and :func:`method_from_path`), and the LM
+    head the drafts use may be fp8 (``draft_lm_head_quantization``)."""
 
     supported_options = frozenset({"draft_lm_head_quantization"})
     demo_num_speculative_tokens = 4
     shares_target_head: ClassVar[bool] = True
     """The head drafts through the target's LM head (so ``draft_lm_head_quantization`` rules
     apply to the target's head dtype)."""
-
-    @classmethod
-    def matches(cls, checkpoint: Any) -> bool:
-        """Config evidence first (architectures / model_type), then the path hint."""
-        found = method_from_checkpoint_config(checkpoint.config)
-        if found is not None:
-            return found == cls.base_method
-        return method_from_path(checkpoint.path) == cls.base_method
 
     @classmethod
     def verify(cls, spec: Any) -> None:

@@ -17,9 +17,20 @@ import attrs
 from specpath.config.shipped import EMBEDDED_TARGET, ShippedCheckpoint
 from specpath.config.speculator import SpeculatorConfig
 from specpath.errors import SpeculativeConfigError
-from specpath_drafting.config import HeadSpeculatorConfig, method_from_checkpoint_config, resolve_aux_layer_ids
+from specpath_drafting.config import (
+    HeadSpeculatorConfig,
+    method_from_checkpoint_config,
+    method_from_path,
+    resolve_aux_layer_ids,
+)
 
-__all__ = ["EAGLE_HEAD", "EagleSpeculatorConfig", "ExtractHiddenStatesSpeculatorConfig", "method_from_checkpoint_config"]
+__all__ = [
+    "EAGLE_HEAD",
+    "EagleSpeculatorConfig",
+    "ExtractHiddenStatesSpeculatorConfig",
+    "method_from_checkpoint_config",  # the detection hooks read these (defined in specpath_drafting)
+    "method_from_path",
+]
 
 HEADS_DIR = Path(__file__).resolve().parent / "heads"
 """Trained heads shipped with the package (package data)."""

@@ -71,7 +71,7 @@ class BlockDrafterConfig(DraftModelSpeculatorConfig):
     drafted in one non-causal pass. ``model`` is the drafter's checkpoint directory; subclasses
     name the method, the speculator, the layout and the shipped checkpoints."""
 
-    supported_options = frozenset()
+    supported_options = frozenset({"enable_adaptive_verification", "adaptive_verification_threshold"})
     uses_target_hidden_states = True
     uses_aux_hidden_states = True
     """The target returns several intermediate layers (the taps), not only its last one."""
@@ -121,13 +121,6 @@ class BlockDrafterConfig(DraftModelSpeculatorConfig):
                 ("adaptive_verification_threshold", spec.adaptive_verification_threshold))
 
     # -- class hooks -----------------------------------------------------------------------
-
-    @classmethod
-    def matches(cls, checkpoint: Any) -> bool:
-        found = checkpoint_kind(checkpoint.config)
-        if found is not None:
-            return found == cls.base_method
-        return cls.base_method in str(checkpoint.path or "").lower()
 
     @classmethod
     def configure(cls, spec: Any) -> Mapping[str, Any]:
