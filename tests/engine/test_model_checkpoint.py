@@ -164,3 +164,20 @@ def test_default_model_is_a_byte_level_llama_that_predicts_python():
     bits = torch.nn.functional.cross_entropy(logits, ids[1:]).item() / math.log(2)
     assert bits < 3.0
     assert tok.decode(tok.encode("import os\n")) == "import os\n"
+
+
+def test_shared_tensors_fill_what_a_checkpoint_leaves_out(tmp_path):
+    """A draft that borrows its target's embedding: the checkpoint omits it, the caller lends it."""
+    torch.manual_seed(0)
+    model = LlamaModel(LlamaConfig.from_hf_dict({**HF_DICT, "tie_word_embeddings": True}))
+    model.save_pretrained(tmp_path)
+    state = load_file(str(tmp_path / "model.safetensors"))
+    embedding = state.pop("model.embed_tokens.weight")
+    save_file(state, str(tmp_path / "model.safetensors"))
+    with pytest.raises(CheckpointError):
+        LlamaModel.from_pretrained(tmp_path)
+    loaded = LlamaModel.from_pretrained(tmp_path, shared_tensors={"model.embed_tokens.weight": embedding})
+    ids = torch.tensor([1, 5, 7])
+    expected = model.forward(ids, torch.arange(3)).logits
+    assert torch.equal(loaded.forward(ids, torch.arange(3)).logits, expected)
+    assert loaded.lm_head.weight is loaded.model.embed_tokens.weight

@@ -307,8 +307,12 @@ class LlamaModel(nn.Module):
         *,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
+        shared_tensors: Mapping[str, torch.Tensor] | None = None,
     ) -> "LlamaModel":
-        """Load an HF-format directory (``config.json`` + safetensors weights)."""
+        """Load an HF-format directory (``config.json`` + safetensors weights).
+
+        ``shared_tensors``: weights the checkpoint leaves out and the caller lends, by HF name (a
+        draft that borrows its target's embedding); the checkpoint's own tensors win."""
         raw = checkpoint.read_config(path)
         try:
             config = LlamaConfig.from_hf_dict(raw)
@@ -316,7 +320,7 @@ class LlamaModel(nn.Module):
             raise checkpoint.CheckpointError(f"{Path(path) / checkpoint.CONFIG_NAME}: {exc}") from None
         with torch.device("meta"):
             model = cls(config)
-        tensors = checkpoint.load_state_dict(path)
+        tensors = {**(shared_tensors or {}), **checkpoint.load_state_dict(path)}
         expected = {name: p.shape for name, p in model.named_parameters(remove_duplicate=False)}
         optional = frozenset({"lm_head.weight"}) if config.tie_word_embeddings else frozenset()
         if config.tie_word_embeddings:
