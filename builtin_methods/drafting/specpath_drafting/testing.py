@@ -220,3 +220,23 @@ def config_variant(checkpoint: str | Path, path: str | Path, **changes: Any) -> 
     config = json.loads((Path(checkpoint) / "config.json").read_text())
     (path / "config.json").write_text(json.dumps({**config, **changes}))
     return path
+
+
+SMOLLM2_135M_CONFIG = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 49152, "hidden_size": 576,
+    "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+    "head_dim": 64, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5, "rope_theta": 100000.0,
+    "tie_word_embeddings": True, "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2,
+    "torch_dtype": "float32",
+}
+"""SmolLM2-135M-Instruct's config.json (architecture only): enough to resolve configurations."""
+
+
+def smollm2_config_dir(path: str | Path) -> Path:
+    """A directory holding only SmolLM2-135M's config.json (no weights), for resolution tests."""
+    import json
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(SMOLLM2_135M_CONFIG))
+    return path

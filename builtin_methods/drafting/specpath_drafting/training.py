@@ -67,10 +67,88 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave the default)")
+    p.add_argument("--data", default=None,
+                   help="a specpath_drafting.target_text cache (a BPE target's own text): replaces the byte-corpus "
+                        "windows, the features cache and --heldout-windows")
+    p.add_argument("--train-vocab", type=int, default=0,
+                   help="score logits and the target's distribution over the N most frequent training tokens "
+                        "only (0: the whole vocabulary; SmolLM2: 4096 of 49,152)")
+    p.add_argument("--resume", action="store_true", help="checkpoint OUT/resume.pt every 2 min and continue from it")
+    p.add_argument("--warmup", type=int, default=50, help="learning-rate warm-up steps")
+    p.add_argument("--eval-every", type=float, default=60.0, help="seconds between held-out evaluations (and at the end)")
+    p.add_argument("--vocab-corpus", type=int, default=0,
+                   help="rank reduced vocabularies by the training tokens plus N stdlib slices (and N/6 chat "
+                        "instructions) tokenised by the target's tokenizer (0: the training tokens only)")
 
 
 def features_dir(args: argparse.Namespace) -> Path:
+    """Where the features (and their ``features.json`` key) live: the ``--data`` cache when given."""
+    if getattr(args, "data", None):
+        return Path(args.data)
     return Path(args.features) if args.features else Path(args.out) / "features"
+
+
+def training_features(args: argparse.Namespace, layers: Sequence[int],
+                      log: Callable[[str], None]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tokens, taps of ``layers``): the ``--data`` cache when given (its held-out count becomes
+    ``args.heldout_windows``), else the byte-corpus recipe's own cache (built on first use)."""
+    if getattr(args, "data", None):
+        from specpath_drafting.target_text import load_dataset
+
+        data = load_dataset(args.data, layers)
+        args.heldout_windows = data["heldout"]
+        log(f"data: {args.data}: {tuple(data['tokens'].shape)} windows, {data['heldout']} held out, layers {list(layers)}")
+        return data["tokens"], data["taps"]
+    return cached_features(features_dir(args), args.target, layers, make_windows=make_windows_fn(args), log=log)
+
+
+def training_head_rows(args: argparse.Namespace, tokens: torch.Tensor, head_w: torch.Tensor,
+                       log: Callable[[str], None]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(rows, ids): the target head's rows the recipe scores and their ids: all (ids None), or
+    the ``--train-vocab`` most frequent training tokens. The exported drafter keeps using the
+    target's whole head, so recipes record the ids (``training_record(train_vocab_ids=...)``)."""
+    n = getattr(args, "train_vocab", 0)
+    if not n or n >= head_w.shape[0]:
+        return head_w, None
+    ids = ranked_vocabulary(args, tokens, head_w.shape[0], n)
+    log(f"training vocabulary: {n}/{head_w.shape[0]} ids cover {float(torch.isin(tokens, ids).float().mean()):.2%} "
+        "of the training tokens")
+    return head_w[ids], ids
+
+
+def train_vocab_record(ids: torch.Tensor | None) -> dict:
+    """The ``train_vocab_ids`` entry of a training record (empty for the whole vocabulary): the
+    ids a drafter trained with ``--train-vocab`` was scored on, so serving can keep to them."""
+    return {} if ids is None else {"train_vocab_ids": [int(i) for i in ids]}
+
+
+def heldout_top1(args: argparse.Namespace, held: int) -> torch.Tensor | None:
+    """The target's greedy token at every held-out position over its whole vocabulary, from the
+    ``--data`` cache (its top-k); None without one."""
+    if not getattr(args, "data", None):
+        return None
+    from safetensors import safe_open
+
+    with safe_open(str(Path(args.data) / "features.safetensors"), framework="pt") as f:
+        return f.get_slice("topk_ids")[:held, :, 0].long()
+
+
+def ranked_vocabulary(args: argparse.Namespace, tokens: torch.Tensor, vocab_size: int, size: int) -> torch.Tensor:
+    """The ``size`` ids a reduced vocabulary keeps: by frequency in ``tokens``, plus the
+    ``--vocab-corpus`` sample's counts when asked for (cached in the data directory)."""
+    extra = None
+    if getattr(args, "vocab_corpus", 0):
+        from specpath_drafting.target_text import corpus_token_counts
+
+        cache = Path(args.data) / f"corpus_counts_{args.vocab_corpus}.pt" if getattr(args, "data", None) else None
+        extra = corpus_token_counts(args.target, num_code=args.vocab_corpus, num_chat=max(1, args.vocab_corpus // 6),
+                                    cache=cache)
+    return vocab_by_frequency(tokens, vocab_size, size, extra_counts=extra)
+
+
+def resume_file(args: argparse.Namespace) -> Path | None:
+    """``OUT/resume.pt`` with ``--resume`` (the loop's checkpoint), else None."""
+    return Path(args.out) / "resume.pt" if getattr(args, "resume", False) else None
 
 
 def load_target_parts(target_path: str) -> tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -248,15 +326,34 @@ def warmup_cosine(step: int, progress: float, *, peak: float, warmup: int, floor
 def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, dict]],
                tokens: torch.Tensor, taps: torch.Tensor, *, minutes: float, batch: int, lr: float, seed: int,
                log: Callable[[str], None] = print, eval_every_s: float = 60.0,
-               heldout: tuple[torch.Tensor, torch.Tensor] | None = None, warmup: int = 50) -> dict:
+               heldout: tuple[torch.Tensor, torch.Tensor] | None = None, warmup: int = 50,
+               resume: str | Path | None = None, save_every_s: float = 120.0) -> dict:
     """AdamW with warm-up and cosine decay over a wall-clock budget; ``loss_fn(tokens, taps)``
-    returns the loss and float metrics of one batch. Returns the last held-out metrics."""
+    returns the loss and float metrics of one batch. Returns the last held-out metrics.
+
+    With ``resume`` (a file), the weights, optimizer, step, elapsed time and sampler state are
+    saved there every ``save_every_s`` seconds and picked up again by a restarted run, which
+    then only spends what is left of the budget."""
     gen = torch.Generator().manual_seed(seed)
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
     budget = minutes * 60.0
-    start = last_eval = time.time()
-    step = 0
+    step, spent = 0, 0.0
+    if resume is not None and Path(resume).is_file():
+        state = torch.load(resume, weights_only=False)
+        head.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        gen.set_state(state["generator"])
+        step, spent = state["step"], state["elapsed"]
+        log(f"resumed from {resume}: step {step}, {spent:.0f}s of {budget:.0f}s spent")
+
+    def save() -> None:
+        tmp = Path(str(resume) + ".tmp")
+        torch.save({"model": head.state_dict(), "optimizer": opt.state_dict(), "generator": gen.get_state(),
+                    "step": step, "elapsed": time.time() - start}, tmp)
+        tmp.replace(resume)
+
+    start = last_eval = last_save = time.time() - spent
     metrics: dict = {}
     while True:
         elapsed = time.time() - start
@@ -271,6 +368,9 @@ def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Ten
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         step += 1
+        if resume is not None and time.time() - last_save >= save_every_s:
+            last_save = time.time()
+            save()
         if time.time() - last_eval >= eval_every_s or time.time() - start >= budget:
             last_eval = time.time()
             text = " ".join(f"{k}={v:.3f}" for k, v in info.items())
@@ -279,8 +379,28 @@ def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Ten
                     _, metrics = loss_fn(heldout[0], heldout[1].float())
                 text += " | heldout " + " ".join(f"{k}={v:.3f}" for k, v in metrics.items())
             log(f"step {step} {time.time() - start:.0f}s loss={loss.item():.4f} {text}")
+    if heldout is not None and not metrics:  # a resumed run with nothing left to train
+        with torch.no_grad():
+            _, metrics = loss_fn(heldout[0], heldout[1].float())
+    if resume is not None:
+        save()
     metrics["steps"] = step
     return metrics
+
+
+def vocab_by_frequency(tokens: torch.Tensor, vocab_size: int, size: int,
+                       extra_counts: torch.Tensor | None = None) -> torch.Tensor:
+    """The ``size`` most frequent ids of ``tokens``, ascending (ties: lower id first): a reduced
+    draft vocabulary (EAGLE-3), or the training vocabulary of a head that shares a large target
+    vocabulary (its logits and the target's distribution are computed over these rows only).
+
+    ``extra_counts`` [vocab_size] (e.g. token counts of a larger text sample) are added after
+    scaling them to the same total, so ids the training windows never show can still rank."""
+    counts = torch.bincount(tokens.reshape(-1), minlength=vocab_size).float()
+    if extra_counts is not None and float(extra_counts.sum()) > 0:
+        counts = counts + extra_counts.float() * (counts.sum() / extra_counts.float().sum())
+    counts = counts - torch.arange(vocab_size) * 1e-6  # deterministic tie-break
+    return counts.topk(size).indices.sort().values
 
 
 def target_probs_from_final(target_norm: torch.Tensor, target_head: torch.Tensor, final: torch.Tensor,
@@ -289,6 +409,20 @@ def target_probs_from_final(target_norm: torch.Tensor, target_head: torch.Tensor
     x = final.float()
     x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * target_norm
     return torch.softmax(x @ target_head.T, dim=-1)
+
+
+@torch.no_grad()
+def target_argmax(target_norm: torch.Tensor, target_head: torch.Tensor, final: torch.Tensor, eps: float,
+                  *, chunk: int = 2048) -> torch.Tensor:
+    """The target's greedy next token over its whole vocabulary, a few thousand positions at a
+    time (held-out agreement stays honest when training scores a reduced vocabulary)."""
+    x = final.float().reshape(-1, final.shape[-1])
+    out = torch.empty(x.shape[0], dtype=torch.int64)
+    for i in range(0, x.shape[0], chunk):
+        h = x[i:i + chunk]
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * target_norm
+        out[i:i + chunk] = (h @ target_head.T).argmax(-1)
+    return out.view(final.shape[:-1])
 
 
 # -- the end of every recipe ------------------------------------------------------------------
@@ -301,7 +435,9 @@ def fit(name: str, model: torch.nn.Module, loss_fn: Callable, tokens: torch.Tens
     held = args.heldout_windows
     t0 = time.time()
     metrics = train_loop(model, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
-                         lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]))
+                         lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]),
+                         resume=resume_file(args), warmup=getattr(args, "warmup", 50),
+                         eval_every_s=getattr(args, "eval_every", 60.0))
     log(f"{name}: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
     return metrics
 

@@ -138,6 +138,8 @@ def add_block_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--taps", type=int, default=3, help="target layers fused into the context")
     p.add_argument("--anchors", type=int, default=24, help="random anchors (blocks) per window")
     p.add_argument("--gamma", type=float, default=4.0, help="position-weight decay")
+    p.add_argument("--tap-ids", type=int, nargs="+", default=None,
+                   help="the target layers to fuse (0-based outputs; default: spaced from 1 to N-3)")
 
 
 def setup_run(args: argparse.Namespace):
@@ -151,8 +153,11 @@ def setup_run(args: argparse.Namespace):
 
 def build(kind: str, args: argparse.Namespace, config: dict, emb_w: torch.Tensor, head_w: torch.Tensor,
           module: type = DFlashDrafter, **overrides):
-    dc = DrafterConfig.for_target(kind, config, num_layers=args.layers, num_taps=args.taps, num_draft_tokens=args.k,
-                                  **overrides)
+    if getattr(args, "tap_ids", None):
+        overrides = {"target_layer_ids": tuple(args.tap_ids), **overrides}
+    dc = DrafterConfig.for_target(kind, config, num_layers=args.layers,
+                                  num_taps=len(getattr(args, "tap_ids", None) or ()) or args.taps,
+                                  num_draft_tokens=args.k, **overrides)
     drafter = module(dc, embed_tokens=lambda ids: F.embedding(ids, emb_w), lm_head=lambda h: h @ head_w.T)
     with torch.no_grad():
         drafter.mask_embedding.copy_(emb_w.mean(0))  # start the mask slots at the average token
