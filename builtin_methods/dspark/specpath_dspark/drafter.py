@@ -33,6 +33,8 @@ class DSparkDrafter(DFlashDrafter):
         self.register_buffer("confidence_temperatures", torch.tensor(temps, dtype=torch.float32))
         with torch.no_grad():
             nn.init.normal_(self.markov_w1, std=0.02)
+        self.markov_columns: torch.Tensor | None = None
+        """Training over a reduced vocabulary: the target ids the logits cover (None: all)."""
 
     def confidence_base(self, hidden: torch.Tensor) -> torch.Tensor:
         """``w_h . h_k + b`` for block outputs ``hidden`` [..., d] (float32)."""
@@ -47,7 +49,8 @@ class DSparkDrafter(DFlashDrafter):
 
     def markov_bias(self, prev: torch.Tensor) -> torch.Tensor:
         """``W1[prev] W2``: the Markov bias over the vocabulary given the previous tokens."""
-        return (self.markov_w1[prev] @ self.markov_w2).float()
+        w2 = self.markov_w2 if self.markov_columns is None else self.markov_w2[:, self.markov_columns]
+        return (self.markov_w1[prev] @ w2).float()
 
     def confidence_logits(self, base: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
         """Uncalibrated confidence logits from ``confidence_base`` and the previous tokens."""

@@ -24,7 +24,15 @@ from specpath_dspark.training import calibrate_temperatures, calibration_data, d
 
 
 def main(argv: list[str] | None = None) -> int:
-    from specpath_drafting.training import add_data_arguments, fit, save_and_export, training_record
+    from specpath_drafting.training import (
+        add_data_arguments,
+        fit,
+        save_and_export,
+        train_vocab_record,
+        training_features,
+        training_head_rows,
+        training_record,
+    )
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_arguments(p)
@@ -35,15 +43,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--soft-ce", action="store_true",
                    help="CE against the target's distribution instead of the data token (its expectation on target samples)")
     args = p.parse_args(argv)
+    if args.train_vocab and not args.soft_ce:
+        p.error("--train-vocab needs --soft-ce (a data token outside the training vocabulary has no logit)")
     out, log, config, emb_w, norm_w, head_w, feats, cached_features, make_windows = setup_run(args)
-    drafter = build("dspark", args, config, emb_w, head_w, module=DSparkDrafter, markov_rank=args.markov_rank,
-                    anchor_sampling=not args.fill_in)
+
+    def make(rows: torch.Tensor) -> DSparkDrafter:
+        return build("dspark", args, config, emb_w, rows, module=DSparkDrafter, markov_rank=args.markov_rank,
+                     anchor_sampling=not args.fill_in)
+
+    taps_ids = make(head_w[:1]).config.target_layer_ids
+    layers = (*taps_ids, config["num_hidden_layers"] - 1)
+    log(f"dspark: target {args.target} taps {taps_ids} args {vars(args)}")
+    tokens, taps = training_features(args, layers, log)
+    held = args.heldout_windows
+    head_w, vocab_ids = training_head_rows(args, tokens[held:], head_w, log)
+    drafter = make(head_w)
+    drafter.markov_columns = vocab_ids  # the Markov head scores the same reduced columns while training
     with torch.no_grad():
         drafter.norm.weight.copy_(norm_w)
-    layers = (*drafter.config.target_layer_ids, config["num_hidden_layers"] - 1)
-    log(f"dspark: target {args.target} taps {drafter.config.target_layer_ids} args {vars(args)}")
-    tokens, taps = cached_features(feats, args.target, layers, make_windows=make_windows, log=log)
-    held = args.heldout_windows
     eps = config.get("rms_norm_eps", 1e-6)
     loss_fn = dspark_loss(drafter, norm_w, head_w, eps, k=args.k, anchors_per_window=args.anchors, gamma=args.gamma,
                           seed=args.seed, weights=tuple(args.loss_weights), soft_ce=args.soft_ce)
@@ -56,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         drafter.confidence_temperatures.copy_(torch.tensor(temps))
     extra = {"confidence_temperatures": temps,
              "specpath_training": training_record("specpath_dspark.train_dspark", args, metrics, argv=argv,
-                                                  calibration_ece=errors)}
+                                                  calibration_ece=errors, **train_vocab_record(vocab_ids))}
     save_and_export(save_drafter, drafter, out / "drafter", args, log, "dspark", extra=extra)
     return 0
 

@@ -65,3 +65,14 @@ def test_sequential_temperature_scaling_calibrates_the_survival():
     for j in range(k):
         assert errors[j] <= expected_calibration_error(raw[:, j], events[:, j]) + 1e-9
     assert 2.0 <= temps[0] <= 4.5  # undoes the factor of 3 at the first position
+
+
+def test_markov_columns_restrict_the_bias_to_a_training_vocabulary(tmp_path):
+    """Training over a reduced vocabulary scores the Markov bias on the same columns."""
+    _, drafter, tokens, _ = setup(tmp_path)
+    full = drafter.markov_bias(tokens)
+    cols = torch.tensor([0, 3, 5, 17])
+    drafter.markov_columns = cols
+    assert torch.allclose(drafter.markov_bias(tokens), full[..., cols], atol=1e-6)
+    drafter.markov_columns = None
+    assert torch.equal(drafter.markov_bias(tokens), full)

@@ -30,38 +30,54 @@ from specpath_drafting.config import default_aux_layer_ids
 from specpath_drafting.heads import HeadConfig, save_head
 from specpath_drafting.training import (
     add_data_arguments,
-    cached_features,
     depth_pass,
-    features_dir,
     fit_and_save,
+    heldout_top1,
     load_target_parts,
-    make_windows_fn,
+    ranked_vocabulary,
     start_run,
+    target_argmax,
     target_probs_from_final,
+    training_features,
+    vocab_by_frequency,
 )
 from specpath_eagle3.head import Eagle3Head
 
 
 def draft_vocabulary(tokens: torch.Tensor, vocab_size: int, size: int) -> torch.Tensor:
     """The ``size`` most frequent ids of ``tokens``, ascending (ties: lower id first)."""
-    counts = torch.bincount(tokens.reshape(-1), minlength=vocab_size).float()
-    counts = counts - torch.arange(vocab_size) * 1e-6  # deterministic tie-break
-    return counts.topk(size).indices.sort().values
+    return vocab_by_frequency(tokens, vocab_size, size)
 
 
 def eagle3_loss(head: Eagle3Head, norm_w: torch.Tensor, head_w: torch.Tensor, eps: float, *,
-                ttt_steps: int, parallel_depths: int, parallel_weight: float, decay: float = 0.8):
+                ttt_steps: int, parallel_depths: int, parallel_weight: float, decay: float = 0.8,
+                restricted: bool = False, heldout_argmax: torch.Tensor | None = None):
+    """With ``restricted``, the target's distribution is computed over the draft vocabulary's
+    rows of its head only (a large vocabulary: SmolLM2's 49,152 would cost ~5x the head itself);
+    held-out agreement still compares with the target's argmax over its whole vocabulary
+    (``heldout_argmax`` [windows, W], the data cache's top-1, else computed here)."""
     draft_ids = head.draft_ids
+    target_w = head_w[draft_ids] if restricted else head_w
 
     def loss_fn(tokens: torch.Tensor, taps: torch.Tensor):
         aux, final = taps[:, :, :-1], taps[:, :, -1]
         b, w = tokens.shape
         p = w - 2
-        probs = target_probs_from_final(norm_w, head_w, final[:, 1:p + 1], eps)  # predicts x_{q+2}
-        top = probs.argmax(-1)
-        covered = head.t2d[top].float()
-        sub = probs[..., draft_ids]
-        sub = sub / sub.sum(-1, keepdim=True).clamp_min(1e-9)
+        probs = target_probs_from_final(norm_w, target_w, final[:, 1:p + 1], eps)  # predicts x_{q+2}
+        if restricted:
+            sub = probs
+            covered = torch.ones(probs.shape[:-1])
+            top = draft_ids[probs.argmax(-1)]
+            if not torch.is_grad_enabled():
+                if heldout_argmax is not None and heldout_argmax.shape == tokens.shape:
+                    top = heldout_argmax[:, 1:p + 1]
+                else:
+                    top = target_argmax(norm_w, head_w, final[:, 1:p + 1], eps)
+        else:
+            top = probs.argmax(-1)
+            covered = head.t2d[top].float()
+            sub = probs[..., draft_ids]
+            sub = sub / sub.sum(-1, keepdim=True).clamp_min(1e-9)
         pos = torch.arange(p)
 
         def depth_loss(a: torch.Tensor, j: int):
@@ -115,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     aux = default_aux_layer_ids(n)
     layers = (*aux, n - 1)
     log(f"eagle3: target {args.target} taps {aux} (+ final {n - 1} for the targets) args {vars(args)}")
-    tokens, taps = cached_features(features_dir(args), args.target, layers, make_windows=make_windows_fn(args), log=log)
+    tokens, taps = training_features(args, layers, log)
     held = args.heldout_windows
     vocab = config["vocab_size"]
     draft_vocab = min(args.draft_vocab, vocab)
@@ -123,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         "eagle3", config, draft_vocab_size=draft_vocab if draft_vocab < vocab else None,
         parallel_drafting=args.parallel_depths > 1, aux_layer_ids=aux)
     head = Eagle3Head(head_config, embed_tokens=lambda ids: F.embedding(ids, emb_w))
-    ids = draft_vocabulary(tokens[held:], vocab, draft_vocab)
+    ids = ranked_vocabulary(args, tokens[held:], vocab, draft_vocab)
     with torch.no_grad():
         head.set_vocab_map(ids)
         head.lm_head.weight.copy_(head_w[ids])
@@ -139,9 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         ids = head.draft_ids
         log(f"eagle3: initialised from {args.init} (new: {missing or 'none'})")
     covered = float(torch.isin(tokens[held:], ids).float().mean())
-    log(f"eagle3: draft vocabulary {draft_vocab}/{vocab} ids covers {covered:.4%} of training bytes")
+    log(f"eagle3: draft vocabulary {draft_vocab}/{vocab} ids covers {covered:.4%} of training tokens")
     loss_fn = eagle3_loss(head, norm_w, head_w, config.get("rms_norm_eps", 1e-6), ttt_steps=args.ttt_steps,
-                          parallel_depths=args.parallel_depths, parallel_weight=args.parallel_weight)
+                          parallel_depths=args.parallel_depths, parallel_weight=args.parallel_weight,
+                          restricted=bool(args.train_vocab), heldout_argmax=heldout_top1(args, held))
     fit_and_save("eagle3", "specpath_eagle3.train_eagle3", head, loss_fn, tokens, taps, args, log, save=save_head,
                  path=out / "head", argv=argv)
     return 0

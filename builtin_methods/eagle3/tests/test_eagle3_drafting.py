@@ -141,3 +141,37 @@ def test_training_losses_run_and_learn(setup):
             opt.step()
         assert loss.item() < first, (type(head).__name__, first, loss.item())
     assert {"acc0", "acc2", "par1", "par2"} <= set(info)
+
+
+def test_restricted_targets_are_the_full_ones_over_a_full_draft_vocabulary(setup):
+    """``restricted`` scores the target's distribution over the draft vocabulary's head rows only
+    (SmolLM2: 4,096 of 49,152); with a draft vocabulary covering everything it is the same loss.
+    Over a reduced one, held-out agreement still uses the target's whole-vocabulary argmax."""
+    import torch.nn.functional as F
+
+    from specpath_drafting.heads import HeadConfig
+    from specpath_drafting.training import target_argmax
+    from specpath_eagle3.train_eagle3 import draft_vocabulary, eagle3_loss
+
+    _, target, _, _ = setup
+    t = target.float()
+    cfg = t.config.to_hf_dict()
+    emb, norm, head_w = t.model.embed_tokens.weight.detach(), t.model.norm.weight.detach(), t.lm_head.weight.detach()
+    tokens = torch.randint(0, 64, (3, 20), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        taps = t(tokens, torch.arange(20), hidden_layers=(0, 1, 2, 3)).hidden_states
+    full = Eagle3Head(HeadConfig.for_target("eagle3", cfg), embed_tokens=lambda i: F.embedding(i, emb))
+    full.set_vocab_map(torch.arange(64))
+    kw = dict(ttt_steps=2, parallel_depths=0, parallel_weight=0.5)
+    plain, info_plain = eagle3_loss(full, norm, head_w, 1e-5, **kw)(tokens, taps)
+    restricted, info_r = eagle3_loss(full, norm, head_w, 1e-5, restricted=True, **kw)(tokens, taps)
+    assert torch.allclose(plain, restricted, rtol=1e-5) and info_plain == info_r
+
+    small = Eagle3Head(HeadConfig.for_target("eagle3", cfg, draft_vocab_size=16), embed_tokens=lambda i: F.embedding(i, emb))
+    small.set_vocab_map(draft_vocabulary(tokens, 64, 16))
+    top = target_argmax(norm, head_w, taps[:, :, -1], 1e-5)
+    with torch.no_grad():
+        given = eagle3_loss(small, norm, head_w, 1e-5, restricted=True, heldout_argmax=top, **kw)(tokens, taps)[1]
+        computed = eagle3_loss(small, norm, head_w, 1e-5, restricted=True, **kw)(tokens, taps)[1]
+        wrong = eagle3_loss(small, norm, head_w, 1e-5, restricted=True, heldout_argmax=(top + 1) % 64, **kw)(tokens, taps)[1]
+    assert given == computed and wrong["acc0"] != given["acc0"]

@@ -35,15 +35,15 @@ import torch.nn.functional as F
 
 from specpath_drafting.training import (
     add_data_arguments,
-    cached_features,
     depth_pass,
-    features_dir,
     fit,
     load_target_parts,
-    make_windows_fn,
     soft_cross_entropy,
     start_run,
     target_probs_from_final,
+    train_vocab_record,
+    training_features,
+    training_head_rows,
     training_record,
 )
 from specpath_mtp.module import build_modules, checkpoint_config, load_mtp_modules, save_mtp_checkpoint
@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     config, emb_w, norm_w, head_w = load_target_parts(args.target)
     layers = (config["num_hidden_layers"] - 1,)
     log(f"mtp: target {args.target} modules {args.modules} args {vars(args)}")
-    tokens, taps = cached_features(features_dir(args), args.target, layers, make_windows=make_windows_fn(args), log=log)
+    tokens, taps = training_features(args, layers, log)
+    head_w, vocab_ids = training_head_rows(args, tokens[args.heldout_windows:], head_w, log)
 
     modules = build_modules(checkpoint_config(config, args.modules),
                             embed_tokens=lambda ids: F.embedding(ids, emb_w), lm_head=lambda h: h @ head_w.T)
@@ -128,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     metrics = fit("mtp", container, loss_fn, tokens, taps, args, log)
     init = args.init and json.loads((Path(args.init) / "config.json").read_text()).get("specpath_training")
     extra = {"specpath_training": training_record("specpath_mtp.train_mtp", args, metrics, argv=argv,
-                                                  modules=args.modules, init=init)}
+                                                  modules=args.modules, init=init,
+                                                  **train_vocab_record(vocab_ids))}
     dtype = getattr(torch, args.save_dtype)
 
     def save(mods, path, *, extra_config, dtype=dtype):
