@@ -44,13 +44,25 @@ class _RequestState:
     """Heterogeneous vocabulary: the draft token ids whose KV is valid, in order."""
 
 
-def load_draft(context: SpeculatorContext, path: str) -> Any:
-    """The draft model, built by the engine's ``load_model`` (the engine owns model code)."""
+SHARES_TARGET_EMBEDDINGS = "shares_target_embeddings"
+"""config.json key of a draft without an embedding of its own (it borrows the target's)."""
+
+
+def load_draft(context: SpeculatorContext, path: str, hf_config: Any = None) -> Any:
+    """The draft model, built by the engine's ``load_model`` (the engine owns model code). A
+    draft whose config.json declares ``shares_target_embeddings`` gets the target's embedding
+    matrix (tied to its head), read through the context's ``embed_tokens``."""
     if context.load_model is None:
         raise ValueError(
             "the draft_model speculator needs SpeculatorContext.load_model to build its draft; "
             "this engine lends none"
         )
+    if hf_config is not None and hf_config.get(SHARES_TARGET_EMBEDDINGS):
+        if context.embed_tokens is None:
+            raise ValueError(f"the draft {path} borrows the target's embedding, and this engine lends none")
+        with torch.no_grad():
+            weight = context.embed_tokens(torch.arange(context.vocab_size, device=context.device))
+        return context.load_model(path, shared_tensors={"model.embed_tokens.weight": weight})
     return context.load_model(path)
 
 
@@ -87,7 +99,7 @@ class DraftModelSpeculator(BaseSpeculator):
 
             self.vocab = ByteStringVocab.from_checkpoint(draft.tokenizer or draft.model)
         self.mask_token = int(hf[PARD_TOKEN_KEY]) if self.parallel else None
-        self.model = load_draft(context, draft.model)
+        self.model = load_draft(context, draft.model, hf)
         heads = hf["num_attention_heads"]
         head_dim = hf.get("head_dim") or hf["hidden_size"] // heads
         max_len = context.max_model_len + self.k_max + 2

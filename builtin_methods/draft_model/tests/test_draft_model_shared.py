@@ -1,0 +1,69 @@
+"""A draft that borrows its target's embedding (``shares_target_embeddings``): written without
+it by ``train_shared``, lent the target's at load, lossless through the engine."""
+
+import json
+
+import torch
+from safetensors.torch import load_file
+
+from specpath.engine.llm import LLM
+from specpath.engine.model import LlamaModel, default_model_path
+from specpath.engine.request import SamplingParams
+from specpath_draft_model.train_shared import SHARES_TARGET_EMBEDDINGS, distill_loss, draft_from_target, save_shared_draft
+
+PROMPTS = [list(b"def main():\n    "), list(b"import os\nimport sys\n"), list(b"x = [i for i in ")]
+
+
+def test_shared_draft_checkpoint_omits_the_embedding_and_drafts_losslessly(tmp_path):
+    target = LlamaModel.from_pretrained(default_model_path())
+    draft = draft_from_target(target, [0, 5])
+    assert draft.config.num_hidden_layers == 2
+    assert torch.equal(draft.model.layers[1].mlp.up_proj.weight, target.model.layers[5].mlp.up_proj.weight)
+    save_shared_draft(draft, tmp_path / "d", extra={"note": 1}, dtype=torch.float32)
+    config = json.loads((tmp_path / "d" / "config.json").read_text())
+    assert config[SHARES_TARGET_EMBEDDINGS] is True and config["num_hidden_layers"] == 2
+    assert not any("embed_tokens" in k or "lm_head" in k for k in load_file(str(tmp_path / "d" / "model.safetensors")))
+
+    greedy = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+    plain = [o.token_ids for o in LLM(None, num_threads=1).generate(PROMPTS, greedy)]
+    llm = LLM(None, {"method": "draft_model", "model": str(tmp_path / "d"), "num_speculative_tokens": 3}, num_threads=1)
+    outs = llm.generate(PROMPTS, greedy)
+    assert [o.token_ids for o in outs] == plain
+    # two of the target's own layers and its head draft better than chance
+    assert sum(o.metrics.num_accepted_tokens for o in outs) > 0
+
+
+def test_distillation_loss_trains_the_layers_not_the_borrowed_embedding():
+    target = LlamaModel.from_pretrained(default_model_path())
+    draft = draft_from_target(target, [0, 1])
+    tokens = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        final = target.forward(tokens, torch.arange(32), hidden_layers=(5,)).hidden_states
+    rows = target.lm_head.weight.detach()[:200]
+    loss_fn = distill_loss(draft, target.model.norm.weight.detach(), rows, 1e-5, reg_weight=0.1)
+    params = [p for p in draft.parameters() if p.requires_grad]
+    assert all(p is not draft.model.embed_tokens.weight for p in params)
+    opt = torch.optim.Adam(params, lr=1e-3)
+    first = None
+    for _ in range(8):
+        loss, info = loss_fn(tokens, final)
+        first = loss.item() if first is None else first
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < first and {"ce", "reg", "acc"} <= set(info)
+
+
+def test_the_smollm2_draft_is_the_default_for_smollm2(tmp_path):
+    from specpath.config.model import ModelConfig
+    from specpath.config.speculative import SpeculativeConfig
+    from specpath_draft_model import CHECKPOINTS
+
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 49152, "hidden_size": 576,
+              "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+              "head_dim": 64, "max_position_embeddings": 8192, "tie_word_embeddings": True, "eos_token_id": 2}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    spec = SpeculativeConfig.from_dict({"method": "draft_model", "num_speculative_tokens": 4},
+                                       target_model_config=ModelConfig(model=str(tmp_path)))
+    assert spec.model == str(CHECKPOINTS / "smollm2-shared")
+    assert spec.draft_model_config.hf_config[SHARES_TARGET_EMBEDDINGS] is True
