@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from specpath.config.shipped import DEFAULT_VARIANT, EMBEDDED_TARGET, ShippedCheckpoint
+from specpath.config.shipped import DEFAULT_VARIANT, EMBEDDED_TARGET, SMOLLM2_135M, ShippedCheckpoint
 from specpath.errors import SpeculativeConfigError
 from specpath_drafting.config import HeadSpeculatorConfig, resolve_aux_layer_ids
 
@@ -24,6 +24,10 @@ EAGLE3_HEAD = Path(__file__).resolve().parent / "heads" / "eagle3-byte-llama"
 
 PEAGLE_HEAD = Path(__file__).resolve().parent / "heads" / "peagle-byte-llama"
 """The P-EAGLE head (the EAGLE-3 head fine-tuned with mask slots) for the embedded default target."""
+
+EAGLE3_SMOLLM2_HEAD = Path(__file__).resolve().parent / "heads" / "eagle3-smollm2"
+"""The EAGLE-3 chain head trained for SmolLM2-135M-Instruct (4,096-token draft vocabulary; no
+P-EAGLE head is shipped for it)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -42,6 +46,7 @@ class Eagle3SpeculatorConfig(HeadSpeculatorConfig):
     shipped_checkpoints = (
         ShippedCheckpoint(EMBEDDED_TARGET, EAGLE3_HEAD),
         ShippedCheckpoint(EMBEDDED_TARGET, PEAGLE_HEAD, variant="parallel"),
+        ShippedCheckpoint(SMOLLM2_135M, EAGLE3_SMOLLM2_HEAD),
     )
 
     @property

@@ -35,3 +35,16 @@ def test_shipped_heads_on_the_default_model(parallel):
     llm = LLM(None, {"method": "eagle3", "num_speculative_tokens": 4, "parallel_drafting": parallel}, num_threads=1)
     assert [o.token_ids for o in llm.generate(prompts, params)] == plain
     assert llm.metrics.mean_acceptance_length > 1.3
+
+
+def test_the_smollm2_head_is_the_default_for_smollm2(tmp_path):
+    from specpath_drafting.testing import smollm2_config_dir
+    from specpath_eagle3.config import EAGLE3_SMOLLM2_HEAD
+
+    target = smollm2_config_dir(tmp_path / "smollm2")
+    spec = resolve({"method": "eagle3", "num_speculative_tokens": 4}, target)
+    assert spec.model == str(EAGLE3_SMOLLM2_HEAD)
+    assert spec.eagle_aux_hidden_state_layer_ids == (1, 14, 26)  # what it was trained on
+    assert spec.draft_model_config.hf_config["draft_vocab_size"] == 4096
+    with pytest.raises(SpeculativeConfigError, match="speculative_config.model"):  # no P-EAGLE head for it
+        resolve({"method": "eagle3", "num_speculative_tokens": 4, "parallel_drafting": True}, target)
