@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from specpath.config.shipped import EMBEDDED_TARGET, ShippedCheckpoint
+from specpath.config.shipped import EMBEDDED_TARGET, SMOLLM2_135M, ShippedCheckpoint
 from specpath.config.speculator import DraftModelSpeculatorConfig
 from specpath.errors import SpeculativeConfigError
 
@@ -62,9 +62,11 @@ class StandaloneARSpeculatorConfig(DraftModelSpeculatorConfig):
     """Each request gets its own draft budget (``DraftRequest.max_draft_tokens``) every step."""
     supports_parallel_drafting = True
     """PARD: one pass with K-1 mask tokens."""
-    shipped_checkpoints = tuple(ShippedCheckpoint(EMBEDDED_TARGET, CHECKPOINTS / sub, variant=kind)
-                                for kind, sub in SHIPPED_DRAFTS.items())
-    """Variants by drafting shape (:func:`draft_kind`); the autoregressive one is the demo's."""
+    shipped_checkpoints = (*(ShippedCheckpoint(EMBEDDED_TARGET, CHECKPOINTS / sub, variant=kind)
+                             for kind, sub in SHIPPED_DRAFTS.items()),
+                           ShippedCheckpoint(SMOLLM2_135M, CHECKPOINTS / "smollm2-shared", variant="autoregressive"))
+    """Variants by drafting shape (:func:`draft_kind`); the autoregressive one is the demo's.
+    SmolLM2-135M: a 2-layer autoregressive draft that borrows the target's embedding."""
     demo_num_speculative_tokens = 6
     """Its best K in benchmarks/draft_model.py."""
 
