@@ -18,12 +18,15 @@ from typing import Any
 
 import attrs
 
-from specpath.config.shipped import EMBEDDED_TARGET, ShippedCheckpoint
+from specpath.config.shipped import EMBEDDED_TARGET, SMOLLM2_135M, ShippedCheckpoint
 from specpath.errors import SpeculativeConfigError
 from specpath_drafting.block.config import LAYOUT_KEY, BlockDrafterConfig, draft_config_dict
 
 DSPARK_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "dspark-byte-llama"
 """The DSpark drafter trained for specpath's embedded default target (package data)."""
+
+DSPARK_SMOLLM2_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "dspark-smollm2"
+"""The DSpark drafter trained for SmolLM2-135M-Instruct (1 layer, taps 1/14/26, Markov rank 16, K=4)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -45,7 +48,8 @@ class DSparkSpeculatorConfig(BlockDrafterConfig):
     supports_watermarking = False
     """The article lists EAGLE and DFlash only: the Markov head reshapes the distribution."""
     anchor_sampling_default = True
-    shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, DSPARK_CHECKPOINT),)
+    shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, DSPARK_CHECKPOINT),
+                           ShippedCheckpoint(SMOLLM2_135M, DSPARK_SMOLLM2_CHECKPOINT))
 
     @property
     def anchor_sampling(self) -> bool:

@@ -30,3 +30,14 @@ def test_shipped_drafter_keeps_greedy_output_and_gets_drafts_accepted():
         llm = LLM(None, {"method": "dspark", **extra}, num_threads=1)
         assert [o.token_ids for o in llm.generate(PROMPTS, params)] == plain
         assert llm.metrics.num_accepted_tokens > 0.25 * llm.metrics.num_draft_tokens
+
+
+def test_the_smollm2_drafter_is_the_default_for_smollm2(tmp_path):
+    from specpath.config.model import ModelConfig
+    from specpath.config.speculative import SpeculativeConfig
+    from specpath_dspark.config import DSPARK_SMOLLM2_CHECKPOINT
+    from specpath_drafting.testing import smollm2_config_dir
+
+    target = ModelConfig(model=str(smollm2_config_dir(tmp_path / "smollm2")))
+    spec = SpeculativeConfig.from_dict({"method": "dspark", "num_speculative_tokens": 4}, target_model_config=target)
+    assert spec.model == str(DSPARK_SMOLLM2_CHECKPOINT) and spec.draft_model_config.hf_config["markov_rank"] == 16
