@@ -62,7 +62,7 @@ METHOD_DISTRIBUTIONS: dict[str, str | None] = {
     "mtp": "specpath-mtp",
     "dflash": "specpath-dflash",
     "dspark": "specpath-dspark",
-    "suffix": None,
+    "suffix": "specpath-suffix",
     "custom_class": None,
 }
 """Canonical built-in method -> the distribution that provides it (None: no plugin here)."""
@@ -71,10 +71,6 @@ CANONICAL_METHODS: tuple[str, ...] = tuple(METHOD_DISTRIBUTIONS)
 """Built-in names after alias normalisation, in table order."""
 
 UNIMPLEMENTED_METHODS: dict[str, str] = {
-    "suffix": (
-        "suffix decoding (Arctic Inference, a V1-runner-only path in the article) has no "
-        "implementation in specpath; a plugin may bind it through specpath_register_methods"
-    ),
     "custom_class": (
         "'custom_class' (a proposer given by import path) is not supported by specpath; "
         "register a method with specpath.register_speculative_method or an entry point in "

@@ -54,6 +54,10 @@ METHOD_SPECIFIC_OPTIONS: tuple[str, ...] = (
     "draft_lm_head_quantization",
     "index_share_for_mtp_iteration",
     "xpress_topc",
+    "suffix_decoding_max_tree_depth",
+    "suffix_decoding_max_cached_requests",
+    "suffix_decoding_max_spec_factor",
+    "suffix_decoding_min_token_prob",
     "speculator_options",
 )
 """Options that only some methods accept: when set, the resolved class must list them in
@@ -270,7 +274,16 @@ class SpeculativeConfig:
         doc="Draft and target vocabularies differ (TLI): draft_model-like methods with greedy drafts only.",
     )
     suffix_decoding_max_tree_depth: int | None = _field(
-        group="special", doc="suffix: maximum tree depth (the default K of a suffix plugin)."
+        group="special", doc="suffix: deepest match plus draft the suffix trees hold (default 24; the default K)."
+    )
+    suffix_decoding_max_cached_requests: int | None = _field(
+        group="special", doc="suffix: finished responses kept in the global tree, FIFO (default 10000; 0: no global tree)."
+    )
+    suffix_decoding_max_spec_factor: float | None = _field(
+        group="special", doc="suffix: a match of p tokens drafts at most factor * p tokens (default 1.0)."
+    )
+    suffix_decoding_min_token_prob: float | None = _field(
+        group="special", doc="suffix: stop drafting once the estimated probability falls below this (default 0.1)."
     )
     disable_eagle_block_drop: bool = _field(
         False, group="special", doc="Keep the unstable tail prefix-cache block of EAGLE-style drafters."
