@@ -56,7 +56,7 @@ def test_distribution_table():
         "mtp": "specpath-mtp",
         "dflash": "specpath-dflash",
         "dspark": "specpath-dspark",
-        "suffix": None,
+        "suffix": "specpath-suffix",
         "custom_class": None,
     }
     assert distribution_for("deepseek_mtp") == "specpath-mtp"
@@ -67,4 +67,4 @@ def test_distribution_table():
 def test_every_canonical_name_is_built_in_and_detection_order_is_the_articles():
     assert set(methods.CANONICAL_METHODS) <= BUILTIN_METHODS
     assert methods.CHECKPOINT_DETECTION_ORDER == ("eagle", "eagle3", "dflash", "dspark", "mtp")
-    assert set(methods.UNIMPLEMENTED_METHODS) == {"suffix", "custom_class"}
+    assert set(methods.UNIMPLEMENTED_METHODS) == {"custom_class"}

@@ -115,7 +115,7 @@ def test_method_names_are_validated_with_a_suggestion():
     with pytest.raises(UnknownMethodError) as info:
         resolve(method="eagel3", num_speculative_tokens=2)
     assert info.value.suggestion == "eagle3" and info.value.field == "speculative_config.method"
-    assert "suffix decoding" in error(method="suffix", num_speculative_tokens=2)
+    assert "pip install specpath-suffix" in error(method="suffix", num_speculative_tokens=2)
 
 
 def test_mtp_alias_warns_and_resolves_to_mtp(make_checkpoint, target):

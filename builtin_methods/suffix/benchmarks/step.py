@@ -1,0 +1,134 @@
+"""Cost of one engine step of suffix decoding: update + speculate for a whole batch.
+
+Workload (issue #17): 64 live requests, each with a 4,096-token history of real text (bytes
+of this Python's standard-library sources, one file region per request), plus a global tree
+holding earlier responses (other stdlib regions). Every step asks ``SuffixSpeculator.propose``
+for drafts for all 64 requests; each request then "accepts" the prefix of its draft that the
+file really continues with, plus one token (as greedy verification would), so histories grow
+the way they do under speculation. Only ``propose`` is timed: it includes the Python work of
+reading the new tokens of every request, the compiled tree update, the global-tree match
+update and drafting.
+
+    python3 builtin_methods/suffix/benchmarks/step.py [--requests 64] [--length 4096] [--steps 300]
+
+Prints per-step microseconds (median, p90, mean), the prefill ingest cost per token, the
+acceptance these drafts would get, and the trees' node count. Waits up to a minute for the
+shared machine to be quiet (1-minute load average below the core count) and says how loaded
+it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sysconfig
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def stdlib_bytes(limit: int) -> np.ndarray:
+    """Concatenated bytes of stdlib ``.py`` files (sorted, so every run reads the same)."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    chunks, total = [], 0
+    for path in sorted(root.glob("*.py")):
+        data = path.read_bytes()
+        chunks.append(np.frombuffer(data, np.uint8))
+        total += len(data)
+        if total >= limit:
+            break
+    return np.concatenate(chunks).astype(np.int32)
+
+
+def wait_for_quiet(max_wait: float = 60.0) -> str:
+    cores = os.cpu_count() or 1
+    start = time.time()
+    while os.getloadavg()[0] >= cores and time.time() - start < max_wait:
+        time.sleep(5)
+    load = os.getloadavg()
+    state = "quiet" if load[0] < cores else "BUSY (results are noisy)"
+    return f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {cores} cores: {state}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--length", type=int, default=4096)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--cached", type=int, default=256, help="earlier responses in the global tree")
+    parser.add_argument("--k", type=int, nargs="*", default=[24, 8])
+    args = parser.parse_args()
+
+    import torch
+
+    from specpath.config.speculative import SpeculativeConfig
+    from specpath.speculator import DraftBatch, DraftRequest, SpeculatorContext
+    from specpath_suffix.speculator import SuffixSpeculator
+
+    torch.set_num_threads(1)
+    region = args.length + 4 * args.steps
+    text = stdlib_bytes((args.requests + args.cached) * region + region)
+    print(wait_for_quiet())
+    for k in args.k:
+        spec = SpeculativeConfig.from_dict({"method": "suffix", "num_speculative_tokens": k})
+        context = SpeculatorContext(vocab_size=256, max_model_len=1 << 20, max_num_seqs=args.requests)
+        speculator = SuffixSpeculator(spec, context)
+        cache = speculator.cache
+        # Earlier responses: other regions of the stdlib, finished before these requests came.
+        for i in range(args.cached):
+            start = (args.requests + i) * region
+            cache.append(f"old-{i}", [0])
+            cache.draft(f"old-{i}", 1)
+            cache.append(f"old-{i}", text[start:start + 1024].tolist())
+            cache.stop(f"old-{i}")
+        truth = [text[i * region:(i + 1) * region].tolist() for i in range(args.requests)]
+        histories = [t[: args.length] for t in truth]
+
+        def batch() -> DraftBatch:
+            return DraftBatch(requests=tuple(
+                DraftRequest(req_id=str(i), token_ids=h, num_new_positions=1, max_draft_tokens=k)
+                for i, h in enumerate(histories)
+            ))
+
+        start = time.perf_counter()
+        proposal = speculator.propose(batch())
+        prefill = time.perf_counter() - start
+        times, drafted, accepted = [], 0, 0
+        for _ in range(args.steps):
+            flat = proposal.token_ids.tolist()
+            offset = 0
+            for i, n in enumerate(proposal.num_draft_tokens):
+                draft = flat[offset:offset + n]
+                offset += n
+                have = len(histories[i])
+                good = 0
+                while good < n and have + good < len(truth[i]) and draft[good] == truth[i][have + good]:
+                    good += 1
+                drafted += n
+                accepted += good
+                histories[i] = truth[i][: have + good + 1]
+            b = batch()
+            start = time.perf_counter()
+            proposal = speculator.propose(b)
+            times.append(time.perf_counter() - start)
+        us = np.array(times) * 1e6
+        nodes = cache.num_nodes
+        memory = (cache.nodes.nbytes + cache.free.nbytes + cache.keys.nbytes + cache.vals.nbytes) / 2**20
+        print(
+            f"K={k:2d} depth 24: {args.requests} requests x {args.length} tokens, {args.cached} cached responses\n"
+            f"  update + speculate per engine step: median {np.median(us):7.1f} us, p90 "
+            f"{np.percentile(us, 90):7.1f} us, mean {us.mean():7.1f} us "
+            f"({np.median(us) / args.requests:.2f} us per request)\n"
+            f"  prefill ingest: {prefill * 1e9 / (args.requests * args.length):.0f} ns per token\n"
+            f"  drafts {drafted}, accepted {accepted} ({accepted / max(drafted, 1):.2f}); "
+            f"tau {1 + accepted / (args.steps * args.requests):.2f}\n"
+            f"  trees: {nodes} nodes for {args.requests * args.length + args.cached * 1024} tokens "
+            f"({nodes / (args.requests * args.length + args.cached * 1024):.1f} per token), {memory:.0f} MiB arrays"
+        )
+    print(wait_for_quiet(0))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
