@@ -218,9 +218,7 @@ class SuffixCache:
         self._free_rows.append(row)
         if self.global_root == -1:
             return
-        old = self._responses.pop(req_id, None)
-        if old is not None:
-            f.remove_sequence(self.nodes, self.free, self.meta, self.keys, self.vals, self.global_root, old[1], self.depth)
+        self.evict(req_id)
         if start < 0 or start >= length:
             return
         response = self.history[row, start:length].copy()
@@ -230,6 +228,12 @@ class SuffixCache:
         while self.max_cached_requests > 0 and len(self._responses) > self.max_cached_requests:
             _, (_, oldest) = self._responses.popitem(last=False)
             f.remove_sequence(self.nodes, self.free, self.meta, self.keys, self.vals, self.global_root, oldest, self.depth)
+
+    def evict(self, req_id: str) -> None:
+        """Drop one cached response from the global tree (unknown ids are ignored)."""
+        old = self._responses.pop(req_id, None)
+        if old is not None:
+            f.remove_sequence(self.nodes, self.free, self.meta, self.keys, self.vals, self.global_root, old[1], self.depth)
 
     @property
     def cached_requests(self) -> list[str]:
