@@ -63,20 +63,14 @@ METHOD_DISTRIBUTIONS: dict[str, str | None] = {
     "dflash": "specpath-dflash",
     "dspark": "specpath-dspark",
     "suffix": "specpath-suffix",
-    "custom_class": None,
+    "custom_class": "specpath-custom-class",
 }
 """Canonical built-in method -> the distribution that provides it (None: no plugin here)."""
 
 CANONICAL_METHODS: tuple[str, ...] = tuple(METHOD_DISTRIBUTIONS)
 """Built-in names after alias normalisation, in table order."""
 
-UNIMPLEMENTED_METHODS: dict[str, str] = {
-    "custom_class": (
-        "'custom_class' (a proposer given by import path) is not supported by specpath; "
-        "register a method with specpath.register_speculative_method or an entry point in "
-        "the 'specpath.methods' group instead"
-    ),
-}
+UNIMPLEMENTED_METHODS: dict[str, str] = {}
 """Why a built-in name of the article has no distribution in this project."""
 
 CHECKPOINT_DETECTION_ORDER: tuple[str, ...] = ("eagle", "eagle3", "dflash", "dspark", "mtp")

@@ -106,9 +106,8 @@ def test_inference_from_model():
     assert resolve(model="[ngram]", num_speculative_tokens=2).method == "ngram"
     assert resolve(model="ngram", num_speculative_tokens=2).method == "ngram"
     assert "speculative_config.model: required for method 'draft_model'" in error(num_speculative_tokens=2)
-    assert "'custom_class' (a proposer given by import path) is not supported" in error(
-        model="my_pkg.proposer:MyProposer", num_speculative_tokens=2
-    )
+    for path in ("my_pkg.proposer:MyProposer", "my_pkg.proposer.MyProposer"):  # detected as custom_class
+        assert "pip install specpath-custom-class" in error(model=path, num_speculative_tokens=2)
 
 
 def test_method_names_are_validated_with_a_suggestion():

@@ -61,6 +61,8 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (default 1: tiny models lose time in thread barriers)")
     p.add_argument("--enable-prefix-caching", action="store_true")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="allow code named by the configuration to run (custom_class proposers)")
 
 
 def _speculative_input(args: argparse.Namespace) -> dict | None:
@@ -81,6 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _speculative_input(args),
         num_threads=args.threads,
         enable_prefix_caching=args.enable_prefix_caching,
+        trust_remote_code=args.trust_remote_code,
     )
     params = SamplingParams(
         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed
@@ -153,7 +156,8 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
     for name, config in runs:
         bar.set_postfix_str(f"loading {name}")
         try:
-            llm = LLM(args.model, config, num_threads=args.threads, enable_prefix_caching=args.enable_prefix_caching)
+            llm = LLM(args.model, config, num_threads=args.threads, enable_prefix_caching=args.enable_prefix_caching,
+                      trust_remote_code=args.trust_remote_code)
             llm.generate([DEMO_PROMPTS[0]], SamplingParams(max_tokens=8, ignore_eos=True))  # warm-up
             engines.append((name, config, llm))
         except Exception as exc:  # noqa: BLE001 - one method failing must not stop the demo
