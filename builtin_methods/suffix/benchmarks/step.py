@@ -12,7 +12,12 @@ update and drafting.
     python3 builtin_methods/suffix/benchmarks/step.py [--requests 64] [--length 4096] [--steps 300]
 
 Prints per-step microseconds (median, p90, mean), the prefill ingest cost per token, the
-acceptance these drafts would get, and the trees' node count. Waits up to a minute for the
+acceptance these drafts would get, and the trees' node count. With ``--arctic DIR`` (a folder
+holding an importable ``arctic_inference.suffix_decoding`` with its compiled ``_C``), Arctic
+Inference's ``SuffixDecodingCache`` runs the same steps in the same process for comparison:
+its per-step cost (the Python loop over requests that vLLM's proposer runs: add the new
+tokens, speculate) and its acceptance. Arctic adds an active request's output to the global
+tree as it is generated; specpath adds it when the request ends. Waits up to a minute for the
 shared machine to be quiet (1-minute load average below the core count) and says how loaded
 it was.
 """
@@ -58,6 +63,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--cached", type=int, default=256, help="earlier responses in the global tree")
     parser.add_argument("--k", type=int, nargs="*", default=[24, 8])
+    parser.add_argument("--arctic", default=None, help="folder with an importable arctic_inference (built _C)")
     args = parser.parse_args()
 
     import torch
@@ -114,7 +120,7 @@ def main() -> int:
             times.append(time.perf_counter() - start)
         us = np.array(times) * 1e6
         nodes = cache.num_nodes
-        memory = (cache.nodes.nbytes + cache.free.nbytes + cache.keys.nbytes + cache.vals.nbytes) / 2**20
+        memory = (cache.nodes.nbytes + cache.free.nbytes + cache.table.nbytes) / 2**20
         print(
             f"K={k:2d} depth 24: {args.requests} requests x {args.length} tokens, {args.cached} cached responses\n"
             f"  update + speculate per engine step: median {np.median(us):7.1f} us, p90 "
@@ -126,8 +132,63 @@ def main() -> int:
             f"  trees: {nodes} nodes for {args.requests * args.length + args.cached * 1024} tokens "
             f"({nodes / (args.requests * args.length + args.cached * 1024):.1f} per token), {memory:.0f} MiB arrays"
         )
+        if args.arctic:
+            arctic_steps(args, k, text, region)
     print(wait_for_quiet(0))
     return 0
+
+
+def arctic_steps(args, k: int, text: np.ndarray, region: int) -> None:
+    """The same workload through Arctic Inference's SuffixDecodingCache (vLLM's use of it)."""
+    import sys
+
+    sys.path.insert(0, args.arctic)
+    from arctic_inference.suffix_decoding.cache import SuffixDecodingCache
+
+    cache = SuffixDecodingCache(max_tree_depth=24, max_cached_requests=10000)
+    for i in range(args.cached):
+        start = (args.requests + i) * region
+        cache.start_request(f"old-{i}", [0])
+        cache.add_active_response(f"old-{i}", text[start:start + 1024].tolist())
+        cache.stop_request(f"old-{i}")
+    truth = [text[i * region:(i + 1) * region].tolist() for i in range(args.requests)]
+    histories = [t[: args.length] for t in truth]
+    start = time.perf_counter()
+    for i, h in enumerate(histories):
+        cache.start_request(str(i), h)
+    prefill = time.perf_counter() - start
+    pending = [[] for _ in histories]
+    drafts = [[] for _ in histories]
+    times, drafted, accepted = [], 0, 0
+    for step in range(args.steps + 1):
+        t0 = time.perf_counter()
+        for i, h in enumerate(histories):  # vLLM's SuffixDecodingProposer: update, then speculate
+            if pending[i]:
+                cache.add_active_response(str(i), pending[i])
+            pattern = h[-24:]
+            drafts[i] = cache.speculate(str(i), pattern, max_spec_tokens=k, max_spec_factor=1.0,
+                                        min_token_prob=0.1).token_ids
+        if step:
+            times.append(time.perf_counter() - t0)
+        if step == args.steps:
+            break
+        for i, draft in enumerate(drafts):
+            have = len(histories[i])
+            good = 0
+            while good < len(draft) and have + good < len(truth[i]) and draft[good] == truth[i][have + good]:
+                good += 1
+            drafted += len(draft)
+            accepted += good
+            pending[i] = truth[i][have: have + good + 1]
+            histories[i] = truth[i][: have + good + 1]
+    us = np.array(times) * 1e6
+    print(
+        f"  arctic-inference 0.3.0 SuffixDecodingCache, same steps: median {np.median(us):7.1f} us, p90 "
+        f"{np.percentile(us, 90):7.1f} us, mean {us.mean():7.1f} us; prefill "
+        f"{prefill * 1e9 / (args.requests * args.length):.0f} ns per token\n"
+        f"  arctic drafts {drafted}, accepted {accepted} ({accepted / max(drafted, 1):.2f}); "
+        f"tau {1 + accepted / (args.steps * args.requests):.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,7 @@ class SuffixCache:
         self.nodes = np.zeros((1024, f.NODE_FIELDS), np.int32)
         self.free = np.zeros(1024, np.int32)
         self.meta = np.zeros(4, np.int64)
-        self.keys = np.full(2048, f.EMPTY, np.int64)
-        self.vals = np.zeros(2048, np.int32)
+        self.table = np.full((2048, 2), f.EMPTY, np.int64)
         slots, width = max(int(slots), 1), max(int(width), 1)
         self.roots = np.full(slots, -1, np.int32)
         self.active = np.full((slots, self.depth + 1), -1, np.int32)
@@ -85,14 +84,13 @@ class SuffixCache:
             free[:cap] = self.free
             self.nodes, self.free = nodes, free
         used = int(self.meta[f.META_HASH_USED]) + need
-        if 2 * used > self.keys.shape[0]:
-            size = self.keys.shape[0]
+        if 2 * used > self.table.shape[0]:
+            size = self.table.shape[0]
             while 2 * used > size:
                 size *= 2
-            keys = np.full(size, f.EMPTY, np.int64)
-            vals = np.zeros(size, np.int32)
-            f.rehash(self.keys, self.vals, keys, vals)
-            self.keys, self.vals = keys, vals
+            table = np.full((size, 2), f.EMPTY, np.int64)
+            f.rehash(self.table, table)
+            self.table = table
 
     def _row(self, req_id: str) -> int:
         row = self._rows.get(req_id)
@@ -164,7 +162,7 @@ class SuffixCache:
         if not 0 <= length <= have:
             raise ValueError(f"cannot truncate {have} tokens to {length}")
         self.nact[row] = f.truncate(
-            self.nodes, self.free, self.meta, self.keys, self.vals, self.roots[row], self.active[row],
+            self.nodes, self.free, self.meta, self.table, self.roots[row], self.active[row],
             self.nact[row], self.history[row], have, length, self.depth,
         )
         self.lengths[row] = length
@@ -212,7 +210,7 @@ class SuffixCache:
             return
         length = int(self.lengths[row])
         start = int(self.response_starts[row])
-        f.free_tree(self.nodes, self.free, self.meta, self.keys, self.vals, self.roots[row])
+        f.free_tree(self.nodes, self.free, self.meta, self.table, self.roots[row])
         self.roots[row] = -1
         self.lengths[row] = 0
         self._free_rows.append(row)
@@ -223,17 +221,17 @@ class SuffixCache:
             return
         response = self.history[row, start:length].copy()
         self.reserve(len(response))
-        f.insert_sequence(self.nodes, self.free, self.meta, self.keys, self.vals, self.global_root, response, self.depth)
+        f.insert_sequence(self.nodes, self.free, self.meta, self.table, self.global_root, response, self.depth)
         self._responses[req_id] = (start, response)
         while self.max_cached_requests > 0 and len(self._responses) > self.max_cached_requests:
             _, (_, oldest) = self._responses.popitem(last=False)
-            f.remove_sequence(self.nodes, self.free, self.meta, self.keys, self.vals, self.global_root, oldest, self.depth)
+            f.remove_sequence(self.nodes, self.free, self.meta, self.table, self.global_root, oldest, self.depth)
 
     def evict(self, req_id: str) -> None:
         """Drop one cached response from the global tree (unknown ids are ignored)."""
         old = self._responses.pop(req_id, None)
         if old is not None:
-            f.remove_sequence(self.nodes, self.free, self.meta, self.keys, self.vals, self.global_root, old[1], self.depth)
+            f.remove_sequence(self.nodes, self.free, self.meta, self.table, self.global_root, old[1], self.depth)
 
     @property
     def cached_requests(self) -> list[str]:
@@ -292,7 +290,7 @@ class SuffixCache:
 
     def _refresh_global_matches(self, row: int) -> None:
         if self.gepoch[row] != self.meta[f.META_EPOCH]:
-            f.match_nodes(self.keys, self.vals, self.global_root, self.history[row], int(self.lengths[row]),
+            f.match_nodes(self.table, self.global_root, self.history[row], int(self.lengths[row]),
                           self.depth, self.gmatch[row])
             self.gepoch[row] = self.meta[f.META_EPOCH]
 
@@ -305,7 +303,7 @@ class SuffixCache:
         budgets = np.minimum(budgets, self.depth).astype(np.int32)
         counts = self._counts[:size]
         f.step(
-            self.nodes, self.free, self.meta, self.keys, self.vals, self.depth,
+            self.nodes, self.free, self.meta, self.table, self.depth,
             self.roots, self.active, self.nact, self.gmatch, self.gepoch, self.history,
             rows, old, new, budgets, self.global_root, self.max_spec_factor, self.min_token_prob,
             self._out, counts, self._scratch,

@@ -18,7 +18,8 @@ a path-mode draft follows one pointer per token.
 Node columns (int32): ``COUNT``, ``TOKEN``, ``PARENT`` (-1 for a root), ``CHILD`` (head of
 the child list), ``NEXT``/``PREV`` (siblings), ``BEST`` (most frequent child; not kept for
 roots: drafts never start at a root). ``meta`` (int64): next never-used node, free-list
-size, hash entries in use, and the global tree's epoch (bumped whenever it changes, so a
+size, hash entries in use (the hash is one ``[capacity, 2]`` int64 table of key, child: one
+cache line per probe), and the global tree's epoch (bumped whenever it changes, so a
 request's cached match nodes in it are recomputed).
 """
 
@@ -48,65 +49,65 @@ def _slot(key, mask):
 
 
 @numba.njit(cache=True, nogil=True)
-def lookup(keys, vals, parent, token):
+def lookup(table, parent, token):
     """The child of ``parent`` for ``token``, or -1."""
-    mask = keys.shape[0] - 1
+    mask = table.shape[0] - 1
     key = _key(parent, token)
     i = _slot(key, mask)
-    while keys[i] != EMPTY:
-        if keys[i] == key:
-            return vals[i]
+    while table[i, 0] != EMPTY:
+        if table[i, 0] == key:
+            return table[i, 1]
         i = (i + 1) & mask
     return -1
 
 
 @numba.njit(cache=True, nogil=True)
-def _hash_insert(keys, vals, meta, key, value):
-    mask = keys.shape[0] - 1
+def _hash_insert(table, meta, key, value):
+    mask = table.shape[0] - 1
     i = _slot(key, mask)
-    while keys[i] != EMPTY:
+    while table[i, 0] != EMPTY:
         i = (i + 1) & mask
-    keys[i] = key
-    vals[i] = value
+    table[i, 0] = key
+    table[i, 1] = value
     meta[META_HASH_USED] += 1
 
 
 @numba.njit(cache=True, nogil=True)
-def _hash_delete(keys, vals, meta, key):
+def _hash_delete(table, meta, key):
     """Linear-probing delete by backward shift (no tombstones, so lookups stay short)."""
-    mask = keys.shape[0] - 1
+    mask = table.shape[0] - 1
     i = _slot(key, mask)
-    while keys[i] != key:
-        if keys[i] == EMPTY:
+    while table[i, 0] != key:
+        if table[i, 0] == EMPTY:
             return
         i = (i + 1) & mask
     j = i
     while True:
         j = (j + 1) & mask
-        if keys[j] == EMPTY:
+        if table[j, 0] == EMPTY:
             break
-        home = _slot(keys[j], mask)
+        home = _slot(table[j, 0], mask)
         # Move entry j into the hole at i unless its home lies cyclically in (i, j].
         if (i <= j and (home <= i or home > j)) or (i > j and (home <= i and home > j)):
-            keys[i] = keys[j]
-            vals[i] = vals[j]
+            table[i, 0] = table[j, 0]
+            table[i, 1] = table[j, 1]
             i = j
-    keys[i] = EMPTY
+    table[i, 0] = EMPTY
     meta[META_HASH_USED] -= 1
 
 
 @numba.njit(cache=True, nogil=True)
-def rehash(keys, vals, new_keys, new_vals):
+def rehash(table, new_table):
     """Copy every entry of one table into an empty, larger one."""
-    mask = new_keys.shape[0] - 1
-    for i in range(keys.shape[0]):
-        key = keys[i]
+    mask = new_table.shape[0] - 1
+    for i in range(table.shape[0]):
+        key = table[i, 0]
         if key != EMPTY:
             j = _slot(key, mask)
-            while new_keys[j] != EMPTY:
+            while new_table[j, 0] != EMPTY:
                 j = (j + 1) & mask
-            new_keys[j] = key
-            new_vals[j] = vals[i]
+            new_table[j, 0] = key
+            new_table[j, 1] = table[i, 1]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -134,7 +135,7 @@ def new_root(nodes, free, meta):
 
 
 @numba.njit(cache=True, nogil=True)
-def _new_child(nodes, free, meta, keys, vals, parent, token):
+def _new_child(nodes, free, meta, table, parent, token):
     node = _take_node(nodes, free, meta)
     head = nodes[parent, CHILD]
     nodes[node, COUNT] = 0
@@ -147,7 +148,7 @@ def _new_child(nodes, free, meta, keys, vals, parent, token):
     if head != -1:
         nodes[head, PREV] = node
     nodes[parent, CHILD] = node
-    _hash_insert(keys, vals, meta, _key(parent, token), node)
+    _hash_insert(table, meta, _key(parent, token), node)
     return node
 
 
@@ -181,7 +182,7 @@ def _rescan_best(nodes, parent):
 
 
 @numba.njit(cache=True, nogil=True)
-def _free_node(nodes, free, meta, keys, vals, node):
+def _free_node(nodes, free, meta, table, node):
     parent = nodes[node, PARENT]
     prev = nodes[node, PREV]
     nxt = nodes[node, NEXT]
@@ -191,25 +192,25 @@ def _free_node(nodes, free, meta, keys, vals, node):
         nodes[parent, CHILD] = nxt
     if nxt != -1:
         nodes[nxt, PREV] = prev
-    _hash_delete(keys, vals, meta, _key(parent, nodes[node, TOKEN]))
+    _hash_delete(table, meta, _key(parent, nodes[node, TOKEN]))
     free[meta[META_FREE]] = node
     meta[META_FREE] += 1
 
 
 @numba.njit(cache=True, nogil=True)
-def _decrement(nodes, free, meta, keys, vals, node):
+def _decrement(nodes, free, meta, table, node):
     """One occurrence fewer through ``node``; frees it at zero (its children are gone by
     then: a child never counts more than its parent)."""
     nodes[node, COUNT] -= 1
     parent = nodes[node, PARENT]
     if nodes[node, COUNT] == 0:
-        _free_node(nodes, free, meta, keys, vals, node)
+        _free_node(nodes, free, meta, table, node)
     if nodes[parent, PARENT] != -1 and nodes[parent, BEST] == node:
         _rescan_best(nodes, parent)
 
 
 @numba.njit(cache=True, nogil=True)
-def extend(nodes, free, meta, keys, vals, root, active, nact, tokens, start, end, depth):
+def extend(nodes, free, meta, table, root, active, nact, tokens, start, end, depth):
     """Append ``tokens[start:end]`` to the sequence whose open suffixes end at
     ``active[1..nact]`` (``active[j]``: the node of its last ``j`` tokens; ``active[0]`` is
     the root). Each token extends at most ``depth`` suffixes by one node: O(depth).
@@ -220,9 +221,9 @@ def extend(nodes, free, meta, keys, vals, root, active, nact, tokens, start, end
         top = min(nact + 1, depth)
         for j in range(top, 0, -1):
             parent = active[j - 1]
-            child = lookup(keys, vals, parent, token)
+            child = lookup(table, parent, token)
             if child == -1:
-                child = _new_child(nodes, free, meta, keys, vals, parent, token)
+                child = _new_child(nodes, free, meta, table, parent, token)
             _increment(nodes, child)
             active[j] = child
         nodes[root, COUNT] += 1
@@ -231,12 +232,12 @@ def extend(nodes, free, meta, keys, vals, root, active, nact, tokens, start, end
 
 
 @numba.njit(cache=True, nogil=True)
-def truncate(nodes, free, meta, keys, vals, root, active, nact, tokens, length, new_length, depth):
+def truncate(nodes, free, meta, table, root, active, nact, tokens, length, new_length, depth):
     """Roll the sequence held in ``tokens[:length]`` back to ``new_length`` tokens, undoing
     :func:`extend` one token at a time (O(depth) each). Returns the new ``nact``."""
     for n in range(length, new_length, -1):  # pop tokens[n - 1]
         for j in range(nact, 0, -1):  # deepest first: a node's children go before it
-            _decrement(nodes, free, meta, keys, vals, active[j])
+            _decrement(nodes, free, meta, table, active[j])
         nodes[root, COUNT] -= 1
         # Each open suffix of tokens[:n-1] is an old one without its last token. Freed
         # nodes keep their PARENT until reused, and nothing is allocated here.
@@ -246,7 +247,7 @@ def truncate(nodes, free, meta, keys, vals, root, active, nact, tokens, length, 
         if new_nact == nact:  # the longest open suffix starts before every old one
             node = root
             for i in range(n - 1 - depth, n - 1):
-                node = lookup(keys, vals, node, tokens[i])
+                node = lookup(table, node, tokens[i])
             active[depth] = node
         for j in range(new_nact + 1, depth + 1):
             active[j] = -1
@@ -256,7 +257,7 @@ def truncate(nodes, free, meta, keys, vals, root, active, nact, tokens, length, 
 
 
 @numba.njit(cache=True, nogil=True)
-def free_tree(nodes, free, meta, keys, vals, root):
+def free_tree(nodes, free, meta, table, root):
     """Free every node of a tree, root included."""
     stack = np.empty(64, np.int32)
     top = 0
@@ -277,7 +278,7 @@ def free_tree(nodes, free, meta, keys, vals, root):
             stack[top] = child
             top += 1
             child = nodes[child, NEXT]
-        _hash_delete(keys, vals, meta, _key(nodes[node, PARENT], nodes[node, TOKEN]))
+        _hash_delete(table, meta, _key(nodes[node, PARENT], nodes[node, TOKEN]))
         free[meta[META_FREE]] = node
         meta[META_FREE] += 1
     free[meta[META_FREE]] = root
@@ -285,15 +286,15 @@ def free_tree(nodes, free, meta, keys, vals, root):
 
 
 @numba.njit(cache=True, nogil=True)
-def insert_sequence(nodes, free, meta, keys, vals, root, tokens, depth):
+def insert_sequence(nodes, free, meta, table, root, tokens, depth):
     """Add a whole sequence's suffixes to a tree (the global tree)."""
     active = np.full(depth + 1, -1, np.int32)
-    extend(nodes, free, meta, keys, vals, root, active, 0, tokens, 0, tokens.shape[0], depth)
+    extend(nodes, free, meta, table, root, active, 0, tokens, 0, tokens.shape[0], depth)
     meta[META_EPOCH] += 1
 
 
 @numba.njit(cache=True, nogil=True)
-def remove_sequence(nodes, free, meta, keys, vals, root, tokens, depth):
+def remove_sequence(nodes, free, meta, table, root, tokens, depth):
     """Take back a sequence :func:`insert_sequence` added (FIFO eviction)."""
     path = np.empty(depth, np.int32)
     n = tokens.shape[0]
@@ -301,16 +302,16 @@ def remove_sequence(nodes, free, meta, keys, vals, root, tokens, depth):
         stop = min(i + depth, n)
         node = root
         for p in range(i, stop):
-            node = lookup(keys, vals, node, tokens[p])
+            node = lookup(table, node, tokens[p])
             path[p - i] = node
         for p in range(stop - i - 1, -1, -1):
-            _decrement(nodes, free, meta, keys, vals, path[p])
+            _decrement(nodes, free, meta, table, path[p])
     nodes[root, COUNT] -= n
     meta[META_EPOCH] += 1
 
 
 @numba.njit(cache=True, nogil=True)
-def match_nodes(keys, vals, root, tokens, length, depth, out):
+def match_nodes(table, root, tokens, length, depth, out):
     """``out[m]`` = the node of ``tokens[length-m:length]`` in the tree at ``root`` for
     m = 1..min(length, depth), -1 from the first length that does not occur (a longer
     pattern cannot occur when its suffix does not)."""
@@ -323,7 +324,7 @@ def match_nodes(keys, vals, root, tokens, length, depth, out):
             continue
         node = root
         for i in range(length - m, length):
-            node = lookup(keys, vals, node, tokens[i])
+            node = lookup(table, node, tokens[i])
             if node == -1:
                 break
         out[m] = node
@@ -331,7 +332,7 @@ def match_nodes(keys, vals, root, tokens, length, depth, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def advance_matches(keys, vals, matches, tokens, start, end, depth):
+def advance_matches(table, matches, tokens, start, end, depth):
     """Move a request's match nodes in a tree it does not write to (the global tree) over
     ``tokens[start:end]``: O(depth) lookups per token."""
     for pos in range(start, end):
@@ -341,7 +342,7 @@ def advance_matches(keys, vals, matches, tokens, start, end, depth):
             matches[j] = -1
         for j in range(top, 0, -1):
             parent = matches[j - 1]
-            matches[j] = lookup(keys, vals, parent, token) if parent != -1 else -1
+            matches[j] = lookup(table, parent, token) if parent != -1 else -1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -454,7 +455,7 @@ def speculate_tree(nodes, matches, limit, max_tokens, factor, min_prob,
 
 
 @numba.njit(cache=True, nogil=True)
-def step(nodes, free, meta, keys, vals, depth,
+def step(nodes, free, meta, table, depth,
          roots, active, nact, gmatch, gepoch, history,
          slots, old_lengths, new_lengths, budgets,
          global_root, factor, min_prob, out, counts, scratch):
@@ -468,13 +469,13 @@ def step(nodes, free, meta, keys, vals, depth,
         old = old_lengths[b]
         new = new_lengths[b]
         row = history[s]
-        nact[s] = extend(nodes, free, meta, keys, vals, roots[s], active[s], nact[s], row, old, new, depth)
+        nact[s] = extend(nodes, free, meta, table, roots[s], active[s], nact[s], row, old, new, depth)
         if global_root != -1:
             if gepoch[s] != meta[META_EPOCH]:
-                match_nodes(keys, vals, global_root, row, new, depth, gmatch[s])
+                match_nodes(table, global_root, row, new, depth, gmatch[s])
                 gepoch[s] = meta[META_EPOCH]
             else:
-                advance_matches(keys, vals, gmatch[s], row, old, new, depth)
+                advance_matches(table, gmatch[s], row, old, new, depth)
         counts[b] = 0
         k = budgets[b]
         if k <= 0:

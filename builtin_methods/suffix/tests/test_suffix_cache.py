@@ -20,7 +20,7 @@ def dump(cache, root):
         child, kids = nodes[node, f.CHILD], []
         while child != -1:
             assert nodes[child, f.PARENT] == node
-            assert f.lookup(cache.keys, cache.vals, node, nodes[child, f.TOKEN]) == child
+            assert f.lookup(cache.table, node, nodes[child, f.TOKEN]) == child
             key = prefix + (int(nodes[child, f.TOKEN]),)
             assert nodes[child, f.COUNT] > 0
             out[key] = int(nodes[child, f.COUNT])
