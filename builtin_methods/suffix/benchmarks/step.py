@@ -11,7 +11,8 @@ update and drafting.
 
     python3 builtin_methods/suffix/benchmarks/step.py [--requests 64] [--length 4096] [--steps 300]
 
-Prints per-step microseconds (median, p90, mean), the prefill ingest cost per token, the
+Prints per-step microseconds (median, p90, mean) of wall time and of this process's CPU time
+(``time.process_time``: on a shared machine the wall time also counts waiting for a core), the prefill ingest cost per token, the
 acceptance these drafts would get, and the trees' node count. With ``--arctic DIR`` (a folder
 holding an importable ``arctic_inference.suffix_decoding`` with its compiled ``_C``), Arctic
 Inference's ``SuffixDecodingCache`` runs the same steps in the same process for comparison:
@@ -100,7 +101,7 @@ def main() -> int:
         start = time.perf_counter()
         proposal = speculator.propose(batch())
         prefill = time.perf_counter() - start
-        times, drafted, accepted = [], 0, 0
+        times, cpu, drafted, accepted = [], [], 0, 0
         for _ in range(args.steps):
             flat = proposal.token_ids.tolist()
             offset = 0
@@ -115,10 +116,12 @@ def main() -> int:
                 accepted += good
                 histories[i] = truth[i][: have + good + 1]
             b = batch()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             proposal = speculator.propose(b)
+            cpu.append(time.process_time() - start_cpu)
             times.append(time.perf_counter() - start)
         us = np.array(times) * 1e6
+        cpu_us = np.array(cpu) * 1e6
         nodes = cache.num_nodes
         memory = (cache.nodes.nbytes + cache.free.nbytes + cache.table.nbytes) / 2**20
         print(
@@ -126,6 +129,8 @@ def main() -> int:
             f"  update + speculate per engine step: median {np.median(us):7.1f} us, p90 "
             f"{np.percentile(us, 90):7.1f} us, mean {us.mean():7.1f} us "
             f"({np.median(us) / args.requests:.2f} us per request)\n"
+            f"  CPU time per engine step: median {np.median(cpu_us):7.1f} us, p90 {np.percentile(cpu_us, 90):7.1f} us, "
+            f"mean {cpu_us.mean():7.1f} us\n"
             f"  prefill ingest: {prefill * 1e9 / (args.requests * args.length):.0f} ns per token\n"
             f"  drafts {drafted}, accepted {accepted} ({accepted / max(drafted, 1):.2f}); "
             f"tau {1 + accepted / (args.steps * args.requests):.2f}\n"
@@ -159,9 +164,9 @@ def arctic_steps(args, k: int, text: np.ndarray, region: int) -> None:
     prefill = time.perf_counter() - start
     pending = [[] for _ in histories]
     drafts = [[] for _ in histories]
-    times, drafted, accepted = [], 0, 0
+    times, cpu, drafted, accepted = [], [], 0, 0
     for step in range(args.steps + 1):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for i, h in enumerate(histories):  # vLLM's SuffixDecodingProposer: update, then speculate
             if pending[i]:
                 cache.add_active_response(str(i), pending[i])
@@ -170,6 +175,7 @@ def arctic_steps(args, k: int, text: np.ndarray, region: int) -> None:
                                         min_token_prob=0.1).token_ids
         if step:
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
         if step == args.steps:
             break
         for i, draft in enumerate(drafts):
@@ -184,7 +190,7 @@ def arctic_steps(args, k: int, text: np.ndarray, region: int) -> None:
     us = np.array(times) * 1e6
     print(
         f"  arctic-inference 0.3.0 SuffixDecodingCache, same steps: median {np.median(us):7.1f} us, p90 "
-        f"{np.percentile(us, 90):7.1f} us, mean {us.mean():7.1f} us; prefill "
+        f"{np.percentile(us, 90):7.1f} us, mean {us.mean():7.1f} us; CPU median {np.median(cpu) * 1e6:7.1f} us; prefill "
         f"{prefill * 1e9 / (args.requests * args.length):.0f} ns per token\n"
         f"  arctic drafts {drafted}, accepted {accepted} ({accepted / max(drafted, 1):.2f}); "
         f"tau {1 + accepted / (args.steps * args.requests):.2f}"
