@@ -290,7 +290,7 @@ class SuffixCache:
 
     def _refresh_global_matches(self, row: int) -> None:
         if self.gepoch[row] != self.meta[f.META_EPOCH]:
-            f.match_nodes(self.table, self.global_root, self.history[row], int(self.lengths[row]),
+            f.match_nodes(self.nodes, self.table, self.global_root, self.history[row], int(self.lengths[row]),
                           self.depth, self.gmatch[row])
             self.gepoch[row] = self.meta[f.META_EPOCH]
 

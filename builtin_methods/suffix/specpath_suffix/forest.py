@@ -28,10 +28,14 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-COUNT, TOKEN, PARENT, CHILD, NEXT, PREV, BEST = 0, 1, 2, 3, 4, 5, 6
+COUNT, TOKEN, PARENT, CHILD, NEXT, PREV, BEST, FANOUT = 0, 1, 2, 3, 4, 5, 6, 7
 NODE_FIELDS = 8
 META_NEXT, META_FREE, META_HASH_USED, META_EPOCH = 0, 1, 2, 3
 EMPTY = -1
+HASHED_FANOUT = 2
+"""Children of a node with more than this many children are also indexed in the hash; fewer
+are found by walking the child list, whose first row is the one an update touches anyway
+(most nodes of a deep trie have one child, so most appends never touch the hash)."""
 
 _GOLDEN = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as a signed 64-bit value
 
@@ -49,8 +53,7 @@ def _slot(key, mask):
 
 
 @numba.njit(cache=True, nogil=True)
-def lookup(table, parent, token):
-    """The child of ``parent`` for ``token``, or -1."""
+def _hash_lookup(nodes, table, parent, token):
     mask = table.shape[0] - 1
     key = _key(parent, token)
     i = _slot(key, mask)
@@ -58,6 +61,19 @@ def lookup(table, parent, token):
         if table[i, 0] == key:
             return table[i, 1]
         i = (i + 1) & mask
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def lookup(nodes, table, parent, token):
+    """The child of ``parent`` for ``token``, or -1."""
+    if nodes[parent, FANOUT] > HASHED_FANOUT:
+        return _hash_lookup(nodes, table, parent, token)
+    child = nodes[parent, CHILD]
+    while child != -1:
+        if nodes[child, TOKEN] == token:
+            return child
+        child = nodes[child, NEXT]
     return -1
 
 
@@ -131,6 +147,7 @@ def new_root(nodes, free, meta):
     nodes[node, NEXT] = -1
     nodes[node, PREV] = -1
     nodes[node, BEST] = -1
+    nodes[node, FANOUT] = 0
     return node
 
 
@@ -145,10 +162,19 @@ def _new_child(nodes, free, meta, table, parent, token):
     nodes[node, NEXT] = head
     nodes[node, PREV] = -1
     nodes[node, BEST] = -1
+    nodes[node, FANOUT] = 0
     if head != -1:
         nodes[head, PREV] = node
     nodes[parent, CHILD] = node
-    _hash_insert(table, meta, _key(parent, token), node)
+    nodes[parent, FANOUT] += 1
+    fanout = nodes[parent, FANOUT]
+    if fanout == HASHED_FANOUT + 1:  # index every child from now on
+        child = node
+        while child != -1:
+            _hash_insert(table, meta, _key(parent, nodes[child, TOKEN]), child)
+            child = nodes[child, NEXT]
+    elif fanout > HASHED_FANOUT + 1:
+        _hash_insert(table, meta, _key(parent, token), node)
     return node
 
 
@@ -192,7 +218,15 @@ def _free_node(nodes, free, meta, table, node):
         nodes[parent, CHILD] = nxt
     if nxt != -1:
         nodes[nxt, PREV] = prev
-    _hash_delete(table, meta, _key(parent, nodes[node, TOKEN]))
+    fanout = nodes[parent, FANOUT]
+    if fanout > HASHED_FANOUT:
+        _hash_delete(table, meta, _key(parent, nodes[node, TOKEN]))
+        if fanout == HASHED_FANOUT + 1:  # back to the list alone
+            child = nodes[parent, CHILD]
+            while child != -1:
+                _hash_delete(table, meta, _key(parent, nodes[child, TOKEN]))
+                child = nodes[child, NEXT]
+    nodes[parent, FANOUT] = fanout - 1
     free[meta[META_FREE]] = node
     meta[META_FREE] += 1
 
@@ -221,7 +255,7 @@ def extend(nodes, free, meta, table, root, active, nact, tokens, start, end, dep
         top = min(nact + 1, depth)
         for j in range(top, 0, -1):
             parent = active[j - 1]
-            child = lookup(table, parent, token)
+            child = lookup(nodes, table, parent, token)
             if child == -1:
                 child = _new_child(nodes, free, meta, table, parent, token)
             _increment(nodes, child)
@@ -247,7 +281,7 @@ def truncate(nodes, free, meta, table, root, active, nact, tokens, length, new_l
         if new_nact == nact:  # the longest open suffix starts before every old one
             node = root
             for i in range(n - 1 - depth, n - 1):
-                node = lookup(table, node, tokens[i])
+                node = lookup(nodes, table, node, tokens[i])
             active[depth] = node
         for j in range(new_nact + 1, depth + 1):
             active[j] = -1
@@ -278,7 +312,8 @@ def free_tree(nodes, free, meta, table, root):
             stack[top] = child
             top += 1
             child = nodes[child, NEXT]
-        _hash_delete(table, meta, _key(nodes[node, PARENT], nodes[node, TOKEN]))
+        if nodes[nodes[node, PARENT], FANOUT] > HASHED_FANOUT:
+            _hash_delete(table, meta, _key(nodes[node, PARENT], nodes[node, TOKEN]))
         free[meta[META_FREE]] = node
         meta[META_FREE] += 1
     free[meta[META_FREE]] = root
@@ -302,7 +337,7 @@ def remove_sequence(nodes, free, meta, table, root, tokens, depth):
         stop = min(i + depth, n)
         node = root
         for p in range(i, stop):
-            node = lookup(table, node, tokens[p])
+            node = lookup(nodes, table, node, tokens[p])
             path[p - i] = node
         for p in range(stop - i - 1, -1, -1):
             _decrement(nodes, free, meta, table, path[p])
@@ -311,7 +346,7 @@ def remove_sequence(nodes, free, meta, table, root, tokens, depth):
 
 
 @numba.njit(cache=True, nogil=True)
-def match_nodes(table, root, tokens, length, depth, out):
+def match_nodes(nodes, table, root, tokens, length, depth, out):
     """``out[m]`` = the node of ``tokens[length-m:length]`` in the tree at ``root`` for
     m = 1..min(length, depth), -1 from the first length that does not occur (a longer
     pattern cannot occur when its suffix does not)."""
@@ -324,7 +359,7 @@ def match_nodes(table, root, tokens, length, depth, out):
             continue
         node = root
         for i in range(length - m, length):
-            node = lookup(table, node, tokens[i])
+            node = lookup(nodes, table, node, tokens[i])
             if node == -1:
                 break
         out[m] = node
@@ -332,7 +367,7 @@ def match_nodes(table, root, tokens, length, depth, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def advance_matches(table, matches, tokens, start, end, depth):
+def advance_matches(nodes, table, matches, tokens, start, end, depth):
     """Move a request's match nodes in a tree it does not write to (the global tree) over
     ``tokens[start:end]``: O(depth) lookups per token."""
     for pos in range(start, end):
@@ -342,7 +377,7 @@ def advance_matches(table, matches, tokens, start, end, depth):
             matches[j] = -1
         for j in range(top, 0, -1):
             parent = matches[j - 1]
-            matches[j] = lookup(table, parent, token) if parent != -1 else -1
+            matches[j] = lookup(nodes, table, parent, token) if parent != -1 else -1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -472,10 +507,10 @@ def step(nodes, free, meta, table, depth,
         nact[s] = extend(nodes, free, meta, table, roots[s], active[s], nact[s], row, old, new, depth)
         if global_root != -1:
             if gepoch[s] != meta[META_EPOCH]:
-                match_nodes(table, global_root, row, new, depth, gmatch[s])
+                match_nodes(nodes, table, global_root, row, new, depth, gmatch[s])
                 gepoch[s] = meta[META_EPOCH]
             else:
-                advance_matches(table, gmatch[s], row, old, new, depth)
+                advance_matches(nodes, table, gmatch[s], row, old, new, depth)
         counts[b] = 0
         k = budgets[b]
         if k <= 0:

@@ -20,13 +20,14 @@ def dump(cache, root):
         child, kids = nodes[node, f.CHILD], []
         while child != -1:
             assert nodes[child, f.PARENT] == node
-            assert f.lookup(cache.table, node, nodes[child, f.TOKEN]) == child
+            assert f.lookup(cache.nodes, cache.table, node, nodes[child, f.TOKEN]) == child
             key = prefix + (int(nodes[child, f.TOKEN]),)
             assert nodes[child, f.COUNT] > 0
             out[key] = int(nodes[child, f.COUNT])
             kids.append(child)
             stack.append((child, key))
             child = nodes[child, f.NEXT]
+        assert nodes[node, f.FANOUT] == len(kids)
         if kids:
             assert sum(nodes[k, f.COUNT] for k in kids) <= nodes[node, f.COUNT]
             if prefix:  # roots keep no best child
@@ -49,7 +50,9 @@ def check_same(cache, naive):
     if cache.global_root != -1:
         expected_nodes += len(all_counts(naive.global_sequences(), cache.depth)) + 1
     assert cache.num_nodes == expected_nodes, trees  # nothing leaks, nothing is shared
-    assert cache.meta[f.META_HASH_USED] == expected_nodes - len(trees)
+    live = set(range(int(cache.meta[f.META_NEXT]))) - set(cache.free[: cache.meta[f.META_FREE]].tolist())
+    hashed = sum(int(cache.nodes[n, f.FANOUT]) for n in live if cache.nodes[n, f.FANOUT] > f.HASHED_FANOUT)
+    assert cache.meta[f.META_HASH_USED] == hashed  # exactly the children of wide nodes are indexed
 
 
 ids = st.sampled_from(["a", "b", "c"])
