@@ -425,7 +425,9 @@ def speculate_tree(nodes, matches, limit, max_tokens, factor, min_prob,
     probable frontier node next; a child's probability is its parent's times its count
     ratio), at most ``min(max_tokens, floor(factor * m))`` nodes, none below ``min_prob``;
     keep the tree with the best score. Nodes come out in the order they were taken, so a
-    parent precedes its children. Returns ``(num_nodes, score)``."""
+    parent precedes its children; the frontier keeps at most 64 candidates per node of budget
+    (with ``min_prob`` 0.1 a node has at most 10 children worth keeping). Returns
+    ``(num_nodes, score)``."""
     cap = max(max_tokens, 1) * 64
     f_node = np.empty(cap, np.int32)
     f_parent = np.empty(cap, np.int32)
