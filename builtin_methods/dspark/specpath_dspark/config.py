@@ -18,15 +18,16 @@ from typing import Any
 
 import attrs
 
+from specpath.config.shipped import EMBEDDED_TARGET, ShippedCheckpoint
 from specpath.errors import SpeculativeConfigError
-from specpath_dflash.config import LAYOUT_KEY, DFlashSpeculatorConfig, draft_config_dict
+from specpath_drafting.block.config import LAYOUT_KEY, BlockDrafterConfig, draft_config_dict
 
 DSPARK_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "dspark-byte-llama"
 """The DSpark drafter trained for specpath's embedded default target (package data)."""
 
 
 @attrs.frozen(kw_only=True)
-class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
+class DSparkSpeculatorConfig(BlockDrafterConfig):
     """DSpark (see the module docstring). ``dspark_anchor_sampling`` defaults to the layout the
     checkpoint records; ``dspark_draft_topk`` keeps only the top-k base candidates per position
     before the Markov bias."""
@@ -44,6 +45,7 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
     supports_watermarking = False
     """The article lists EAGLE and DFlash only: the Markov head reshapes the distribution."""
     anchor_sampling_default = True
+    shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, DSPARK_CHECKPOINT),)
 
     @property
     def anchor_sampling(self) -> bool:
@@ -52,10 +54,6 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
 
     def hash_factors(self) -> tuple[Any, ...]:
         return (*super().hash_factors(), ("dspark_draft_topk", self.spec.dspark_draft_topk))
-
-    @classmethod
-    def shipped_checkpoint(cls) -> Path | None:
-        return DSPARK_CHECKPOINT
 
     @classmethod
     def configure(cls, spec: Any) -> Mapping[str, Any]:
