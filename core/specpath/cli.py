@@ -211,6 +211,11 @@ def _resolve(args: argparse.Namespace) -> Any:
     target = None
     if args.model is not None:
         target = ModelConfig(model=args.model, trust_remote_code=args.trust_remote_code)
+    elif args.trust_remote_code:  # the trust travels with a target: the embedded default model
+        from importlib import resources
+
+        default = resources.files("specpath").joinpath("assets/default_model")
+        target = ModelConfig(model=str(default), trust_remote_code=True)
     parallel = ParallelConfig(
         tensor_parallel_size=args.tensor_parallel_size,
         data_parallel_size=args.data_parallel_size,
@@ -281,7 +286,8 @@ def _add_resolve_args(parser: argparse.ArgumentParser) -> None:
 
     add_speculative_args(parser)
     parser.add_argument("--model", help="target model: a local Hugging Face checkpoint directory")
-    parser.add_argument("--trust-remote-code", action="store_true", help="allow checkpoint-declared import paths")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="allow code named by the configuration (custom_class proposers, checkpoint-declared classes)")
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
     parser.add_argument("--data-parallel-size", type=int, default=1)
 

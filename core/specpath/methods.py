@@ -62,26 +62,16 @@ METHOD_DISTRIBUTIONS: dict[str, str | None] = {
     "mtp": "specpath-mtp",
     "dflash": "specpath-dflash",
     "dspark": "specpath-dspark",
-    "suffix": None,
-    "custom_class": None,
+    "suffix": "specpath-suffix",
+    "custom_class": "specpath-custom-class",
 }
 """Canonical built-in method -> the distribution that provides it (None: no plugin here)."""
 
 CANONICAL_METHODS: tuple[str, ...] = tuple(METHOD_DISTRIBUTIONS)
 """Built-in names after alias normalisation, in table order."""
 
-UNIMPLEMENTED_METHODS: dict[str, str] = {
-    "suffix": (
-        "suffix decoding (Arctic Inference, a V1-runner-only path in the article) has no "
-        "implementation in specpath; a plugin may bind it through specpath_register_methods"
-    ),
-    "custom_class": (
-        "'custom_class' (a proposer given by import path) is not supported by specpath; "
-        "register a method with specpath.register_speculative_method or an entry point in "
-        "the 'specpath.methods' group instead"
-    ),
-}
-"""Why a built-in name of vLLM's method set has no distribution in this project."""
+UNIMPLEMENTED_METHODS: dict[str, str] = {}
+"""Why a built-in name of vLLM's method set has no distribution in this project (none now)."""
 
 class MethodAliasWarning(FutureWarning):
     """A deprecated method alias was normalised (shown to end users by default)."""

@@ -76,6 +76,25 @@ class DraftProposal:
     confidences: torch.Tensor | None = None
     """Optional ``[sum(num_draft_tokens)]`` per-draft acceptance estimates, for adaptive
     verification that does not use draft logits."""
+    tree: DraftTree | None = None
+    """Optional token trees for engines that verify trees (``SpeculatorContext.verifies_trees``);
+    ``token_ids`` stays the chain every engine can verify."""
+
+
+@attrs.frozen(kw_only=True)
+class DraftTree:
+    """Per-request draft trees in a flattened layout (nodes in best-first order, so every
+    parent comes before its children)."""
+
+    token_ids: Sequence[int]
+    """Tree nodes' tokens, requests concatenated in batch order."""
+    parents: Sequence[int]
+    """Per node, the index of its parent within its own request's nodes; -1: the node follows
+    the request's last token directly."""
+    probs: Sequence[float]
+    """Per node, the drafter's estimate that the target emits the path from the root to it."""
+    num_tree_tokens: Sequence[int]
+    """Nodes per request, one entry per request of the batch."""
 
 
 @attrs.frozen(kw_only=True)
@@ -97,6 +116,8 @@ class SpeculatorContext:
     load_model: Callable[..., Any] | None = None
     """``load_model(path, **options)`` builds a decoder model from a local HF checkpoint, for
     drafters that run a model of their own."""
+    verifies_trees: bool = False
+    """The engine verifies ``DraftProposal.tree``: drafters that can build trees fill it."""
 
 
 class BaseSpeculator(abc.ABC):

@@ -77,9 +77,11 @@ def call_hook(cls: type[SpeculatorConfig], hook: str, *args: Any) -> Any:
 
 
 def _is_custom_proposer_path(model: object) -> bool:
+    """``pkg.module:Class`` or a dotted path of identifiers with no ``/`` (``pkg.module.Class``,
+    as vLLM detects custom_class), that is not an existing local path."""
     return (
         isinstance(model, str)
-        and re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", model) is not None
+        and re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*|\.[A-Za-z_]\w*)", model) is not None
         and not os.path.exists(model)
     )
 

@@ -239,8 +239,23 @@ class SpeculativeConfig:
     )
     suffix_decoding_max_tree_depth: int | None = _field(
         group="special",
-        doc="suffix: maximum tree depth (the default K of a suffix plugin).",
+        doc="suffix: deepest match plus draft the suffix trees hold (default 24; the default K).",
         check=_AT_LEAST_1,
+        method_specific=True,
+    )
+    suffix_decoding_max_cached_requests: int | None = _field(
+        group="special",
+        doc="suffix: finished responses kept in the global tree, FIFO (default 10000; 0: no global tree).",
+        method_specific=True,
+    )
+    suffix_decoding_max_spec_factor: float | None = _field(
+        group="special",
+        doc="suffix: a match of p tokens drafts at most factor * p tokens (default 1.0).",
+        method_specific=True,
+    )
+    suffix_decoding_min_token_prob: float | None = _field(
+        group="special",
+        doc="suffix: stop drafting once the estimated probability falls below this (default 0.1).",
         method_specific=True,
     )
     disable_eagle_block_drop: bool = _field(

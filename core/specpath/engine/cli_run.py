@@ -50,6 +50,8 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (default 1: tiny models lose time in thread barriers)")
     p.add_argument("--enable-prefix-caching", action="store_true")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="allow code named by the configuration to run (custom_class proposers)")
 
 
 def _speculative_input(args: argparse.Namespace) -> dict | None:
@@ -70,6 +72,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _speculative_input(args),
         num_threads=args.threads,
         enable_prefix_caching=args.enable_prefix_caching,
+        trust_remote_code=args.trust_remote_code,
     )
     params = SamplingParams(
         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed

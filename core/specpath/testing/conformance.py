@@ -47,6 +47,10 @@ METHOD_SPECIFIC_OPTION_EXAMPLES: dict[str, Any] = {
     "draft_lm_head_quantization": "fp8",
     "index_share_for_mtp_iteration": True,
     "xpress_topc": 4,
+    "suffix_decoding_max_tree_depth": 8,
+    "suffix_decoding_max_cached_requests": 16,
+    "suffix_decoding_max_spec_factor": 1.5,
+    "suffix_decoding_min_token_prob": 0.2,
     "speculator_options": {"conformance_probe": 1},
     "parallel_drafting": True,
     "prompt_lookup_min": 3,
@@ -130,6 +134,8 @@ class SpeculatorConformance:
     engine_max_tokens: ClassVar[int] = 24
     engine_model: ClassVar[str | None] = None
     """Target checkpoint for the engine test (None: a tiny random-weight Llama written on the fly)."""
+    engine_options: ClassVar[Mapping[str, Any]] = {}
+    """Extra ``specpath.engine.LLM`` arguments for the engine test (e.g. ``trust_remote_code``)."""
     known_failures: ClassVar[Mapping[str, str]] = {}
     """``{"test_name": "reason"}``: tests that are known to fail; run as strict xfail."""
 
@@ -412,6 +418,7 @@ class SpeculatorConformance:
             prompts=list(self.engine_prompts),
             max_tokens=self.engine_max_tokens,
             model=self.engine_model,
+            **self.engine_options,
         )
         assert result.speculative == result.plain, result.describe()
         if self.config_class.proposes_draft_tokens:  # otherwise the identity would hold vacuously

@@ -137,16 +137,19 @@ def greedy_identity(
     model: str | None = None,
     max_num_seqs: int = 4,
     max_num_batched_tokens: int = 48,
+    **llm_options: Any,
 ) -> GreedyIdentity:
     """Decode ``prompts`` greedily through ``specpath.engine.LLM`` with and without
-    ``speculative_config``, on the checkpoint ``model`` (default: :func:`tiny_checkpoint`)."""
+    ``speculative_config``, on the checkpoint ``model`` (default: :func:`tiny_checkpoint`);
+    ``llm_options`` go to both engines (e.g. ``trust_remote_code=True``)."""
     import torch
 
     from specpath.engine.llm import LLM, SamplingParams
 
     path = model if model is not None else tiny_checkpoint()
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
-    options = dict(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)  # small: chunked prefill
+    options = dict(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,  # small: chunked prefill
+                   **llm_options)
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a toy model's matmuls are far faster on one thread (restored below)

@@ -1,0 +1,91 @@
+"""``SuffixSpeculatorConfig``: the suffix row of the method table.
+
+No weights, no target hidden states, nothing written to the KV cache ahead of the target
+(lookahead 0: drafts are known before the step is scheduled and go in as ordinary query
+tokens) and no extra query rows; the target's vocabulary; drafts vary in length per request
+and step (``num_speculative_tokens`` is a maximum). The four ``suffix_decoding_*`` fields of
+the speculative config are this method's own and refused by every other method.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from specpath.config.speculator import SpeculatorConfig
+from specpath.errors import SpeculativeConfigError
+
+DEFAULTS: dict[str, Any] = {
+    "suffix_decoding_max_tree_depth": 24,
+    "suffix_decoding_max_cached_requests": 10000,
+    "suffix_decoding_max_spec_factor": 1.0,
+    "suffix_decoding_min_token_prob": 0.1,
+}
+"""vLLM's defaults for ``method="suffix"`` (Arctic Inference's own default depth is 64)."""
+
+
+@attrs.frozen(kw_only=True)
+class SuffixSpeculatorConfig(SpeculatorConfig):
+    """Suffix decoding (Oliaro et al., arXiv 2411.04975) on the host, compiled with numba."""
+
+    base_method = "suffix"
+    speculator_class = "specpath_suffix.speculator:SuffixSpeculator"
+    supported_options = frozenset(DEFAULTS)
+    supports_variable_draft_length = True
+    """Each request drafts 0..K tokens, as many as its best match supports."""
+
+    @classmethod
+    def configure(cls, spec: Any) -> Mapping[str, Any]:
+        """Fill the defaults; K defaults to the tree depth (drafts never run deeper)."""
+        updates = {name: default if getattr(spec, name) is None else getattr(spec, name)
+                   for name, default in DEFAULTS.items()}
+        if spec.num_speculative_tokens is None:
+            updates["num_speculative_tokens"] = updates["suffix_decoding_max_tree_depth"]
+        return {**super().configure(spec), **updates}
+
+    @classmethod
+    def verify(cls, spec: Any) -> None:
+        if spec.suffix_decoding_max_cached_requests < 0:
+            raise SpeculativeConfigError(
+                "must be >= 0 (0 disables the global tree)",
+                field="speculative_config.suffix_decoding_max_cached_requests",
+                value=spec.suffix_decoding_max_cached_requests,
+            )
+        factor = spec.suffix_decoding_max_spec_factor
+        if not (math.isfinite(factor) and factor > 0):
+            raise SpeculativeConfigError(
+                "must be a finite number > 0", field="speculative_config.suffix_decoding_max_spec_factor", value=factor
+            )
+        prob = spec.suffix_decoding_min_token_prob
+        if not (math.isfinite(prob) and 0.0 <= prob <= 1.0):
+            raise SpeculativeConfigError(
+                "must be in [0, 1]", field="speculative_config.suffix_decoding_min_token_prob", value=prob
+            )
+
+    @property
+    def max_tree_depth(self) -> int:
+        """The deepest match plus draft the trees hold."""
+        return self.spec.suffix_decoding_max_tree_depth
+
+    @property
+    def max_cached_requests(self) -> int:
+        """Finished responses the global tree keeps (FIFO); 0: no global tree."""
+        return self.spec.suffix_decoding_max_cached_requests
+
+    @property
+    def max_spec_factor(self) -> float:
+        """A match of p tokens drafts at most ``factor * p`` tokens."""
+        return self.spec.suffix_decoding_max_spec_factor
+
+    @property
+    def min_token_prob(self) -> float:
+        """Drafting stops once the estimated probability of the path falls below this."""
+        return self.spec.suffix_decoding_min_token_prob
+
+    def hash_factors(self) -> tuple[Any, ...]:
+        # Drafts never change the target's graph, but the fields are kept so two configs
+        # that draft differently never share a cache entry keyed on the method.
+        return tuple((name, getattr(self.spec, name)) for name in DEFAULTS)

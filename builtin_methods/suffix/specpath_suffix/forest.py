@@ -1,0 +1,527 @@
+"""Count-annotated suffix tries in flat arrays, compiled with numba (``cache=True``).
+
+Why this shape: an engine step appends a few tokens to each of dozens of requests and asks
+each for a draft. Per request that is O(depth) node updates per token and O(depth^2) cheap
+pointer walks per draft, which only pays when it runs as one compiled call over the whole
+batch, with no Python object per node. Every tree (one per live request, plus the global
+tree over finished responses) lives in one :class:`Forest`: a node table, one open-addressing
+hash ``(parent, token) -> child`` and a free list, so trees are created and freed without
+allocation.
+
+A tree of depth ``D`` over a set of sequences holds every substring ``s`` with ``|s| <= D``;
+``count[s]`` is how many positions of the sequences start an occurrence of ``s`` (the
+suffix from that position, cut to ``D`` tokens, passes through ``s``). So ``count`` of a
+child over ``count`` of its parent estimates how often the child's token followed the
+parent's string. Each node also keeps its most frequent child (ties: the smaller token), so
+a path-mode draft follows one pointer per token.
+
+Node columns (int32): ``COUNT``, ``TOKEN``, ``PARENT`` (-1 for a root), ``CHILD`` (head of
+the child list), ``NEXT``/``PREV`` (siblings), ``BEST`` (most frequent child; not kept for
+roots: drafts never start at a root). ``meta`` (int64): next never-used node, free-list
+size, hash entries in use (the hash is one ``[capacity, 2]`` int64 table of key, child: one
+cache line per probe), and the global tree's epoch (bumped whenever it changes, so a
+request's cached match nodes in it are recomputed).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+COUNT, TOKEN, PARENT, CHILD, NEXT, PREV, BEST, FANOUT = 0, 1, 2, 3, 4, 5, 6, 7
+NODE_FIELDS = 8
+META_NEXT, META_FREE, META_HASH_USED, META_EPOCH = 0, 1, 2, 3
+EMPTY = -1
+HASHED_FANOUT = 2
+"""Children of a node with more than this many children are also indexed in the hash; fewer
+are found by walking the child list, whose first row is the one an update touches anyway
+(most nodes of a deep trie have one child, so most appends never touch the hash)."""
+
+_GOLDEN = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as a signed 64-bit value
+
+
+@numba.njit(inline="always", cache=True)
+def _key(parent, token):
+    return (np.int64(parent) << 32) | np.int64(token)
+
+
+@numba.njit(inline="always", cache=True)
+def _slot(key, mask):
+    h = key * _GOLDEN
+    h ^= h >> 29
+    return h & mask
+
+
+@numba.njit(cache=True, nogil=True)
+def _hash_lookup(nodes, table, parent, token):
+    mask = table.shape[0] - 1
+    key = _key(parent, token)
+    i = _slot(key, mask)
+    while table[i, 0] != EMPTY:
+        if table[i, 0] == key:
+            return table[i, 1]
+        i = (i + 1) & mask
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def lookup(nodes, table, parent, token):
+    """The child of ``parent`` for ``token``, or -1."""
+    if nodes[parent, FANOUT] > HASHED_FANOUT:
+        return _hash_lookup(nodes, table, parent, token)
+    child = nodes[parent, CHILD]
+    while child != -1:
+        if nodes[child, TOKEN] == token:
+            return child
+        child = nodes[child, NEXT]
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _hash_insert(table, meta, key, value):
+    mask = table.shape[0] - 1
+    i = _slot(key, mask)
+    while table[i, 0] != EMPTY:
+        i = (i + 1) & mask
+    table[i, 0] = key
+    table[i, 1] = value
+    meta[META_HASH_USED] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _hash_delete(table, meta, key):
+    """Linear-probing delete by backward shift (no tombstones, so lookups stay short)."""
+    mask = table.shape[0] - 1
+    i = _slot(key, mask)
+    while table[i, 0] != key:
+        if table[i, 0] == EMPTY:
+            return
+        i = (i + 1) & mask
+    j = i
+    while True:
+        j = (j + 1) & mask
+        if table[j, 0] == EMPTY:
+            break
+        home = _slot(table[j, 0], mask)
+        # Move entry j into the hole at i unless its home lies cyclically in (i, j].
+        if (i <= j and (home <= i or home > j)) or (i > j and (home <= i and home > j)):
+            table[i, 0] = table[j, 0]
+            table[i, 1] = table[j, 1]
+            i = j
+    table[i, 0] = EMPTY
+    meta[META_HASH_USED] -= 1
+
+
+@numba.njit(cache=True, nogil=True)
+def rehash(table, new_table):
+    """Copy every entry of one table into an empty, larger one."""
+    mask = new_table.shape[0] - 1
+    for i in range(table.shape[0]):
+        key = table[i, 0]
+        if key != EMPTY:
+            j = _slot(key, mask)
+            while new_table[j, 0] != EMPTY:
+                j = (j + 1) & mask
+            new_table[j, 0] = key
+            new_table[j, 1] = table[i, 1]
+
+
+@numba.njit(cache=True, nogil=True)
+def _take_node(nodes, free, meta):
+    if meta[META_FREE] > 0:
+        meta[META_FREE] -= 1
+        return free[meta[META_FREE]]
+    node = meta[META_NEXT]
+    meta[META_NEXT] += 1
+    return node
+
+
+@numba.njit(cache=True, nogil=True)
+def new_root(nodes, free, meta):
+    """A fresh empty tree; returns its root."""
+    node = _take_node(nodes, free, meta)
+    nodes[node, COUNT] = 0
+    nodes[node, TOKEN] = -1
+    nodes[node, PARENT] = -1
+    nodes[node, CHILD] = -1
+    nodes[node, NEXT] = -1
+    nodes[node, PREV] = -1
+    nodes[node, BEST] = -1
+    nodes[node, FANOUT] = 0
+    return node
+
+
+@numba.njit(cache=True, nogil=True)
+def _new_child(nodes, free, meta, table, parent, token):
+    node = _take_node(nodes, free, meta)
+    head = nodes[parent, CHILD]
+    nodes[node, COUNT] = 0
+    nodes[node, TOKEN] = token
+    nodes[node, PARENT] = parent
+    nodes[node, CHILD] = -1
+    nodes[node, NEXT] = head
+    nodes[node, PREV] = -1
+    nodes[node, BEST] = -1
+    nodes[node, FANOUT] = 0
+    if head != -1:
+        nodes[head, PREV] = node
+    nodes[parent, CHILD] = node
+    nodes[parent, FANOUT] += 1
+    fanout = nodes[parent, FANOUT]
+    if fanout == HASHED_FANOUT + 1:  # index every child from now on
+        child = node
+        while child != -1:
+            _hash_insert(table, meta, _key(parent, nodes[child, TOKEN]), child)
+            child = nodes[child, NEXT]
+    elif fanout > HASHED_FANOUT + 1:
+        _hash_insert(table, meta, _key(parent, token), node)
+    return node
+
+
+@numba.njit(inline="always", cache=True)
+def _better(nodes, a, b):
+    ca = nodes[a, COUNT]
+    cb = nodes[b, COUNT]
+    return ca > cb or (ca == cb and nodes[a, TOKEN] < nodes[b, TOKEN])
+
+
+@numba.njit(cache=True, nogil=True)
+def _increment(nodes, node):
+    nodes[node, COUNT] += 1
+    parent = nodes[node, PARENT]
+    if nodes[parent, PARENT] == -1:  # a root's best child is never read
+        return
+    best = nodes[parent, BEST]
+    if best != node and (best == -1 or _better(nodes, node, best)):
+        nodes[parent, BEST] = node
+
+
+@numba.njit(cache=True, nogil=True)
+def _rescan_best(nodes, parent):
+    best = -1
+    child = nodes[parent, CHILD]
+    while child != -1:
+        if best == -1 or _better(nodes, child, best):
+            best = child
+        child = nodes[child, NEXT]
+    nodes[parent, BEST] = best
+
+
+@numba.njit(cache=True, nogil=True)
+def _free_node(nodes, free, meta, table, node):
+    parent = nodes[node, PARENT]
+    prev = nodes[node, PREV]
+    nxt = nodes[node, NEXT]
+    if prev != -1:
+        nodes[prev, NEXT] = nxt
+    else:
+        nodes[parent, CHILD] = nxt
+    if nxt != -1:
+        nodes[nxt, PREV] = prev
+    fanout = nodes[parent, FANOUT]
+    if fanout > HASHED_FANOUT:
+        _hash_delete(table, meta, _key(parent, nodes[node, TOKEN]))
+        if fanout == HASHED_FANOUT + 1:  # back to the list alone
+            child = nodes[parent, CHILD]
+            while child != -1:
+                _hash_delete(table, meta, _key(parent, nodes[child, TOKEN]))
+                child = nodes[child, NEXT]
+    nodes[parent, FANOUT] = fanout - 1
+    free[meta[META_FREE]] = node
+    meta[META_FREE] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _decrement(nodes, free, meta, table, node):
+    """One occurrence fewer through ``node``; frees it at zero (its children are gone by
+    then: a child never counts more than its parent)."""
+    nodes[node, COUNT] -= 1
+    parent = nodes[node, PARENT]
+    if nodes[node, COUNT] == 0:
+        _free_node(nodes, free, meta, table, node)
+    if nodes[parent, PARENT] != -1 and nodes[parent, BEST] == node:
+        _rescan_best(nodes, parent)
+
+
+@numba.njit(cache=True, nogil=True)
+def extend(nodes, free, meta, table, root, active, nact, tokens, start, end, depth):
+    """Append ``tokens[start:end]`` to the sequence whose open suffixes end at
+    ``active[1..nact]`` (``active[j]``: the node of its last ``j`` tokens; ``active[0]`` is
+    the root). Each token extends at most ``depth`` suffixes by one node: O(depth).
+    Returns the new ``nact``."""
+    active[0] = root
+    for pos in range(start, end):
+        token = tokens[pos]
+        top = min(nact + 1, depth)
+        for j in range(top, 0, -1):
+            parent = active[j - 1]
+            child = lookup(nodes, table, parent, token)
+            if child == -1:
+                child = _new_child(nodes, free, meta, table, parent, token)
+            _increment(nodes, child)
+            active[j] = child
+        nodes[root, COUNT] += 1
+        nact = top
+    return nact
+
+
+@numba.njit(cache=True, nogil=True)
+def truncate(nodes, free, meta, table, root, active, nact, tokens, length, new_length, depth):
+    """Roll the sequence held in ``tokens[:length]`` back to ``new_length`` tokens, undoing
+    :func:`extend` one token at a time (O(depth) each). Returns the new ``nact``."""
+    for n in range(length, new_length, -1):  # pop tokens[n - 1]
+        for j in range(nact, 0, -1):  # deepest first: a node's children go before it
+            _decrement(nodes, free, meta, table, active[j])
+        nodes[root, COUNT] -= 1
+        # Each open suffix of tokens[:n-1] is an old one without its last token. Freed
+        # nodes keep their PARENT until reused, and nothing is allocated here.
+        for j in range(1, nact):
+            active[j] = nodes[active[j + 1], PARENT]
+        new_nact = min(n - 1, depth)
+        if new_nact == nact:  # the longest open suffix starts before every old one
+            node = root
+            for i in range(n - 1 - depth, n - 1):
+                node = lookup(nodes, table, node, tokens[i])
+            active[depth] = node
+        for j in range(new_nact + 1, depth + 1):
+            active[j] = -1
+        nact = new_nact
+    active[0] = root
+    return nact
+
+
+@numba.njit(cache=True, nogil=True)
+def free_tree(nodes, free, meta, table, root):
+    """Free every node of a tree, root included."""
+    stack = np.empty(64, np.int32)
+    top = 0
+    child = nodes[root, CHILD]
+    while child != -1:
+        if top == stack.shape[0]:
+            stack = np.concatenate((stack, np.empty_like(stack)))
+        stack[top] = child
+        top += 1
+        child = nodes[child, NEXT]
+    while top > 0:
+        top -= 1
+        node = stack[top]
+        child = nodes[node, CHILD]
+        while child != -1:
+            if top == stack.shape[0]:
+                stack = np.concatenate((stack, np.empty_like(stack)))
+            stack[top] = child
+            top += 1
+            child = nodes[child, NEXT]
+        if nodes[nodes[node, PARENT], FANOUT] > HASHED_FANOUT:
+            _hash_delete(table, meta, _key(nodes[node, PARENT], nodes[node, TOKEN]))
+        free[meta[META_FREE]] = node
+        meta[META_FREE] += 1
+    free[meta[META_FREE]] = root
+    meta[META_FREE] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def insert_sequence(nodes, free, meta, table, root, tokens, depth):
+    """Add a whole sequence's suffixes to a tree (the global tree)."""
+    active = np.full(depth + 1, -1, np.int32)
+    extend(nodes, free, meta, table, root, active, 0, tokens, 0, tokens.shape[0], depth)
+    meta[META_EPOCH] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def remove_sequence(nodes, free, meta, table, root, tokens, depth):
+    """Take back a sequence :func:`insert_sequence` added (FIFO eviction)."""
+    path = np.empty(depth, np.int32)
+    n = tokens.shape[0]
+    for i in range(n):
+        stop = min(i + depth, n)
+        node = root
+        for p in range(i, stop):
+            node = lookup(nodes, table, node, tokens[p])
+            path[p - i] = node
+        for p in range(stop - i - 1, -1, -1):
+            _decrement(nodes, free, meta, table, path[p])
+    nodes[root, COUNT] -= n
+    meta[META_EPOCH] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def match_nodes(nodes, table, root, tokens, length, depth, out):
+    """``out[m]`` = the node of ``tokens[length-m:length]`` in the tree at ``root`` for
+    m = 1..min(length, depth), -1 from the first length that does not occur (a longer
+    pattern cannot occur when its suffix does not)."""
+    out[0] = root
+    limit = min(length, depth)
+    missing = False
+    for m in range(1, depth + 1):
+        if missing or m > limit:
+            out[m] = -1
+            continue
+        node = root
+        for i in range(length - m, length):
+            node = lookup(nodes, table, node, tokens[i])
+            if node == -1:
+                break
+        out[m] = node
+        missing = node == -1
+
+
+@numba.njit(cache=True, nogil=True)
+def advance_matches(nodes, table, matches, tokens, start, end, depth):
+    """Move a request's match nodes in a tree it does not write to (the global tree) over
+    ``tokens[start:end]``: O(depth) lookups per token."""
+    for pos in range(start, end):
+        token = tokens[pos]
+        top = min(pos + 1, depth)
+        for j in range(depth, top, -1):
+            matches[j] = -1
+        for j in range(top, 0, -1):
+            parent = matches[j - 1]
+            matches[j] = lookup(nodes, table, parent, token) if parent != -1 else -1
+
+
+@numba.njit(cache=True, nogil=True)
+def speculate_path(nodes, matches, limit, max_tokens, factor, min_prob, out, scratch):
+    """Path-mode draft from the match nodes ``matches[1..limit]``: for each match length m,
+    follow the most frequent child for at most ``min(max_tokens, floor(factor * m))`` tokens
+    while the running probability stays >= ``min_prob``; keep the best score (sum of the
+    probabilities; ties: the longer match). Returns ``(num_tokens, score, match_length)``;
+    the draft is ``out[:num_tokens]``."""
+    best_n = 0
+    best_score = 0.0
+    best_m = 0
+    for m in range(1, limit + 1):
+        node = matches[m]
+        if node == -1:
+            break
+        budget = min(max_tokens, int(factor * m))
+        n = 0
+        score = 0.0
+        prob = 1.0
+        while n < budget:
+            child = nodes[node, BEST]
+            if child == -1:
+                break
+            prob *= nodes[child, COUNT] / nodes[node, COUNT]
+            if prob < min_prob:
+                break
+            scratch[n] = nodes[child, TOKEN]
+            score += prob
+            node = child
+            n += 1
+        if score >= best_score and (n > 0 or best_n == 0):
+            best_score = score
+            best_m = m
+            best_n = n
+            for i in range(n):
+                out[i] = scratch[i]
+    return best_n, best_score, best_m
+
+
+@numba.njit(cache=True, nogil=True)
+def speculate_tree(nodes, matches, limit, max_tokens, factor, min_prob,
+                   out_tokens, out_parents, out_probs):
+    """Tree-mode draft: for each match length, grow a tree best-first (always the most
+    probable frontier node next; a child's probability is its parent's times its count
+    ratio), at most ``min(max_tokens, floor(factor * m))`` nodes, none below ``min_prob``;
+    keep the tree with the best score. Nodes come out in the order they were taken, so a
+    parent precedes its children; the frontier keeps at most 64 candidates per node of budget
+    (with ``min_prob`` 0.1 a node has at most 10 children worth keeping). Returns
+    ``(num_nodes, score)``."""
+    cap = max(max_tokens, 1) * 64
+    f_node = np.empty(cap, np.int32)
+    f_parent = np.empty(cap, np.int32)
+    f_prob = np.empty(cap, np.float64)
+    t_tokens = np.empty(max(max_tokens, 1), np.int32)
+    t_parents = np.empty(max(max_tokens, 1), np.int32)
+    t_probs = np.empty(max(max_tokens, 1), np.float64)
+    best_n = 0
+    best_score = 0.0
+    for m in range(1, limit + 1):
+        start = matches[m]
+        if start == -1:
+            break
+        budget = min(max_tokens, int(factor * m))
+        size = 0
+        child = nodes[start, CHILD]
+        while child != -1:
+            p = nodes[child, COUNT] / nodes[start, COUNT]
+            if p >= min_prob and size < cap:
+                f_node[size] = child
+                f_parent[size] = -1
+                f_prob[size] = p
+                size += 1
+            child = nodes[child, NEXT]
+        n = 0
+        score = 0.0
+        while n < budget and size > 0:
+            pick = 0
+            for i in range(1, size):  # most probable; ties: the smaller token
+                if f_prob[i] > f_prob[pick] or (
+                    f_prob[i] == f_prob[pick] and nodes[f_node[i], TOKEN] < nodes[f_node[pick], TOKEN]
+                ):
+                    pick = i
+            node = f_node[pick]
+            prob = f_prob[pick]
+            t_tokens[n] = nodes[node, TOKEN]
+            t_parents[n] = f_parent[pick]
+            t_probs[n] = prob
+            score += prob
+            size -= 1
+            f_node[pick] = f_node[size]
+            f_parent[pick] = f_parent[size]
+            f_prob[pick] = f_prob[size]
+            child = nodes[node, CHILD]
+            while child != -1:
+                p = prob * nodes[child, COUNT] / nodes[node, COUNT]
+                if p >= min_prob and size < cap:
+                    f_node[size] = child
+                    f_parent[size] = n
+                    f_prob[size] = p
+                    size += 1
+                child = nodes[child, NEXT]
+            n += 1
+        if score >= best_score and (n > 0 or best_n == 0):
+            best_score = score
+            best_n = n
+            for i in range(n):
+                out_tokens[i] = t_tokens[i]
+                out_parents[i] = t_parents[i]
+                out_probs[i] = t_probs[i]
+    return best_n, best_score
+
+
+@numba.njit(cache=True, nogil=True)
+def step(nodes, free, meta, table, depth,
+         roots, active, nact, gmatch, gepoch, history,
+         slots, old_lengths, new_lengths, budgets,
+         global_root, factor, min_prob, out, counts, scratch):
+    """One engine step for a batch: append each request's new tokens to its tree, bring its
+    match nodes in the global tree up to date (recomputed when the global tree changed),
+    and draft path-mode from whichever tree scores higher. ``global_root`` -1: no global
+    tree. Drafts go to ``out[b, :counts[b]]``."""
+    gscratch = np.empty(out.shape[1], np.int32)
+    for b in range(slots.shape[0]):
+        s = slots[b]
+        old = old_lengths[b]
+        new = new_lengths[b]
+        row = history[s]
+        nact[s] = extend(nodes, free, meta, table, roots[s], active[s], nact[s], row, old, new, depth)
+        if global_root != -1:
+            if gepoch[s] != meta[META_EPOCH]:
+                match_nodes(nodes, table, global_root, row, new, depth, gmatch[s])
+                gepoch[s] = meta[META_EPOCH]
+            else:
+                advance_matches(nodes, table, gmatch[s], row, old, new, depth)
+        counts[b] = 0
+        k = budgets[b]
+        if k <= 0:
+            continue
+        n, score, _ = speculate_path(nodes, active[s], nact[s], k, factor, min_prob, out[b], scratch)
+        if global_root != -1:
+            gn, gscore, _ = speculate_path(nodes, gmatch[s], min(new, depth), k, factor, min_prob, gscratch, scratch)
+            if gscore > score:
+                n = gn
+                for i in range(gn):
+                    out[b, i] = gscratch[i]
+        counts[b] = n
