@@ -21,12 +21,12 @@ from typing import Any
 import attrs
 import torch
 
-from specpath.engine.llm_engine import CacheSettings, LLMEngine, SpeculationSettings
+from specpath.engine.llm_engine import CacheSettings, LLMEngine, RequestFailedError, SpeculationSettings
 from specpath.engine.metrics import SpecMetrics
 from specpath.engine.request import SamplingParams, as_token_lists
 from specpath.engine.scheduler import SchedulerConfig
 
-__all__ = ["LLM", "RequestOutput", "SamplingParams", "SpecMetrics"]
+__all__ = ["LLM", "RequestFailedError", "RequestOutput", "SamplingParams", "SpecMetrics"]
 
 
 
@@ -208,7 +208,13 @@ class LLM:
         prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
     ) -> list[RequestOutput]:
-        """Generate for each prompt (text or token ids); outputs in prompt order."""
+        """Generate for each prompt (text or token ids); outputs in prompt order.
+
+        A call succeeds or fails as a whole, as in other engines' offline APIs: when a step
+        raises (drafter, sampler or model), every request of the call is aborted, its KV blocks
+        and drafter state freed, and :class:`RequestFailedError` (a ``RuntimeError`` with the
+        original exception as ``__cause__``) is raised; the ``LLM`` stays usable.
+        """
         items = as_token_lists(prompts)
         token_lists = []
         for p in items:
