@@ -204,6 +204,10 @@ def _resolve(args: argparse.Namespace) -> Any:
     from specpath.config.model import ModelConfig, ParallelConfig
 
     target = None
+    if args.trust_remote_code and args.model is None:
+        raise SpeculativeConfigError(
+            "--trust-remote-code applies to a target checkpoint: give --model too", field="--trust-remote-code"
+        )
     if args.model is not None:
         target = ModelConfig(model=args.model, trust_remote_code=args.trust_remote_code)
     parallel = ParallelConfig(

@@ -108,6 +108,8 @@ class LLM:
         seed: base seed of requests that give none.
         num_threads: set torch's intra-op threads (None leaves them); tiny models run best on 1.
         runner: ``"v2"`` (this runner trims drafts to each step's K centrally) or ``"v1"``.
+        trust_remote_code: allow code shipped with a checkpoint (tokenizer ``auto_map``,
+            checkpoint-declared import paths); off, nothing from a checkpoint is imported.
     """
 
     def __init__(
@@ -127,6 +129,7 @@ class LLM:
         seed: int = 0,
         num_threads: int | None = None,
         runner: str = "v2",
+        trust_remote_code: bool = False,
     ) -> None:
         from specpath.config.engine import EngineConfig
         from specpath.config.model import CacheConfig, ModelConfig
@@ -138,7 +141,10 @@ class LLM:
             torch.set_num_threads(num_threads)
         path = _model_dir(model)
         engine_config = EngineConfig.create(
-            ModelConfig(model=str(path), max_model_len=max_model_len, dtype=dtype, seed=seed),
+            ModelConfig(
+                model=str(path), max_model_len=max_model_len, dtype=dtype, seed=seed,
+                trust_remote_code=trust_remote_code,
+            ),
             speculative_config,
             cache_config=CacheConfig(
                 block_size=block_size, enable_prefix_caching=enable_prefix_caching, num_blocks=num_kv_blocks
@@ -154,7 +160,7 @@ class LLM:
         self.model_path = path
         torch_dtype = getattr(torch, engine_config.model_config.dtype)  # resolved: "auto" -> the checkpoint's
         self.model = LlamaModel.from_pretrained(path, dtype=torch_dtype, device=device)
-        self.tokenizer = load_tokenizer(path)
+        self.tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code)
         context_len = engine_config.model_config.max_model_len
 
         speculation = None
