@@ -246,6 +246,10 @@ def read_config(path: str | Path) -> DrafterConfig:
         raw = json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"{config_path}: cannot read the drafter's config: {exc}") from None
+    if isinstance(raw, dict):
+        from specpath.modeling.memory import require_config_memory
+
+        require_config_memory(raw, str(config_path), "the drafter")
     try:
         return DrafterConfig.from_dict(raw)
     except (KeyError, TypeError) as exc:
@@ -267,10 +271,11 @@ def save_drafter(drafter: nn.Module, path: str | Path, *, extra_config: dict | N
 
 def load_weights(drafter: nn.Module, path: str | Path) -> nn.Module:
     """Load ``model.safetensors`` into ``drafter``; every tensor must be present with its shape."""
-    from safetensors.torch import load_file
+    from specpath.modeling.checkpoint import read_safetensors
 
     weights = Path(path) / "model.safetensors"
-    tensors = load_file(str(weights))
+    non_float = {k for k, v in drafter.state_dict().items() if not v.is_floating_point()}  # e.g. EAGLE-3's vocab maps
+    tensors = read_safetensors(weights, non_float)  # framing, dtypes and finite values checked, one line each
     expected = {k: v.shape for k, v in drafter.state_dict().items() if not k.startswith("rotary.")}
     missing, extra = sorted(set(expected) - set(tensors)), sorted(set(tensors) - set(expected))
     if missing or extra:

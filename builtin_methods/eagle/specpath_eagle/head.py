@@ -149,6 +149,10 @@ def read_head_config(path: str | Path) -> HeadConfig:
         raw = json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"{config_path}: cannot read the head's config: {exc}") from None
+    if isinstance(raw, dict):
+        from specpath.modeling.memory import require_config_memory
+
+        require_config_memory(raw, str(config_path), "the head")
     try:
         return HeadConfig.from_dict(raw)
     except (KeyError, TypeError) as exc:
@@ -171,10 +175,11 @@ def save_head(head: HiddenStateHead, path: str | Path, *, extra_config: dict | N
 
 def load_head_weights(head: HiddenStateHead, path: str | Path) -> HiddenStateHead:
     """Load ``model.safetensors`` into ``head``; every parameter must be present with its shape."""
-    from safetensors.torch import load_file
+    from specpath.modeling.checkpoint import read_safetensors
 
     weights = Path(path) / "model.safetensors"
-    tensors = load_file(str(weights))
+    non_float = {k for k, v in head.state_dict().items() if not v.is_floating_point()}  # e.g. EAGLE-3's vocab maps
+    tensors = read_safetensors(weights, non_float)  # framing, dtypes and finite values checked, one line each
     expected = {k: v.shape for k, v in head.state_dict().items() if not k.startswith("rotary.")}
     missing = sorted(set(expected) - set(tensors))
     extra = sorted(set(tensors) - set(expected))

@@ -108,6 +108,12 @@ class LLMEngine:
         if num_blocks is None:
             per_request = -(-(base.max_model_len + base.num_lookahead_tokens + k_max + 1) // cache.block_size)
             num_blocks = base.max_num_seqs * per_request
+        # Refuse an impossible pool before the block manager or the cache allocates anything.
+        from specpath.modeling.memory import require_memory
+
+        kv_bytes = (cfg.num_hidden_layers * 2 * num_blocks * cache.block_size * cfg.num_key_value_heads
+                    * cfg.head_dim * next(model.parameters()).dtype.itemsize)
+        require_memory(kv_bytes, f"a KV cache of {num_blocks} blocks (max_model_len={base.max_model_len})", "engine")
         self.model = model
         self.tokenizer = tokenizer
         self.eos_token_ids = tuple(eos_token_ids)
