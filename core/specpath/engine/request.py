@@ -20,7 +20,10 @@ class SamplingParamsError(ValueError):
 
 
 def _fail(name: str, problem: str, value: Any) -> SamplingParamsError:
-    text = repr(value)
+    if isinstance(value, int) and value.bit_length() > 200:
+        text = f"an integer of {value.bit_length()} bits"  # repr() itself fails past 4,300 digits
+    else:
+        text = repr(value)
     text = text if len(text) <= 60 else text[:57] + "..."
     return SamplingParamsError(" ".join(f"SamplingParams.{name}: {problem} (got {text})".split()))
 
