@@ -77,7 +77,7 @@ class DFlashSpeculatorConfig(DraftModelSpeculatorConfig):
 
     base_method = "dflash"
     speculator_class = "specpath_dflash.speculator:DFlashSpeculator"
-    supported_options = frozenset()
+    supported_options = frozenset({"enable_adaptive_verification", "adaptive_verification_threshold"})
     uses_target_hidden_states = True
     uses_aux_hidden_states = True
     """The target returns several intermediate layers (the taps), not only its last one."""
@@ -146,13 +146,6 @@ class DFlashSpeculatorConfig(DraftModelSpeculatorConfig):
         if path is None or not (path / "model.safetensors").is_file():
             return None
         return {"method": cls.base_method, "model": str(path), "num_speculative_tokens": 4}
-
-    @classmethod
-    def matches(cls, checkpoint: Any) -> bool:
-        found = checkpoint_kind(checkpoint.config)
-        if found is not None:
-            return found == cls.base_method
-        return cls.base_method in str(checkpoint.path or "").lower()
 
     @classmethod
     def configure(cls, spec: Any) -> Mapping[str, Any]:
