@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
 
 
 @pytest.fixture(autouse=True)
@@ -12,13 +17,6 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-def installed_methods() -> list[tuple[str, dict]]:
-    """(method, config) of every installed method that drafts, as ``specpath demo`` runs them."""
-    from specpath.engine.cli_run import demo_configs
-
-    return demo_configs(3)[0]
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import installed_methods
+from reliability_helpers import installed_methods
 from specpath.engine.llm import LLM, SamplingParams
 
 PROMPTS = [
