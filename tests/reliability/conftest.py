@@ -11,6 +11,16 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _installed_plugins():
+    """The real installed plugins: other test modules narrow the plugin scan to their fakes
+    (some at import time, during collection), and these tests run every installed method."""
+    from specpath import plugins
+
+    plugins.reset()
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _one_thread():
     before = torch.get_num_threads()
