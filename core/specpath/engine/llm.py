@@ -21,12 +21,12 @@ from typing import Any
 import attrs
 import torch
 
-from specpath.engine.llm_engine import CacheSettings, LLMEngine, SpeculationSettings
+from specpath.engine.llm_engine import CacheSettings, LLMEngine, RequestFailedError, SpeculationSettings
 from specpath.engine.metrics import SpecMetrics
 from specpath.engine.request import SamplingParams, as_token_lists
 from specpath.engine.scheduler import SchedulerConfig
 
-__all__ = ["LLM", "RequestOutput", "SamplingParams", "SpecMetrics"]
+__all__ = ["LLM", "RequestFailedError", "RequestOutput", "SamplingParams", "SpecMetrics"]
 
 
 
@@ -108,8 +108,9 @@ class LLM:
         seed: base seed of requests that give none.
         num_threads: set torch's intra-op threads (None leaves them); tiny models run best on 1.
         runner: ``"v2"`` (this runner trims drafts to each step's K centrally) or ``"v1"``.
-        trust_remote_code: allow code named by configuration to run (a ``custom_class``
-            proposer, a draft checkpoint's declared config class).
+        trust_remote_code: allow code named by configuration or shipped with a checkpoint to run
+            (a ``custom_class`` proposer, a checkpoint-declared config class, a tokenizer
+            ``auto_map``); off, nothing from a checkpoint is imported.
     """
 
     def __init__(
@@ -158,7 +159,7 @@ class LLM:
         self.model_path = path
         torch_dtype = getattr(torch, engine_config.model_config.dtype)  # resolved: "auto" -> the checkpoint's
         self.model = LlamaModel.from_pretrained(path, dtype=torch_dtype, device=device)
-        self.tokenizer = load_tokenizer(path)
+        self.tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code)
         context_len = engine_config.model_config.max_model_len
 
         speculation = None
@@ -212,7 +213,13 @@ class LLM:
         prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
     ) -> list[RequestOutput]:
-        """Generate for each prompt (text or token ids); outputs in prompt order."""
+        """Generate for each prompt (text or token ids); outputs in prompt order.
+
+        A call succeeds or fails as a whole, as in other engines' offline APIs: when a step
+        raises (drafter, sampler or model), every request of the call is aborted, its KV blocks
+        and drafter state freed, and :class:`RequestFailedError` (a ``RuntimeError`` with the
+        original exception as ``__cause__``) is raised; the ``LLM`` stays usable.
+        """
         items = as_token_lists(prompts)
         token_lists = []
         for p in items:
