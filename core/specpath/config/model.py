@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from specpath.errors import SpeculativeConfigError
+from specpath.hub import resolve_model_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from specpath.config.speculative import SpeculativeConfig
@@ -248,7 +249,9 @@ class ModelConfig:
     """One model read from a local Hugging Face checkpoint directory."""
 
     model: str
-    """Local checkpoint directory (``config.json`` + ``model.safetensors``)."""
+    """Local checkpoint directory (``config.json`` + ``model.safetensors``), or a hub id
+    (``org/name``) read from the local Hugging Face cache (resolved to its snapshot
+    directory; the id is kept in ``model_weights``)."""
     model_weights: str | None = None
     """Where the weights came from if ``model`` was rewritten (e.g. to a cache dir);
     defaults to ``model``. MTP drafts default to this path."""
@@ -278,6 +281,11 @@ class ModelConfig:
 
     def __attrs_post_init__(self) -> None:
         owner = "speculative_config" if self.runner == "draft" else "model_config"
+        local = resolve_model_path(self.model, self.revision, field=f"{owner}.model")
+        if local != self.model:  # a hub id: read its cached snapshot, remember where it came from
+            if self.model_weights is None:
+                object.__setattr__(self, "model_weights", self.model)
+            object.__setattr__(self, "model", local)
         raw = load_hf_config(self.model, field=f"{owner}.model")
         data = apply_hf_overrides(raw, self.hf_overrides)
         _check_hf_numbers(data, f"{owner}.model", self.model)
