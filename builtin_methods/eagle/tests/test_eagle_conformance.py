@@ -77,9 +77,9 @@ class TestExtractHiddenStatesConformance(SpeculatorConformance):
         "proposes_draft_tokens": False,
         "draft_kv_depends_on_next_token": False,
     }
-    valid_options = [{"eagle_aux_hidden_state_layer_ids": [0, 1]}]
+    valid_options = [{"eagle_aux_hidden_state_layer_ids": [1, 2]}]
     invalid_options = [
         ({"parallel_drafting": True}, "parallel_drafting"),
         ({"eagle_aux_hidden_state_layer_ids": [-1]}, "eagle_aux_hidden_state_layer_ids"),
     ]
-    hash_sensitive_options = [({"eagle_aux_hidden_state_layer_ids": [0, 1]}, {"eagle_aux_hidden_state_layer_ids": [1, 0]})]
+    hash_sensitive_options = [({"eagle_aux_hidden_state_layer_ids": [1, 2]}, {"eagle_aux_hidden_state_layer_ids": [2, 1]})]

@@ -140,7 +140,7 @@ def test_sampled_output_follows_the_target_distribution(tmp_path):
 
 def test_extract_hidden_states_returns_the_target_states(setup):
     root, target, _, _ = setup
-    spec = resolve({"method": "extract_hidden_states", "eagle_aux_hidden_state_layer_ids": [0, 2]}, root / "target")
+    spec = resolve({"method": "extract_hidden_states", "eagle_aux_hidden_state_layer_ids": [1, 2]}, root / "target")
     engine = make_engine(target, spec, max_num_batched_tokens=16)
     requests, metrics = engine.generate(PROMPTS[:2], SamplingParams(max_tokens=6, ignore_eos=True))
     assert metrics.num_draft_tokens == 0
@@ -148,6 +148,6 @@ def test_extract_hidden_states_returns_the_target_states(setup):
     for r in requests:
         got = speculator.pop_hidden_states(r.req_id)
         ids = (list(r.prompt_token_ids) + list(r.output_token_ids))[: got.shape[0]]
-        want = target(torch.tensor(ids), torch.arange(len(ids)), hidden_layers=(0, 2)).hidden_states
+        want = target(torch.tensor(ids), torch.arange(len(ids)), hidden_layers=(0, 1)).hidden_states  # entering layers 1, 2
         assert got.shape[0] >= len(r.prompt_token_ids)
         assert torch.allclose(got, want, atol=1e-9)

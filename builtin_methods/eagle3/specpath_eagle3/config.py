@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from specpath.errors import SpeculativeConfigError
-from specpath_eagle.config import EagleSpeculatorConfig, resolve_aux_layer_ids
+from specpath_eagle.config import EagleSpeculatorConfig, check_aux_layer_ids, resolve_aux_layer_ids
 
 EAGLE3_HEAD = Path(__file__).resolve().parent / "heads" / "eagle3-byte-llama"
 """The EAGLE-3 head (chain drafting, TTT) trained for the embedded default target."""
@@ -60,6 +60,7 @@ class Eagle3SpeculatorConfig(EagleSpeculatorConfig):
     @classmethod
     def verify(cls, spec: Any) -> None:
         super().verify(spec)
+        check_aux_layer_ids(spec)
         ids = spec.eagle_aux_hidden_state_layer_ids
         draft = spec.draft_model_config
         taps = None if draft is None else draft.hf_config.get("num_taps", 3)
