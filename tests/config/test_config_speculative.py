@@ -370,8 +370,9 @@ def test_aux_layer_ids_are_checked_against_the_target(make_checkpoint, target):
     base = {"method": "eagle3", "model": path, "num_speculative_tokens": 2}
     spec = SpeculativeConfig.from_dict({**base, "eagle_aux_hidden_state_layer_ids": [0, 2, 3]}, target_model_config=target)
     assert spec.eagle_aux_hidden_state_layer_ids == (0, 2, 3)
-    with pytest.raises(SpeculativeConfigError, match=r"layer ids must be in \[0, 4\)"):
-        SpeculativeConfig.from_dict({**base, "eagle_aux_hidden_state_layer_ids": [4]}, target_model_config=target)
+    # id i: the state entering layer i (vLLM/SGLang); id 4 of 4 layers is the last layer's output
+    with pytest.raises(SpeculativeConfigError, match=r"layer ids must be in \[0, 4\]"):
+        SpeculativeConfig.from_dict({**base, "eagle_aux_hidden_state_layer_ids": [5]}, target_model_config=target)
 
 
 def test_prompt_lookup_window():

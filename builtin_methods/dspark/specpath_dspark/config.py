@@ -58,7 +58,9 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
     def configure(cls, spec: Any) -> Mapping[str, Any]:
         updates = dict(super().configure(spec))
         draft = updates.get("draft_model_config")
-        recorded = None if draft is None else draft.hf_config.get(LAYOUT_KEY)
+        from specpath_dflash.published import recorded_layout
+
+        recorded = None if draft is None else recorded_layout(draft.hf_config)
         if spec.dspark_anchor_sampling is None and isinstance(recorded, bool):
             updates["dspark_anchor_sampling"] = recorded
         return updates
@@ -72,7 +74,8 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
     def verify(cls, spec: Any) -> None:
         super().verify(spec)
         hf = draft_config_dict(spec)
-        if hf and not (isinstance(hf.get("markov_rank"), int) and hf["markov_rank"] > 0):
+        rank = hf.get("markov_rank") if hf.get("markov_rank") is not None else (hf.get("dflash_config") or {}).get("markov_rank")
+        if hf and not (type(rank) is int and rank > 0):
             raise SpeculativeConfigError(
                 f"the drafter {spec.model!r} has no Markov head (config.json markov_rank); a DSpark "
                 "checkpoint needs one", field="speculative_config.model", value=spec.model)

@@ -134,7 +134,7 @@ def test_extract_hidden_states_defaults_taps_from_target_and_hashes_them(target)
     other = resolve({"method": "extract_hidden_states", "eagle_aux_hidden_state_layer_ids": [1, 2, 5]}, target[0])
     assert other.compute_hash() != spec.compute_hash()
     with pytest.raises(SpeculativeConfigError, match="eagle_aux_hidden_state_layer_ids"):
-        resolve({"method": "extract_hidden_states", "eagle_aux_hidden_state_layer_ids": [1, 6]}, target[0])
+        resolve({"method": "extract_hidden_states", "eagle_aux_hidden_state_layer_ids": [1, 7]}, target[0])
     with pytest.raises(SpeculativeConfigError, match="entering decoder layer i"):
         resolve({"method": "extract_hidden_states", "eagle_aux_hidden_state_layer_ids": [0, 2]}, target[0])
 

@@ -53,7 +53,7 @@ def test_eagle3_checks(files):
     with pytest.raises(SpeculativeConfigError, match="mask parameters"):
         resolve({**base, "model": str(chain), "parallel_drafting": True}, target)
     with pytest.raises(SpeculativeConfigError, match="eagle_aux_hidden_state_layer_ids"):
-        resolve({**base, "model": str(chain), "eagle_aux_hidden_state_layer_ids": [1, 2, 6]}, target)
+        resolve({**base, "model": str(chain), "eagle_aux_hidden_state_layer_ids": [1, 2, 7]}, target)
 
 
 def test_head_dtype_rule_uses_the_heads_own_lm_head(tmp_path, files):

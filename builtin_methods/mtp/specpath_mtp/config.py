@@ -24,14 +24,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import attrs
 
 from specpath.config.speculator import DraftModelSpeculatorConfig
 from specpath.errors import SpeculativeConfigError
-from specpath.methods import MTPModelTypes
 from specpath_eagle.config import targets_embedded_model
+from specpath_mtp.recognise import MTP_MODEL_TYPES, mtp_layer_count, mtp_type  # noqa: F401 (re-exported)
 
 CHECKPOINTS_DIR = Path(__file__).resolve().parent / "checkpoints"
 """Trained MTP modules for specpath's embedded default target (package data)."""
@@ -40,13 +40,16 @@ MTP1 = CHECKPOINTS_DIR / "mtp1"
 MTP3 = CHECKPOINTS_DIR / "mtp3"
 """Three modules (``n_predict`` 3), module k drafting token k."""
 
-MTP_MODEL_TYPES = frozenset(get_args(MTPModelTypes))
-"""``model_type`` values of MTP checkpoints (``mtp`` and the article's aliases)."""
 
 
 def declared_modules(config: Mapping[str, Any]) -> int:
-    """MTP modules a checkpoint config declares: ``num_nextn_predict_layers``, else
-    ``n_predict`` (0 when neither is a positive int)."""
+    """MTP modules a checkpoint config declares: a recognised MTP checkpoint's layer count
+    (``num_nextn_predict_layers``, ``mtp_num_hidden_layers``, ... top-level or nested; 1 when
+    its type gives none), else ``num_nextn_predict_layers`` / ``n_predict`` (0 when neither is
+    a positive int)."""
+    count = mtp_layer_count(config)
+    if count > 0:
+        return count
     for key in ("num_nextn_predict_layers", "n_predict"):
         value = config.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -138,8 +141,9 @@ class MTPSpeculatorConfig(DraftModelSpeculatorConfig):
 
     @classmethod
     def matches(cls, checkpoint: Any) -> bool:
-        """An MTP checkpoint says so in ``model_type`` (``mtp``, ``deepseek_mtp``, ...)."""
-        return checkpoint.model_type in MTP_MODEL_TYPES
+        """An MTP checkpoint: an ``*_mtp`` ``model_type``, or a target that carries MTP layers
+        (``deepseek_v3``, ``glm4_moe``, ... renamed as vLLM does; see ``specpath_mtp.recognise``)."""
+        return mtp_type(checkpoint.config) is not None
 
     @classmethod
     def specialize(cls, spec: Any) -> type:

@@ -1025,10 +1025,10 @@ class _Resolver:
             return
         field = "speculative_config.eagle_aux_hidden_state_layer_ids"
         layers = None if spec.target_model_config is None else spec.target_model_config.num_hidden_layers
-        for layer in ids:
-            if layer < 0 or (layers is not None and layer >= layers):
+        for layer in ids:  # id i: the state entering layer i (vLLM); N: the last layer's output
+            if layer < 0 or (layers is not None and layer > layers):
                 raise SpeculativeConfigError(
-                    f"layer ids must be in [0, {layers})" if layers else "layer ids must be >= 0",
+                    f"layer ids must be in [0, {layers}]" if layers else "layer ids must be >= 0",
                     field=field,
                     value=list(ids),
                 )
