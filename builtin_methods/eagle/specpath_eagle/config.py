@@ -64,8 +64,8 @@ def method_from_checkpoint_config(config: Mapping[str, Any]) -> str | None:
     ``model_type``, the speculators-format ``speculators_model_type``); no path guessing."""
     kinds = _lower(config.get("model_type")) + _lower(config.get("speculators_model_type"))
     archs = _lower(config.get("architectures"))
-    if "eagle3" in kinds or any("eagle3" in a for a in archs):
-        return "eagle3"
+    if {"eagle3", "peagle"} & set(kinds) or any("eagle3" in a or a.startswith("peagle") for a in archs):
+        return "eagle3"  # P-EAGLE (SpecForge's PEagleDraftModel, speculators' "peagle") is EAGLE-3 + parallel drafting
     if "eagle" in kinds or any("eagle" in a for a in archs):
         return "eagle"
     return None

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from specpath.config.parallel_drafting import parallel_drafting_token_id
 from specpath.errors import SpeculativeConfigError
 from specpath_eagle.config import EagleSpeculatorConfig, check_aux_layer_ids, resolve_aux_layer_ids
 
@@ -23,6 +24,14 @@ EAGLE3_HEAD = Path(__file__).resolve().parent / "heads" / "eagle3-byte-llama"
 
 PEAGLE_HEAD = Path(__file__).resolve().parent / "heads" / "peagle-byte-llama"
 """The P-EAGLE head (the EAGLE-3 head fine-tuned with mask slots) for the embedded default target."""
+
+
+def is_peagle_head(hf_config: Any) -> bool:
+    """A head trained for parallel drafting: specpath's ``parallel_drafting: true``, a published
+    P-EAGLE head's mask token (``ptd_token_id``, ``pard_token``) or SpecForge's architecture."""
+    archs = [str(a) for a in hf_config.get("architectures") or ()]
+    return (hf_config.get("parallel_drafting") is True or parallel_drafting_token_id(hf_config) is not None
+            or "PEagleDraftModel" in archs)
 
 
 @attrs.frozen(kw_only=True)
@@ -70,10 +79,11 @@ class Eagle3SpeculatorConfig(EagleSpeculatorConfig):
                 field="speculative_config.eagle_aux_hidden_state_layer_ids",
                 value=list(ids),
             )
-        if spec.parallel_drafting and draft is not None and not draft.hf_config.get("parallel_drafting", False):
+        if spec.parallel_drafting and draft is not None and not is_peagle_head(draft.hf_config):
             raise SpeculativeConfigError(
-                f"the EAGLE-3 head {spec.model!r} has no P-EAGLE mask parameters (config.json "
-                "parallel_drafting is not true); train one with the P-EAGLE loss",
+                f"the EAGLE-3 head {spec.model!r} has no P-EAGLE mask parameters (config.json has neither "
+                "parallel_drafting: true nor a mask token: ptd_token_id / pard_token); train one with the "
+                "P-EAGLE loss",
                 field="speculative_config.parallel_drafting",
                 value=True,
             )
