@@ -27,7 +27,7 @@ HEADS_DIR = Path(__file__).resolve().parent / "heads"
 EAGLE_HEAD = HEADS_DIR / "eagle-byte-llama"
 """The EAGLE-1 head trained for specpath's embedded default target."""
 
-SUPPORTED_HEAD_QUANTIZATIONS = ("fp8",)
+SUPPORTED_HEAD_QUANTIZATIONS = ("fp8", "nvfp4")
 """``draft_lm_head_quantization`` values the heads implement (weight-only, per-row scales)."""
 
 
@@ -175,7 +175,7 @@ def check_aux_layer_ids(spec: Any) -> None:
 
 
 def _check_head_quantization(spec: Any, shares_target_head: bool) -> None:
-    """``draft_lm_head_quantization``: fp8 only, and only over a head kept in the model dtype
+    """``draft_lm_head_quantization``: fp8 or nvfp4 (simulated), only over a head kept in the model dtype
     (the core checks the draft's own ``head_dtype``; a shared head is the target's)."""
     value = spec.draft_lm_head_quantization
     if value is None:

@@ -158,9 +158,9 @@ def test_fp8_head_needs_the_head_in_the_model_dtype(tmp_path, eagle_head, target
     with pytest.raises(SpeculativeConfigError, match="shared LM head"):
         resolve({"method": "eagle", "model": str(eagle_head), "num_speculative_tokens": 2,
                  "draft_lm_head_quantization": "fp8"}, low_target)
-    with pytest.raises(SpeculativeConfigError, match="allowed: fp8"):
-        resolve({"method": "eagle", "model": str(eagle_head), "num_speculative_tokens": 2,
-                 "draft_lm_head_quantization": "nvfp4"}, target[0])
+    nvfp4 = resolve({"method": "eagle", "model": str(eagle_head), "num_speculative_tokens": 2,
+                     "draft_lm_head_quantization": "nvfp4"}, target[0])
+    assert nvfp4.draft_lm_head_quantization == "nvfp4"
 
 
 def test_local_argmax_is_greedy_only(eagle_head):

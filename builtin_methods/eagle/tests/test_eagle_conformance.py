@@ -53,7 +53,6 @@ class TestEagleConformance(SpeculatorConformance):
     invalid_options = [
         ({"parallel_drafting": True}, "parallel_drafting"),
         ({"eagle_aux_hidden_state_layer_ids": [0]}, "eagle_aux_hidden_state_layer_ids"),
-        ({"draft_lm_head_quantization": "nvfp4"}, "draft_lm_head_quantization"),
         ({"use_local_argmax_reduction": True, "draft_sample_method": "random"}, "greedy"),
     ]
     hash_sensitive_options = [({}, {"draft_lm_head_quantization": "fp8"}), ({}, {"use_local_argmax_reduction": True})]

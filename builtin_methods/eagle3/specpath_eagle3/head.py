@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from specpath_eagle.head import Embed, HiddenStateHead
-from specpath_eagle.layers import DraftLayer, HeadConfig, RMSNorm, fp8_weight
+from specpath_eagle.layers import DraftLayer, HeadConfig, RMSNorm, quantized_weight
 
 
 class Eagle3Head(HiddenStateHead):
@@ -88,7 +88,5 @@ class Eagle3Head(HiddenStateHead):
         return out
 
     def quantize_lm_head(self, method: str) -> None:
-        if method != "fp8":
-            raise ValueError(f"draft_lm_head_quantization={method!r} is not implemented; allowed: fp8")
         with torch.no_grad():
-            self.lm_head.weight.copy_(fp8_weight(self.lm_head.weight))
+            self.lm_head.weight.copy_(quantized_weight(self.lm_head.weight, method))
