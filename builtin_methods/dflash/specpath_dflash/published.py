@@ -53,6 +53,8 @@ def block_kind(config: Mapping[str, Any]) -> str | None:
         return "dspark"
     if any("dflash" in n for n in names) or any("dflash" in a.lower() for a in archs) or nested:
         return "dflash"
+    if config.get("model_type") == "deepseek_v41":
+        return "dspark"  # V4.1 ships DSpark stages and no classic MTP (vLLM refuses mtp on it)
     return None
 
 
@@ -89,8 +91,23 @@ def mask_token_id(config: Mapping[str, Any]) -> int | None:
 
 
 def block_size(config: Mapping[str, Any]) -> int | None:
-    value = _first(config, "block_size")
-    return value if type(value) is int and value > 0 else None
+    """The trained block: ``block_size`` (top-level or nested), or a DeepSeek-V4-style target's
+    ``dspark_block_size``."""
+    for value in (_first(config, "block_size"), config.get("dspark_block_size")):
+        if type(value) is int and value > 0:
+            return value
+    return None
+
+
+DEEPSEEK_V4_MODEL_TYPES = ("deepseek_v4", "deepseek_v41")
+"""Targets whose own checkpoint ships DSpark stages (the article: no separate download)."""
+
+
+def carries_dspark_stages(config: Mapping[str, Any]) -> bool:
+    """A *target* checkpoint with DSpark weights inside: a DeepSeek-V4-style ``model_type`` or
+    ``dspark_*`` keys of its own (``dspark_block_size``, ``dspark_noise_token_id``, ...)."""
+    return config.get("model_type") in DEEPSEEK_V4_MODEL_TYPES or any(
+        isinstance(k, str) and k.startswith("dspark_") for k in config)
 
 
 def recorded_layout(config: Mapping[str, Any]) -> bool | None:

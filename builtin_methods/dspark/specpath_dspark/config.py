@@ -55,6 +55,18 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
         return DSPARK_CHECKPOINT
 
     @classmethod
+    def default_model(cls, spec: Any) -> str | None:
+        """A DeepSeek-V4-style target carries its DSpark stages: the target's own weights path
+        (``model_weights`` first, as for MTP); otherwise the shipped drafter for the embedded
+        target; other targets (MiniMax-M3, ...) name a separate drafter."""
+        from specpath_dflash.published import carries_dspark_stages
+
+        target = spec.target_model_config
+        if target is not None and carries_dspark_stages(target.hf_config):
+            return target.model_weights or target.model
+        return super().default_model(spec)
+
+    @classmethod
     def configure(cls, spec: Any) -> Mapping[str, Any]:
         updates = dict(super().configure(spec))
         draft = updates.get("draft_model_config")
@@ -74,8 +86,11 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
     def verify(cls, spec: Any) -> None:
         super().verify(spec)
         hf = draft_config_dict(spec)
-        rank = hf.get("markov_rank") if hf.get("markov_rank") is not None else (hf.get("dflash_config") or {}).get("markov_rank")
-        if hf and not (type(rank) is int and rank > 0):
+        from specpath_dflash.published import carries_dspark_stages
+
+        rank = next((r for r in (hf.get("markov_rank"), (hf.get("dflash_config") or {}).get("markov_rank"),
+                                 hf.get("dspark_markov_rank")) if r is not None), None)
+        if hf and not carries_dspark_stages(hf) and not (type(rank) is int and rank > 0):
             raise SpeculativeConfigError(
                 f"the drafter {spec.model!r} has no Markov head (config.json markov_rank); a DSpark "
                 "checkpoint needs one", field="speculative_config.model", value=spec.model)
