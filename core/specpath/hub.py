@@ -48,12 +48,14 @@ def is_hub_id(value: object) -> bool:
     )
 
 
-def hub_snapshot_dir(repo_id: str, revision: str | None = None, *, field: str = "model") -> str:
+def hub_snapshot_dir(repo_id: str, revision: str | None = None, *, field: str = "model",
+                     cache_dir: str | None = None) -> str:
     """The local snapshot directory of ``repo_id`` at ``revision`` (a branch/tag name with a
-    ``refs/`` entry, or a commit hash), or a one-line error naming the path looked at."""
+    ``refs/`` entry, or a commit hash) in ``cache_dir`` (default :func:`hub_cache_dir`), or a
+    one-line error naming the path looked at."""
     revision = revision or DEFAULT_REVISION
     org, name = repo_id.split("/", 1)
-    repo_dir = os.path.join(hub_cache_dir(), f"models--{org}--{name}")
+    repo_dir = os.path.join(os.path.expanduser(cache_dir) if cache_dir else hub_cache_dir(), f"models--{org}--{name}")
     ref = os.path.join(repo_dir, "refs", revision)
     if _COMMIT.fullmatch(revision):
         commit = revision
@@ -82,9 +84,11 @@ def hub_snapshot_dir(repo_id: str, revision: str | None = None, *, field: str = 
     return looked
 
 
-def resolve_model_path(value: str, revision: str | None = None, *, field: str = "model") -> str:
-    """A local directory as given; a hub id as its cached snapshot directory; anything else
-    unchanged (the caller reports what is wrong with it)."""
+def resolve_model_path(value: str, revision: str | None = None, *, field: str = "model",
+                       cache_dir: str | None = None) -> str:
+    """A local directory as given; a hub id as its cached snapshot directory (in ``cache_dir``,
+    e.g. a ``LoadConfig.download_dir``, else the default cache); anything else unchanged (the
+    caller reports what is wrong with it)."""
     if is_hub_id(value):
-        return hub_snapshot_dir(value, revision, field=field)
+        return hub_snapshot_dir(value, revision, field=field, cache_dir=cache_dir)
     return value

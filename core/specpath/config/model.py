@@ -228,6 +228,8 @@ class LoadConfig:
 
     load_format: Literal["auto", "safetensors"] = "auto"
     download_dir: str | None = None
+    """The Hugging Face hub cache that hub ids are read from (default: ``HF_HUB_CACHE`` /
+    ``HF_HOME/hub`` / ``~/.cache/huggingface/hub``); nothing is ever downloaded into it."""
 
 
 @attrs.frozen(kw_only=True)
@@ -276,12 +278,16 @@ class ModelConfig:
     """For a draft: the target's ``max_model_len``."""
     hf_overrides: Any = attrs.field(default=None, eq=False)
     """Dict (deep-merged), callable ``f(config) -> config``, or a list of them."""
+    load_config: LoadConfig = attrs.field(factory=LoadConfig)
+    """How this model's weights are read (its hub cache: ``download_dir``). A draft inherits
+    the target's unless ``speculative_config.draft_load_config`` is given."""
     hf_config: HFConfig = attrs.field(init=False, repr=False, hash=False)
     """``config.json`` after ``hf_overrides``."""
 
     def __attrs_post_init__(self) -> None:
         owner = "speculative_config" if self.runner == "draft" else "model_config"
-        local = resolve_model_path(self.model, self.revision, field=f"{owner}.model")
+        local = resolve_model_path(self.model, self.revision, field=f"{owner}.model",
+                                   cache_dir=self.load_config.download_dir)
         if local != self.model:  # a hub id: read its cached snapshot, remember where it came from
             if self.model_weights is None:
                 object.__setattr__(self, "model_weights", self.model)
@@ -450,6 +456,7 @@ def build_draft_model_config(spec: SpeculativeConfig) -> ModelConfig:
         max_model_len=spec.max_model_len,
         spec_target_max_model_len=None if target is None else target.max_model_len,
         hf_overrides=None if target is None else compose_draft_hf_overrides(target.hf_overrides),
+        load_config=spec.draft_load_config or (LoadConfig() if target is None else target.load_config),
         **inherited,
     )
 
