@@ -186,6 +186,19 @@ class BuiltinFakesPlugin:
         for name, cls in BUILTIN_FAKES.items():
             register(name, cls)
 
+    @hookimpl
+    def specpath_detect_method(self, checkpoint):
+        """Config evidence: an MTP checkpoint says so in ``model_type``."""
+        return "mtp" if FakeMTP.matches(checkpoint) else None
+
+    @hookimpl(trylast=True, specname="specpath_detect_method")
+    def detect_by_path_hint(self, checkpoint):
+        """Path hints, after every plugin's config evidence, in the order eagle, eagle3, dflash, dspark."""
+        for name in ("eagle", "eagle3", "dflash", "dspark"):
+            if BUILTIN_FAKES[name].matches(checkpoint):
+                return name
+        return None
+
 
 @attrs.frozen(kw_only=True)
 class MyEagle3(FakeEagle3):

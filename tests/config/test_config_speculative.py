@@ -13,7 +13,6 @@ from specpath.config.model import ModelConfig, ParallelConfig
 from specpath.config.speculative import (
     LossyVerificationWarning,
     SpeculativeConfig,
-    conditional_acceptance_rates,
     min_variance_acceptance_rates,
 )
 from specpath.errors import SpeculativeConfigError, UnknownMethodError
@@ -295,9 +294,6 @@ def test_min_variance_schedule(length, k, rates):
     assert sum(got) == pytest.approx(length - 1)
 
 
-def test_conditional_rates():
-    assert conditional_acceptance_rates([0.8, 0.4, 0.0]) == pytest.approx((0.8, 0.5, 0.0))
-    assert conditional_acceptance_rates([0.0, 0.0]) == (0.0, 0.0)
 
 
 def test_fly_rules(make_checkpoint):

@@ -160,13 +160,6 @@ class DFlashSpeculatorConfig(DraftModelSpeculatorConfig):
         return {"method": cls.base_method, "model": str(path), "num_speculative_tokens": 4}
 
     @classmethod
-    def matches(cls, checkpoint: Any) -> bool:
-        found = checkpoint_kind(checkpoint.config)
-        if found is not None:
-            return found == cls.base_method
-        return cls.base_method in str(checkpoint.path or "").lower()
-
-    @classmethod
     def configure(cls, spec: Any) -> Mapping[str, Any]:
         updates = dict(super().configure(spec))
         draft = updates.get("draft_model_config")

@@ -72,7 +72,8 @@ def method_from_checkpoint_config(config: Mapping[str, Any]) -> str | None:
 
 
 def method_from_path(path: str | None) -> str | None:
-    """The article's path hints, tried last and in its order: ``"eagle-"`` before ``"eagle3"``."""
+    """vLLM's path hints (it guesses an EAGLE head from the model path), tried last and in its
+    order: ``"eagle-"`` before ``"eagle3"``."""
     name = str(path or "").lower()
     if "eagle-" in name:
         return "eagle"
@@ -248,14 +249,6 @@ class EagleSpeculatorConfig(DraftModelSpeculatorConfig):
         if head is None or not head.is_dir():
             return None
         return {"method": cls.base_method, "model": str(head), "num_speculative_tokens": 4}
-
-    @classmethod
-    def matches(cls, checkpoint: Any) -> bool:
-        """Config evidence first (architectures / model_type), then the path hint "eagle-"."""
-        found = method_from_checkpoint_config(checkpoint.config)
-        if found is not None:
-            return found == cls.base_method
-        return method_from_path(checkpoint.path) == cls.base_method
 
     @classmethod
     def verify(cls, spec: Any) -> None:

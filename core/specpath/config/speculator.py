@@ -34,12 +34,13 @@ what they *return*:
 * ``default_model(spec) -> str | None`` - the draft weights when the user gave no ``model``;
 * ``configure(spec) -> Mapping[str, Any]`` - field updates (defaults, ``draft_model_config``,
   a resolved ``num_speculative_tokens``...); a subclass merges ``super().configure(spec)``;
-* ``matches(checkpoint) -> bool`` - recognise a draft checkpoint when no method was given;
 * ``specialize(spec) -> type`` - pick a subclass for this configuration (e.g. multi-module MTP);
 * ``verify(spec) -> None`` - method-specific checks after the generic ones; raise
   :class:`~specpath.errors.SpeculativeConfigError`.
 
-Updates are applied before the object is published; afterwards it is read-only. The resolved
+A draft checkpoint is recognised (when no method was given) by the plugin's
+``specpath_detect_method`` hook, not by the config class. Updates are applied before the
+object is published; afterwards it is read-only. The resolved
 instance (``spec.speculator_config``) holds a back reference ``spec`` that its properties read.
 """
 
@@ -54,7 +55,7 @@ from specpath.errors import SpeculativeConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from specpath.config.model import ModelConfig
-    from specpath.config.speculative import DraftCheckpoint, SpeculativeConfig
+    from specpath.config.speculative import SpeculativeConfig
 
 CAPABILITY_FLAGS: tuple[str, ...] = (
     "uses_target_hidden_states",
@@ -150,10 +151,6 @@ class SpeculatorConfig:
         return {}
 
     @classmethod
-    def matches(cls, checkpoint: DraftCheckpoint) -> bool:
-        return False
-
-    @classmethod
     def specialize(cls, spec: SpeculativeConfig) -> type[SpeculatorConfig]:
         return cls
 
@@ -209,7 +206,7 @@ class DraftModelSpeculatorConfig(SpeculatorConfig):
 
     @classmethod
     def configure(cls, spec: SpeculativeConfig) -> Mapping[str, Any]:
-        from specpath.config import model as m
+        from specpath.config import draft as m
 
         if spec.model is None:
             raise SpeculativeConfigError(
