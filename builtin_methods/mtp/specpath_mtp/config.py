@@ -31,7 +31,7 @@ import attrs
 from specpath.config.speculator import DraftModelSpeculatorConfig
 from specpath.errors import SpeculativeConfigError
 from specpath_eagle.config import targets_embedded_model
-from specpath_mtp.recognise import MTP_MODEL_TYPES, mtp_layer_count, mtp_type  # noqa: F401 (re-exported)
+from specpath_mtp.recognise import MTP_MODEL_TYPES, mtp_layer_count  # noqa: F401 (MTP_MODEL_TYPES re-exported)
 
 CHECKPOINTS_DIR = Path(__file__).resolve().parent / "checkpoints"
 """Trained MTP modules for specpath's embedded default target (package data)."""
@@ -138,12 +138,6 @@ class MTPSpeculatorConfig(DraftModelSpeculatorConfig):
         existing = draft.hf_overrides
         overrides = [] if existing is None else list(existing) if isinstance(existing, (list, tuple)) else [existing]
         return attrs.evolve(draft, hf_overrides=[*overrides, {"n_predict": n}], max_model_len=spec.max_model_len)
-
-    @classmethod
-    def matches(cls, checkpoint: Any) -> bool:
-        """An MTP checkpoint: an ``*_mtp`` ``model_type``, or a target that carries MTP layers
-        (``deepseek_v3``, ``glm4_moe``, ... renamed as vLLM does; see ``specpath_mtp.recognise``)."""
-        return mtp_type(checkpoint.config) is not None
 
     @classmethod
     def specialize(cls, spec: Any) -> type:
