@@ -211,10 +211,12 @@ def test_method_specific_options_need_support(make_checkpoint):
         "speculative_config.dspark_draft_topk: is not supported by method 'mtp' (FakeMTP) "
         "(got 4; allowed: index_share_for_mtp_iteration)"
     )
+    plain = make_checkpoint("plain")  # an MTP checkpoint is only for mtp (another method is refused)
     assert "index_share_for_mtp_iteration: is not supported by method 'eagle'" in error(
-        method="eagle", model=path, num_speculative_tokens=2, index_share_for_mtp_iteration=True
+        method="eagle", model=plain, num_speculative_tokens=2, index_share_for_mtp_iteration=True
     )
-    assert resolve(method="dspark", model=path, num_speculative_tokens=2, dspark_draft_topk=4).dspark_draft_topk == 4
+    assert resolve(method="dspark", model=plain, num_speculative_tokens=2, dspark_draft_topk=4).dspark_draft_topk == 4
+    assert "is a 'mtp' checkpoint" in error(method="eagle", model=path, num_speculative_tokens=2)
 
 
 def test_a_custom_method_may_verify_its_own_options(make_checkpoint):
@@ -347,7 +349,7 @@ def test_pcp_needs_a_drafter_that_supports_it(make_checkpoint, target):
                                      target_model_config=target, target_parallel_config=pcp)
     assert ok.speculator_config.supports_pcp
     with pytest.raises(SpeculativeConfigError, match="FakeEagle does not support prefill context parallelism"):
-        SpeculativeConfig.from_dict({"method": "eagle", "model": path, "num_speculative_tokens": 1},
+        SpeculativeConfig.from_dict({"method": "eagle", "model": make_checkpoint("head"), "num_speculative_tokens": 1},
                                     target_model_config=target, target_parallel_config=pcp)
 
 

@@ -55,6 +55,14 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
         return DSPARK_CHECKPOINT
 
     @classmethod
+    def accepts_checkpoint_of(cls, method: str, checkpoint: Any) -> bool:
+        """Also a target checkpoint that carries DSpark stages beside its MTP layers
+        (DeepSeek-V4), which the mtp plugin recognises as an MTP checkpoint."""
+        from specpath_dflash.published import carries_dspark_stages
+
+        return method == cls.base_method or (method == "mtp" and carries_dspark_stages(checkpoint.config))
+
+    @classmethod
     def default_model(cls, spec: Any) -> str | None:
         """A DeepSeek-V4-style target carries its DSpark stages: the target's own weights path
         (``model_weights`` first, as for MTP); otherwise the shipped drafter for the embedded
