@@ -187,3 +187,35 @@ def test_the_draft_inherits_the_targets_load_config(tmp_path, monkeypatch):
                                          "draft_load_config": {"download_dir": own.download_dir,
                                                                "load_format": "safetensors"}})
     assert other.draft_model_config.load_config == own
+
+
+def _deepseek_v4_like(path, model_type):
+    """A DeepSeek-V4-shaped target config (the keys detection reads; shaped after vLLM's
+    handling of deepseek_v4 / deepseek_v41: MTP layers, DSpark stages, ``dspark_block_size``)."""
+    import json
+
+    config = json.loads((FIXTURES / "mtp" / "DeepSeek-V3" / "config.json").read_text())
+    config.update(model_type=model_type, architectures=["DeepseekV4ForCausalLM"], dspark_block_size=8,
+                  num_nextn_predict_layers=1)
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(config))
+    return str(path)
+
+
+def test_dspark_defaults_to_a_deepseek_v4_target_that_carries_its_stages(tmp_path):
+    from specpath.config.model import ModelConfig
+
+    v4 = _deepseek_v4_like(tmp_path / "v4", "deepseek_v4")
+    target = ModelConfig(model=v4)
+    spec = SpeculativeConfig.from_dict({"method": "dspark"}, target_model_config=target)
+    assert spec.model == v4 and spec.num_speculative_tokens == 8
+    assert SpeculativeConfig.from_dict({"model": v4, "num_speculative_tokens": 1}).method == "mtp"  # its MTP layers
+    explicit = SpeculativeConfig.from_dict({"method": "dspark", "model": v4}, target_model_config=target)
+    assert explicit.method == "dspark"  # DSpark accepts a target the mtp plugin recognises, when it carries stages
+
+
+def test_deepseek_v41_is_dspark_and_refuses_mtp(tmp_path):
+    v41 = _deepseek_v4_like(tmp_path / "v41", "deepseek_v41")
+    assert SpeculativeConfig.from_dict({"model": v41}).method == "dspark"
+    with pytest.raises(SpeculativeConfigError, match="'dspark' checkpoint"):
+        SpeculativeConfig.from_dict({"method": "mtp", "model": v41, "num_speculative_tokens": 1})
