@@ -135,6 +135,7 @@ class FakeDFlash(DraftModelSpeculatorConfig):
     base_method = "dflash"
     uses_target_hidden_states = True
     supports_watermarking = True
+    supported_options = frozenset({"enable_adaptive_verification", "adaptive_verification_threshold"})
 
     @property
     def num_lookahead_tokens(self) -> int:
@@ -152,7 +153,8 @@ class FakeDSpark(FakeDFlash):
     adaptive_verification_uses_draft_logits = False
     supports_watermarking = False
     supports_pcp = True
-    supported_options = frozenset({"dspark_draft_topk", "dspark_anchor_sampling", "xpress_topc"})
+    supported_options = frozenset({"dspark_draft_topk", "dspark_anchor_sampling", "xpress_topc",
+                                   "enable_adaptive_verification", "adaptive_verification_threshold"})
 
     @property
     def num_lookahead_tokens(self) -> int:

@@ -89,7 +89,7 @@ class DFlashSpeculatorConfig(DraftModelSpeculatorConfig):
 
     base_method = "dflash"
     speculator_class = "specpath_dflash.speculator:DFlashSpeculator"
-    supported_options = frozenset()
+    supported_options = frozenset({"enable_adaptive_verification", "adaptive_verification_threshold"})
     uses_target_hidden_states = True
     uses_aux_hidden_states = True
     """The target returns several intermediate layers (the taps), not only its last one."""

@@ -33,7 +33,10 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
 
     base_method = "dspark"
     speculator_class = "specpath_dspark.speculator:DSparkSpeculator"
-    supported_options = frozenset({"dspark_draft_topk", "dspark_anchor_sampling"})
+    supported_options = frozenset({
+        "dspark_draft_topk", "dspark_anchor_sampling",
+        "enable_adaptive_verification", "adaptive_verification_threshold",
+    })
     uses_separate_workspace_lane = True
     supports_pcp = True
     adaptive_verification_uses_draft_logits = False

@@ -44,14 +44,16 @@ from specpath.config.checkpoint import DraftCheckpoint, read_draft_checkpoint
 from specpath.config.declared import PLUGIN_NAME as DECLARED_PLUGIN
 from specpath.config.frozen import FrozenDict
 from specpath.config.model import ModelConfig, ParallelConfig
+from specpath.config.speculative import CHECK as _CHECK
+from specpath.config.speculative import DERIVED as _DERIVED
+from specpath.config.speculative import INJECTED as _INJECTED
+from specpath.config.speculative import KIND as _KIND
+from specpath.config.speculative import METHOD_SPECIFIC_OPTIONS, supports_option
 from specpath.config.speculator import SpeculatorConfig
 from specpath.errors import SpeculativeConfigError, closest_match, humanize_structuring_error
 from specpath.hub import is_hub_id, resolve_model_path
 from specpath.methods import BUILTIN_METHODS, NGRAM_MODEL_NAMES, normalize_method
 
-# Field metadata keys of the schema (kept in step with specpath.config.speculative).
-_KIND, _CHECK, _METHOD_SPECIFIC = "kind", "check", "method_specific"
-_DERIVED, _INJECTED = "derived", "injected"
 
 _RESULT_VALUES = ("num_lookahead_tokens", "num_prefill_lookahead_tokens", "max_num_new_slots_for_drafting")
 
@@ -403,8 +405,11 @@ class Resolution:
         self.config_class = final
 
     def step_options(self) -> None:
-        defaults = {name: f.default for name, f in self.fields.items() if f.metadata.get(_METHOD_SPECIFIC)}
-        rules.check_supported_options(self.spec, self.config_class, defaults)
+        """Method-specific options the user gave must be supported by the class (values its
+        own hooks filled in are the class's business)."""
+        inputs = self.spec.inputs
+        given = {o: inputs[o] for o in METHOD_SPECIFIC_OPTIONS if inputs[o] != self.fields[o].default}
+        rules.check_supported_options(self.spec, self.config_class, given, supports_option)
 
     def step_verify(self) -> None:
         """Build the class's instance, then the cross-field rules and the class's ``verify``."""

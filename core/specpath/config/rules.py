@@ -454,12 +454,16 @@ CROSS_FIELD_RULES: tuple[Callable[[RuleContext], None], ...] = (
 """Checked in this order after the config class is chosen, before the class's own ``verify``."""
 
 
-def check_supported_options(spec: Any, cls: type, defaults: Mapping[str, Any]) -> None:
-    """Every method-specific option (name -> default) that is set to something other than its
-    default must be in the class's ``supported_options``."""
-    for option, default in defaults.items():
-        value = getattr(spec, option)
-        if value != default and option not in cls.supported_options:
+def check_supported_options(
+    spec: Any,
+    cls: type,
+    given: Mapping[str, Any],
+    supports: Callable[[type, str], bool],
+) -> None:
+    """Every method-specific option the user gave (``given``: name -> value, those that differ
+    from their default) must be supported by the class; the error lists its ``supported_options``."""
+    for option, value in given.items():
+        if not supports(cls, option):
             raise SpeculativeConfigError(
                 f"is not supported by method {_method_name(spec)!r} ({cls.__name__})",
                 field=_where(option),

@@ -40,17 +40,27 @@ __all__ = [
     "SpeculativeConfig",
     "field_reference",
     "min_variance_acceptance_rates",
+    "supports_option",
 ]
 
 LOSSY_REJECTION_SAMPLE_METHODS = LOSSY_METHODS
 """Verification modes that may change the output distribution (warned about, and marked)."""
 
-GROUP, DOC, KIND, CHECK, METHOD_SPECIFIC = "group", "doc", "kind", "check", "method_specific"
+GROUP, DOC, KIND, CHECK, METHOD_SPECIFIC, APPLIES_IF = (
+    "group", "doc", "kind", "check", "method_specific", "applies_if"
+)
 """Field metadata keys: the field group, its documentation, derived/injected, its field rules,
-and whether only the methods that list it in ``supported_options`` accept it."""
+whether only some methods accept it, and the capability flags that make a method accept it."""
 DERIVED, INJECTED = "derived", "injected"
 
 _AT_LEAST_1 = (rules.at_least(1),)
+_NAME = (rules.plain_text(64),)
+_MODEL_DRAFTERS = ("uses_target_hidden_states", "draft_has_own_vocab")
+"""Capabilities of drafters with weights (what ``parallel_drafting`` can apply to)."""
+
+MAX_SPECULATIVE_TOKENS = 1024
+"""A sanity cap on K: every request reserves KV slots and sampler rows per draft, so a larger
+K is a typo or an attack, never a configuration (published drafters use K <= 16)."""
 
 
 def _field(
@@ -61,9 +71,19 @@ def _field(
     kind: str | None = None,
     check: Sequence[rules.FieldRule] = (),
     method_specific: bool = False,
+    applies_if: Sequence[str] = (),
     **kw: Any,
 ) -> Any:
-    metadata = {GROUP: group, DOC: doc, KIND: kind, CHECK: tuple(check), METHOD_SPECIFIC: method_specific}
+    """A schema field. A ``method_specific`` option is accepted only by a config class that
+    lists it in ``supported_options`` or has one of the ``applies_if`` capability flags."""
+    metadata = {
+        GROUP: group,
+        DOC: doc,
+        KIND: kind,
+        CHECK: tuple(check),
+        METHOD_SPECIFIC: method_specific or bool(applies_if),
+        APPLIES_IF: tuple(applies_if),
+    }
     return attrs.field(default=default, metadata=metadata, **kw)
 
 
@@ -125,8 +145,9 @@ class SpeculativeConfig:
 
     # -- 2. budget and dynamic speculation ----------------------------------------------
     num_speculative_tokens: int | None = _field(
-        group="budget", doc="K, drafts per step (> 0); may come from the checkpoint's n_predict.",
-        check=(rules.greater_than_zero(),),
+        group="budget",
+        doc=f"K, drafts per step (1..{MAX_SPECULATIVE_TOKENS}); may come from the checkpoint's n_predict.",
+        check=(rules.greater_than_zero(), rules.at_most(MAX_SPECULATIVE_TOKENS)),
     )
     num_speculative_tokens_per_batch_size: tuple[tuple[int, int, int], ...] | None = _field(
         group="budget",
@@ -134,19 +155,28 @@ class SpeculativeConfig:
         "num_speculative_tokens.",
     )
     parallel_drafting: bool = _field(
-        False, group="budget", doc="Draft all K tokens in one pass (P-EAGLE, PARD); DFlash/DSpark do it built in."
+        False,
+        group="budget",
+        doc="Draft all K tokens in one pass (P-EAGLE, PARD); DFlash/DSpark do it built in.",
+        applies_if=_MODEL_DRAFTERS,
     )
     disable_padded_drafter_batch: bool = _field(
         False, group="budget", doc="Do not pad the drafter batch (only some attention backends support it)."
     )
 
     # -- 3. draft-side overrides ---------------------------------------------------------
-    quantization: str | None = _field(group="overrides", doc="Quantization of the draft weights.")
-    moe_backend: str | None = _field(group="overrides", doc="MoE backend of the draft; None: the target's.")
-    attention_backend: str | None = _field(
-        group="overrides", doc="Attention backend of the draft (DFlash needs a non-causal one); None: the target's."
+    quantization: str | None = _field(group="overrides", doc="Quantization of the draft weights.", check=_NAME)
+    moe_backend: str | None = _field(
+        group="overrides", doc="MoE backend of the draft; None: the target's.", check=_NAME
     )
-    kv_cache_dtype: str | None = _field(group="overrides", doc="dtype of the draft KV cache; None: the target's.")
+    attention_backend: str | None = _field(
+        group="overrides",
+        doc="Attention backend of the draft (DFlash needs a non-causal one); None: the target's.",
+        check=_NAME,
+    )
+    kv_cache_dtype: str | None = _field(
+        group="overrides", doc="dtype of the draft KV cache; None: the target's.", check=_NAME
+    )
     draft_lm_head_quantization: Literal["fp8", "nvfp4"] | None = _field(
         group="overrides",
         doc="Quantize the LM head the draft shares; the target verifies with its own head, so only "
@@ -189,12 +219,16 @@ class SpeculativeConfig:
         doc="greedy drafts (one-hot for verification) or random drafts sampled from the draft distribution.",
     )
     enable_adaptive_verification: bool = _field(
-        False, group="verification", doc="Adapt how many drafts to verify from estimated acceptance."
+        False,
+        group="verification",
+        doc="Adapt how many drafts to verify from estimated acceptance.",
+        method_specific=True,
     )
     adaptive_verification_threshold: float | None = _field(
         group="verification",
         doc="Adaptive verification: verify drafts up to the first whose estimated acceptance is below "
         "this (0 < t <= 1); None: the method's cost-based scheduler.",
+        method_specific=True,
     )
 
     # -- 5. special modes and method-specific options -------------------------------------
@@ -204,23 +238,36 @@ class SpeculativeConfig:
         doc="Draft and target vocabularies differ (TLI): draft_model-like methods with greedy drafts only.",
     )
     suffix_decoding_max_tree_depth: int | None = _field(
-        group="special", doc="suffix: maximum tree depth (the default K of a suffix plugin).",
+        group="special",
+        doc="suffix: maximum tree depth (the default K of a suffix plugin).",
         check=_AT_LEAST_1,
+        method_specific=True,
     )
     disable_eagle_block_drop: bool = _field(
-        False, group="special", doc="Keep the unstable tail prefix-cache block of EAGLE-style drafters."
+        False,
+        group="special",
+        doc="Keep the unstable tail prefix-cache block of EAGLE-style drafters.",
+        applies_if=("draft_kv_depends_on_next_token",),
     )
     disable_lookahead_block_hashes: bool = _field(
         False, group="special", doc="Do not extend prefix-cache block hashes over the tokens the drafter reads ahead."
     )
     prompt_lookup_min: int | None = _field(
-        group="special", doc="ngram: shortest n-gram to match (default 5).", check=_AT_LEAST_1
+        group="special",
+        doc="ngram: shortest n-gram to match (default 5).",
+        check=_AT_LEAST_1,
+        applies_if=("prefer_dense_token_history",),
     )
     prompt_lookup_max: int | None = _field(
-        group="special", doc="ngram: longest n-gram to match (default 5).", check=_AT_LEAST_1
+        group="special",
+        doc="ngram: longest n-gram to match (default 5).",
+        check=_AT_LEAST_1,
+        applies_if=("prefer_dense_token_history",),
     )
     eagle_aux_hidden_state_layer_ids: tuple[int, ...] | None = _field(
-        group="special", doc="eagle3 / extract_hidden_states: target layers whose states the draft reads."
+        group="special",
+        doc="eagle3 / extract_hidden_states: target layers whose states the draft reads.",
+        applies_if=("uses_target_hidden_states",),
     )
     index_share_for_mtp_iteration: bool | None = _field(
         group="special", doc="mtp: share the sparse index across MTP iterations.",
@@ -385,8 +432,19 @@ attrs.resolve_types(SpeculativeConfig)  # real types on the fields: the converte
 METHOD_SPECIFIC_OPTIONS: tuple[str, ...] = tuple(
     f.name for f in attrs.fields(SpeculativeConfig) if f.metadata.get(METHOD_SPECIFIC)
 )
-"""Options that only some methods accept (fields declared ``method_specific=True``): when set,
-the resolved class must list them in ``supported_options``."""
+"""Options that only some methods accept (fields declared ``method_specific`` or
+``applies_if``): when given, the resolved class must support them (:func:`supports_option`).
+Adding a method's own option: declare the field ``method_specific=True`` here and list it in
+the method's ``supported_options``."""
+
+
+def supports_option(config_class: type, option: str) -> bool:
+    """Whether ``config_class`` accepts the method-specific ``option``: it lists it in
+    ``supported_options`` or has one of the field's ``applies_if`` capabilities."""
+    if option in config_class.supported_options:
+        return True
+    gates = attrs.fields_dict(SpeculativeConfig)[option].metadata[APPLIES_IF]
+    return any(getattr(config_class, flag, False) for flag in gates)
 
 FIELD_GROUPS: dict[str, str] = {
     "source": "draft source and parallelism",
