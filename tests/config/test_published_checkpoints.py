@@ -219,3 +219,11 @@ def test_deepseek_v41_is_dspark_and_refuses_mtp(tmp_path):
     assert SpeculativeConfig.from_dict({"model": v41}).method == "dspark"
     with pytest.raises(SpeculativeConfigError, match="'dspark' checkpoint"):
         SpeculativeConfig.from_dict({"method": "mtp", "model": v41, "num_speculative_tokens": 1})
+
+
+@pytest.mark.parametrize("method", ["dflash", "dspark"])
+def test_a_block_method_on_a_plain_llama_head_is_refused(method):
+    """The yuhuili heads are plain Llama configs: nothing in them says block drafter."""
+    with pytest.raises(SpeculativeConfigError, match="not a block drafter") as info:
+        resolve("eagle3/EAGLE3-LLaMA3.1-Instruct-8B", method=method, num_speculative_tokens=2)
+    assert "\n" not in str(info.value)

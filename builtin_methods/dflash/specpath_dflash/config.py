@@ -181,6 +181,12 @@ class DFlashSpeculatorConfig(DraftModelSpeculatorConfig):
         return updates
 
     @classmethod
+    def serves_unmarked_checkpoint(cls, hf: Mapping[str, Any]) -> bool:
+        """Whether a checkpoint that does not say it is a block drafter can still be served
+        (DFlash: never; DSpark: a target that carries its DSpark stages)."""
+        return False
+
+    @classmethod
     def requested_anchor_sampling(cls, spec: Any) -> bool:
         """The layout this configuration serves (DFlash: always its own)."""
         return cls.anchor_sampling_default
@@ -195,6 +201,13 @@ class DFlashSpeculatorConfig(DraftModelSpeculatorConfig):
                 f"requested method={name!r}, but the draft model {spec.model!r} is a {found!r} checkpoint "
                 f"(model_type {hf.get('model_type')!r}); drop 'method' or use a matching checkpoint",
                 field="speculative_config.method", value=name)
+        path_says = cls.base_method in str(spec.model or "").lower()  # vLLM's path hint, as in detection
+        if hf and found is None and not path_says and not cls.serves_unmarked_checkpoint(hf):
+            raise SpeculativeConfigError(
+                f"the draft model {spec.model!r} is not a block drafter: its config.json has no DFlash/DSpark "
+                f"architecture, model_type or dflash_config (architectures {list(hf.get('architectures') or [])}, "
+                f"model_type {hf.get('model_type')!r}, and no {cls.base_method!r} in its path); method {name!r} needs one",
+                field="speculative_config.model", value=spec.model)
         check_attention_backend(spec)
         check_layout(spec, cls.requested_anchor_sampling(spec))
         from specpath_dflash.published import target_layer_ids

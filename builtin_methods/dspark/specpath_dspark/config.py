@@ -58,6 +58,13 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
         return DSPARK_CHECKPOINT
 
     @classmethod
+    def serves_unmarked_checkpoint(cls, hf: Mapping[str, Any]) -> bool:
+        """A DeepSeek-V4-style target's own checkpoint, which carries the DSpark stages."""
+        from specpath_dflash.published import carries_dspark_stages
+
+        return carries_dspark_stages(hf)
+
+    @classmethod
     def accepts_checkpoint_of(cls, method: str, checkpoint: Any) -> bool:
         """Also a target checkpoint that carries DSpark stages beside its MTP layers
         (DeepSeek-V4), which the mtp plugin recognises as an MTP checkpoint."""
