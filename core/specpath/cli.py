@@ -21,7 +21,7 @@ from specpath.errors import PluginError, SpeculativeConfigError
 
 SUBCOMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "specpath.engine.cli_run": ("run", "demo"),
-    "specpath.testing.scaffold": ("new-plugin",),
+    "specpath.scaffold": ("new-plugin",),
 }
 """Module -> the subcommands it provides (listed so a missing module can be reported)."""
 

@@ -36,11 +36,12 @@ def speculators_section(verifier, k, algorithm="eagle3", default=None):
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     pytest.importorskip("specpath_eagle3")
-    from specpath_eagle.testing import random_head, tiny_target
+    from specpath_drafting.testing import random_head, tiny_target
+    from specpath_eagle3.head import Eagle3Head
 
     root = tmp_path_factory.mktemp("speculators")
     target = tiny_target(root / "target", num_layers=4)
-    head = random_head("eagle3", target, root / "head", seed=3)
+    head = random_head(Eagle3Head, target, root / "head", seed=3)
     speculator = root / "Tiny-speculator.eagle3"
     shutil.copytree(head, speculator)
     config = json.loads((speculator / "config.json").read_text())

@@ -14,8 +14,8 @@ def specpath_register_methods(register):
 @hookimpl
 def specpath_detect_method(checkpoint):
     """Recognise a DFlash drafter from its ``config.json`` in any published format (z-lab,
-    SpecForge, speculators, specpath: ``specpath_dflash.published.block_kind``)."""
-    from specpath_dflash.published import block_kind
+    SpecForge, speculators, specpath: ``specpath_drafting.block.published.block_kind``)."""
+    from specpath_drafting.block.published import block_kind
 
     if checkpoint is None:
         return None
@@ -26,7 +26,7 @@ def specpath_detect_method(checkpoint):
 def detect_dflash_by_path(checkpoint):
     """The path hint ``dflash``, asked after every plugin's config evidence, and only for a
     checkpoint whose ``config.json`` says nothing about block drafting."""
-    from specpath_dflash.published import block_kind
+    from specpath_drafting.block.published import block_kind
 
     if checkpoint is None or block_kind(checkpoint.config) is not None:
         return None

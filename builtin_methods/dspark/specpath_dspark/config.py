@@ -18,15 +18,16 @@ from typing import Any
 
 import attrs
 
+from specpath.config.shipped import EMBEDDED_TARGET, ShippedCheckpoint
 from specpath.errors import SpeculativeConfigError
-from specpath_dflash.config import LAYOUT_KEY, DFlashSpeculatorConfig, draft_config_dict
+from specpath_drafting.block.config import BlockDrafterConfig, draft_config_dict
 
 DSPARK_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "dspark-byte-llama"
 """The DSpark drafter trained for specpath's embedded default target (package data)."""
 
 
 @attrs.frozen(kw_only=True)
-class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
+class DSparkSpeculatorConfig(BlockDrafterConfig):
     """DSpark (see the module docstring). ``dspark_anchor_sampling`` defaults to the layout the
     checkpoint records; ``dspark_draft_topk`` keeps only the top-k base candidates per position
     before the Markov bias."""
@@ -44,6 +45,7 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
     supports_watermarking = False
     """The article lists EAGLE and DFlash only: the Markov head reshapes the distribution."""
     anchor_sampling_default = True
+    shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, DSPARK_CHECKPOINT),)
 
     @property
     def anchor_sampling(self) -> bool:
@@ -54,13 +56,9 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
         return (*super().hash_factors(), ("dspark_draft_topk", self.spec.dspark_draft_topk))
 
     @classmethod
-    def shipped_checkpoint(cls) -> Path | None:
-        return DSPARK_CHECKPOINT
-
-    @classmethod
     def serves_unmarked_checkpoint(cls, hf: Mapping[str, Any]) -> bool:
         """A DeepSeek-V4-style target's own checkpoint, which carries the DSpark stages."""
-        from specpath_dflash.published import carries_dspark_stages
+        from specpath_drafting.block.published import carries_dspark_stages
 
         return carries_dspark_stages(hf)
 
@@ -68,7 +66,7 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
     def accepts_checkpoint_of(cls, method: str, checkpoint: Any) -> bool:
         """Also a target checkpoint that carries DSpark stages beside its MTP layers
         (DeepSeek-V4), which the mtp plugin recognises as an MTP checkpoint."""
-        from specpath_dflash.published import carries_dspark_stages
+        from specpath_drafting.block.published import carries_dspark_stages
 
         return method == cls.base_method or (method == "mtp" and carries_dspark_stages(checkpoint.config))
 
@@ -77,7 +75,7 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
         """A DeepSeek-V4-style target carries its DSpark stages: the target's own weights path
         (``model_weights`` first, as for MTP); otherwise the shipped drafter for the embedded
         target; other targets (MiniMax-M3, ...) name a separate drafter."""
-        from specpath_dflash.published import carries_dspark_stages
+        from specpath_drafting.block.published import carries_dspark_stages
 
         target = spec.target_model_config
         if target is not None and carries_dspark_stages(target.hf_config):
@@ -88,7 +86,7 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
     def configure(cls, spec: Any) -> Mapping[str, Any]:
         updates = dict(super().configure(spec))
         draft = updates.get("draft_model_config")
-        from specpath_dflash.published import recorded_layout
+        from specpath_drafting.block.published import recorded_layout
 
         recorded = None if draft is None else recorded_layout(draft.hf_config)
         if spec.dspark_anchor_sampling is None and isinstance(recorded, bool):
@@ -104,7 +102,7 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
     def verify(cls, spec: Any) -> None:
         super().verify(spec)
         hf = draft_config_dict(spec)
-        from specpath_dflash.published import carries_dspark_stages
+        from specpath_drafting.block.published import carries_dspark_stages
 
         rank = next((r for r in (hf.get("markov_rank"), (hf.get("dflash_config") or {}).get("markov_rank"),
                                  hf.get("dspark_markov_rank")) if r is not None), None)

@@ -15,7 +15,7 @@ def specpath_register_methods(register):
 def specpath_detect_method(checkpoint):
     """Recognise an EAGLE-3 head from ``config.json`` (architectures, ``model_type``,
     ``speculators_model_type``)."""
-    from specpath_eagle.config import method_from_checkpoint_config
+    from specpath_drafting.config import method_from_checkpoint_config
 
     if checkpoint is None:
         return None
@@ -26,7 +26,7 @@ def specpath_detect_method(checkpoint):
 def detect_eagle3_by_path(checkpoint):
     """The path hint ``eagle3`` (``eagle-`` wins when both appear), asked after every plugin's
     config evidence, and only for a checkpoint whose ``config.json`` says nothing about EAGLE."""
-    from specpath_eagle.config import method_from_checkpoint_config, method_from_path
+    from specpath_drafting.config import method_from_checkpoint_config, method_from_path
 
     if checkpoint is None or method_from_checkpoint_config(checkpoint.config) is not None:
         return None
