@@ -50,7 +50,9 @@ class RequestOutput:
 def _model_dir(model: str | os.PathLike[str] | None) -> Path:
     from specpath.engine.model import default_model_path
 
-    path = default_model_path() if model is None else Path(model)
+    from specpath.hub import resolve_model_path
+
+    path = default_model_path() if model is None else Path(resolve_model_path(os.fspath(model)))
     if not (path / "config.json").is_file():
         what = "embedded default model" if model is None else "model"
         raise FileNotFoundError(f"{what} not found: {path} has no config.json")
@@ -98,7 +100,9 @@ class LLM:
     """A target model, an optional speculator and the engine that serves them.
 
     Args:
-        model: local HF checkpoint directory; None = the embedded default model.
+        model: local HF checkpoint directory or a hub id in the local Hugging Face cache; None =
+            the embedded default model. A speculators checkpoint serves its verifier with itself
+            as the draft (method and K from its ``speculators_config``, unless given).
         speculative_config: dict, JSON string, ``@file.yaml`` or ``SpeculativeConfig``; None = no
             speculation.
         dtype / device: of the target weights, activations and KV cache (``"auto"``: the checkpoint's).
@@ -140,6 +144,15 @@ class LLM:
 
         if num_threads is not None:
             torch.set_num_threads(num_threads)
+        from specpath.config.speculative import SpeculativeConfig
+
+        if model is not None and not isinstance(speculative_config, SpeculativeConfig):
+            from specpath.config.args import load_speculative_config_text
+            from specpath.config.speculators import maybe_override_with_speculators
+
+            if isinstance(speculative_config, str):
+                speculative_config = load_speculative_config_text(speculative_config)
+            model, speculative_config = maybe_override_with_speculators(os.fspath(model), speculative_config)
         path = _model_dir(model)
         engine_config = EngineConfig.create(
             ModelConfig(model=str(path), max_model_len=max_model_len, dtype=dtype, seed=seed,
