@@ -48,12 +48,12 @@ TASKS = [
 ]
 
 
-def prompt_ids(model_dir: str) -> list[list[int]]:
+def prompt_ids(model_dir: str, n: int | None = None) -> list[list[int]]:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     out = []
-    for task in TASKS:
+    for task in TASKS[:n]:
         msgs = [{"role": "user", "content": task}]
         try:
             ids = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
@@ -84,7 +84,7 @@ def run_hf(args) -> dict:
     from specpath.bridges.hf import generate as bridge
 
     torch.set_num_threads(args.threads)
-    prompts = prompt_ids(args.model)
+    prompts = prompt_ids(args.model, args.prompts)
     model = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
     k = args.k
     kw = dict(max_new_tokens=args.max_tokens, min_new_tokens=args.max_tokens, do_sample=False)
@@ -108,7 +108,7 @@ def run_hf(args) -> dict:
                              "checkpoints", "ar")
     target = transformers.AutoModelForCausalLM.from_pretrained(byte_dir, dtype=torch.float32).eval()
     draft = transformers.AutoModelForCausalLM.from_pretrained(draft_dir, dtype=torch.float32).eval()
-    byte_prompts = [list(t.encode("utf-8"))[:200] for t in TASKS]
+    byte_prompts = [list(t.encode("utf-8"))[:200] for t in TASKS[: args.prompts]]
     byte_modes = {
         "hf greedy": {},
         f"hf prompt lookup (K={k})": {"prompt_lookup_num_tokens": k},
@@ -149,7 +149,7 @@ def run_vllm(args) -> dict:
     from vllm.inputs import TokensPrompt
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    prompts = prompt_ids(args.model)
+    prompts = prompt_ids(args.model, args.prompts)
     k = args.k
     modes = [
         ("vllm plain", None, None),
@@ -251,7 +251,7 @@ def run_llama(args) -> dict:
     from specpath.bridges.llama_cpp import DraftModel
 
     k = args.k
-    prompts = prompt_ids(args.model)
+    prompts = prompt_ids(args.model, args.prompts)
     drafts = {
         "llama.cpp plain": None,
         f"llama.cpp prompt lookup (K={k}, 2-gram)": LlamaPromptLookupDecoding(max_ngram_size=2, num_pred_tokens=k),
@@ -358,6 +358,7 @@ def main() -> None:
     ap.add_argument("--gguf", default=GGUF)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--prompts", type=int, default=len(TASKS), help="use the first N prompts")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--vllm-dtype", default="bfloat16")
     ap.add_argument("--extra-methods", nargs="*", default=["freqgram"], help="more installed specpath methods via each bridge")

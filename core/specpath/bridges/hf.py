@@ -168,7 +168,7 @@ def generate(
     generator = None
     if sample:  # drafts and verification draw from a generator seeded by torch's global RNG
         generator = torch.Generator(device=device).manual_seed(int(torch.randint(0, 2**62, (1,)).item()))
-    temperature = torch.ones(1, device=device) if sample else torch.zeros(1, device=device)
+    temperature = torch.ones(1, device=device)  # the processors already applied the request's temperature
     draft_temperature = float(generation_config.temperature or 1.0) if sample else 0.0
     cache = model_kwargs.get("cache")
     if cache is None:
@@ -219,26 +219,34 @@ def generate(
             k = len(drafts)
             step = torch.tensor([[tokens[-1], *drafts]], dtype=torch.long, device=device)
             logits = model(input_ids=step, cache=cache, use_cache=True, logits_to_keep=k + 1).logits[0].float()
-            candidate = torch.cat([ids, step[:, 1:]], dim=1)
-            rows = [logits_processor(candidate[:, : cur + i], logits[i : i + 1])[0] for i in range(k + 1)]
-            processed = torch.stack(rows)
-            if sample:
-                bonus = torch.multinomial(torch.softmax(processed[k], dim=-1), 1, generator=generator)
-            else:
-                bonus = processed[k].argmax(dim=-1, keepdim=True)
-            if k:
-                out = rejection_sample(
-                    torch.tensor(drafts, dtype=torch.int32, device=device),
-                    [k],
-                    processed[:k],
-                    bonus.to(torch.int32),
-                    temperature,
-                    draft_probs=draft_probs,
-                    generators=[generator] if sample else None,
+            if len(logits_processor):  # HF applies processors per position, on the prefix before it
+                candidate = torch.cat([ids, step[:, 1:]], dim=1)
+                processed = torch.stack(
+                    [logits_processor(candidate[:, : cur + i], logits[i : i + 1])[0] for i in range(k + 1)]
                 )
-                emitted = [t for t in out[0].tolist() if t >= 0]
             else:
-                emitted = [int(bonus[0])]
+                processed = logits
+            if not sample:  # greedy: the longest prefix of drafts equal to the argmax, then the argmax
+                choice = processed.argmax(dim=-1).tolist()
+                accepted = 0
+                while accepted < k and drafts[accepted] == choice[accepted]:
+                    accepted += 1
+                emitted = drafts[:accepted] + [choice[accepted]]
+            else:
+                bonus = torch.multinomial(torch.softmax(processed[k], dim=-1), 1, generator=generator)
+                if k:
+                    out = rejection_sample(
+                        torch.tensor(drafts, dtype=torch.int32, device=device),
+                        [k],
+                        processed[:k],
+                        bonus.to(torch.int32),
+                        temperature,
+                        draft_probs=draft_probs,
+                        generators=[generator],
+                    )
+                    emitted = [t for t in out[0].tolist() if t >= 0]
+                else:
+                    emitted = [int(bonus[0])]
             accepted = len(emitted) - 1
             if budget > 0:
                 speculator.on_verified([req_id], [accepted])
