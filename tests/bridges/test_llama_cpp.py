@@ -81,6 +81,8 @@ def test_generation_is_a_verified_greedy_continuation(plain, config):
 
 
 def test_hidden_state_methods_are_refused():
+    from specpath.engine.model import default_model_path
+
     with pytest.raises(SpeculativeConfigError, match="reads the target's hidden states") as err:
-        DraftModel({"method": "eagle", "num_speculative_tokens": 3}, target=GGUF)
+        DraftModel({"method": "eagle", "num_speculative_tokens": 3}, target=str(default_model_path()))
     assert "\n" not in str(err.value)
