@@ -14,18 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import Any
-
-DEMO_PROMPTS: tuple[str, ...] = (
-    'import os\nimport sys\n\n\ndef main(argv=None):\n    """Parse the command line and run."""\n',
-    "class Queue:\n    def __init__(self, maxsize=0):\n        self.maxsize = maxsize\n        self.queue = []\n\n    def put(self, item):\n",
-    "def _read_file(path, encoding='utf-8'):\n    with open(path, encoding=encoding) as f:\n",
-    "    def __repr__(self):\n        return '%s(%r)' % (self.__class__.__name__, self.",
-    "import unittest\n\n\nclass TestParser(unittest.TestCase):\n\n    def test_empty(self):\n        self.assertEqual(",
-    "def split_lines(text):\n    lines = []\n    for line in text.splitlines():\n        line = line.strip()\n        if not line:\n",
-)
-"""Code-completion prompts in the style of the standard library (the default model's corpus)."""
 
 DEFAULT_DEMO_K = 4
 
@@ -106,8 +95,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def demo_configs(k: int, only: set[str] | None = None) -> tuple[list[tuple[str, dict]], list[tuple[str, str]]]:
     """(method, config) for every installed method that drafts, and (method, reason) skipped.
 
-    A method's config class may define ``demo_config()`` returning a config dict (or None to be
-    left out); otherwise the method runs as ``{"method": name, "num_speculative_tokens": k}``.
+    Each config class declares ``SpeculatorConfig.demo_config()``: a config dict (run as method
+    ``name``; K is ``k`` unless it says), or None to be left out.
     """
     from specpath import plugins
     from specpath.registry import get_registry
@@ -122,74 +111,35 @@ def demo_configs(k: int, only: set[str] | None = None) -> tuple[list[tuple[str, 
         if not cls.proposes_draft_tokens:
             skipped.append((name, "proposes no draft tokens"))
             continue
-        hook = getattr(cls, "demo_config", None)
-        config = hook() if callable(hook) else {"method": name, "num_speculative_tokens": k}
+        config = cls.demo_config()
         if config is None:
             skipped.append((name, "no demo config"))
             continue
-        runs.append((name, dict(config)))
+        runs.append((name, {"num_speculative_tokens": k, **config, "method": name}))
     return runs, skipped
 
 
-def _fmt_rates(rates: list[float]) -> str:
-    return " ".join(f"{r:.2f}" for r in rates) if rates else "-"
-
-
 def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[dict], list[tuple[str, str]]]:
-    """Build every method's engine, then run the prompts round-robin (prompt-major), so load on a
-    shared machine affects every method alike."""
+    """Every method's engine against the baseline, through the one benchmark harness
+    (:mod:`specpath.engine.harness`): one round, prompt-major, so load on a shared machine
+    affects every method alike."""
     from tqdm import tqdm
 
-    from specpath.engine.llm import LLM, SamplingParams
-    from specpath.engine.metrics import SpecMetrics
+    from specpath.engine import harness
 
     only = set(args.methods.split(",")) if args.methods else None
     runs, skipped = demo_configs(args.num_speculative_tokens, only)
-    runs = [("baseline", None)] + runs
-    params = SamplingParams(max_tokens=args.max_tokens, ignore_eos=True)
-    bar = tqdm(total=len(runs) * (len(DEMO_PROMPTS) + 1), desc="specpath demo", unit="run",
+    bar = tqdm(total=(len(runs) + 1) * (len(harness.DEMO_PROMPTS) + 1), desc="specpath demo", unit="run",
                disable=not progress, file=sys.stderr)
-    engines = []
-    for name, config in runs:
-        bar.set_postfix_str(f"loading {name}")
-        try:
-            llm = LLM(args.model, config, num_threads=args.threads, enable_prefix_caching=args.enable_prefix_caching)
-            llm.generate([DEMO_PROMPTS[0]], SamplingParams(max_tokens=8, ignore_eos=True))  # warm-up
-            engines.append((name, config, llm))
-        except Exception as exc:  # noqa: BLE001 - one method failing must not stop the demo
-            if name == "baseline":
-                raise
-            skipped.append((name, " ".join(str(exc).split()) or type(exc).__name__))
-            bar.total -= len(DEMO_PROMPTS)
+
+    def step(what: str) -> None:
+        bar.set_postfix_str(what)
         bar.update(1)
-    parts: dict[str, list] = {name: [] for name, _, _ in engines}
-    tokens: dict[str, list] = {name: [] for name, _, _ in engines}
-    elapsed: dict[str, float] = {name: 0.0 for name, _, _ in engines}
-    for prompt in DEMO_PROMPTS:  # batch 1, one prompt at a time: the latency setting
-        for name, _, llm in engines:
-            bar.set_postfix_str(name)
-            start = time.perf_counter()
-            out = llm.generate([prompt], params)[0]
-            elapsed[name] += time.perf_counter() - start
-            parts[name].append(out.metrics)
-            tokens[name].append(out.token_ids)
-            bar.update(1)
+
+    rows, failed = harness.compare(runs, model=args.model, threads=args.threads, max_tokens=args.max_tokens,
+                                   enable_prefix_caching=args.enable_prefix_caching, progress=step)
     bar.close()
-    baseline_tps = SpecMetrics.total(parts["baseline"], elapsed_s=elapsed["baseline"]).tokens_per_s
-    rows: list[dict] = []
-    for name, config, _ in engines:
-        total = SpecMetrics.total(parts[name], elapsed_s=elapsed[name])
-        rows.append({
-            "method": name,
-            "config": config,
-            "mean_acceptance_length": total.mean_acceptance_length,
-            "acceptance_rate_by_position": total.acceptance_rate_by_position,
-            "tokens_per_s": total.tokens_per_s,
-            "speedup": total.tokens_per_s / baseline_tps if baseline_tps else 0.0,
-            "target_steps": total.num_steps,
-            "greedy_identical": tokens[name] == tokens["baseline"],
-        })
-    return rows, skipped
+    return rows, skipped + failed
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -197,24 +147,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"rows": rows, "skipped": [{"method": m, "reason": r} for m, r in skipped]}))
         return 0
-    header = ["method", "τ", "acceptance by position", "tokens/s", "speedup", "greedy identical"]
-    table = [
-        [
-            r["method"],
-            f"{r['mean_acceptance_length']:.2f}",
-            _fmt_rates(r["acceptance_rate_by_position"]),
-            f"{r['tokens_per_s']:.0f}",
-            f"{r['speedup']:.2f}x",
-            "yes" if r["greedy_identical"] else "NO",
-        ]
-        for r in rows
-    ]
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *table)]
-    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    print(line(header))
-    print(line(["-" * w for w in widths]))
-    for cells in table:
-        print(line(cells))
+    from specpath.engine.harness import DEMO_PROMPTS, format_table
+
+    print(format_table(rows))
     print(f"\n{len(DEMO_PROMPTS)} prompts, {args.max_tokens} tokens each, batch 1, greedy; "
           "τ = tokens per verification step (bonus included).")
     for name, reason in skipped:
