@@ -211,7 +211,7 @@ def _resolve(args: argparse.Namespace) -> Any:
     target = None
     if args.model is not None:
         target = ModelConfig(model=args.model, trust_remote_code=args.trust_remote_code)
-    elif args.trust_remote_code:  # the trust travels with a target: the embedded default model
+    elif args.trust_remote_code:  # never silently ignored: the trust travels with the embedded default target
         from importlib import resources
 
         default = resources.files("specpath").joinpath("assets/default_model")

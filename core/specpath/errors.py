@@ -22,7 +22,12 @@ def closest_match(word: str, candidates: Iterable[str]) -> str | None:
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"<an integer of {value.bit_length()} bits>"  # repr() itself fails past 4,300 digits
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        text = f"<a {type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -25,8 +25,23 @@ MTPModelTypes = Literal[
     "longcat_flash_mtp",
     "pangu_ultra_moe_mtp",
     "step3p5_mtp",
+    "dots3_note_mtp",
+    "mimo_v2_mtp",
+    "glm_ocr_mtp",
+    "exaone4_5_mtp",
+    "qwen4_exp_mtp",
+    "bailing_hybrid_mtp",
+    "bailing_hybrid_v3_mtp",
+    "minimax_m3_mtp",
+    "kimi_k3_mtp",
+    "hy_v3_mtp",
+    "hy_v4_mtp",
+    "gemma4_mtp",
+    "inkling_mtp",
+    "glm5_next_mtp",
 ]
-"""Checkpoint ``model_type`` names of MTP variants; all but ``mtp`` are input aliases."""
+"""Checkpoint ``model_type`` names of MTP variants; all but ``mtp`` are input aliases. The
+article's list plus the newer types vLLM lists (``kimi_k3_mtp``, ``gemma4_mtp``, ...)."""
 
 DFlashModelTypes = Literal["dflash"]
 NgramGPUTypes = Literal["ngram_gpu"]

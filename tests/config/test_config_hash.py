@@ -106,6 +106,6 @@ def test_class_hash_factors_are_included(build):
     assert build(method="mtp", model="mtp", index_share_for_mtp_iteration=True) != build(
         method="mtp", model="mtp", index_share_for_mtp_iteration=False
     )
-    assert build(method="dspark", model="mtp", enable_adaptive_verification=True) != build(
-        method="dspark", model="mtp"
+    assert build(method="dspark", model="head", enable_adaptive_verification=True) != build(
+        method="dspark", model="head"
     )

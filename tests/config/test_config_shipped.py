@@ -125,5 +125,6 @@ def test_builtin_plugins_declare_their_shipped_checkpoints():
     assert {"eagle", "eagle3", "mtp", "dflash", "dspark", "draft_model"} <= shipping
     for name in shipping:
         cls = registry.get(name).config_class
-        assert "default_model" not in vars(cls) or name in {"mtp"}, name  # mtp: the target's own modules first
+        # mtp / dspark: the target's own modules (DeepSeek-V4 carries DSpark stages) first
+        assert "default_model" not in vars(cls) or name in {"mtp", "dspark"}, name
         json.dumps(cls.demo_config())

@@ -210,10 +210,12 @@ def test_method_specific_options_need_support(make_checkpoint):
         "speculative_config.dspark_draft_topk: is not supported by method 'mtp' (FakeMTP) "
         "(got 4; allowed: index_share_for_mtp_iteration)"
     )
+    plain = make_checkpoint("plain")  # an MTP checkpoint is only for mtp (another method is refused)
     assert "index_share_for_mtp_iteration: is not supported by method 'eagle'" in error(
-        method="eagle", model=path, num_speculative_tokens=2, index_share_for_mtp_iteration=True
+        method="eagle", model=plain, num_speculative_tokens=2, index_share_for_mtp_iteration=True
     )
-    assert resolve(method="dspark", model=path, num_speculative_tokens=2, dspark_draft_topk=4).dspark_draft_topk == 4
+    assert resolve(method="dspark", model=plain, num_speculative_tokens=2, dspark_draft_topk=4).dspark_draft_topk == 4
+    assert "is a 'mtp' checkpoint" in error(method="eagle", model=path, num_speculative_tokens=2)
 
 
 def test_a_custom_method_may_verify_its_own_options(make_checkpoint):
@@ -346,7 +348,7 @@ def test_pcp_needs_a_drafter_that_supports_it(make_checkpoint, target):
                                      target_model_config=target, target_parallel_config=pcp)
     assert ok.speculator_config.supports_pcp
     with pytest.raises(SpeculativeConfigError, match="FakeEagle does not support prefill context parallelism"):
-        SpeculativeConfig.from_dict({"method": "eagle", "model": path, "num_speculative_tokens": 1},
+        SpeculativeConfig.from_dict({"method": "eagle", "model": make_checkpoint("head"), "num_speculative_tokens": 1},
                                     target_model_config=target, target_parallel_config=pcp)
 
 
@@ -365,8 +367,9 @@ def test_aux_layer_ids_are_checked_against_the_target(make_checkpoint, target):
     base = {"method": "eagle3", "model": path, "num_speculative_tokens": 2}
     spec = SpeculativeConfig.from_dict({**base, "eagle_aux_hidden_state_layer_ids": [0, 2, 3]}, target_model_config=target)
     assert spec.eagle_aux_hidden_state_layer_ids == (0, 2, 3)
-    with pytest.raises(SpeculativeConfigError, match=r"layer ids must be in \[0, 4\)"):
-        SpeculativeConfig.from_dict({**base, "eagle_aux_hidden_state_layer_ids": [4]}, target_model_config=target)
+    # id i: the state entering layer i (vLLM/SGLang); id 4 of 4 layers is the last layer's output
+    with pytest.raises(SpeculativeConfigError, match=r"layer ids must be in \[0, 4\]"):
+        SpeculativeConfig.from_dict({**base, "eagle_aux_hidden_state_layer_ids": [5]}, target_model_config=target)
 
 
 def test_prompt_lookup_window():

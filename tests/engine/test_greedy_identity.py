@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from engine_helpers import OracleSpeculator, baseline, make_engine, random_prompts
+from specpath.engine.llm_engine import RequestFailedError
 from specpath.engine.request import SamplingParams
 
 MAX_TOKENS = 24
@@ -93,8 +94,10 @@ def test_inconsistent_proposal_is_a_clear_error(model):
             return type(p)(token_ids=p.token_ids, num_draft_tokens=list(p.num_draft_tokens) + [1])
 
     engine = make_engine(model, speculator=Broken([]), k=2)
-    with pytest.raises(ValueError, match="Broken.propose"):
+    with pytest.raises(RequestFailedError, match="Broken.propose") as failure:
         engine.generate([[1, 2, 3]], SamplingParams(max_tokens=5))
+    assert isinstance(failure.value.__cause__, ValueError)
+    assert engine.blocks.num_free_blocks == engine.blocks.num_blocks
 
 
 def test_abort_frees_blocks_and_tells_the_speculator(model, workload):

@@ -95,7 +95,7 @@ def test_mismatched_shapes_missing_and_unexpected_tensors_are_named(saved):
 
 def test_bad_json_and_bad_safetensors_are_checkpoint_errors(saved):
     (saved / "model.safetensors").write_bytes(b"not a safetensors file")
-    with pytest.raises(CheckpointError, match="not a readable safetensors file"):
+    with pytest.raises(CheckpointError, match="not a (readable )?safetensors file"):
         LlamaModel.from_pretrained(saved)
     (saved / "config.json").write_text("{oops")
     with pytest.raises(CheckpointError, match="invalid JSON"):

@@ -3,11 +3,6 @@
 from specpath.hookspecs import hookimpl
 
 
-def _says(config, word):
-    kinds = [str(config.get("model_type", ""))] + [str(a) for a in config.get("architectures") or ()]
-    return any(word in kind.lower() for kind in kinds)
-
-
 @hookimpl
 def specpath_register_methods(register):
     """Bind ``dflash`` to its config class."""
@@ -18,15 +13,21 @@ def specpath_register_methods(register):
 
 @hookimpl
 def specpath_detect_method(checkpoint):
-    """Recognise a DFlash drafter from its ``config.json`` (``model_type`` / architectures)."""
+    """Recognise a DFlash drafter from its ``config.json`` in any published format (z-lab,
+    SpecForge, speculators, specpath: ``specpath_drafting.block.published.block_kind``)."""
+    from specpath_drafting.block.published import block_kind
+
     if checkpoint is None:
         return None
-    return "dflash" if _says(checkpoint.config, "dflash") else None
+    return "dflash" if block_kind(checkpoint.config) == "dflash" else None
 
 
 @hookimpl(trylast=True, specname="specpath_detect_method")
 def detect_dflash_by_path(checkpoint):
-    """The path hint ``dflash``, asked after every plugin's config evidence."""
-    if checkpoint is None:
+    """The path hint ``dflash``, asked after every plugin's config evidence, and only for a
+    checkpoint whose ``config.json`` says nothing about block drafting."""
+    from specpath_drafting.block.published import block_kind
+
+    if checkpoint is None or block_kind(checkpoint.config) is not None:
         return None
     return "dflash" if "dflash" in str(checkpoint.path or "").lower() else None

@@ -30,7 +30,7 @@ def test_k_defaults_to_what_the_drafter_was_trained_for(drafter):
     spec = resolve(method="dflash", model=drafter)
     assert spec.num_speculative_tokens == 5
     assert spec.speculator_config.num_lookahead_tokens == 6
-    assert spec.eagle_aux_hidden_state_layer_ids == (0, 1)  # the checkpoint's taps, hashed
+    assert spec.eagle_aux_hidden_state_layer_ids == (1, 2)  # the taps (outputs of 0, 1) in vLLM's naming, hashed
 
 
 @pytest.mark.parametrize("k", [1, 3, 7])
@@ -61,13 +61,18 @@ def test_the_checkpoint_is_detected_without_a_method(drafter, tmp_path):
     assert resolve(model=str(plain)).method == "dflash"  # the path hint, tried last
 
 
-def test_a_drafter_without_a_layout_record_is_refused(drafter, tmp_path):
+def test_a_drafter_without_a_layout_record_gets_the_documented_layout(drafter, tmp_path):
+    """Published drafters (z-lab, SpecForge) record no specpath layout: DFlash's own applies."""
     copy = tmp_path / "d"
     shutil.copytree(drafter, copy)
     config = json.loads((copy / "config.json").read_text())
     config.pop("anchor_sampling")
     (copy / "config.json").write_text(json.dumps(config))
-    with pytest.raises(SpeculativeConfigError, match="does not record its block layout"):
+    spec = resolve(method="dflash", model=str(copy))
+    assert spec.speculator_config.anchor_sampling is False and spec.speculator_config.num_lookahead_tokens == 6
+    config["sample_from_anchor"] = True  # the ecosystem's record of an anchor-first drafter
+    (copy / "config.json").write_text(json.dumps(config))
+    with pytest.raises(SpeculativeConfigError, match="anchor-first"):
         resolve(method="dflash", model=str(copy))
 
 

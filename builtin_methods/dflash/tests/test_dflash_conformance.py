@@ -47,7 +47,7 @@ class TestDFlashConformance(SpeculatorConformance):
         ({"dspark_draft_topk": 4}, "dspark_draft_topk"),
         ({"dspark_anchor_sampling": True}, "dspark_anchor_sampling"),
         ({"parallel_drafting": True}, "parallel_drafting"),
-        ({"eagle_aux_hidden_state_layer_ids": [1, 0]}, "trained on target layers"),
+        ({"eagle_aux_hidden_state_layer_ids": [1, 0]}, "trained on the outputs of target layers"),
         ({"adaptive_verification_threshold": 0.5}, "enable_adaptive_verification"),
         ({"enable_adaptive_verification": True, "adaptive_verification_threshold": 1.5}, "(0, 1]"),
     ]

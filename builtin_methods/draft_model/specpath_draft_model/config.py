@@ -10,7 +10,9 @@ standalone draft:
 * the table: K lookahead slots (the draft writes K positions of its own KV ahead), one extra
   query slot (it re-reads the bonus token; PARD: K, all its queries are new), a vocabulary of
   its own, no target hidden states;
-* PARD needs the mask token its checkpoint was trained with (``pard_token_id`` in config.json);
+* PARD needs the mask token its checkpoint was trained with (``pard_token_id`` in specpath's
+  config.json, ``pard_token`` in amd/PARD's, ``ptd_token_id``: any of the ecosystem's keys);
+* a Medusa checkpoint is not a draft model: refused in one line naming Medusa;
 * the shipped drafts of the embedded byte-level model are the default ``model``.
 """
 
@@ -21,12 +23,33 @@ from typing import Any
 
 import attrs
 
+from specpath.config.parallel_drafting import PARALLEL_DRAFTING_TOKEN_KEYS, parallel_drafting_token_id
 from specpath.config.shipped import EMBEDDED_TARGET, SMOLLM2_135M, ShippedCheckpoint
 from specpath.config.speculator import DraftModelSpeculatorConfig
 from specpath.errors import SpeculativeConfigError
 
 PARD_TOKEN_KEY = "pard_token_id"
-"""config.json key of a PARD draft: the input id of the mask token it was trained with."""
+"""config.json key specpath's PARD drafts write: the input id of the mask token they were
+trained with (``pard_token`` / ``ptd_token_id`` are read too)."""
+
+
+def _raw_token(draft: Any) -> Any:
+    """What the checkpoint wrote under the first mask-token key it has (for the error)."""
+    hf = {} if draft is None else draft.hf_config
+    return next((hf[k] for k in PARALLEL_DRAFTING_TOKEN_KEYS if k in hf), None)
+
+
+def medusa_heads(config: Mapping[str, Any]) -> int | None:
+    """The head count of a Medusa checkpoint (FasterDecoding's ``medusa_num_heads``, vLLM's
+    ``model_type: medusa`` / ``MedusaModel``), or None for anything else."""
+    archs = [str(a) for a in config.get("architectures") or ()]
+    if "medusa_num_heads" in config:
+        value = config["medusa_num_heads"]
+        return value if type(value) is int else 0
+    if config.get("model_type") == "medusa" or "MedusaModel" in archs:
+        value = config.get("num_heads")
+        return value if type(value) is int else 0
+    return None
 
 BYTE_VOCAB_SIZE = 256
 """The embedded default model's vocabulary (UTF-8 bytes): the shipped drafts are made for it."""
@@ -89,7 +112,7 @@ class StandaloneARSpeculatorConfig(DraftModelSpeculatorConfig):
     def pard_token_id(self) -> int | None:
         """The mask token id of a PARD draft (from its config.json), else None."""
         draft = self.spec.draft_model_config
-        return None if draft is None else draft.hf_config.get(PARD_TOKEN_KEY)
+        return None if draft is None else parallel_drafting_token_id(draft.hf_config)
 
     # -- class hooks ---------------------------------------------------------------------
 
@@ -107,6 +130,16 @@ class StandaloneARSpeculatorConfig(DraftModelSpeculatorConfig):
 
     @classmethod
     def verify(cls, spec: Any) -> None:
+        draft = spec.draft_model_config
+        heads = None if draft is None else medusa_heads(draft.hf_config)
+        if heads is not None:
+            raise SpeculativeConfigError(
+                f"{spec.model!r} is a Medusa checkpoint ({heads} heads over the target's last hidden state, "
+                "no decoder of its own), not a draft model; specpath has no Medusa method (vLLM dropped it: "
+                "tree verification of parallel heads); use an EAGLE-3, MTP or DFlash drafter",
+                field="speculative_config.model",
+                value=spec.model,
+            )
         if spec.parallel_drafting:
             if spec.use_heterogeneous_vocab:
                 raise SpeculativeConfigError(
@@ -115,12 +148,13 @@ class StandaloneARSpeculatorConfig(DraftModelSpeculatorConfig):
                     value=True,
                 )
             draft = spec.draft_model_config
-            token = None if draft is None else draft.hf_config.get(PARD_TOKEN_KEY)
+            token = None if draft is None else parallel_drafting_token_id(draft.hf_config)
             vocab = None if draft is None else draft.vocab_size
             if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < (vocab or 0):
                 raise SpeculativeConfigError(
-                    f"needs a PARD draft whose config.json declares {PARD_TOKEN_KEY!r} (its mask token, "
-                    f"an id below vocab_size={vocab}); {spec.model!r} declares {token!r}",
+                    f"needs a PARD draft whose config.json declares its mask token (one of "
+                    f"{', '.join(PARALLEL_DRAFTING_TOKEN_KEYS)}, an id below vocab_size={vocab}); "
+                    f"{spec.model!r} declares {_raw_token(draft)!r}",
                     field="speculative_config.parallel_drafting",
                     value=True,
                 )

@@ -28,7 +28,7 @@ import attrs
 import torch
 
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
-from specpath_draft_model.config import PARD_TOKEN_KEY
+from specpath.config.parallel_drafting import parallel_drafting_token_id
 from specpath_draft_model.kv import DraftKV
 
 BYTE_VOCAB_SIZE = 256
@@ -98,7 +98,7 @@ class DraftModelSpeculator(BaseSpeculator):
             from specpath_draft_model.vocab import ByteStringVocab
 
             self.vocab = ByteStringVocab.from_checkpoint(draft.tokenizer or draft.model)
-        self.mask_token = int(hf[PARD_TOKEN_KEY]) if self.parallel else None
+        self.mask_token = parallel_drafting_token_id(hf) if self.parallel else None
         self.model = load_draft(context, draft.model, hf)
         heads = hf["num_attention_heads"]
         head_dim = hf.get("head_dim") or hf["hidden_size"] // heads

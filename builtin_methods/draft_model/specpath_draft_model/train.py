@@ -52,8 +52,10 @@ def _seed(seed: int) -> None:
 
 
 def _plain(args: argparse.Namespace) -> dict[str, Any]:
-    """The recipe's arguments, for the checkpoint's record."""
-    return {k: v for k, v in vars(args).items() if k != "func"}
+    """The recipe's arguments, for the checkpoint's record (plain values only, so the data file
+    loads with ``torch.load(weights_only=True)``)."""
+    plain = (str, int, float, bool, type(None))
+    return {k: v if isinstance(v, plain) else str(v) for k, v in vars(args).items() if k != "func"}
 
 
 def _file_sha(path: Path) -> str:
@@ -292,7 +294,7 @@ def generate(args: argparse.Namespace) -> None:
 
 def _load_data(path: str, heldout: int) -> tuple[list[list[int]], list[list[int]], list[tuple[int, float]], dict]:
     """(training sequences, held-out sequences, held-out (prompt length, temperature), all)."""
-    data = torch.load(path, weights_only=False)
+    data = torch.load(path, weights_only=True)  # tensors and plain containers only: never unpickle code
     seqs, kinds = data["sequences"], data["kinds"]
     return seqs[heldout:], seqs[:heldout], kinds[:heldout], data
 

@@ -25,6 +25,10 @@ def read_drafter_config(path: str | Path, parse: Callable[[Mapping[str, Any]], C
         raw = json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"{config_path}: cannot read the {what}'s config: {exc}") from None
+    if isinstance(raw, Mapping):
+        from specpath.modeling.memory import require_config_memory
+
+        require_config_memory(raw, str(config_path), f"the {what}")  # absurd sizes, before any allocation
     try:
         return parse(raw)
     except (KeyError, TypeError) as exc:
@@ -52,10 +56,11 @@ def save_drafter_checkpoint(module: nn.Module, path: str | Path, *, extra_config
 def load_drafter_weights(module: Module, path: str | Path, what: str) -> Module:
     """Load ``model.safetensors`` into ``module`` in its dtype; every tensor must be present with
     its shape (``what`` names the kind of drafter in errors)."""
-    from safetensors.torch import load_file
+    from specpath.modeling.checkpoint import read_safetensors
 
     weights = Path(path) / "model.safetensors"
-    tensors = load_file(str(weights))
+    non_float = {k for k, v in module.state_dict().items() if not v.is_floating_point()}  # e.g. EAGLE-3's vocab maps
+    tensors = read_safetensors(weights, non_float)  # framing, dtypes and finite values checked, one line each
     expected = {k: v.shape for k, v in _stored_state(module).items()}
     missing, extra = sorted(set(expected) - set(tensors)), sorted(set(tensors) - set(expected))
     if missing or extra:

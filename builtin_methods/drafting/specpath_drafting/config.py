@@ -20,7 +20,7 @@ import attrs
 from specpath.config.speculator import DraftModelSpeculatorConfig
 from specpath.errors import SpeculativeConfigError
 
-SUPPORTED_HEAD_QUANTIZATIONS = ("fp8",)
+SUPPORTED_HEAD_QUANTIZATIONS = ("fp8", "nvfp4")
 """``draft_lm_head_quantization`` values the heads implement (weight-only, per-row scales)."""
 
 
@@ -65,8 +65,8 @@ def method_from_checkpoint_config(config: Mapping[str, Any]) -> str | None:
     ``model_type``, the speculators-format ``speculators_model_type``); no path guessing."""
     kinds = _lower(config.get("model_type")) + _lower(config.get("speculators_model_type"))
     archs = _lower(config.get("architectures"))
-    if "eagle3" in kinds or any("eagle3" in a for a in archs):
-        return "eagle3"
+    if {"eagle3", "peagle"} & set(kinds) or any("eagle3" in a or a.startswith("peagle") for a in archs):
+        return "eagle3"  # P-EAGLE (SpecForge's PEagleDraftModel, speculators' "peagle") is EAGLE-3 + parallel drafting
     if "eagle" in kinds or any("eagle" in a for a in archs):
         return "eagle"
     return None
@@ -105,26 +105,56 @@ def check_checkpoint_agrees(spec: Any, method: str) -> None:
 
 
 def default_aux_layer_ids(num_target_layers: int) -> tuple[int, int, int]:
-    """A low, a middle and a high target layer (0-based decoder-layer outputs).
+    """A low, a middle and a high tap, in the convention of vLLM and SGLang: id ``i`` is the
+    hidden state *entering* decoder layer ``i`` (the output of layer ``i - 1``).
 
-    Deep targets get the EAGLE-3 reference taps: the inputs of layers 2, N/2 and N-3, i.e. the
-    outputs of layers 1, N/2-1 and N-4. Shallow targets (N < 8), where those collide, get
-    ``N//6``, ``(N-1)//2`` and ``N-2`` (6 layers: 1, 2, 4); the last layer is never tapped.
+    Deep targets get the engines' default ``(2, N//2, N-3)``. Shallow targets (N < 8), where
+    those collide, get ``N//6 + 1``, ``(N-1)//2 + 1`` and ``N - 1`` (6 layers: 2, 3, 5); the
+    final layer's output is never tapped (no id reaches it).
     """
     n = num_target_layers
     if n >= 8:
-        return (1, n // 2 - 1, n - 4)
-    return (n // 6, max(0, (n - 1) // 2), max(0, n - 2))
+        return (2, n // 2, n - 3)
+    return (n // 6 + 1, max(0, (n - 1) // 2) + 1, max(1, n - 1))
+
+
+def engine_layers(aux_ids: Sequence[int]) -> tuple[int, ...]:
+    """Aux ids (the state entering layer ``i``) as the engine's capture points (the output of
+    decoder layer ``i - 1``, see ``BaseSpeculator.hidden_state_layers``)."""
+    return tuple(int(i) - 1 for i in aux_ids)
+
+
+def declared_aux_layer_ids(hf_config: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """The taps a head's ``config.json`` declares, top-level or nested under ``eagle_config``
+    (SpecForge / ModelOpt exports), or None."""
+    for holder in (hf_config, hf_config.get("eagle_config")):
+        if isinstance(holder, Mapping):
+            ids = holder.get("eagle_aux_hidden_state_layer_ids")
+            if isinstance(ids, Sequence) and not isinstance(ids, str) and ids and all(
+                type(i) is int for i in ids
+            ):
+                return tuple(ids)
+    return None
+
+
+def target_num_layers(spec: Any) -> int | None:
+    """The target's layer count: from the target config, else what the head recorded."""
+    if spec.target_model_config is not None and spec.target_model_config.num_hidden_layers:
+        return int(spec.target_model_config.num_hidden_layers)
+    draft = spec.draft_model_config
+    if draft is not None and isinstance(draft.hf_config.get("target_num_hidden_layers"), int):
+        return int(draft.hf_config["target_num_hidden_layers"])
+    return None
 
 
 def resolve_aux_layer_ids(spec: Any, draft: Any | None) -> tuple[int, ...] | None:
-    """Taps: the user's, else the ones the head was trained on, else the default for the
-    target's depth (None while the depth is unknown)."""
+    """Taps: the user's, else the ones the head was trained on (top-level or nested
+    ``eagle_config``), else the default for the target's depth (None while it is unknown)."""
     if spec.eagle_aux_hidden_state_layer_ids is not None:
         return tuple(spec.eagle_aux_hidden_state_layer_ids)
-    declared = None if draft is None else draft.hf_config.get("eagle_aux_hidden_state_layer_ids")
-    if isinstance(declared, Sequence) and declared and all(isinstance(i, int) for i in declared):
-        return tuple(declared)
+    declared = None if draft is None else declared_aux_layer_ids(draft.hf_config)
+    if declared is not None:
+        return declared
     layers = None
     if spec.target_model_config is not None and spec.target_model_config.num_hidden_layers:
         layers = int(spec.target_model_config.num_hidden_layers)
@@ -133,8 +163,21 @@ def resolve_aux_layer_ids(spec: Any, draft: Any | None) -> tuple[int, ...] | Non
     return None if layers is None else default_aux_layer_ids(layers)
 
 
+def check_aux_layer_ids(spec: Any) -> None:
+    """Id 0 (the embeddings entering layer 0) is valid for vLLM but the reference engine
+    captures decoder-layer outputs only: refuse it in one line rather than read a wrong layer."""
+    ids = spec.eagle_aux_hidden_state_layer_ids
+    if ids is not None and 0 in ids:
+        raise SpeculativeConfigError(
+            "id 0 (the embedding output entering layer 0) is not captured by specpath's engine; "
+            "ids name the hidden state entering decoder layer i (vLLM/SGLang convention), use 1..N-1",
+            field="speculative_config.eagle_aux_hidden_state_layer_ids",
+            value=list(ids),
+        )
+
+
 def check_head_quantization(spec: Any, shares_target_head: bool) -> None:
-    """``draft_lm_head_quantization``: fp8 only, and only over a head kept in the model dtype
+    """``draft_lm_head_quantization``: fp8 or nvfp4 (simulated), only over a head kept in the model dtype
     (the core checks the draft's own ``head_dtype``; a shared head is the target's)."""
     value = spec.draft_lm_head_quantization
     if value is None:

@@ -20,7 +20,7 @@ import attrs
 
 from specpath.config.shipped import EMBEDDED_TARGET, SMOLLM2_135M, ShippedCheckpoint
 from specpath.errors import SpeculativeConfigError
-from specpath_drafting.block.config import LAYOUT_KEY, BlockDrafterConfig, draft_config_dict
+from specpath_drafting.block.config import BlockDrafterConfig, draft_config_dict
 
 DSPARK_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "dspark-byte-llama"
 """The DSpark drafter trained for specpath's embedded default target (package data)."""
@@ -60,10 +60,39 @@ class DSparkSpeculatorConfig(BlockDrafterConfig):
         return (*super().hash_factors(), ("dspark_draft_topk", self.spec.dspark_draft_topk))
 
     @classmethod
+    def serves_unmarked_checkpoint(cls, hf: Mapping[str, Any]) -> bool:
+        """A DeepSeek-V4-style target's own checkpoint, which carries the DSpark stages."""
+        from specpath_drafting.block.published import carries_dspark_stages
+
+        return carries_dspark_stages(hf)
+
+    @classmethod
+    def accepts_checkpoint_of(cls, method: str, checkpoint: Any) -> bool:
+        """Also a target checkpoint that carries DSpark stages beside its MTP layers
+        (DeepSeek-V4), which the mtp plugin recognises as an MTP checkpoint."""
+        from specpath_drafting.block.published import carries_dspark_stages
+
+        return method == cls.base_method or (method == "mtp" and carries_dspark_stages(checkpoint.config))
+
+    @classmethod
+    def default_model(cls, spec: Any) -> str | None:
+        """A DeepSeek-V4-style target carries its DSpark stages: the target's own weights path
+        (``model_weights`` first, as for MTP); otherwise the shipped drafter for the embedded
+        target; other targets (MiniMax-M3, ...) name a separate drafter."""
+        from specpath_drafting.block.published import carries_dspark_stages
+
+        target = spec.target_model_config
+        if target is not None and carries_dspark_stages(target.hf_config):
+            return target.model_weights or target.model
+        return super().default_model(spec)
+
+    @classmethod
     def configure(cls, spec: Any) -> Mapping[str, Any]:
         updates = dict(super().configure(spec))
         draft = updates.get("draft_model_config")
-        recorded = None if draft is None else draft.hf_config.get(LAYOUT_KEY)
+        from specpath_drafting.block.published import recorded_layout
+
+        recorded = None if draft is None else recorded_layout(draft.hf_config)
         if spec.dspark_anchor_sampling is None and isinstance(recorded, bool):
             updates["dspark_anchor_sampling"] = recorded
         return updates
@@ -77,7 +106,11 @@ class DSparkSpeculatorConfig(BlockDrafterConfig):
     def verify(cls, spec: Any) -> None:
         super().verify(spec)
         hf = draft_config_dict(spec)
-        if hf and not (isinstance(hf.get("markov_rank"), int) and hf["markov_rank"] > 0):
+        from specpath_drafting.block.published import carries_dspark_stages
+
+        rank = next((r for r in (hf.get("markov_rank"), (hf.get("dflash_config") or {}).get("markov_rank"),
+                                 hf.get("dspark_markov_rank")) if r is not None), None)
+        if hf and not carries_dspark_stages(hf) and not (type(rank) is int and rank > 0):
             raise SpeculativeConfigError(
                 f"the drafter {spec.model!r} has no Markov head (config.json markov_rank); a DSpark "
                 "checkpoint needs one", field="speculative_config.model", value=spec.model)

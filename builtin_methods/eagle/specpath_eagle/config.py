@@ -19,6 +19,7 @@ from specpath.config.speculator import SpeculatorConfig
 from specpath.errors import SpeculativeConfigError
 from specpath_drafting.config import (
     HeadSpeculatorConfig,
+    check_aux_layer_ids,
     method_from_checkpoint_config,
     method_from_path,
     resolve_aux_layer_ids,
@@ -84,3 +85,4 @@ class ExtractHiddenStatesSpeculatorConfig(SpeculatorConfig):
             raise SpeculativeConfigError(
                 "extract_hidden_states drafts nothing", field="speculative_config.parallel_drafting", value=True
             )
+        check_aux_layer_ids(spec)

@@ -15,7 +15,7 @@ from torch import nn
 from specpath.modeling.layers import DraftLayer
 from specpath.modeling.norm import RMSNorm
 from specpath_drafting.heads import Embed, HeadConfig, HiddenStateHead
-from specpath_drafting.numerics import fp8_weight
+from specpath_drafting.numerics import quantized_weight
 
 
 class EagleHead(HiddenStateHead):
@@ -48,10 +48,10 @@ class EagleHead(HiddenStateHead):
         return self._lm_head(normed).float()
 
     def quantize_lm_head(self, method: str) -> None:
-        """fp8 over the shared head: its weight is read back by applying the (bias-free,
-        linear) head to the identity, then rounded through fp8 with per-row scales."""
-        if method != "fp8":
-            raise ValueError(f"draft_lm_head_quantization={method!r} is not implemented; allowed: fp8")
+        """fp8 / nvfp4 over the shared head: its weight is read back by applying the (bias-free,
+        linear) head to the identity, then rounded (fp8: per-row scales; nvfp4: 16-element
+        blocks, simulated)."""
+        quantized_weight(torch.zeros(1, 1), method)  # an unknown method fails before any work
         d = self.config.hidden_size
         eye = torch.eye(d, dtype=self.dtype)
         with torch.no_grad():
@@ -59,4 +59,4 @@ class EagleHead(HiddenStateHead):
             probe = torch.randn(2, d, dtype=self.dtype, generator=torch.Generator().manual_seed(0))
             if not torch.allclose(self._lm_head(probe).double(), (probe @ weight.T).double(), atol=1e-3, rtol=1e-3):
                 raise ValueError("draft_lm_head_quantization needs a linear, bias-free target LM head")
-        self._quantized_head = fp8_weight(weight)
+        self._quantized_head = quantized_weight(weight, method)

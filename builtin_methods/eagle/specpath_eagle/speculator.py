@@ -35,10 +35,10 @@ class ExtractHiddenStatesSpeculator(BaseSpeculator):
 
     def __init__(self, config: Any, context: SpeculatorContext) -> None:
         super().__init__(config, context)
-        from specpath_drafting.config import default_aux_layer_ids
+        from specpath_drafting.config import default_aux_layer_ids, engine_layers
 
         ids = config.eagle_aux_hidden_state_layer_ids
-        self.layers = tuple(ids) if ids is not None else default_aux_layer_ids(target_layers(context))
+        self.layers = engine_layers(ids if ids is not None else default_aux_layer_ids(target_layers(context)))
         self.states: dict[str, list[torch.Tensor]] = {}
         self.finished: dict[str, torch.Tensor] = {}
 

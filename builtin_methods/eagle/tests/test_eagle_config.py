@@ -8,7 +8,13 @@ import pytest
 
 from specpath.config.engine import CacheConfig, EngineConfig
 from specpath.errors import SpeculativeConfigError
-from specpath_drafting.config import default_aux_layer_ids, method_from_checkpoint_config, method_from_path
+from specpath_drafting.config import (
+    declared_aux_layer_ids,
+    default_aux_layer_ids,
+    engine_layers,
+    method_from_checkpoint_config,
+    method_from_path,
+)
 from specpath_drafting.testing import config_variant, random_head, resolve, tiny_target
 from specpath_eagle.config import EagleSpeculatorConfig
 from specpath_eagle.head import EagleHead
@@ -105,22 +111,33 @@ def test_shipped_checkpoints_declare_themselves(eagle_head):
 
 
 def test_default_aux_layers():
-    assert default_aux_layer_ids(6) == (1, 2, 4)
-    assert default_aux_layer_ids(32) == (1, 15, 28)  # the EAGLE-3 reference taps
-    for n in range(1, 40):
+    """vLLM/SGLang convention: id i is the state entering decoder layer i."""
+    assert default_aux_layer_ids(6) == (2, 3, 5)
+    assert default_aux_layer_ids(32) == (2, 16, 29)  # vLLM's (2, N//2, N-3)
+    assert engine_layers(default_aux_layer_ids(32)) == (1, 15, 28)  # outputs of layers 1, 15, 28
+    for n in range(2, 40):
         ids = default_aux_layer_ids(n)
-        assert len(ids) == 3 and list(ids) == sorted(ids) and all(0 <= i < n for i in ids)
-        assert n == 1 or ids[-1] < n - 1  # the last layer is never tapped
+        assert len(ids) == 3 and list(ids) == sorted(ids) and all(1 <= i < n for i in ids)
+        assert all(0 <= layer < n - 1 for layer in engine_layers(ids))  # the final output is never tapped
+
+
+def test_nested_eagle_config_ids_are_read():
+    assert declared_aux_layer_ids({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57]}}) == (1, 29, 57)
+    assert declared_aux_layer_ids({"eagle_aux_hidden_state_layer_ids": [2, 3, 5], "eagle_config": {}}) == (2, 3, 5)
+    assert declared_aux_layer_ids({"eagle_config": {"eagle_aux_hidden_state_layer_ids": ["1"]}}) is None
+    assert declared_aux_layer_ids({}) is None
 
 
 def test_extract_hidden_states_defaults_taps_from_target_and_hashes_them(target):
     spec = resolve({"method": "extract_hidden_states"}, target[0])
-    assert spec.eagle_aux_hidden_state_layer_ids == (1, 2, 4)
+    assert spec.eagle_aux_hidden_state_layer_ids == (2, 3, 5)
     assert spec.speculator_config.proposes_draft_tokens is False
-    other = resolve({"method": "extract_hidden_states", "eagle_aux_hidden_state_layer_ids": [0, 2, 5]}, target[0])
+    other = resolve({"method": "extract_hidden_states", "eagle_aux_hidden_state_layer_ids": [1, 2, 5]}, target[0])
     assert other.compute_hash() != spec.compute_hash()
     with pytest.raises(SpeculativeConfigError, match="eagle_aux_hidden_state_layer_ids"):
-        resolve({"method": "extract_hidden_states", "eagle_aux_hidden_state_layer_ids": [0, 6]}, target[0])
+        resolve({"method": "extract_hidden_states", "eagle_aux_hidden_state_layer_ids": [1, 7]}, target[0])
+    with pytest.raises(SpeculativeConfigError, match="entering decoder layer i"):
+        resolve({"method": "extract_hidden_states", "eagle_aux_hidden_state_layer_ids": [0, 2]}, target[0])
 
 
 def test_fp8_head_needs_the_head_in_the_model_dtype(tmp_path, eagle_head, target):
@@ -139,9 +156,9 @@ def test_fp8_head_needs_the_head_in_the_model_dtype(tmp_path, eagle_head, target
     with pytest.raises(SpeculativeConfigError, match="shared LM head"):
         resolve({"method": "eagle", "model": str(eagle_head), "num_speculative_tokens": 2,
                  "draft_lm_head_quantization": "fp8"}, low_target)
-    with pytest.raises(SpeculativeConfigError, match="allowed: fp8"):
-        resolve({"method": "eagle", "model": str(eagle_head), "num_speculative_tokens": 2,
-                 "draft_lm_head_quantization": "nvfp4"}, target[0])
+    nvfp4 = resolve({"method": "eagle", "model": str(eagle_head), "num_speculative_tokens": 2,
+                     "draft_lm_head_quantization": "nvfp4"}, target[0])
+    assert nvfp4.draft_lm_head_quantization == "nvfp4"
 
 
 def test_local_argmax_is_greedy_only(eagle_head):

@@ -54,7 +54,6 @@ class TestEagleConformance(SpeculatorConformance):
     invalid_options = [
         ({"parallel_drafting": True}, "parallel_drafting"),
         ({"eagle_aux_hidden_state_layer_ids": [0]}, "eagle_aux_hidden_state_layer_ids"),
-        ({"draft_lm_head_quantization": "nvfp4"}, "draft_lm_head_quantization"),
         ({"use_local_argmax_reduction": True, "draft_sample_method": "random"}, "greedy"),
     ]
     hash_sensitive_options = [({}, {"draft_lm_head_quantization": "fp8"}), ({}, {"use_local_argmax_reduction": True})]
@@ -78,9 +77,9 @@ class TestExtractHiddenStatesConformance(SpeculatorConformance):
         "proposes_draft_tokens": False,
         "draft_kv_depends_on_next_token": False,
     }
-    valid_options = [{"eagle_aux_hidden_state_layer_ids": [0, 1]}]
+    valid_options = [{"eagle_aux_hidden_state_layer_ids": [1, 2]}]
     invalid_options = [
         ({"parallel_drafting": True}, "parallel_drafting"),
         ({"eagle_aux_hidden_state_layer_ids": [-1]}, "eagle_aux_hidden_state_layer_ids"),
     ]
-    hash_sensitive_options = [({"eagle_aux_hidden_state_layer_ids": [0, 1]}, {"eagle_aux_hidden_state_layer_ids": [1, 0]})]
+    hash_sensitive_options = [({"eagle_aux_hidden_state_layer_ids": [1, 2]}, {"eagle_aux_hidden_state_layer_ids": [2, 1]})]

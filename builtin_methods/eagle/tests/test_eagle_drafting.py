@@ -6,10 +6,12 @@ returns the target's states."""
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specpath.engine.llm import LLM
 from specpath.engine.request import SamplingParams
-from specpath_drafting.numerics import sharded_argmax
+from specpath_drafting.numerics import NVFP4_BLOCK, nvfp4_weight, sharded_argmax
 from specpath_drafting.testing import (
     TINY_PROMPTS,
     baseline_tokens,
@@ -74,7 +76,8 @@ def test_greedy_output_equals_the_baseline(setup, k, prefix_caching):
         assert metrics.num_cached_tokens > 0
 
 
-@pytest.mark.parametrize("options", [{"draft_lm_head_quantization": "fp8"}, {"use_local_argmax_reduction": True,
+@pytest.mark.parametrize("options", [{"draft_lm_head_quantization": "fp8"}, {"draft_lm_head_quantization": "nvfp4"},
+                                     {"use_local_argmax_reduction": True,
                                                                              "draft_tensor_parallel_size": 1}])
 def test_head_options_keep_the_output(setup, options):
     engine = llm(setup, spec_for(setup, 3, **options))
@@ -88,6 +91,32 @@ def test_fp8_head_rounds_the_shared_head(setup):
     weight = target.lm_head.weight
     assert head._quantized_head is not None and not torch.equal(head._quantized_head, weight)
     assert torch.allclose(head._quantized_head, weight, rtol=0.07, atol=1e-6)
+
+
+def test_nvfp4_head_rounds_the_shared_head_through_e2m1_blocks(setup):
+    root, target, _, _ = setup
+    engine = make_engine(target, resolve(spec_for(setup, 2, draft_lm_head_quantization="nvfp4"), root / "target"))
+    head = engine.runner.speculator.head
+    weight = target.lm_head.weight
+    assert torch.equal(head._quantized_head, nvfp4_weight(weight)) and not torch.equal(head._quantized_head, weight)
+
+
+@given(st.integers(1, 5), st.integers(1, 40), st.integers(0, 2**31 - 1))
+@settings(max_examples=40, deadline=None)
+def test_nvfp4_weight_is_blockwise_e2m1(rows, cols, seed):
+    w = torch.randn(rows, cols, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 3
+    q = nvfp4_weight(w)
+    assert q.shape == w.shape and q.dtype == w.dtype
+    assert torch.equal(nvfp4_weight(q), q) or torch.allclose(nvfp4_weight(q), q)  # idempotent on its own grid
+    for r in range(rows):
+        for start in range(0, cols, NVFP4_BLOCK):
+            block, got = w[r, start:start + NVFP4_BLOCK], q[r, start:start + NVFP4_BLOCK]
+            amax = block.abs().max()
+            assert (got - block).abs().max() <= amax / 6 + 1e-9 + amax * 0.07  # within one e2m1 step (+ scale rounding)
+            assert (got.abs() <= amax * 1.07 + 1e-9).all()
+            nonzero = got[got != 0].abs()
+            if len(nonzero):  # every element is scale x an e2m1 value: at most 8 magnitudes per block
+                assert len(torch.unique(nonzero)) <= 7
 
 
 def test_sharded_argmax_equals_argmax_with_ties():
@@ -135,7 +164,7 @@ def test_sampled_output_follows_the_target_distribution(tmp_path):
 
 def test_extract_hidden_states_returns_the_target_states(setup):
     root, target, _, _ = setup
-    spec = resolve({"method": "extract_hidden_states", "eagle_aux_hidden_state_layer_ids": [0, 2]}, root / "target")
+    spec = resolve({"method": "extract_hidden_states", "eagle_aux_hidden_state_layer_ids": [1, 2]}, root / "target")
     engine = make_engine(target, spec, max_num_batched_tokens=16)
     requests, metrics = engine.generate(PROMPTS[:2], SamplingParams(max_tokens=6, ignore_eos=True))
     assert metrics.num_draft_tokens == 0
@@ -143,6 +172,6 @@ def test_extract_hidden_states_returns_the_target_states(setup):
     for r in requests:
         got = speculator.pop_hidden_states(r.req_id)
         ids = (list(r.prompt_token_ids) + list(r.output_token_ids))[: got.shape[0]]
-        want = target(torch.tensor(ids), torch.arange(len(ids)), hidden_layers=(0, 2)).hidden_states
+        want = target(torch.tensor(ids), torch.arange(len(ids)), hidden_layers=(0, 1)).hidden_states  # entering layers 1, 2
         assert got.shape[0] >= len(r.prompt_token_ids)
         assert torch.allclose(got, want, atol=1e-9)

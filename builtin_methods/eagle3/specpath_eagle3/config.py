@@ -15,9 +15,10 @@ from typing import Any
 
 import attrs
 
+from specpath.config.parallel_drafting import parallel_drafting_token_id
 from specpath.config.shipped import DEFAULT_VARIANT, EMBEDDED_TARGET, SMOLLM2_135M, ShippedCheckpoint
 from specpath.errors import SpeculativeConfigError
-from specpath_drafting.config import HeadSpeculatorConfig, resolve_aux_layer_ids
+from specpath_drafting.config import HeadSpeculatorConfig, check_aux_layer_ids, resolve_aux_layer_ids
 
 EAGLE3_HEAD = Path(__file__).resolve().parent / "heads" / "eagle3-byte-llama"
 """The EAGLE-3 head (chain drafting, TTT) trained for the embedded default target."""
@@ -28,6 +29,14 @@ PEAGLE_HEAD = Path(__file__).resolve().parent / "heads" / "peagle-byte-llama"
 EAGLE3_SMOLLM2_HEAD = Path(__file__).resolve().parent / "heads" / "eagle3-smollm2"
 """The EAGLE-3 chain head trained for SmolLM2-135M-Instruct (4,096-token draft vocabulary; no
 P-EAGLE head is shipped for it)."""
+
+
+def is_peagle_head(hf_config: Any) -> bool:
+    """A head trained for parallel drafting: specpath's ``parallel_drafting: true``, a published
+    P-EAGLE head's mask token (``ptd_token_id``, ``pard_token``) or SpecForge's architecture."""
+    archs = [str(a) for a in hf_config.get("architectures") or ()]
+    return (hf_config.get("parallel_drafting") is True or parallel_drafting_token_id(hf_config) is not None
+            or "PEagleDraftModel" in archs)
 
 
 @attrs.frozen(kw_only=True)
@@ -70,6 +79,7 @@ class Eagle3SpeculatorConfig(HeadSpeculatorConfig):
     @classmethod
     def verify(cls, spec: Any) -> None:
         super().verify(spec)
+        check_aux_layer_ids(spec)
         ids = spec.eagle_aux_hidden_state_layer_ids
         draft = spec.draft_model_config
         taps = None if draft is None else draft.hf_config.get("num_taps", 3)
@@ -79,10 +89,11 @@ class Eagle3SpeculatorConfig(HeadSpeculatorConfig):
                 field="speculative_config.eagle_aux_hidden_state_layer_ids",
                 value=list(ids),
             )
-        if spec.parallel_drafting and draft is not None and not draft.hf_config.get("parallel_drafting", False):
+        if spec.parallel_drafting and draft is not None and not is_peagle_head(draft.hf_config):
             raise SpeculativeConfigError(
-                f"the EAGLE-3 head {spec.model!r} has no P-EAGLE mask parameters (config.json "
-                "parallel_drafting is not true); train one with the P-EAGLE loss",
+                f"the EAGLE-3 head {spec.model!r} has no P-EAGLE mask parameters (config.json has neither "
+                "parallel_drafting: true nor a mask token: ptd_token_id / pard_token); train one with the "
+                "P-EAGLE loss",
                 field="speculative_config.parallel_drafting",
                 value=True,
             )

@@ -22,7 +22,7 @@ from specpath_drafting.heads import Embed, HiddenStateHead
 from specpath.modeling.layers import DraftLayer
 from specpath_drafting.heads import HeadConfig
 from specpath.modeling.norm import RMSNorm
-from specpath_drafting.numerics import fp8_weight
+from specpath_drafting.numerics import quantized_weight
 
 
 class Eagle3Head(HiddenStateHead):
@@ -93,7 +93,5 @@ class Eagle3Head(HiddenStateHead):
         return out
 
     def quantize_lm_head(self, method: str) -> None:
-        if method != "fp8":
-            raise ValueError(f"draft_lm_head_quantization={method!r} is not implemented; allowed: fp8")
         with torch.no_grad():
-            self.lm_head.weight.copy_(fp8_weight(self.lm_head.weight))
+            self.lm_head.weight.copy_(quantized_weight(self.lm_head.weight, method))

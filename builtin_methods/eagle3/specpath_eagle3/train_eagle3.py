@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specpath_drafting.config import default_aux_layer_ids
+from specpath_drafting.config import default_aux_layer_ids, engine_layers
 from specpath_drafting.heads import HeadConfig, save_head
 from specpath_drafting.training import (
     add_data_arguments,
@@ -128,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     out, log = start_run(args)
     config, emb_w, norm_w, head_w = load_target_parts(args.target)
     n = config["num_hidden_layers"]
-    aux = default_aux_layer_ids(n)
-    layers = (*aux, n - 1)
+    aux = default_aux_layer_ids(n)  # vLLM convention: the state entering layer i
+    layers = (*engine_layers(aux), n - 1)
     log(f"eagle3: target {args.target} taps {aux} (+ final {n - 1} for the targets) args {vars(args)}")
     tokens, taps = training_features(args, layers, log)
     held = args.heldout_windows

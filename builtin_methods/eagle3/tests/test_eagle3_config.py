@@ -18,7 +18,7 @@ def files(tmp_path_factory):
     target = tiny_target(root / "target", num_layers=6)
     chain = random_head(Eagle3Head, target, root / "chain", seed=1)
     parallel = random_head(Eagle3Head, target, root / "parallel", seed=2, parallel_drafting=True, draft_vocab_size=40,
-                           aux_layer_ids=(0, 3, 4))
+                           aux_layer_ids=(1, 3, 4))
     return root / "target", chain, parallel
 
 
@@ -37,12 +37,12 @@ def test_aux_taps_resolution_and_hash(files):
     target, chain, parallel = files
     base = {"method": "eagle3", "num_speculative_tokens": 3}
     default = resolve({**base, "model": str(chain)}, target)
-    assert default.eagle_aux_hidden_state_layer_ids == (1, 2, 4)  # low/mid/high of 6 layers
-    assert resolve({**base, "model": str(chain)}).eagle_aux_hidden_state_layer_ids == (1, 2, 4)  # from the head
+    assert default.eagle_aux_hidden_state_layer_ids == (2, 3, 5)  # entering layers 2, 3, 5 of 6
+    assert resolve({**base, "model": str(chain)}).eagle_aux_hidden_state_layer_ids == (2, 3, 5)  # from the head
     trained = resolve({**base, "model": str(parallel)}, target)
-    assert trained.eagle_aux_hidden_state_layer_ids == (0, 3, 4)  # what the head was trained on
-    given = resolve({**base, "model": str(chain), "eagle_aux_hidden_state_layer_ids": [0, 3, 4]}, target)
-    assert given.eagle_aux_hidden_state_layer_ids == (0, 3, 4)
+    assert trained.eagle_aux_hidden_state_layer_ids == (1, 3, 4)  # what the head was trained on
+    given = resolve({**base, "model": str(chain), "eagle_aux_hidden_state_layer_ids": [1, 3, 4]}, target)
+    assert given.eagle_aux_hidden_state_layer_ids == (1, 3, 4)
     assert given.compute_hash() != default.compute_hash()
     assert given.speculator_config.uses_aux_hidden_states
 
@@ -55,7 +55,7 @@ def test_eagle3_checks(files):
     with pytest.raises(SpeculativeConfigError, match="mask parameters"):
         resolve({**base, "model": str(chain), "parallel_drafting": True}, target)
     with pytest.raises(SpeculativeConfigError, match="eagle_aux_hidden_state_layer_ids"):
-        resolve({**base, "model": str(chain), "eagle_aux_hidden_state_layer_ids": [1, 2, 6]}, target)
+        resolve({**base, "model": str(chain), "eagle_aux_hidden_state_layer_ids": [1, 2, 7]}, target)
 
 
 def test_head_dtype_rule_uses_the_heads_own_lm_head(tmp_path, files):

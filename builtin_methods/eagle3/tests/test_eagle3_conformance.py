@@ -34,19 +34,21 @@ class Eagle3Conformance(SpeculatorConformance):
     }
     valid_options = [
         {"draft_lm_head_quantization": "fp8"},
+        {"draft_lm_head_quantization": "nvfp4"},
         {"use_local_argmax_reduction": True},
-        {"eagle_aux_hidden_state_layer_ids": [0, 1, 1]},
+        {"eagle_aux_hidden_state_layer_ids": [1, 2, 2]},
         {"draft_sample_method": "random"},
     ]
     invalid_options = [
-        ({"eagle_aux_hidden_state_layer_ids": [0, 1]}, "fuses exactly 3"),
-        ({"eagle_aux_hidden_state_layer_ids": [0, 1, -1]}, "eagle_aux_hidden_state_layer_ids"),
-        ({"draft_lm_head_quantization": "nvfp4"}, "draft_lm_head_quantization"),
+        ({"eagle_aux_hidden_state_layer_ids": [1, 2]}, "fuses exactly 3"),
+        ({"eagle_aux_hidden_state_layer_ids": [1, 2, -1]}, "eagle_aux_hidden_state_layer_ids"),
+        ({"eagle_aux_hidden_state_layer_ids": [0, 1, 2]}, "entering decoder layer i"),
         ({"index_share_for_mtp_iteration": True}, "index_share_for_mtp_iteration"),
     ]
     hash_sensitive_options = [
-        ({"eagle_aux_hidden_state_layer_ids": [0, 1, 1]}, {"eagle_aux_hidden_state_layer_ids": [1, 1, 0]}),
+        ({"eagle_aux_hidden_state_layer_ids": [1, 2, 2]}, {"eagle_aux_hidden_state_layer_ids": [2, 2, 1]}),
         ({}, {"draft_lm_head_quantization": "fp8"}),
+        ({"draft_lm_head_quantization": "fp8"}, {"draft_lm_head_quantization": "nvfp4"}),
     ]
 
 

@@ -1,5 +1,8 @@
 """The EAGLE-3 and P-EAGLE heads shipped in the package, on the embedded default target."""
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -16,7 +19,7 @@ def test_shipped_heads_and_demo_config(tmp_path):
     assert EAGLE3_HEAD.is_dir() and PEAGLE_HEAD.is_dir(), "a shipped head is missing from the package"
     chain = resolve({"method": "eagle3", "num_speculative_tokens": 4}, default_model_path())
     assert chain.model == str(EAGLE3_HEAD) and chain.speculator_config.max_num_new_slots_for_drafting == 0
-    assert chain.eagle_aux_hidden_state_layer_ids == (1, 2, 4)
+    assert chain.eagle_aux_hidden_state_layer_ids == (2, 3, 5)  # the states entering layers 2, 3, 5
     spec = resolve({"method": "eagle3", "num_speculative_tokens": 4, "parallel_drafting": True})
     assert spec.model == str(PEAGLE_HEAD) and spec.speculator_config.max_num_new_slots_for_drafting == 3
     tiny_target(tmp_path / "other")
@@ -37,6 +40,32 @@ def test_shipped_heads_on_the_default_model(parallel):
     assert llm.metrics.mean_acceptance_length > 1.3
 
 
+DRAFTS_BEFORE = Path(__file__).parent / "data" / "shipped_drafts_before.json"
+"""Every draft the shipped heads proposed (2 demo prompts, 24 tokens, K=4) when their
+config.json still named taps by layer *output* ([1, 2, 4]); recorded before the remap to the
+vLLM/SGLang convention (the state *entering* layer i: [2, 3, 5])."""
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_remapped_layer_ids_give_the_same_drafts(parallel):
+    torch.set_num_threads(1)
+    llm = LLM(None, {"method": "eagle3", "num_speculative_tokens": 4, "parallel_drafting": parallel}, num_threads=1)
+    speculator = llm.engine.runner.speculator
+    assert speculator.hidden_state_layers == (1, 2, 4)  # engine capture points: unchanged
+    drafts, propose = [], speculator.propose
+
+    def recording(batch):
+        proposal = propose(batch)
+        drafts.append([int(t) for t in proposal.token_ids.tolist()])
+        return proposal
+
+    speculator.propose = recording
+    outputs = llm.generate(list(DEMO_PROMPTS[:2]), SamplingParams(max_tokens=24, ignore_eos=True))
+    before = json.loads(DRAFTS_BEFORE.read_text())["peagle" if parallel else "eagle3"]
+    assert drafts == before["drafts"]
+    assert [list(o.token_ids) for o in outputs] == before["outputs"]
+
+
 def test_the_smollm2_head_is_the_default_for_smollm2(tmp_path):
     from specpath_drafting.testing import smollm2_config_dir
     from specpath_eagle3.config import EAGLE3_SMOLLM2_HEAD
@@ -44,7 +73,7 @@ def test_the_smollm2_head_is_the_default_for_smollm2(tmp_path):
     target = smollm2_config_dir(tmp_path / "smollm2")
     spec = resolve({"method": "eagle3", "num_speculative_tokens": 4}, target)
     assert spec.model == str(EAGLE3_SMOLLM2_HEAD)
-    assert spec.eagle_aux_hidden_state_layer_ids == (1, 14, 26)  # what it was trained on
+    assert spec.eagle_aux_hidden_state_layer_ids == (2, 15, 27)  # trained on the outputs of layers 1, 14, 26
     assert spec.draft_model_config.hf_config["draft_vocab_size"] == 4096
     with pytest.raises(SpeculativeConfigError, match="speculative_config.model"):  # no P-EAGLE head for it
         resolve({"method": "eagle3", "num_speculative_tokens": 4, "parallel_drafting": True}, target)

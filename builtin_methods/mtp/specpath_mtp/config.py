@@ -23,14 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import attrs
 
 from specpath.config.shipped import EMBEDDED_TARGET, ShippedCheckpoint
 from specpath.errors import SpeculativeConfigError
-from specpath.methods import MTPModelTypes
 from specpath_drafting.config import HiddenStateDrafterConfig
+from specpath_mtp.recognise import MTP_MODEL_TYPES, mtp_layer_count  # noqa: F401 (MTP_MODEL_TYPES re-exported)
 
 CHECKPOINTS_DIR = Path(__file__).resolve().parent / "checkpoints"
 """Trained MTP modules for specpath's embedded default target (package data)."""
@@ -39,13 +39,16 @@ MTP1 = CHECKPOINTS_DIR / "mtp1"
 MTP3 = CHECKPOINTS_DIR / "mtp3"
 """Three modules (``n_predict`` 3), module k drafting token k."""
 
-MTP_MODEL_TYPES = frozenset(get_args(MTPModelTypes))
-"""``model_type`` values of MTP checkpoints (``mtp`` and the article's aliases)."""
 
 
 def declared_modules(config: Mapping[str, Any]) -> int:
-    """MTP modules a checkpoint config declares: ``num_nextn_predict_layers``, else
-    ``n_predict`` (0 when neither is a positive int)."""
+    """MTP modules a checkpoint config declares: a recognised MTP checkpoint's layer count
+    (``num_nextn_predict_layers``, ``mtp_num_hidden_layers``, ... top-level or nested; 1 when
+    its type gives none), else ``num_nextn_predict_layers`` / ``n_predict`` (0 when neither is
+    a positive int)."""
+    count = mtp_layer_count(config)
+    if count > 0:
+        return count
     for key in ("num_nextn_predict_layers", "n_predict"):
         value = config.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -119,11 +122,6 @@ class MTPSpeculatorConfig(HiddenStateDrafterConfig):
         existing = draft.hf_overrides
         overrides = [] if existing is None else list(existing) if isinstance(existing, (list, tuple)) else [existing]
         return attrs.evolve(draft, hf_overrides=[*overrides, {"n_predict": n}], max_model_len=spec.max_model_len)
-
-    @classmethod
-    def matches(cls, checkpoint: Any) -> bool:
-        """An MTP checkpoint says so in ``model_type`` (``mtp``, ``deepseek_mtp``, ...)."""
-        return checkpoint.model_type in MTP_MODEL_TYPES
 
     @classmethod
     def specialize(cls, spec: Any) -> type:

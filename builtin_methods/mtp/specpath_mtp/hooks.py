@@ -19,9 +19,11 @@ def specpath_register_methods(register):
 
 @hookimpl
 def specpath_detect_method(checkpoint):
-    """Recognise an MTP checkpoint: it says so in ``model_type`` (``mtp``, ``deepseek_mtp``, ...)."""
-    from specpath_mtp.config import MTPSpeculatorConfig
+    """Recognise an MTP checkpoint from its own ``config.json``: an ``*_mtp`` ``model_type``, or
+    a target that carries MTP layers (DeepSeek-V3, GLM-4.5, MiMo, Qwen3-Next, ...), renamed as
+    vLLM renames it (``specpath_mtp.recognise``)."""
+    from specpath_mtp.recognise import mtp_type
 
     if checkpoint is None:
         return None
-    return "mtp" if MTPSpeculatorConfig.matches(checkpoint) else None
+    return "mtp" if mtp_type(checkpoint.config) is not None else None

@@ -139,9 +139,14 @@ def save_mtp_checkpoint(modules: Sequence[MTPModule], path: str | Path, target_c
 def read_config(path: str | Path) -> dict[str, Any]:
     config_path = Path(path) / "config.json"
     try:
-        return json.loads(config_path.read_text(encoding="utf-8"))
+        raw = json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"{config_path}: cannot read the MTP checkpoint's config: {exc}") from None
+    if isinstance(raw, dict):
+        from specpath.modeling.memory import require_config_memory
+
+        require_config_memory(raw, str(config_path), "the MTP modules")
+    return raw
 
 
 def load_mtp_modules(path: str | Path, *, embed_tokens=None, lm_head=None) -> list[MTPModule]:
@@ -152,8 +157,11 @@ def load_mtp_modules(path: str | Path, *, embed_tokens=None, lm_head=None) -> li
     config = read_config(path)
     modules = build_modules(config, embed_tokens=embed_tokens, lm_head=lm_head)
     weights = Path(path) / "model.safetensors"
-    if not weights.is_file():
+    if not weights.exists():
         raise ValueError(f"{weights}: missing (the MTP checkpoint has no weights)")
+    from specpath.modeling.checkpoint import CheckpointError, check_safetensors_header
+
+    check_safetensors_header(weights)  # framing and float dtypes, one line naming the file
     with safe_open(str(weights), framework="pt") as f:
         names = [k for k in f.keys() if k.startswith(PREFIX)]
         for i, module in enumerate(modules):
@@ -169,6 +177,8 @@ def load_mtp_modules(path: str | Path, *, embed_tokens=None, lm_head=None) -> li
                 tensor = f.get_tensor(prefix + name)
                 if tuple(tensor.shape) != tuple(shape):
                     raise ValueError(f"{weights}: {prefix + name} has shape {tuple(tensor.shape)}, expected {tuple(shape)}")
+                if not bool(torch.isfinite(tensor).all()):
+                    raise CheckpointError(f"{weights}: tensor {prefix + name!r} has NaN or infinite values")
                 state[name] = tensor
             module.load_state_dict(state, strict=False)
     return modules

@@ -9,7 +9,6 @@ until the target model is known, because resolution needs the target's configs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -27,34 +26,26 @@ LEGACY_FLAGS: dict[str, str] = {
 
 
 def load_speculative_config_text(text: str) -> dict[str, Any]:
-    """Parse ``--speculative-config``: a JSON object, or ``@path`` to a .json/.yaml/.yml file."""
+    """Parse ``--speculative-config``: a JSON object, or ``@path`` to a .json/.yaml/.yml file.
+
+    Files and text are read through :mod:`specpath.config.loading`, so a FIFO, a device, a huge
+    or non-UTF-8 file, an alias bomb, duplicate keys or absurd nesting is one line, never a hang,
+    a memory blow-up or a traceback."""
+    from specpath.config.loading import parse_json, parse_yaml, read_config_file
+
     source = "--speculative-config"
     if text.startswith("@"):
         path = text[1:]
-        source = path
         ext = os.path.splitext(path)[1].lower()
         if ext not in (".json", ".yaml", ".yml"):
             raise SpeculativeConfigError(
                 "a config file must end in .json, .yaml or .yml", field="--speculative-config", value=text
             )
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise SpeculativeConfigError(f"cannot read file: {exc.strerror}", field="--speculative-config", value=path) from None
+        text = read_config_file(path, source)
+        source = path
         if ext != ".json":
-            import yaml
-
-            try:
-                data = yaml.safe_load(text)
-            except yaml.YAMLError as exc:
-                raise SpeculativeConfigError(f"invalid YAML: {exc}", field=source) from None
-            return _require_mapping(data, source)
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise SpeculativeConfigError(f"invalid JSON: {exc}", field=source) from None
-    return _require_mapping(data, source)
+            return _require_mapping(parse_yaml(text, source), source)
+    return _require_mapping(parse_json(text, source), source)
 
 
 def _require_mapping(data: Any, source: str) -> dict[str, Any]:
@@ -114,6 +105,9 @@ def create_speculative_config(
     elif speculative_config is None:
         data = {}
     elif isinstance(speculative_config, Mapping):
+        from specpath.config.loading import check_shape
+
+        check_shape(speculative_config, "speculative_config")
         data = dict(speculative_config)
     else:
         raise SpeculativeConfigError(

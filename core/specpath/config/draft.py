@@ -18,6 +18,7 @@ from specpath.config.model import (
     AttentionConfig,
     CacheConfig,
     KernelConfig,
+    LoadConfig,
     ModelConfig,
     ParallelConfig,
     _override_list,
@@ -54,6 +55,7 @@ def build_draft_model_config(spec: SpeculativeConfig) -> ModelConfig:
         max_model_len=spec.max_model_len,
         spec_target_max_model_len=None if target is None else target.max_model_len,
         hf_overrides=None if target is None else compose_draft_hf_overrides(target.hf_overrides),
+        load_config=spec.draft_load_config or (LoadConfig() if target is None else target.load_config),
         **inherited,
     )
 
@@ -73,10 +75,14 @@ def maybe_raise_draft_max_position_embeddings(
 
 
 def resolve_num_speculative_tokens(k: int | None, draft: ModelConfig | None) -> int | None:
-    """K from the checkpoint's ``n_predict`` when not given; a larger K must be a multiple of
-    it (the modules are reused in turn)."""
+    """K from the checkpoint's ``n_predict`` (else a speculators checkpoint's proposal) when
+    not given; a larger K must be a multiple of ``n_predict`` (the modules are reused in turn)."""
     n_predict = None if draft is None else draft.hf_config.get("n_predict")
     if not isinstance(n_predict, int) or isinstance(n_predict, bool) or n_predict < 1:
+        if k is None and draft is not None:
+            from specpath.config.speculators import declared_num_speculative_tokens
+
+            return declared_num_speculative_tokens(draft.hf_config)
         return k
     if k is None:
         return n_predict

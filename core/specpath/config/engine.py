@@ -44,18 +44,19 @@ class RunnerCapabilities:
     """The runner clips every speculator's drafts to the step's K itself (V2)."""
     full_graph_with_dynamic_k: bool
     """A full CUDA graph stays valid when K changes from step to step."""
-    dynamic_k_methods: frozenset[str] = frozenset()
-    """Base methods whose speculators this runner knows handle a per-step K (when it does not
-    trim centrally)."""
+    dynamic_k_methods: frozenset[str] | None = None
+    """When the runner does not trim centrally: the base methods whose proposers it knows
+    handle a per-step K (the article's V1 whitelist); None defers to each speculator's
+    ``supports_variable_draft_length``."""
     dynamic_k_with_data_parallel: bool = False
     """DP ranks may choose different K without diverging."""
 
     def supports_dynamic_k(self, speculator_cls: type) -> bool:
-        return (
-            self.trims_drafts_centrally
-            or speculator_cls.supports_variable_draft_length
-            or speculator_cls.base_method in self.dynamic_k_methods
-        )
+        if self.trims_drafts_centrally:
+            return True
+        if self.dynamic_k_methods is not None:
+            return speculator_cls.base_method in self.dynamic_k_methods
+        return bool(speculator_cls.supports_variable_draft_length)
 
 
 RUNNER_PRESETS: dict[str, RunnerCapabilities] = {
@@ -147,8 +148,13 @@ class EngineConfig:
     ) -> EngineConfig:
         """Build the target ModelConfig (local checkpoint) and resolve the speculative config
         against it. ``speculative_config`` may be a dict, a JSON string or ``@file.yaml``."""
-        from specpath.config.args import create_speculative_config
+        from specpath.config.args import create_speculative_config, load_speculative_config_text
+        from specpath.config.speculators import maybe_override_with_speculators
 
+        if isinstance(model, str) and not isinstance(speculative_config, SpeculativeConfig):
+            if isinstance(speculative_config, str):
+                speculative_config = load_speculative_config_text(speculative_config)
+            model, speculative_config = maybe_override_with_speculators(model, speculative_config)
         model_config = model if isinstance(model, ModelConfig) else ModelConfig(model=model)
         parallel_config = parallel_config or ParallelConfig()
         if not isinstance(speculative_config, SpeculativeConfig):

@@ -25,6 +25,7 @@ import attrs
 
 from specpath.config.checkpoint import load_hf_config
 from specpath.errors import SpeculativeConfigError
+from specpath.hub import resolve_model_path
 
 CACHE_ONLY_ROPE_TYPES = frozenset({"default", "linear", "llama3", "ntk", "proportional"})
 """RoPE types whose ``max_position_embeddings`` only sizes the cos/sin cache; raising it
@@ -200,6 +201,8 @@ class LoadConfig:
 
     load_format: Literal["auto", "safetensors"] = "auto"
     download_dir: str | None = None
+    """The Hugging Face hub cache that hub ids are read from (default: ``HF_HUB_CACHE`` /
+    ``HF_HOME/hub`` / ``~/.cache/huggingface/hub``); nothing is ever downloaded into it."""
 
 
 @attrs.frozen(kw_only=True)
@@ -221,7 +224,9 @@ class ModelConfig:
     """One model read from a local Hugging Face checkpoint directory."""
 
     model: str
-    """Local checkpoint directory (``config.json`` + ``model.safetensors``)."""
+    """Local checkpoint directory (``config.json`` + ``model.safetensors``), or a hub id
+    (``org/name``) read from the local Hugging Face cache (resolved to its snapshot
+    directory; the id is kept in ``model_weights``)."""
     model_weights: str | None = None
     """Where the weights came from if ``model`` was rewritten (e.g. to a cache dir);
     defaults to ``model``. MTP drafts default to this path."""
@@ -246,11 +251,20 @@ class ModelConfig:
     """For a draft: the target's ``max_model_len``."""
     hf_overrides: Any = attrs.field(default=None, eq=False)
     """Dict (deep-merged), callable ``f(config) -> config``, or a list of them."""
+    load_config: LoadConfig = attrs.field(factory=LoadConfig)
+    """How this model's weights are read (its hub cache: ``download_dir``). A draft inherits
+    the target's unless ``speculative_config.draft_load_config`` is given."""
     hf_config: HFConfig = attrs.field(init=False, repr=False, hash=False)
     """``config.json`` after ``hf_overrides``."""
 
     def __attrs_post_init__(self) -> None:
         owner = "speculative_config" if self.runner == "draft" else "model_config"
+        local = resolve_model_path(self.model, self.revision, field=f"{owner}.model",
+                                   cache_dir=self.load_config.download_dir)
+        if local != self.model:  # a hub id: read its cached snapshot, remember where it came from
+            if self.model_weights is None:
+                object.__setattr__(self, "model_weights", self.model)
+            object.__setattr__(self, "model", local)
         raw = load_hf_config(self.model, field=f"{owner}.model")
         data = apply_hf_overrides(raw, self.hf_overrides)
         _check_hf_numbers(data, f"{owner}.model", self.model)

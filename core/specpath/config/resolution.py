@@ -11,8 +11,11 @@ its own entries to the trace that ``specpath explain`` shows:
    (``deepseek_mtp`` -> ``mtp``); unknown names fail with every known name and the closest one;
 3. ``detect`` - with no method but a draft checkpoint: the ``specpath_detect_method`` hook
    (the checkpoint's declared ``speculator_config_class`` first, then each plugin's own
-   recognition, path hints last), else draft_model;
-4. ``class`` - the config class (loading only the plugin that provides the method);
+   recognition, path hints last), else draft_model; a hub id ``model`` (``org/name``) is first
+   read from the local Hugging Face cache (:mod:`specpath.hub`);
+4. ``class`` - the config class (loading only the plugin that provides the method); with a
+   requested method, a checkpoint that another plugin recognises from its ``config.json`` must
+   be one the class accepts (``accepts_checkpoint_of``), else one line naming both;
 5. ``default_model`` and ``configure`` - the class hooks' returned field updates are applied;
 6. ``specialize`` - the checkpoint-declared class (which must agree with the requested
    method) or the class's ``specialize``;
@@ -48,6 +51,7 @@ from specpath.config.speculative import KIND as _KIND
 from specpath.config.speculative import METHOD_SPECIFIC_OPTIONS, supports_option
 from specpath.config.speculator import SpeculatorConfig
 from specpath.errors import SpeculativeConfigError, closest_match, humanize_structuring_error
+from specpath.hub import is_hub_id, resolve_model_path
 from specpath.methods import BUILTIN_METHODS, NGRAM_MODEL_NAMES, normalize_method
 
 
@@ -270,6 +274,19 @@ class Resolution:
                 raise lookup.unknown_method_error(method)
         self.set(method=method, custom_method=custom)
 
+    def step_hub(self) -> None:
+        """A hub id ``model`` becomes its snapshot directory in the local cache (the target's
+        ``load_config.download_dir``, else the default cache); never a download."""
+        spec = self.spec
+        if spec.draft_model_config is None and is_hub_id(spec.model):
+            target = spec.target_model_config
+            cache = None if target is None else target.load_config.download_dir
+            if spec.draft_load_config is not None:
+                cache = spec.draft_load_config.download_dir or cache
+            local = resolve_model_path(spec.model, spec.revision, field="speculative_config.model", cache_dir=cache)
+            self.note("hub", f"hub id {spec.model!r} read from the local cache: {local}")
+            self.set(model=local)
+
     def step_detect(self) -> None:
         """No method yet: ask the ``specpath_detect_method`` hook about the draft checkpoint."""
         if self.spec.method is not None:
@@ -315,6 +332,33 @@ class Resolution:
             cls = registration.config_class
             self.note("class", f"{cls.qualname()} (bound to {spec.method!r} by {registration.origin})")
         self.config_class = cls
+
+    def step_agree(self) -> None:
+        """A requested method and a checkpoint that says, in its ``config.json``, that it is for
+        another method: one line naming both (path hints are not asked: they are guesses). The
+        declared class is checked in ``specialize``; a class may accept another plugin's
+        checkpoints (``accepts_checkpoint_of``: DSpark on a DeepSeek-V4 target with MTP layers)."""
+        spec = self.spec
+        if self.declared_by_detection is not None or spec.model is None or spec.method in NGRAM_MODEL_NAMES:
+            return
+        checkpoint = self.checkpoint()
+        if checkpoint is None or not checkpoint.config:
+            return
+        detection = plugins.detect_method(DraftCheckpoint(None, checkpoint.config))
+        if detection is None or detection.plugin == DECLARED_PLUGIN or not isinstance(detection.method, str):
+            return
+        custom_cls = lookup.get_custom_speculator_config_class(detection.method)
+        found = custom_cls.base_method if custom_cls is not None else normalize_method(detection.method)
+        if found == spec.method or call_hook(self.config_class, "accepts_checkpoint_of", found, checkpoint):
+            return
+        requested = spec.custom_method or spec.method
+        raise SpeculativeConfigError(
+            f"requested method={requested!r}, but the draft model {spec.model!r} is a {found!r} checkpoint "
+            f"(recognised from its config.json by plugin {detection.plugin!r}); use method {found!r} or drop "
+            "'method', or use a matching checkpoint",
+            field="speculative_config.method",
+            value=requested,
+        )
 
     def step_default_model(self) -> None:
         cls = self.config_class
@@ -401,8 +445,10 @@ class Resolution:
 STEPS: tuple[tuple[str, Callable[[Resolution], None]], ...] = (
     ("input", Resolution.step_input),
     ("method", Resolution.step_method),
+    ("hub", Resolution.step_hub),
     ("detect", Resolution.step_detect),
     ("class", Resolution.step_class),
+    ("agree", Resolution.step_agree),
     ("default_model", Resolution.step_default_model),
     ("configure", Resolution.step_configure),
     ("specialize", Resolution.step_specialize),

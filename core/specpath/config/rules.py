@@ -407,7 +407,8 @@ class _DraftParallel:
 
 @attrs.frozen
 class _AuxLayerRange:
-    """Auxiliary layer ids name layers of the target: 0 <= id < num_hidden_layers."""
+    """Auxiliary layer ids name hidden states of the target as vLLM/SGLang do: id i is the state
+    entering decoder layer i, id N the last layer's output: 0 <= id <= num_hidden_layers."""
 
     def __call__(self, ctx: RuleContext) -> None:
         spec = ctx.spec
@@ -416,9 +417,9 @@ class _AuxLayerRange:
             return
         layers = None if spec.target_model_config is None else spec.target_model_config.num_hidden_layers
         for layer in ids:
-            if layer < 0 or (layers is not None and layer >= layers):
+            if layer < 0 or (layers is not None and layer > layers):
                 raise SpeculativeConfigError(
-                    f"layer ids must be in [0, {layers})" if layers else "layer ids must be >= 0",
+                    f"layer ids must be in [0, {layers}]" if layers else "layer ids must be >= 0",
                     field=_where("eagle_aux_hidden_state_layer_ids"),
                     value=list(ids),
                 )

@@ -45,7 +45,9 @@ what they *return*:
   a resolved ``num_speculative_tokens``...); a subclass merges ``super().configure(spec)``;
 * ``specialize(spec) -> type`` - pick a subclass for this configuration (e.g. multi-module MTP);
 * ``verify(spec) -> None`` - method-specific checks after the generic ones; raise
-  :class:`~specpath.errors.SpeculativeConfigError`.
+  :class:`~specpath.errors.SpeculativeConfigError`;
+* ``accepts_checkpoint_of(method, checkpoint) -> bool`` - with a requested method, whether it
+  can serve a checkpoint another plugin recognised as ``method`` (default: only its own).
 
 A draft checkpoint is recognised (when no method was given) by the plugin's
 ``specpath_detect_method`` hook, not by the config class. Updates are applied before the
@@ -70,6 +72,7 @@ from specpath.config.shipped import (
 from specpath.errors import SpeculativeConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from specpath.config.checkpoint import DraftCheckpoint
     from specpath.config.model import ModelConfig
     from specpath.config.speculative import SpeculativeConfig
 
@@ -208,6 +211,12 @@ class SpeculatorConfig:
     @classmethod
     def configure(cls, spec: SpeculativeConfig) -> Mapping[str, Any]:
         return {}
+
+    @classmethod
+    def accepts_checkpoint_of(cls, method: str, checkpoint: DraftCheckpoint) -> bool:
+        """Whether this method can serve a draft checkpoint that another plugin recognised (from
+        its ``config.json``) as ``method``; by default only its own method's checkpoints."""
+        return method == cls.base_method
 
     @classmethod
     def specialize(cls, spec: SpeculativeConfig) -> type[SpeculatorConfig]:

@@ -21,12 +21,12 @@ from typing import Any
 import attrs
 import torch
 
-from specpath.engine.llm_engine import CacheSettings, LLMEngine, SpeculationSettings
+from specpath.engine.llm_engine import CacheSettings, LLMEngine, RequestFailedError, SpeculationSettings
 from specpath.engine.metrics import SpecMetrics
 from specpath.engine.request import SamplingParams, as_token_lists
 from specpath.engine.scheduler import SchedulerConfig
 
-__all__ = ["LLM", "RequestOutput", "SamplingParams", "SpecMetrics"]
+__all__ = ["LLM", "RequestFailedError", "RequestOutput", "SamplingParams", "SpecMetrics"]
 
 
 
@@ -50,7 +50,9 @@ class RequestOutput:
 def _model_dir(model: str | os.PathLike[str] | None) -> Path:
     from specpath.engine.model import default_model_path
 
-    path = default_model_path() if model is None else Path(model)
+    from specpath.hub import resolve_model_path
+
+    path = default_model_path() if model is None else Path(resolve_model_path(os.fspath(model)))
     if not (path / "config.json").is_file():
         what = "embedded default model" if model is None else "model"
         raise FileNotFoundError(f"{what} not found: {path} has no config.json")
@@ -98,7 +100,9 @@ class LLM:
     """A target model, an optional speculator and the engine that serves them.
 
     Args:
-        model: local HF checkpoint directory; None = the embedded default model.
+        model: local HF checkpoint directory or a hub id in the local Hugging Face cache; None =
+            the embedded default model. A speculators checkpoint serves its verifier with itself
+            as the draft (method and K from its ``speculators_config``, unless given).
         speculative_config: dict, JSON string, ``@file.yaml`` or ``SpeculativeConfig``; None = no
             speculation.
         dtype / device: of the target weights, activations and KV cache (``"auto"``: the checkpoint's).
@@ -108,8 +112,9 @@ class LLM:
         seed: base seed of requests that give none.
         num_threads: set torch's intra-op threads (None leaves them); tiny models run best on 1.
         runner: ``"v2"`` (this runner trims drafts to each step's K centrally) or ``"v1"``.
-        trust_remote_code: allow code named by configuration to run (a ``custom_class``
-            proposer, a draft checkpoint's declared config class).
+        trust_remote_code: allow code named by configuration or shipped with a checkpoint to run
+            (a ``custom_class`` proposer, a checkpoint-declared config class, a tokenizer
+            ``auto_map``); off, nothing from a checkpoint is imported.
     """
 
     def __init__(
@@ -139,6 +144,15 @@ class LLM:
 
         if num_threads is not None:
             torch.set_num_threads(num_threads)
+        from specpath.config.speculative import SpeculativeConfig
+
+        if model is not None and not isinstance(speculative_config, SpeculativeConfig):
+            from specpath.config.args import load_speculative_config_text
+            from specpath.config.speculators import maybe_override_with_speculators
+
+            if isinstance(speculative_config, str):
+                speculative_config = load_speculative_config_text(speculative_config)
+            model, speculative_config = maybe_override_with_speculators(os.fspath(model), speculative_config)
         path = _model_dir(model)
         engine_config = EngineConfig.create(
             ModelConfig(model=str(path), max_model_len=max_model_len, dtype=dtype, seed=seed,
@@ -158,7 +172,7 @@ class LLM:
         self.model_path = path
         torch_dtype = getattr(torch, engine_config.model_config.dtype)  # resolved: "auto" -> the checkpoint's
         self.model = LlamaModel.from_pretrained(path, dtype=torch_dtype, device=device)
-        self.tokenizer = load_tokenizer(path)
+        self.tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code)
         context_len = engine_config.model_config.max_model_len
 
         speculation = None
@@ -212,7 +226,13 @@ class LLM:
         prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
     ) -> list[RequestOutput]:
-        """Generate for each prompt (text or token ids); outputs in prompt order."""
+        """Generate for each prompt (text or token ids); outputs in prompt order.
+
+        A call succeeds or fails as a whole, as in other engines' offline APIs: when a step
+        raises (drafter, sampler or model), every request of the call is aborted, its KV blocks
+        and drafter state freed, and :class:`RequestFailedError` (a ``RuntimeError`` with the
+        original exception as ``__cause__``) is raised; the ``LLM`` stays usable.
+        """
         items = as_token_lists(prompts)
         token_lists = []
         for p in items:

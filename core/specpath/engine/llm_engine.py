@@ -25,6 +25,29 @@ from specpath.engine.scheduler import Scheduler, SchedulerConfig
 from specpath.speculator import BaseSpeculator
 
 
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    text = text if len(text) <= 300 else text[:297] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class RequestFailedError(RuntimeError):
+    """A step failed; its requests were aborted (finish_reason "error") and their blocks freed.
+
+    ``requests`` are the requests that were in the failing step; ``all_requests`` every request
+    of the ``generate`` call (all aborted). The original exception is ``__cause__``; the engine
+    stays usable for later calls.
+    """
+
+    def __init__(self, requests: Sequence[Request], cause: BaseException | None, *,
+                 all_requests: Sequence[Request] = ()) -> None:
+        self.requests = list(requests)
+        self.all_requests = list(all_requests) or self.requests
+        ids = ", ".join(r.req_id for r in self.requests[:8]) + (", ..." if len(self.requests) > 8 else "")
+        what = _one_line(cause) if cause is not None else "unknown error"
+        super().__init__(f"generation failed for request(s) {ids}: {what} (the requests were aborted; the engine is still usable)")
+
+
 @attrs.frozen(kw_only=True)
 class SpeculationSettings:
     """What the engine reads from a resolved speculative configuration."""
@@ -85,6 +108,12 @@ class LLMEngine:
         if num_blocks is None:
             per_request = -(-(base.max_model_len + base.num_lookahead_tokens + k_max + 1) // cache.block_size)
             num_blocks = base.max_num_seqs * per_request
+        # Refuse an impossible pool before the block manager or the cache allocates anything.
+        from specpath.modeling.memory import require_memory
+
+        kv_bytes = (cfg.num_hidden_layers * 2 * num_blocks * cache.block_size * cfg.num_key_value_heads
+                    * cfg.head_dim * next(model.parameters()).dtype.itemsize)
+        require_memory(kv_bytes, f"a KV cache of {num_blocks} blocks (max_model_len={base.max_model_len})", "engine")
         self.model = model
         self.tokenizer = tokenizer
         self.eos_token_ids = tuple(eos_token_ids)
@@ -137,8 +166,10 @@ class LLMEngine:
             raise ValueError(f"prompt token ids must lie in [0, {vocab})")
         n = next(self._ids)
         generator = None
-        if params.temperature > 0:
-            seed = params.seed if params.seed is not None else self.seed * 1_000_003 + n
+        if not isinstance(params, SamplingParams):
+            raise TypeError(f"sampling params must be SamplingParams, got {type(params).__name__}")
+        seed = params.seed if params.seed is not None else (self.seed * 1_000_003 + n) % (1 << 63)
+        if params.samples:
             generator = torch.Generator(device=self.device).manual_seed(seed)
         stop_ids = set(params.stop_token_ids)
         if not params.ignore_eos:
@@ -148,19 +179,23 @@ class LLMEngine:
             prompt_token_ids=prompt,
             params=params,
             generator=generator,
+            seed=seed,
             stop_token_ids=frozenset(stop_ids),
             arrival_time=time.perf_counter(),
         )
         self.scheduler.add_request(request)
         return request
 
-    def abort_request(self, request: Request) -> None:
+    def abort_request(self, request: Request, reason: str = "abort") -> None:
         """Stop ``request`` now: its blocks are freed and the speculator forgets it."""
         if request.is_finished:
             return
-        self.scheduler.finish(request, "abort")
+        self.scheduler.finish(request, reason)
         if self.runner.speculator is not None:
-            self.runner.speculator.remove_request(request.req_id)
+            try:
+                self.runner.speculator.remove_request(request.req_id)
+            except Exception as exc:  # a failing drafter must not keep the engine from cleaning up
+                request.error = request.error or _one_line(exc)
 
     @property
     def has_unfinished(self) -> bool:
@@ -171,7 +206,18 @@ class LLMEngine:
         out = self.scheduler.schedule()
         if not out.scheduled and not out.preempted and self.scheduler.has_unfinished:
             raise RuntimeError("scheduler made no progress: KV cache or token budget too small for the waiting request")
-        return self.runner.execute(out)
+        try:
+            return self.runner.execute(out)
+        except Exception as exc:
+            # A step is all-or-nothing for the requests in it: the failing part (speculator,
+            # sampler, model) cannot be pinned on one request, so each of them is aborted with
+            # its blocks and drafter state freed; every other request and the engine stay usable.
+            failed = [s.request for s in out.scheduled if not s.request.is_finished]
+            line = _one_line(exc)
+            for r in failed:
+                r.error = line
+                self.abort_request(r, "error")
+            raise RequestFailedError(failed, exc) from exc
 
     def generate(
         self, prompts: Sequence[Sequence[int]], params: SamplingParams | Sequence[SamplingParams]
@@ -181,8 +227,18 @@ class LLMEngine:
         if len(per) != len(prompts):
             raise ValueError(f"got {len(per)} SamplingParams for {len(prompts)} prompts")
         start = time.perf_counter()
-        requests = [self.add_request(p, sp) for p, sp in zip(prompts, per)]
-        while self.has_unfinished:
-            self.step()
+        requests: list[Request] = []
+        try:
+            for p, sp in zip(prompts, per):
+                requests.append(self.add_request(p, sp))
+            while self.has_unfinished:
+                self.step()
+        except BaseException as exc:
+            # generate() is one call: when part of it fails, none of it stays queued.
+            for r in requests:
+                self.abort_request(r)
+            if isinstance(exc, RequestFailedError):
+                raise RequestFailedError(exc.requests, exc.__cause__, all_requests=requests) from exc.__cause__
+            raise
         elapsed = time.perf_counter() - start
         return requests, SpecMetrics.total((r.metrics for r in requests), elapsed_s=elapsed)

@@ -318,6 +318,16 @@ class LlamaModel(nn.Module):
             config = LlamaConfig.from_hf_dict(raw)
         except (ValueError, TypeError) as exc:
             raise checkpoint.CheckpointError(f"{Path(path) / checkpoint.CONFIG_NAME}: {exc}") from None
+        source = str(Path(path) / checkpoint.CONFIG_NAME)
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                     "num_key_value_heads", "head_dim", "max_position_embeddings"):
+            value = getattr(config, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise checkpoint.CheckpointError(f"{source}: {name} must be a positive integer, got {value!r:.40}")
+        from specpath.modeling.memory import llama_bytes, require_memory
+
+        itemsize = max(torch.empty((), dtype=dtype).element_size(), 4)  # loaded in float32 first
+        require_memory(llama_bytes(config, itemsize), "the model", source)
         with torch.device("meta"):
             model = cls(config)
         tensors = {**(shared_tensors or {}), **checkpoint.load_state_dict(path)}

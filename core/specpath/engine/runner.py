@@ -23,6 +23,7 @@ from specpath.engine.attention import PagedAttention, build_attention_metadata
 from specpath.engine.kv_cache import FeatureStore, KVCache
 from specpath.engine.request import Request
 from specpath.engine.sampling import sample_tokens
+from specpath.sample.randomness import position_generator
 from specpath.engine.scheduler import ScheduledRequest, Scheduler, SchedulerOutput
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftRequest
 
@@ -251,7 +252,7 @@ class ModelRunner:
         requests = [scheduled[i].request for i in sampling]
         counts = [len(drafts[i]) for i in sampling]
         params = [r.params for r in requests]
-        random_rows = [j for j, p in enumerate(params) if p.temperature > 0]
+        random_rows = [j for j, p in enumerate(params) if p.samples]
         bonus_rows = torch.tensor(
             [sum(counts[: j + 1]) + j for j in range(len(counts))], dtype=torch.int64, device=self.device
         )
@@ -265,7 +266,12 @@ class ModelRunner:
             temperature = torch.tensor([p.temperature for p in params], dtype=torch.float32, device=dev)
             top_k = torch.tensor([p.top_k for p in params], device=dev) if any(p.top_k for p in params) else None
             top_p = torch.tensor([p.top_p for p in params], device=dev) if any(p.top_p < 1 for p in params) else None
-            generators = [r.generator for r in requests]
+            # One generator per request and step, keyed by its seed and the position of the step's
+            # first new token: the numbers never depend on the batch or on other requests' drafts.
+            generators = [
+                position_generator(r.seed, len(r.token_ids), dev) if p.samples else None
+                for r, p in zip(requests, params)
+            ]
             bonus = sample_tokens(bonus_logits, temperature, top_k, top_p, generators, random_rows)
         if not sum(counts):
             return [[t] for t in bonus.tolist()]
@@ -292,7 +298,11 @@ class ModelRunner:
 
     # ------------------------------------------------------------------------------ output
     def _append(self, r: Request, tokens: Sequence[int]) -> str | None:
-        """Append verified tokens, stopping at EOS/stop ids, max_tokens, max_model_len or a stop string."""
+        """Append verified tokens, stopping at EOS/stop ids, max_tokens, max_model_len or a stop string.
+
+        Every check runs after each token, so accepted drafts past a stop are dropped exactly
+        where plain decoding would have stopped: the output never depends on the method.
+        """
         p = r.params
         stop_ids = r.stop_token_ids
         max_len = self.scheduler.config.max_model_len
@@ -301,10 +311,11 @@ class ModelRunner:
                 return "stop"
             r.token_ids.append(t)
             r.metrics.num_generated_tokens += 1
+            hit = bool(p.stop) and self._hit_stop_string(r, 1)
+            if hit:
+                return "stop"
             if r.num_output_tokens >= p.max_tokens or len(r.token_ids) >= max_len:
-                return "length" if not self._hit_stop_string(r, len(tokens)) else "stop"
-        if p.stop and self._hit_stop_string(r, len(tokens)):
-            return "stop"
+                return "length"
         return None
 
     def _hit_stop_string(self, r: Request, num_new: int) -> bool:

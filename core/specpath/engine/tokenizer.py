@@ -74,8 +74,12 @@ class HFTokenizer:
         return self._tok.decode(list(ids), skip_special_tokens=True)
 
 
-def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
-    """The tokenizer a checkpoint directory declares (see the module docstring)."""
+def load_tokenizer(path: str | os.PathLike[str], *, trust_remote_code: bool = False) -> Tokenizer:
+    """The tokenizer a checkpoint directory declares (see the module docstring).
+
+    Code shipped with a checkpoint (``auto_map`` in ``tokenizer_config.json``) is imported only
+    with ``trust_remote_code=True``; otherwise transformers is told so explicitly and refuses
+    instead of asking on the terminal."""
     path = Path(path)
     config_file = path / TOKENIZER_CONFIG_NAME
     config = read_json(config_file, TOKENIZER_CONFIG_NAME) if config_file.is_file() else {}
@@ -89,6 +93,7 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
             f"tokenizer_class={config.get('tokenizer_class')!r}); install transformers to load it"
         ) from None
     try:
-        return HFTokenizer(AutoTokenizer.from_pretrained(str(path), local_files_only=True))
+        hf = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=bool(trust_remote_code))
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: no usable tokenizer ({str(exc).splitlines()[0]})") from None
+    return HFTokenizer(hf)

@@ -1,10 +1,14 @@
 """Per-request random numbers, drawn on the host side before any kernel runs.
 
-A request that needs randomness draws ``K + 1`` uniforms from its own ``torch.Generator``
-(or, when it has none, from torch's default generator) in a fixed order: one per draft
-position for the acceptance coins, then one that picks the corrected token if a draft is
-rejected. The count and order depend only on the request, so a seeded request emits the same
-tokens in every run and whatever else shares its batch. Because the numbers are tensors handed
+A request that needs randomness and has ``K >= 1`` drafts draws ``K + 1`` uniforms from its own
+``torch.Generator`` (or, when it has none, from torch's default generator) in a fixed order: one
+per draft position for the acceptance coins, then one that picks the corrected token if a draft
+is rejected. A request without drafts draws nothing (it only emits its bonus token), so being
+verified beside drafting requests never moves its stream. The count and order depend only on
+the request, so a seeded request emits the same tokens in every run and whatever else shares
+its batch. Engines that keep one generator per request across steps can go further with
+:func:`position_generator`: a fresh generator per step keyed by the request's seed and the
+step's first position, so the numbers depend on nothing else at all. Because the numbers are tensors handed
 to the kernels, the torch and Triton paths consume identical randomness and can be compared
 exactly.
 """
@@ -31,13 +35,32 @@ def resolve_generators(generators: Generators | None, batch: int) -> list[torch.
     return resolved
 
 
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def position_generator(seed: int, position: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """A generator whose stream is a function of ``(seed, position)`` only (splitmix64 of both):
+    an engine makes one per sampling request per step, at the position of the step's first new
+    token, and draws the bonus token and the verification uniforms from it."""
+    key = _splitmix64(_splitmix64(seed & _MASK64) ^ (position & _MASK64))
+    return torch.Generator(device=device).manual_seed(key)
+
+
 def draw_uniforms(
     needs: Sequence[bool], counts: Sequence[int], generators: list[torch.Generator | None], device: torch.device,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(float32 ``[sum(counts)]`` acceptance uniforms, float32 ``[batch]`` recovery uniforms),
-    in [0, 1), for the requests with ``needs[r]`` (zeros for the others). Requests without a
-    generator share one batched draw."""
+    in [0, 1), for the requests with ``needs[r]`` and at least one draft (zeros for the others).
+    Requests without a generator share one batched draw."""
     batch = len(counts)
+    needs = [need and count > 0 for need, count in zip(needs, counts)]
     drawn = torch.zeros(sum(counts) + batch)
     slots = torch.tensor(counts, dtype=torch.long) + 1
     unseeded = [need and g is None for need, g in zip(needs, generators)]

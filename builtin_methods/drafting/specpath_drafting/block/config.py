@@ -56,13 +56,25 @@ def draft_config_dict(spec: Any) -> Mapping[str, Any]:
 
 
 def checkpoint_kind(config: Mapping[str, Any]) -> str | None:
-    """"dflash", "dspark" or None from a draft ``config.json`` (``model_type`` / architectures)."""
-    kinds = [str(config.get("model_type", "")).lower()] + [str(a).lower() for a in config.get("architectures") or ()]
-    if any("dspark" in k for k in kinds):
-        return "dspark"
-    if any("dflash" in k for k in kinds):
-        return "dflash"
-    return None
+    """"dflash", "dspark" or None from a draft ``config.json`` in any published format
+    (``specpath_drafting.block.published.block_kind``)."""
+    from specpath_drafting.block.published import block_kind
+
+    return block_kind(config)
+
+
+def aux_ids(target_layer_ids: Sequence[int]) -> tuple[int, ...]:
+    """DFlash taps (the output of layer i) named as vLLM/SGLang name them in
+    ``eagle_aux_hidden_state_layer_ids`` (the state entering layer i + 1)."""
+    return tuple(int(i) + 1 for i in target_layer_ids)
+
+
+def recorded_layout_of(spec: Any, hf: Mapping[str, Any]) -> bool | None:
+    """The layout the drafter records (``anchor_sampling``, or the ecosystem's
+    ``sample_from_anchor``), or None: then the method's documented default layout applies."""
+    from specpath_drafting.block.published import recorded_layout
+
+    return recorded_layout(hf) if hf else None
 
 
 @attrs.frozen(kw_only=True)
@@ -127,12 +139,27 @@ class BlockDrafterConfig(DraftModelSpeculatorConfig):
         updates = dict(super().configure(spec))
         draft = updates.get("draft_model_config")
         hf = {} if draft is None else draft.hf_config
-        if updates.get("num_speculative_tokens") is None and isinstance(hf.get("num_draft_tokens"), int):
-            updates["num_speculative_tokens"] = hf["num_draft_tokens"]
-        taps = hf.get("target_layer_ids")
-        if spec.eagle_aux_hidden_state_layer_ids is None and isinstance(taps, Sequence) and taps:
-            updates["eagle_aux_hidden_state_layer_ids"] = tuple(int(t) for t in taps)
+        from specpath_drafting.block.published import block_size, target_layer_ids
+
+        if updates.get("num_speculative_tokens") is None and hf:
+            if isinstance(hf.get("num_draft_tokens"), int):
+                updates["num_speculative_tokens"] = hf["num_draft_tokens"]
+            elif block_size(hf) is not None:  # the trained block: [anchor, K masks], or K anchor-first
+                recorded = recorded_layout_of(spec, hf)
+                anchor_first = cls.requested_anchor_sampling(spec) if recorded is None else recorded
+                k = block_size(hf) - (0 if anchor_first else 1)
+                if k > 0:
+                    updates["num_speculative_tokens"] = k
+        taps = target_layer_ids(hf) if hf else None
+        if spec.eagle_aux_hidden_state_layer_ids is None and taps:
+            updates["eagle_aux_hidden_state_layer_ids"] = aux_ids(taps)
         return updates
+
+    @classmethod
+    def serves_unmarked_checkpoint(cls, hf: Mapping[str, Any]) -> bool:
+        """Whether a checkpoint that does not say it is a block drafter can still be served
+        (DFlash: never; DSpark: a target that carries its DSpark stages)."""
+        return False
 
     @classmethod
     def requested_anchor_sampling(cls, spec: Any) -> bool:
@@ -149,13 +176,23 @@ class BlockDrafterConfig(DraftModelSpeculatorConfig):
                 f"requested method={name!r}, but the draft model {spec.model!r} is a {found!r} checkpoint "
                 f"(model_type {hf.get('model_type')!r}); drop 'method' or use a matching checkpoint",
                 field="speculative_config.method", value=name)
+        path_says = cls.base_method in str(spec.model or "").lower()  # vLLM's path hint, as in detection
+        if hf and found is None and not path_says and not cls.serves_unmarked_checkpoint(hf):
+            raise SpeculativeConfigError(
+                f"the draft model {spec.model!r} is not a block drafter: its config.json has no DFlash/DSpark "
+                f"architecture, model_type or dflash_config (architectures {list(hf.get('architectures') or [])}, "
+                f"model_type {hf.get('model_type')!r}, and no {cls.base_method!r} in its path); method {name!r} needs one",
+                field="speculative_config.model", value=spec.model)
         check_attention_backend(spec)
         check_layout(spec, cls.requested_anchor_sampling(spec))
-        taps = hf.get("target_layer_ids")
+        from specpath_drafting.block.published import target_layer_ids
+
+        taps = target_layer_ids(hf) if hf else None
         ids = spec.eagle_aux_hidden_state_layer_ids
-        if taps is not None and ids is not None and list(ids) != list(taps):
+        if taps is not None and ids is not None and tuple(ids) != aux_ids(taps):
             raise SpeculativeConfigError(
-                f"the {name} drafter {spec.model!r} was trained on target layers {list(taps)}",
+                f"the {name} drafter {spec.model!r} was trained on the outputs of target layers {list(taps)}, "
+                f"i.e. eagle_aux_hidden_state_layer_ids {list(aux_ids(taps))} (the states entering layers i)",
                 field="speculative_config.eagle_aux_hidden_state_layer_ids", value=list(ids))
         cls.check_declared_inputs(spec)
         target = spec.target_model_config
@@ -194,13 +231,9 @@ def check_layout(spec: Any, requested: bool) -> None:
     hf = draft_config_dict(spec)
     if not hf:
         return
-    recorded = hf.get(LAYOUT_KEY)
-    name = spec.custom_method or spec.method
+    recorded = recorded_layout_of(spec, hf)
     if recorded is None:
-        raise SpeculativeConfigError(
-            f"the {name} drafter {spec.model!r} does not record its block layout (config.json "
-            f"'{LAYOUT_KEY}'); refusing to guess, since a wrong layout silently ruins acceptance",
-            field="speculative_config.model", value=spec.model)
+        return  # unrecorded: the method's documented layout (DFlash fill-in, DSpark anchor-first) is served
     if bool(recorded) != bool(requested):
         layout = {True: "anchor-first (anchor sampling)", False: "[anchor, masks] fill-in"}
         raise SpeculativeConfigError(

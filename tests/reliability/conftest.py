@@ -1,0 +1,36 @@
+"""Shared pieces of the reliability suite: every installed drafting method on the embedded model."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _installed_plugins():
+    """The real installed plugins: other test modules narrow the plugin scan to their fakes
+    (some at import time, during collection), and these tests run every installed method."""
+    from specpath import plugins
+
+    plugins.reset()
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def plain_llm():
+    from specpath.engine.llm import LLM
+
+    return LLM(None)
