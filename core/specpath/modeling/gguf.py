@@ -5,15 +5,17 @@ template) and tensors under llama.cpp's names, possibly block-quantised. This mo
 what the rest of specpath reads from an HF directory:
 
 - :func:`read_gguf` -> :class:`GGUFCheckpoint` with the HF ``config.json`` dict, the
-  ``tokenizer.json`` / ``tokenizer_config.json`` dicts and the chat template (metadata only: the
-  tensors stay memory-mapped until :meth:`GGUFCheckpoint.state_dict` is called);
+  ``tokenizer_config.json`` dict and the chat template (metadata only: the tokenizer is built by
+  :meth:`GGUFCheckpoint.tokenizer` and the tensors are read by :meth:`GGUFCheckpoint.state_dict`
+  when asked for);
 - :meth:`GGUFCheckpoint.state_dict` -> HF-named torch tensors, dequantised (F32, F16, BF16, Q8_0,
   Q4_0, Q4_1 and every other type the ``gguf`` package dequantises) and cast to one dtype, with
   llama.cpp's Q/K row permutation undone for the llama architecture;
 - :func:`convert_gguf` writes an HF checkpoint directory that ``transformers`` loads.
 
 Supported architectures: ``llama`` and ``qwen3``. Anything else is a one-line ``CheckpointError``.
-The ``gguf`` package (and numpy) are imported on first use; torch only by the tensor functions.
+The container is parsed by :mod:`specpath.modeling.gguf_file`; the ``gguf`` package is imported
+only to dequantise tensors, torch only by the tensor functions.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 import attrs
 
 from specpath.modeling.checkpoint import CheckpointError, save_checkpoint
-from specpath.modeling.gguf_tokenizer import build_tokenizer_json, tokenizer_config_dict
+from specpath.modeling.gguf_file import GGUFFile, GGUFFormatError, parse_gguf
+from specpath.modeling.gguf_tokenizer import build_tokenizer, tokenizer_config_dict
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -100,20 +103,40 @@ class GGUFCheckpoint:
     architecture: str
     #: the HF ``config.json`` dict (``LlamaForCausalLM`` or ``Qwen3ForCausalLM``)
     config: dict[str, Any]
-    #: ``tokenizer.json`` as a dict (the ``tokenizers`` library's format), None without a vocabulary
-    tokenizer_json: dict[str, Any] | None
     #: ``tokenizer_config.json`` (special tokens, chat template, tokenizer class)
     tokenizer_config: dict[str, Any]
     chat_template: str | None
-    _reader: Any = attrs.field(repr=False, eq=False)
+    file: GGUFFile = attrs.field(repr=False, eq=False)
 
     @property
     def tensor_names(self) -> list[str]:
-        return [t.name for t in self._reader.tensors]
+        return [t.name for t in self.file.tensors]
 
     def tensor_types(self) -> dict[str, str]:
         """llama.cpp tensor name -> quantisation type name (``Q4_1``, ``F32``, ...)."""
-        return {t.name: t.tensor_type.name for t in self._reader.tensors}
+        from gguf import GGMLQuantizationType
+
+        return {t.name: GGMLQuantizationType(t.type_id).name for t in self.file.tensors}
+
+    def tokenizer(self) -> Any:
+        """The ``tokenizers.Tokenizer`` of the vocabulary metadata (built on demand: ~1 s for 49k)."""
+        meta = self.file.metadata
+        if "tokenizer.ggml.tokens" not in meta:
+            raise CheckpointError(f"{self.path}: GGUF file has no tokenizer vocabulary")
+        try:
+            return build_tokenizer(
+                model=meta.get("tokenizer.ggml.model"),
+                pre=meta.get("tokenizer.ggml.pre"),
+                tokens=meta["tokenizer.ggml.tokens"],
+                token_types=meta.get("tokenizer.ggml.token_type") or [],
+                merges=meta.get("tokenizer.ggml.merges") or [],
+            )
+        except ValueError as exc:
+            raise CheckpointError(f"{self.path}: {exc}") from None
+
+    def tokenizer_json(self) -> dict[str, Any]:
+        """:meth:`tokenizer` as the ``tokenizer.json`` dict."""
+        return json.loads(self.tokenizer().to_str())
 
     def state_dict(self, dtype: "torch.dtype | None" = None) -> dict[str, "torch.Tensor"]:
         """HF-named tensors, dequantised to float32 and cast to ``dtype`` one at a time.
@@ -123,23 +146,37 @@ class GGUFCheckpoint:
         """
         import numpy as np
         import torch
-        from gguf import quants
+        from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, quants
 
         dtype = torch.float32 if dtype is None else dtype
         cfg = self.config
         permute = self.architecture == "llama"
+        data = np.memmap(self.path, dtype=np.uint8, mode="r")
         out: dict[str, torch.Tensor] = {}
-        for tensor in self._reader.tensors:
+        for tensor in self.file.tensors:
             name = hf_tensor_name(tensor.name)
-            shape = tuple(int(n) for n in reversed(tensor.shape.tolist()))
             try:
-                values = quants.dequantize(tensor.data, tensor.tensor_type)
+                qtype = GGMLQuantizationType(tensor.type_id)
+                block, block_bytes = GGML_QUANT_SIZES[qtype]
+            except (ValueError, KeyError):
+                raise CheckpointError(f"{self.path}: tensor {tensor.name} has unknown type {tensor.type_id}") from None
+            cols = tensor.shape[-1]
+            rows = int(np.prod(tensor.shape[:-1], dtype=np.int64))
+            if cols % block:
+                raise CheckpointError(f"{self.path}: tensor {tensor.name} rows are not whole {qtype.name} blocks")
+            row_bytes = cols // block * block_bytes
+            start = self.file.data_offset + tensor.offset
+            if start + rows * row_bytes > data.size:
+                raise CheckpointError(f"{self.path}: tensor {tensor.name} runs past the end of the file")
+            raw = data[start : start + rows * row_bytes].reshape(rows, row_bytes)
+            try:
+                values = quants.dequantize(raw, qtype)
             except NotImplementedError:
                 raise CheckpointError(
-                    f"{self.path}: tensor {tensor.name} has type {tensor.tensor_type.name}, which the "
-                    f"gguf package cannot dequantise"
+                    f"{self.path}: tensor {tensor.name} has type {qtype.name}, which the gguf package "
+                    f"cannot dequantise"
                 ) from None
-            values = np.array(values, dtype=np.float32).reshape(shape)  # a writable copy of the mmap
+            values = np.array(values, dtype=np.float32).reshape(tensor.shape)  # a writable copy of the map
             if permute and name.endswith(("q_proj.weight", "q_proj.bias")):
                 values = unpermute_rows(values, cfg["num_attention_heads"])
             elif permute and name.endswith(("k_proj.weight", "k_proj.bias")):
@@ -148,14 +185,9 @@ class GGUFCheckpoint:
         return out
 
 
-def _meta(fields: Mapping[str, Any], key: str, default: Any = None) -> Any:
-    field = fields.get(key)
-    return default if field is None or not field.types else field.contents()
-
-
-def _hf_config(path: Path, fields: Mapping[str, Any], arch: str, tensor_names: set[str]) -> dict[str, Any]:
+def _hf_config(path: Path, meta: Mapping[str, Any], arch: str, tensor_names: set[str]) -> dict[str, Any]:
     def get(key: str, default: Any = None) -> Any:
-        return _meta(fields, f"{arch}.{key}", default)
+        return meta.get(f"{arch}.{key}", default)
 
     required = {
         "num_hidden_layers": "block_count",
@@ -171,7 +203,7 @@ def _hf_config(path: Path, fields: Mapping[str, Any], arch: str, tensor_names: s
         values[hf_key] = int(value)
     heads = values["num_attention_heads"]
     head_dim = int(get("attention.key_length") or get("rope.dimension_count") or values["hidden_size"] // heads)
-    tokens = _meta(fields, "tokenizer.ggml.tokens")
+    tokens = meta.get("tokenizer.ggml.tokens")
     vocab = get("vocab_size") or (len(tokens) if tokens is not None else None)
     if vocab is None:
         raise CheckpointError(f"{path}: GGUF metadata gives no vocabulary size")
@@ -186,7 +218,7 @@ def _hf_config(path: Path, fields: Mapping[str, Any], arch: str, tensor_names: s
         original = get("rope.scaling.original_context_length")
         if original is not None:
             rope_scaling["original_max_position_embeddings"] = int(original)
-    eos = _meta(fields, "tokenizer.ggml.eos_token_id")
+    eos = meta.get("tokenizer.ggml.eos_token_id")
     config: dict[str, Any] = {
         "architectures": ["Qwen3ForCausalLM" if arch == "qwen3" else "LlamaForCausalLM"],
         "model_type": arch,
@@ -203,75 +235,51 @@ def _hf_config(path: Path, fields: Mapping[str, Any], arch: str, tensor_names: s
         "attention_bias": "blk.0.attn_q.bias" in tensor_names,
         "mlp_bias": "blk.0.ffn_up.bias" in tensor_names,
         "hidden_act": "silu",
-        "bos_token_id": _meta(fields, "tokenizer.ggml.bos_token_id"),
+        "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
         "eos_token_id": None if eos is None else int(eos),
-        "pad_token_id": _meta(fields, "tokenizer.ggml.padding_token_id"),
+        "pad_token_id": meta.get("tokenizer.ggml.padding_token_id"),
         "torch_dtype": "float32",
     }
-    name = _meta(fields, "general.name")
+    name = meta.get("general.name")
     if name:
         config["_name_or_path"] = str(name)
     return config
 
 
 def read_gguf(path: str | os.PathLike[str]) -> GGUFCheckpoint:
-    """Parse a GGUF file's metadata (tensors stay memory-mapped); one-line errors for bad files."""
+    """Parse a GGUF file's metadata (tensors are read by ``state_dict``); one-line errors for bad files."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"GGUF file not found: {path}")
     try:
-        from gguf import GGUFReader
-    except ImportError:
-        raise CheckpointError(
-            f"{path}: reading GGUF files needs the gguf package (pip install gguf)"
-        ) from None
-    try:
-        reader = GGUFReader(str(path))
-    except Exception as exc:  # the gguf package raises ValueError/struct errors/OSError
-        raise CheckpointError(f"{path}: not a readable GGUF file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
-    fields = reader.fields
-    arch = _meta(fields, "general.architecture")
+        file = parse_gguf(path)
+    except (GGUFFormatError, OSError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path}: not a readable GGUF file ({exc})") from None
+    meta = file.metadata
+    arch = meta.get("general.architecture")
     if arch not in SUPPORTED_ARCHITECTURES:
         raise CheckpointError(
             f"{path}: GGUF architecture {arch!r} is not supported; allowed: {', '.join(SUPPORTED_ARCHITECTURES)}"
         )
-    names = {t.name for t in reader.tensors}
+    names = {t.name for t in file.tensors}
     for name in names:
         hf_tensor_name(name)  # fail now, not halfway through loading
-    config = _hf_config(path, fields, arch, names)
-    template = _meta(fields, "tokenizer.chat_template")
-    tokens = _meta(fields, "tokenizer.ggml.tokens")
-    tokenizer_json = None
-    if tokens is not None:
-        try:
-            tokenizer_json = build_tokenizer_json(
-                model=_meta(fields, "tokenizer.ggml.model"),
-                pre=_meta(fields, "tokenizer.ggml.pre"),
-                tokens=list(tokens),
-                token_types=list(_meta(fields, "tokenizer.ggml.token_type") or []),
-                merges=list(_meta(fields, "tokenizer.ggml.merges") or []),
-            )
-        except ValueError as exc:
-            raise CheckpointError(f"{path}: {exc}") from None
+    config = _hf_config(path, meta, arch, names)
+    template = meta.get("tokenizer.chat_template")
+    tokens = meta.get("tokenizer.ggml.tokens") or []
     special = {
-        role: _meta(fields, f"tokenizer.ggml.{key}_token_id")
+        role: meta.get(f"tokenizer.ggml.{key}_token_id")
         for role, key in (("bos", "bos"), ("eos", "eos"), ("unk", "unknown"), ("pad", "padding"))
     }
     tokenizer_config = tokenizer_config_dict(
-        tokens=list(tokens) if tokens is not None else [],
+        tokens=tokens,
         special_ids=special,
-        add_bos=bool(_meta(fields, "tokenizer.ggml.add_bos_token", False)),
+        add_bos=bool(meta.get("tokenizer.ggml.add_bos_token", False)),
         chat_template=template,
         max_length=config["max_position_embeddings"],
     )
     return GGUFCheckpoint(
-        path=path,
-        architecture=arch,
-        config=config,
-        tokenizer_json=tokenizer_json,
-        tokenizer_config=tokenizer_config,
-        chat_template=template,
-        reader=reader,
+        path=path, architecture=arch, config=config, tokenizer_config=tokenizer_config, chat_template=template, file=file
     )
 
 
@@ -279,8 +287,8 @@ def write_tokenizer_files(checkpoint: GGUFCheckpoint, out_dir: str | os.PathLike
     """``tokenizer.json`` + ``tokenizer_config.json`` of a GGUF checkpoint into ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if checkpoint.tokenizer_json is not None:
-        (out / TOKENIZER_NAME).write_text(json.dumps(checkpoint.tokenizer_json, ensure_ascii=False), encoding="utf-8")
+    if "tokenizer.ggml.tokens" in checkpoint.file.metadata:
+        checkpoint.tokenizer().save(str(out / TOKENIZER_NAME))
     (out / "tokenizer_config.json").write_text(
         json.dumps(checkpoint.tokenizer_config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
