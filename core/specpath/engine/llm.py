@@ -2,7 +2,9 @@
 
     llm = LLM()                                        # the embedded default model
     llm = LLM("path/to/checkpoint", {"method": "ngram", "num_speculative_tokens": 4})
+    llm = LLM("smollm2-135m")                          # a named model (or any .gguf file)
     outputs = llm.generate(["def main():\\n"], SamplingParams(max_tokens=64))
+    outputs = llm.chat([{"role": "user", "content": "Hi!"}])   # the checkpoint's chat template
     outputs[0].text, outputs[0].token_ids, outputs[0].metrics.mean_acceptance_length
     llm.metrics                                        # aggregate of the last generate call
 
@@ -14,6 +16,7 @@ the drafter with ``specpath.create_speculator``.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -47,13 +50,46 @@ class RequestOutput:
     metrics: SpecMetrics
 
 
-def _model_dir(model: str | os.PathLike[str] | None) -> Path:
-    from specpath.engine.model import default_model_path
+DEFAULT_MAX_MODEL_LEN = 2048
+"""``max_model_len`` when none is given: the checkpoint's context, at most this (SmolLM2 says 8192,
+which would size the KV cache for 8k-token requests nobody sends by default)."""
 
-    path = default_model_path() if model is None else Path(model)
+DEFAULT_KV_CACHE_MEMORY = 64 * 2**20
+"""Cap of the KV pool when neither ``num_kv_blocks`` nor ``kv_cache_memory`` is given (one request
+of ``max_model_len`` always fits; more requests than fit are preempted and resumed)."""
+
+
+_LOADED_TARGETS: "weakref.WeakValueDictionary[tuple, Any]" = weakref.WeakValueDictionary()
+
+
+def _load_target(path: Path, dtype: torch.dtype, device: str) -> Any:
+    """The target's weights, shared by every live LLM of the same file, dtype and device.
+
+    Inference never writes the weights (each engine has its own KV cache), so engines built one
+    after another (``specpath demo``: one per method) load a real model once, not once each.
+    """
+    from specpath.engine.model import LlamaModel
+
+    stat = path.stat() if path.is_file() else (path / "config.json").stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, str(dtype), str(device))
+    model = _LOADED_TARGETS.get(key)
+    if model is None:
+        model = LlamaModel.from_pretrained(path, dtype=dtype, device=device)
+        _LOADED_TARGETS[key] = model
+    return model
+
+
+def _model_path(model: str | os.PathLike[str] | None) -> Path:
+    """Checkpoint directory or GGUF file of a path, a model name or None (the embedded model)."""
+    from specpath.modeling.gguf import is_gguf
+    from specpath.modeling.named_models import resolve_model_path
+
+    path = resolve_model_path(model)
+    if is_gguf(path):
+        return path
     if not (path / "config.json").is_file():
         what = "embedded default model" if model is None else "model"
-        raise FileNotFoundError(f"{what} not found: {path} has no config.json")
+        raise FileNotFoundError(f"{what} not found: {path} has no config.json (nor is it a .gguf file or a named model)")
     return path
 
 
@@ -98,13 +134,19 @@ class LLM:
     """A target model, an optional speculator and the engine that serves them.
 
     Args:
-        model: local HF checkpoint directory; None = the embedded default model.
+        model: local HF checkpoint directory, GGUF file or named model (``smollm2-135m``,
+            see ``specpath.modeling.named_models``); None or ``"embedded"`` = the embedded model.
         speculative_config: dict, JSON string, ``@file.yaml`` or ``SpeculativeConfig``; None = no
             speculation.
-        dtype / device: of the target weights, activations and KV cache (``"auto"``: the checkpoint's).
+        dtype / device: of the target weights, activations and KV cache; ``"auto"`` keeps float32
+            checkpoints in float32 and runs bf16/fp16/quantised ones in bfloat16 where the CPU has
+            native bf16 (else float32), see ``specpath.engine.dtype``.
         max_num_seqs / max_num_batched_tokens / enable_chunked_prefill: scheduler budgets.
-        max_model_len: longest context (default: the checkpoint's).
+        max_model_len: longest context (default: the checkpoint's, at most ``DEFAULT_MAX_MODEL_LEN``).
         block_size / num_kv_blocks / enable_prefix_caching: the paged KV cache.
+        kv_cache_memory: most bytes of the KV pool (int or ``"64MiB"``); default
+            ``DEFAULT_KV_CACHE_MEMORY`` unless ``num_kv_blocks`` is given.
+        trust_remote_code: passed to ``transformers`` when a tokenizer needs it (default False).
         seed: base seed of requests that give none.
         num_threads: set torch's intra-op threads (None leaves them); tiny models run best on 1.
         runner: ``"v2"`` (this runner trims drafts to each step's K centrally) or ``"v1"``.
@@ -115,7 +157,7 @@ class LLM:
         model: str | os.PathLike[str] | None = None,
         speculative_config: Any = None,
         *,
-        dtype: str = "float32",
+        dtype: str = "auto",
         device: str = "cpu",
         max_num_seqs: int = 8,
         max_num_batched_tokens: int = 1024,
@@ -124,21 +166,35 @@ class LLM:
         block_size: int = 16,
         num_kv_blocks: int | None = None,
         enable_prefix_caching: bool = False,
+        kv_cache_memory: int | str | None = None,
         seed: int = 0,
         num_threads: int | None = None,
         runner: str = "v2",
+        trust_remote_code: bool = False,
     ) -> None:
         from specpath.config.engine import EngineConfig
-        from specpath.config.model import CacheConfig, ModelConfig
+        from specpath.config.model import CacheConfig, ModelConfig, load_hf_config
         from specpath.config.model import SchedulerConfig as CoreSchedulerConfig
+        from specpath.engine.dtype import parse_size, resolve_dtype
         from specpath.engine.model import LlamaModel
         from specpath.engine.tokenizer import load_tokenizer
 
         if num_threads is not None:
             torch.set_num_threads(num_threads)
-        path = _model_dir(model)
+        path = _model_path(model)
+        raw_config = load_hf_config(str(path))
+        dtype = resolve_dtype(dtype, raw_config.get("torch_dtype") or raw_config.get("dtype"), device)
+        if max_model_len is None:
+            context = raw_config.get("max_position_embeddings")
+            max_model_len = min(context, DEFAULT_MAX_MODEL_LEN) if isinstance(context, int) else None
+        if kv_cache_memory is None and num_kv_blocks is None:
+            kv_bytes: int | None = DEFAULT_KV_CACHE_MEMORY
+        else:
+            kv_bytes = None if kv_cache_memory is None else parse_size(kv_cache_memory)
         engine_config = EngineConfig.create(
-            ModelConfig(model=str(path), max_model_len=max_model_len, dtype=dtype, seed=seed),
+            ModelConfig(
+                model=str(path), max_model_len=max_model_len, dtype=dtype, seed=seed, trust_remote_code=trust_remote_code
+            ),
             speculative_config,
             cache_config=CacheConfig(
                 block_size=block_size, enable_prefix_caching=enable_prefix_caching, num_blocks=num_kv_blocks
@@ -153,8 +209,8 @@ class LLM:
         self.engine_config = engine_config
         self.model_path = path
         torch_dtype = getattr(torch, engine_config.model_config.dtype)  # resolved: "auto" -> the checkpoint's
-        self.model = LlamaModel.from_pretrained(path, dtype=torch_dtype, device=device)
-        self.tokenizer = load_tokenizer(path)
+        self.model = _load_target(path, torch_dtype, device)
+        self.tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code)
         context_len = engine_config.model_config.max_model_len
 
         speculation = None
@@ -188,7 +244,10 @@ class LLM:
                 enable_chunked_prefill=enable_chunked_prefill,
             ),
             cache=CacheSettings(
-                block_size=block_size, num_blocks=num_kv_blocks, enable_prefix_caching=enable_prefix_caching
+                block_size=block_size,
+                num_blocks=num_kv_blocks,
+                memory_bytes=kv_bytes,
+                enable_prefix_caching=enable_prefix_caching,
             ),
             speculation=speculation,
             tokenizer=self.tokenizer,
@@ -219,6 +278,32 @@ class LLM:
         params = sampling_params if sampling_params is not None else SamplingParams()
         requests, self.metrics = self.engine.generate(token_lists, params)
         return [self._output(r, p if isinstance(p, str) else None) for r, p in zip(requests, items)]
+
+    def chat(
+        self,
+        messages: Sequence[Any],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+        *,
+        add_generation_prompt: bool = True,
+    ) -> list[RequestOutput]:
+        """Generate the assistant's reply to one conversation (a list of ``{"role", "content"}``
+        dicts) or to each of several, through the checkpoint's chat template. Generation stops at
+        the model's EOS unless ``ignore_eos`` is set; ``RequestOutput.prompt`` is the rendered text."""
+        from specpath.engine.chat import render_chat
+
+        conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
+        tok = self.tokenizer
+        prompts = [
+            render_chat(
+                tok.chat_template,
+                conversation,
+                bos_token=tok.bos_token,
+                eos_token=tok.eos_token,
+                add_generation_prompt=add_generation_prompt,
+            )
+            for conversation in conversations
+        ]
+        return self.generate(prompts, sampling_params)
 
     def _output(self, r: Any, prompt: str | None) -> RequestOutput:
         text = self.tokenizer.decode(r.output_token_ids)

@@ -7,7 +7,8 @@ SwiGLU MLP, tied or untied ``lm_head``. Parameter names are the Hugging Face one
 
 The interface the engine and the drafters rely on:
 
-- ``LlamaModel.from_pretrained(path, *, dtype=torch.float32, device="cpu")`` and ``LlamaModel(config)``.
+- ``LlamaModel.from_pretrained(path, *, dtype=torch.float32, device="cpu")`` (an HF directory or a
+  GGUF file) and ``LlamaModel(config)``.
 - ``model.forward(input_ids [T], positions [T], attention=None, *, hidden_layers=(),
   logits_indices=None) -> ModelOutput``: tokens of one flattened batch (any number of requests,
   several query tokens each). ``attention(layer_idx, q, k, v) -> out`` receives q [T, n_heads,
@@ -36,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from specpath.modeling import checkpoint
+from specpath.modeling.gguf import is_gguf, read_gguf
 from specpath.modeling.rope import RotaryEmbedding, apply_rope, normalize_rope_scaling
 
 Attention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -322,15 +324,21 @@ class LlamaModel(nn.Module):
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
     ) -> "LlamaModel":
-        """Load an HF-format directory (``config.json`` + safetensors weights)."""
-        raw = checkpoint.read_config(path)
+        """Load an HF-format directory (``config.json`` + safetensors weights) or a GGUF file
+        (dequantised straight to ``dtype``, see ``specpath.modeling.gguf``)."""
+        gguf_file = None
+        if is_gguf(path):
+            gguf_file = read_gguf(path)
+            raw, source = gguf_file.config, Path(path)
+        else:
+            raw, source = checkpoint.read_config(path), Path(path) / checkpoint.CONFIG_NAME
         try:
             config = LlamaConfig.from_hf_dict(raw)
         except (ValueError, TypeError) as exc:
-            raise checkpoint.CheckpointError(f"{Path(path) / checkpoint.CONFIG_NAME}: {exc}") from None
+            raise checkpoint.CheckpointError(f"{source}: {exc}") from None
         with torch.device("meta"):
             model = cls(config)
-        tensors = checkpoint.load_state_dict(path)
+        tensors = gguf_file.state_dict(dtype) if gguf_file is not None else checkpoint.load_state_dict(path)
         expected = {name: p.shape for name, p in model.named_parameters(remove_duplicate=False)}
         optional = frozenset({"lm_head.weight"}) if config.tie_word_embeddings else frozenset()
         if config.tie_word_embeddings:

@@ -238,7 +238,7 @@ def _hf_config(path: Path, meta: Mapping[str, Any], arch: str, tensor_names: set
         "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
         "eos_token_id": None if eos is None else int(eos),
         "pad_token_id": meta.get("tokenizer.ggml.padding_token_id"),
-        "torch_dtype": "float32",
+        # no torch_dtype: the weights are quantised; convert_gguf records the dtype it writes
     }
     name = meta.get("general.name")
     if name:
