@@ -81,6 +81,9 @@ def _add_engine_args(p: argparse.ArgumentParser, *, model_help: str | None = Non
                    help="torch threads (default: 1 for the embedded model, whose steps lose time in thread "
                         "barriers; torch's default for real models)")
     p.add_argument("--enable-prefix-caching", action="store_true")
+    p.add_argument("--quantization", choices=["int8"], default=None,
+                   help="int8: weight-only int8 target matrices (half the bytes of bf16 per step; speculation "
+                        "stays lossless with respect to the int8 model)")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="let transformers run a tokenizer's own code from the checkpoint")
 
@@ -101,6 +104,7 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "num_threads": _threads(args),
         "enable_prefix_caching": args.enable_prefix_caching,
         "trust_remote_code": args.trust_remote_code,
+        "quantization": args.quantization,
     }
 
 

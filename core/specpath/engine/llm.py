@@ -62,7 +62,7 @@ of ``max_model_len`` always fits; more requests than fit are preempted and resum
 _LOADED_TARGETS: "weakref.WeakValueDictionary[tuple, Any]" = weakref.WeakValueDictionary()
 
 
-def _load_target(path: Path, dtype: torch.dtype, device: str) -> Any:
+def _load_target(path: Path, dtype: torch.dtype, device: str, quantization: str | None = None) -> Any:
     """The target's weights, shared by every live LLM of the same file, dtype and device.
 
     Inference never writes the weights (each engine has its own KV cache), so engines built one
@@ -71,10 +71,14 @@ def _load_target(path: Path, dtype: torch.dtype, device: str) -> Any:
     from specpath.engine.model import LlamaModel
 
     stat = path.stat() if path.is_file() else (path / "config.json").stat()
-    key = (str(path.resolve()), stat.st_mtime_ns, str(dtype), str(device))
+    key = (str(path.resolve()), stat.st_mtime_ns, str(dtype), str(device), quantization)
     model = _LOADED_TARGETS.get(key)
     if model is None:
         model = LlamaModel.from_pretrained(path, dtype=dtype, device=device)
+        if quantization is not None:
+            from specpath.engine.quantization import quantize_model_
+
+            quantize_model_(model, quantization)
         _LOADED_TARGETS[key] = model
     return model
 
@@ -147,6 +151,8 @@ class LLM:
         kv_cache_memory: most bytes of the KV pool (int or ``"64MiB"``); default
             ``DEFAULT_KV_CACHE_MEMORY`` unless ``num_kv_blocks`` is given.
         trust_remote_code: passed to ``transformers`` when a tokenizer needs it (default False).
+        quantization: ``"int8"``: weight-only int8 target matrices (``specpath.engine.quantization``);
+            speculation is then lossless with respect to the int8 model. None: the weights as loaded.
         seed: base seed of requests that give none.
         num_threads: set torch's intra-op threads (None leaves them); tiny models run best on 1.
         runner: ``"v2"`` (this runner trims drafts to each step's K centrally) or ``"v1"``.
@@ -171,16 +177,20 @@ class LLM:
         num_threads: int | None = None,
         runner: str = "v2",
         trust_remote_code: bool = False,
+        quantization: str | None = None,
     ) -> None:
         from specpath.config.engine import EngineConfig
         from specpath.config.model import CacheConfig, ModelConfig, load_hf_config
         from specpath.config.model import SchedulerConfig as CoreSchedulerConfig
         from specpath.engine.dtype import parse_size, resolve_dtype
+        from specpath.engine.quantization import QUANTIZATIONS
         from specpath.engine.model import LlamaModel
         from specpath.engine.tokenizer import load_tokenizer
 
         if num_threads is not None:
             torch.set_num_threads(num_threads)
+        if quantization is not None and quantization not in QUANTIZATIONS:
+            raise ValueError(f"quantization: {quantization!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}")
         path = _model_path(model)
         raw_config = load_hf_config(str(path))
         dtype = resolve_dtype(dtype, raw_config.get("torch_dtype") or raw_config.get("dtype"), device)
@@ -193,7 +203,12 @@ class LLM:
             kv_bytes = None if kv_cache_memory is None else parse_size(kv_cache_memory)
         engine_config = EngineConfig.create(
             ModelConfig(
-                model=str(path), max_model_len=max_model_len, dtype=dtype, seed=seed, trust_remote_code=trust_remote_code
+                model=str(path),
+                max_model_len=max_model_len,
+                dtype=dtype,
+                seed=seed,
+                trust_remote_code=trust_remote_code,
+                quantization=quantization,
             ),
             speculative_config,
             cache_config=CacheConfig(
@@ -209,7 +224,7 @@ class LLM:
         self.engine_config = engine_config
         self.model_path = path
         torch_dtype = getattr(torch, engine_config.model_config.dtype)  # resolved: "auto" -> the checkpoint's
-        self.model = _load_target(path, torch_dtype, device)
+        self.model = _load_target(path, torch_dtype, device, quantization)
         self.tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code)
         context_len = engine_config.model_config.max_model_len
 
