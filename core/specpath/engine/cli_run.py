@@ -346,7 +346,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             _fmt_rates(r["acceptance_rate_by_position"]),
             f"{r['tokens_per_s']:.0f}",
             f"{r['speedup']:.2f}x",
-            "yes" if r["greedy_identical"] else f"NO ({r['identical_prompts']}/{r['num_prompts']} prompts)",
+            "yes" if r["greedy_identical"] else f"NO ({r['num_prompts'] - r['identical_prompts']}/{r['num_prompts']} differ)",
         ]
         for r in rows
     ]
