@@ -23,6 +23,7 @@ def test_auto_dtype(monkeypatch, native, stored, expected):
     monkeypatch.setattr(dtype_module, "cpu_has_native_bf16", lambda: native)
     assert resolve_dtype("auto", stored) == expected
     assert resolve_dtype("float16", stored) == "float16"  # an explicit choice is kept
+    assert resolve_dtype("half", stored) == "float16" and resolve_dtype("float", stored) == "float32"
 
 
 def test_bad_dtype():

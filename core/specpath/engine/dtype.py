@@ -12,6 +12,7 @@ import functools
 import re
 
 ENGINE_DTYPES = ("auto", "float32", "bfloat16", "float16")
+_ALIASES = {"float": "float32", "half": "float16"}
 _BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
@@ -31,6 +32,7 @@ def cpu_has_native_bf16() -> bool:
 
 def resolve_dtype(requested: str, checkpoint_dtype: str | None, device: str = "cpu") -> str:
     """The dtype name the engine runs in (see the module docstring); ValueError for a bad name."""
+    requested = _ALIASES.get(requested, requested)
     if requested not in ENGINE_DTYPES:
         raise ValueError(f"dtype: {requested!r} is not one of {', '.join(ENGINE_DTYPES)}")
     if requested != "auto":
