@@ -344,7 +344,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             r["method"],
             f"{r['mean_acceptance_length']:.2f}",
             _fmt_rates(r["acceptance_rate_by_position"]),
-            f"{r['tokens_per_s']:.0f}",
+            f"{r['tokens_per_s']:.0f}" if r["tokens_per_s"] >= 100 else f"{r['tokens_per_s']:.1f}",
             f"{r['speedup']:.2f}x",
             "yes" if r["greedy_identical"] else f"NO ({r['num_prompts'] - r['identical_prompts']}/{r['num_prompts']} differ)",
         ]
