@@ -1,12 +1,8 @@
 """draft_model (autoregressive, PARD, heterogeneous vocabulary) against plain decoding, in one run.
 
-Workload: ``specpath demo``'s code-completion prompts (``specpath.engine.cli_run.DEMO_PROMPTS``),
-batch 1 (one prompt at a time), greedy, ``--max-tokens`` each, on the embedded default target with
-the shipped drafts, one torch thread. Every configuration gets a warm-up, then ``--repeats``
-rounds that interleave the configurations, so background load hits all alike. Printed per
-configuration: τ (tokens per target step, bonus included), acceptance rate by draft position,
-tokens/s and speedup over the baseline (median over rounds), the share of wall time spent in the
-drafter's ``propose``, and whether the output equals the baseline's.
+Workload and table: the benchmark harness (:mod:`specpath.engine.harness`: the demo prompts,
+batch 1, greedy, the shipped drafts, interleaved rounds after a quiet-machine gate), plus the share
+of wall time spent in the drafter's ``propose``.
 
 Also printed: the per-call cost of one draft forward against one target forward (one decode
 token at position ~300, through the same contiguous-KV attention), i.e. the draft/target cost
@@ -21,6 +17,8 @@ import argparse
 import json
 import statistics
 import time
+
+from specpath.engine import harness
 
 
 def configurations(only: set[str] | None, drafts: str | None) -> list[tuple[str, dict | None]]:
@@ -67,90 +65,42 @@ def per_call_cost(path: str, target_path: str, repeats: int = 200) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", help="comma-separated subset: baseline,ar,pard,tli,ngram")
-    parser.add_argument("--json", help="also write the rows to this file")
-    parser.add_argument("--model", help="target checkpoint (default: the embedded model)")
     parser.add_argument("--drafts", help="folder with ar/, pard/, bpe/ drafts (default: the shipped ones)")
+    harness.add_benchmark_arguments(parser)
     args = parser.parse_args()
 
-    import torch
-
-    from specpath.engine.cli_run import DEMO_PROMPTS
-    from specpath.engine.llm import LLM, SamplingParams
-    from specpath.engine.metrics import SpecMetrics
     from specpath.engine.model import default_model_path
-    torch.set_num_threads(1)
+
     only = set(args.only.split(",")) | {"baseline"} if args.only else None
     runs = configurations(only, args.drafts)
-    params = SamplingParams(max_tokens=args.max_tokens, ignore_eos=True)
-    engines = []
-    for name, config in runs:
-        llm = LLM(args.model, config, num_threads=1)
-        llm.generate([DEMO_PROMPTS[0]], SamplingParams(max_tokens=8, ignore_eos=True))  # warm-up
-        spent = [0.0]
+    spent: dict[str, list[float]] = {}
+
+    def time_the_drafter(name: str, llm) -> None:
+        spent[name] = [0.0]
         speculator = llm.speculator
-        if speculator is not None:  # time the drafter's share of each step
-            propose = speculator.propose
+        if speculator is None:
+            return
+        propose = speculator.propose
 
-            def timed(batch, propose=propose, spent=spent):
-                start = time.perf_counter()
-                out = propose(batch)
-                spent[0] += time.perf_counter() - start
-                return out
+        def timed(batch, propose=propose, box=spent[name]):
+            start = time.perf_counter()
+            out = propose(batch)
+            box[0] += time.perf_counter() - start
+            return out
 
-            speculator.propose = timed
-        engines.append((name, config, llm, spent))
+        speculator.propose = timed
 
-    speedups: dict[str, list[float]] = {name: [] for name, *_ in engines}
-    last: dict[str, tuple] = {}
-    for _ in range(args.repeats):
-        round_tps = {}
-        for name, config, llm, spent in engines:
-            parts, tokens, elapsed = [], [], 0.0
-            spent[0] = 0.0
-            for prompt in DEMO_PROMPTS:
-                start = time.perf_counter()
-                out = llm.generate([prompt], params)[0]
-                elapsed += time.perf_counter() - start
-                parts.append(out.metrics)
-                tokens.append(out.token_ids)
-            total = SpecMetrics.total(parts, elapsed_s=elapsed)
-            round_tps[name] = total.tokens_per_s
-            last[name] = (total, tokens, spent[0] / elapsed)
-        for name in round_tps:
-            speedups[name].append(round_tps[name] / round_tps["baseline"])
-
-    baseline_tokens = last["baseline"][1]
-    rows = []
-    for name, config, *_ in engines:
-        total, tokens, draft_share = last[name]
-        rows.append({
-            "config": name,
-            "tau": total.mean_acceptance_length,
-            "acceptance_by_position": total.acceptance_rate_by_position,
-            "tokens_per_s": total.tokens_per_s,
-            "speedup_median": statistics.median(speedups[name]),
-            "speedups": speedups[name],
-            "target_steps": total.num_steps,
-            "draft_time_share": draft_share,
-            "identical": tokens == baseline_tokens,
-        })
+    columns = (*harness.BENCHMARK_COLUMNS[:-1],
+               ("draft%", lambda r: f"{100 * spent[r['method']][0] / r['seconds']:.1f}%"),
+               harness.BENCHMARK_COLUMNS[-1])
+    rows = harness.run_benchmark(args, runs, columns=columns, instrument=time_the_drafter)
     target = args.model or str(default_model_path())
     costs = {"target": per_call_cost(target, target)}
     for name, config in runs:
         kind = {"ar": "autoregressive", "tli": "heterogeneous"}.get(name.split()[0])
         if kind and kind not in costs:
             costs[kind] = per_call_cost(config["model"], target)
-
-    print(f"{len(DEMO_PROMPTS)} demo prompts x {args.max_tokens} tokens, batch 1, greedy, 1 thread, "
-          f"{args.repeats} interleaved rounds")
-    print(f"{'config':24} {'tau':>5} {'tok/s':>7} {'speedup':>8} {'steps':>6} {'draft%':>7} same  acceptance by position")
-    for r in rows:
-        rates = " ".join(f"{a:.2f}" for a in r["acceptance_by_position"]) or "-"
-        print(f"{r['config']:24} {r['tau']:5.2f} {r['tokens_per_s']:7.0f} {r['speedup_median']:7.2f}x "
-              f"{r['target_steps']:6d} {100 * r['draft_time_share']:6.1f}% {'yes' if r['identical'] else 'NO':4}  {rates}")
     print("per-call cost (one decode token at position 300): " + ", ".join(
         f"{k} {1000 * v:.2f} ms" for k, v in costs.items()))
     for kind in ("autoregressive", "heterogeneous"):
@@ -158,7 +108,9 @@ def main() -> int:
             print(f"draft/target cost ratio ({kind} draft): {costs[kind] / costs['target']:.3f}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"rows": rows, "per_call_cost_s": costs}, fh, indent=2)
+            json.dump({"rows": rows, "per_call_cost_s": costs,
+                       "draft_time_share": {r["method"]: spent[r["method"]][0] / r["seconds"] for r in rows}},
+                      fh, indent=2, default=str)
     return 0
 
 

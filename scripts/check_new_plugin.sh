@@ -6,7 +6,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-python3 -m specpath.testing.scaffold "${1:-ci-probe}" --dir "$work"
+python3 -m specpath.scaffold "${1:-ci-probe}" --dir "$work"
 plugin="$(ls -d "$work"/specpath-*)"
 python3 -m venv --system-site-packages --without-pip "$work/venv"
 "$work/venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$plugin"

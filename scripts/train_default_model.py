@@ -29,6 +29,7 @@ from specpath.engine import corpus
 from specpath.modeling.checkpoint import TOKENIZER_CONFIG_NAME
 from specpath.engine.model import LlamaConfig, LlamaModel
 from specpath.engine.tokenizer import ByteTokenizer
+from specpath_drafting.training import warmup_cosine  # the LR schedule every recipe shares
 
 LN2 = math.log(2)
 
@@ -81,10 +82,7 @@ def init_weights(model: LlamaModel, num_layers: int) -> None:
 
 
 def lr_at(progress: float, step: int, args: argparse.Namespace) -> float:
-    if step < args.warmup:
-        return args.lr * (step + 1) / args.warmup
-    cosine = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
-    return args.lr * (args.min_lr_ratio + (1 - args.min_lr_ratio) * cosine)
+    return warmup_cosine(step, progress, peak=args.lr, warmup=args.warmup, floor=args.min_lr_ratio)
 
 
 def export(model: LlamaModel, directory: Path, args: argparse.Namespace, summary: dict) -> None:

@@ -135,6 +135,7 @@ class FakeDFlash(DraftModelSpeculatorConfig):
     base_method = "dflash"
     uses_target_hidden_states = True
     supports_watermarking = True
+    supported_options = frozenset({"enable_adaptive_verification", "adaptive_verification_threshold"})
 
     @property
     def num_lookahead_tokens(self) -> int:
@@ -152,7 +153,8 @@ class FakeDSpark(FakeDFlash):
     adaptive_verification_uses_draft_logits = False
     supports_watermarking = False
     supports_pcp = True
-    supported_options = frozenset({"dspark_draft_topk", "dspark_anchor_sampling", "xpress_topc"})
+    supported_options = frozenset({"dspark_draft_topk", "dspark_anchor_sampling", "xpress_topc",
+                                   "enable_adaptive_verification", "adaptive_verification_threshold"})
 
     @property
     def num_lookahead_tokens(self) -> int:
@@ -185,6 +187,19 @@ class BuiltinFakesPlugin:
     def specpath_register_methods(self, register):
         for name, cls in BUILTIN_FAKES.items():
             register(name, cls)
+
+    @hookimpl
+    def specpath_detect_method(self, checkpoint):
+        """Config evidence: an MTP checkpoint says so in ``model_type``."""
+        return "mtp" if FakeMTP.matches(checkpoint) else None
+
+    @hookimpl(trylast=True, specname="specpath_detect_method")
+    def detect_by_path_hint(self, checkpoint):
+        """Path hints, after every plugin's config evidence, in the order eagle, eagle3, dflash, dspark."""
+        for name in ("eagle", "eagle3", "dflash", "dspark"):
+            if BUILTIN_FAKES[name].matches(checkpoint):
+                return name
+        return None
 
 
 @attrs.frozen(kw_only=True)

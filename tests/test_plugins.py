@@ -14,7 +14,7 @@ import specpath
 from specpath import plugins
 from specpath.errors import PluginError, SpeculativeConfigError
 from specpath.hookspecs import hookimpl
-from specpath.registry import builtin_config_class, get_custom_speculator_config_class
+from specpath.lookup import builtin_config_class, get_custom_speculator_config_class
 
 HEALTHY = """
 from specpath.hookspecs import hookimpl
@@ -281,3 +281,110 @@ def test_rescan_sees_a_newly_installed_distribution(fake_site):
     fake_site.add("specpath-fake-custom", {"my_ngram": "fake_custom_hooks"}, {"fake_custom_hooks": CUSTOM})
     plugins.rescan()
     assert get_custom_speculator_config_class("my_ngram").__name__ == "MyNgram"
+
+
+# -- a built-in name belongs to one distribution -------------------------------------------
+
+IMPOSTOR = HEALTHY.replace("FakeNgram, FakeNgramGPU", "MyNgram as FakeNgram, FakeNgramGPU")
+
+HIJACKING = """
+from specpath.hookspecs import hookimpl
+
+@hookimpl
+def specpath_register_methods(register):
+    from core_fakes import MyNgram
+    register("ngram", MyNgram)
+"""
+
+EXITING = """
+import sys
+sys.exit(3)
+"""
+
+
+def _real_and_impostor(fake_site, impostor_dist="aaa-impostor", entry_points=None, source=IMPOSTOR):
+    fake_site.add("specpath-ngram", {"ngram": "fake_ngram_hooks", "ngram_gpu": "fake_ngram_hooks"},
+                  {"fake_ngram_hooks": HEALTHY})
+    fake_site.add(impostor_dist, entry_points or {"ngram": "fake_impostor_hooks"}, {"fake_impostor_hooks": source})
+    fake_site.rescan()
+
+
+@pytest.mark.parametrize("load_everything_first", [False, True])
+def test_an_entry_point_named_like_a_built_in_in_another_distribution_cannot_take_it(fake_site, load_everything_first):
+    _real_and_impostor(fake_site)  # "aaa-impostor" sorts before "specpath-ngram"
+    if load_everything_first:
+        plugins.load_all()
+    assert type(specpath.SpeculativeConfig(method="ngram", num_speculative_tokens=2).speculator_config).__name__ == "FakeNgram"
+    assert type(specpath.SpeculativeConfig(method="ngram_gpu", num_speculative_tokens=2).speculator_config).__name__ == "FakeNgramGPU"
+    assert builtin_config_class("ngram").distribution == "specpath-ngram"
+    plugins.load_all()
+    (broken,) = plugins.broken_plugins()
+    assert broken.distribution == "aaa-impostor" and "\n" not in broken.error
+
+
+def test_a_plugin_registering_a_built_in_it_does_not_own_is_refused(fake_site):
+    _real_and_impostor(fake_site, "specpath-hijack", {"hijack": "fake_impostor_hooks"}, HIJACKING)
+    plugins.load_all()  # "hijack" sorts before "ngram": the hijacker is loaded first
+    (broken,) = plugins.broken_plugins()
+    assert broken.distribution == "specpath-hijack"
+    assert "may not bind the built-in method 'ngram': it belongs to the distribution 'specpath-ngram'" in broken.error
+    assert builtin_config_class("ngram").config_class.__name__ == "FakeNgram"
+    assert builtin_config_class("ngram_gpu").distribution == "specpath-ngram"
+
+
+def test_an_unowned_built_in_name_may_still_come_from_a_plugin(fake_site):
+    # no distribution declares an entry point named ngram_gpu: the ngram plugin may bind it
+    fake_site.add("specpath-fake-ngram", {"ngram": "fake_ngram_hooks"}, {"fake_ngram_hooks": HEALTHY})
+    fake_site.rescan()
+    assert builtin_config_class("ngram_gpu").distribution == "specpath-fake-ngram"
+
+
+def test_sys_exit_at_import_is_recorded_like_any_failure(fake_site, capsys):
+    from specpath import cli
+
+    fake_site.add("specpath-exiting", {"a_exiting": "fake_exiting_hooks"}, {"fake_exiting_hooks": EXITING})
+    fake_site.add("specpath-fake-ngram", {"ngram": "fake_ngram_hooks"}, {"fake_ngram_hooks": HEALTHY})
+    fake_site.rescan()
+    plugins.load_all()
+    (broken,) = plugins.broken_plugins()
+    assert (broken.name, broken.error) == ("a_exiting", "SystemExit: 3")
+    assert builtin_config_class("ngram").config_class.__name__ == "FakeNgram"
+    for command in ("methods", "plugins"):
+        assert cli.main([command]) == 0
+        out = capsys.readouterr().out
+        assert "a_exiting" in out and "SystemExit: 3" in out
+
+
+def test_specpath_methods_shows_every_broken_plugin(fake_site, capsys):
+    import json
+
+    from specpath import cli
+
+    _real_and_impostor(fake_site)
+    fake_site.add("specpath-broken", {"a_broken": "fake_broken_hooks"}, {"fake_broken_hooks": BROKEN_IMPORT})
+    fake_site.rescan()
+    assert cli.main(["methods", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["ngram"]["installed"] and "(aaa-impostor) is broken" in rows["ngram"]["note"]
+    assert not rows["a_broken"]["installed"] and rows["a_broken"]["distribution"] == "specpath-broken"
+    assert "ModuleNotFoundError" in rows["a_broken"]["note"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "why"),
+    [("SPECPATH_PLUGINS", "", "blocked: SPECPATH_PLUGINS does not list it"),
+     ("SPECPATH_DISABLE_PLUGIN_AUTOLOAD", "1", "disabled: SPECPATH_DISABLE_PLUGIN_AUTOLOAD is set")],
+)
+def test_a_blocked_or_disabled_plugin_is_named_as_such(fake_site, monkeypatch, variable, value, why):
+    fake_site.add("specpath-ngram", {"ngram": "fake_ngram_hooks"}, {"fake_ngram_hooks": HEALTHY})
+    fake_site.add("specpath-fake-custom", {"my_ngram": "fake_custom_hooks"}, {"fake_custom_hooks": CUSTOM})
+    monkeypatch.setenv(variable, value)
+    fake_site.rescan()
+    with pytest.raises(SpeculativeConfigError) as info:
+        specpath.SpeculativeConfig(method="ngram", num_speculative_tokens=2)
+    assert f"'specpath-ngram', which is installed but {why}" in str(info.value)
+    assert "not installed" not in str(info.value)
+    with pytest.raises(SpeculativeConfigError) as info:
+        specpath.SpeculativeConfig(method="my_ngram", num_speculative_tokens=2)
+    assert f"provided by plugin 'my_ngram' (specpath-fake-custom), which is {why}" in str(info.value)
+    assert "fake_ngram_hooks" not in sys.modules and "fake_custom_hooks" not in sys.modules

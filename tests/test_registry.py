@@ -9,15 +9,13 @@ import specpath
 from core_fakes import FakeEagle3, FakeNgram, MyEagle3, MyNgram
 from specpath.config.speculator import SpeculatorConfig
 from specpath.errors import SpeculativeConfigError, UnknownMethodError
-from specpath.registry import (
+from specpath.lookup import (
     builtin_config_class,
     get_custom_speculator_config_class,
-    get_registry,
-    register_speculative_method,
     registered_speculative_methods,
-    temporary_registrations,
     unknown_method_error,
 )
+from specpath.registry import get_registry, register_speculative_method
 
 pytestmark = pytest.mark.usefixtures("fresh_plugins")
 
@@ -112,10 +110,3 @@ def test_unknown_method_error_lists_names_and_suggests():
     assert err.suggestion == "my_ngram"
     assert "built-in methods:" in str(err) and "'eagle3'" in str(err) and "['my_ngram']" in str(err)
     assert unknown_method_error("eagel3").suggestion == "eagle3"
-
-
-def test_temporary_registrations_are_undone():
-    with temporary_registrations():
-        register_speculative_method("tmp_method", MyNgram)
-        assert "tmp_method" in registered_speculative_methods()
-    assert "tmp_method" not in registered_speculative_methods()

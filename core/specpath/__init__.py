@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "SpeculativeConfig": "specpath.config.speculative",
-    "DraftCheckpoint": "specpath.config.speculative",
+    "DraftCheckpoint": "specpath.config.checkpoint",
     "min_variance_acceptance_rates": "specpath.config.speculative",
     "SpeculatorConfig": "specpath.config.speculator",
     "DraftModelSpeculatorConfig": "specpath.config.speculator",
@@ -24,8 +24,8 @@ _EXPORTS: dict[str, str] = {
     "EngineConfig": "specpath.config.engine",
     "create_speculative_config": "specpath.config.args",
     "register_speculative_method": "specpath.registry",
-    "registered_speculative_methods": "specpath.registry",
-    "get_custom_speculator_config_class": "specpath.registry",
+    "registered_speculative_methods": "specpath.lookup",
+    "get_custom_speculator_config_class": "specpath.lookup",
     "SpeculativeMethod": "specpath.methods",
     "SpeculativeConfigError": "specpath.errors",
     "create_speculator": "specpath.factory",
@@ -52,14 +52,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from specpath.config.args import create_speculative_config
     from specpath.config.engine import EngineConfig
     from specpath.config.model import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
-    from specpath.config.speculative import DraftCheckpoint, SpeculativeConfig, min_variance_acceptance_rates
+    from specpath.config.checkpoint import DraftCheckpoint
+    from specpath.config.speculative import SpeculativeConfig, min_variance_acceptance_rates
     from specpath.config.speculator import DraftModelSpeculatorConfig, SpeculatorConfig
     from specpath.errors import SpeculativeConfigError
     from specpath.factory import create_speculator
     from specpath.hookspecs import hookimpl
     from specpath.methods import SpeculativeMethod
-    from specpath.registry import (
-        get_custom_speculator_config_class,
-        register_speculative_method,
-        registered_speculative_methods,
-    )
+    from specpath.lookup import get_custom_speculator_config_class, registered_speculative_methods
+    from specpath.registry import register_speculative_method

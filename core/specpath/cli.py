@@ -21,7 +21,7 @@ from specpath.errors import PluginError, SpeculativeConfigError
 
 SUBCOMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "specpath.engine.cli_run": ("run", "demo"),
-    "specpath.testing.scaffold": ("new-plugin",),
+    "specpath.scaffold": ("new-plugin",),
     "specpath.modeling.cli_convert": ("convert",),
 }
 """Module -> the subcommands it provides (listed so a missing module can be reported)."""
@@ -79,15 +79,18 @@ def method_rows() -> list[dict[str, Any]]:
     plugins.load_all()
     registry = get_registry()
     names = list(CANONICAL_METHODS) + [n for n in registry.names() if n not in CANONICAL_METHODS]
+    names += sorted({b.name for b in plugins.broken_plugins()} - set(names))  # a broken plugin is a row too
     rows = []
     for name in names:
         reg = registry.get(name)
+        broken = [b for b in plugins.broken_plugins() if b.name == name]
         row: dict[str, Any] = {
             "name": name,
             "builtin": name in CANONICAL_METHODS,
             "base_method": name if name in CANONICAL_METHODS else (reg.config_class.base_method if reg else None),
             "aliases": sorted(MTP_ALIASES) if name == "mtp" else (["[ngram]"] if name == "ngram" else []),
-            "distribution": (reg.distribution if reg and reg.distribution else METHOD_DISTRIBUTIONS.get(name)),
+            "distribution": (reg.distribution if reg and reg.distribution else METHOD_DISTRIBUTIONS.get(name))
+            or (broken[0].distribution if broken else None),
             "installed": reg is not None,
             "config_class": None if reg is None else reg.config_class.qualname(),
             "registered_by": None if reg is None else reg.origin,
@@ -104,9 +107,10 @@ def method_rows() -> list[dict[str, Any]]:
                 row["num_prefill_lookahead_tokens"] = probe.num_prefill_lookahead_tokens
             except Exception:  # noqa: BLE001 - some values need a real draft checkpoint
                 pass
-        broken = [b for b in plugins.broken_plugins() if b.name == name]
         if reg is None and broken:
             row["note"] = f"plugin {broken[0].distribution or broken[0].name} is broken: {broken[0].error}"
+        elif broken:  # bound by its owner; another distribution's plugin of this name failed
+            row["note"] = f"another plugin of this name ({broken[0].distribution}) is broken: {broken[0].error}"
         elif reg is None and name in UNIMPLEMENTED_METHODS:
             row["note"] = UNIMPLEMENTED_METHODS[name]
         elif reg is None:
@@ -116,7 +120,7 @@ def method_rows() -> list[dict[str, Any]]:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from specpath.config.speculative import LOSSY_REJECTION_SAMPLE_METHODS
+    from specpath.verification import LOSSY_METHODS as LOSSY_REJECTION_SAMPLE_METHODS
 
     rows = method_rows()
     if args.json:
@@ -145,8 +149,9 @@ def cmd_methods(args: argparse.Namespace) -> int:
     header = ["method", "distribution", "installed", "config class", "hidden", "own lane",
               f"lookahead(K={PROBE_K})", f"extra slots(K={PROBE_K})", "own vocab", "PCP", "tail drop"]
     print(_table(table, header))
-    missing = [r for r in rows if not r["installed"] and r.get("note")]
-    for r in missing:
+    for r in rows:
+        if not r.get("note"):
+            continue
         print(f"  {r['name']}: {r['note']}")
     print(
         "verification modes: standard (lossless), block (lossless), "

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from specpath.config.speculative import DraftCheckpoint
+    from specpath.config.checkpoint import DraftCheckpoint
     from specpath.config.speculator import SpeculatorConfig
 
 PROJECT = "specpath"
@@ -34,7 +34,11 @@ def specpath_register_methods(register: Callable[[str, type[SpeculatorConfig]], 
 def specpath_detect_method(checkpoint: DraftCheckpoint) -> str | None:
     """Recognise a draft checkpoint (``checkpoint.path``, ``checkpoint.config`` = its
     ``config.json`` as a dict) and return the method name it is for, or None. The first
-    non-None answer wins; it counts as the checkpoint's declared method."""
+    non-None answer wins. Recognise only your own method's checkpoints. Evidence from
+    ``config.json`` goes in a plain implementation; a weaker guess (a path hint) in a second
+    one marked ``@hookimpl(trylast=True, specname="specpath_detect_method")``, so that every
+    plugin's config evidence is asked first. The core's own ``tryfirst`` implementation
+    answers first with a checkpoint's declared ``speculator_config_class``."""
 
 
 @hookspec(historic=True)

@@ -1,8 +1,8 @@
 """The closed set of built-in method names, their aliases and who provides them.
 
-``SpeculativeMethod`` is the article's ``Literal`` (for typing and documentation). At run time
-a method is a plain ``str`` checked against this set *and* the registry, so third-party methods
-are first-class. Each built-in name is bound by exactly one installed plugin distribution; the
+``SpeculativeMethod`` is vLLM's ``Literal`` of method names (for typing and documentation). At
+run time a method is a plain ``str`` checked against this set *and* the registry, so
+third-party methods are first-class. Each built-in name is bound by exactly one installed plugin distribution; the
 table :data:`METHOD_DISTRIBUTIONS` says which one to ``pip install`` when it is missing.
 """
 
@@ -81,18 +81,10 @@ UNIMPLEMENTED_METHODS: dict[str, str] = {
         "the 'specpath.methods' group instead"
     ),
 }
-"""Why a built-in name of the article has no distribution in this project."""
-
-CHECKPOINT_DETECTION_ORDER: tuple[str, ...] = ("eagle", "eagle3", "dflash", "dspark", "mtp")
-"""Order in which config classes' ``matches`` are asked to recognise a draft checkpoint."""
-
+"""Why a built-in name of vLLM's method set has no distribution in this project."""
 
 class MethodAliasWarning(FutureWarning):
     """A deprecated method alias was normalised (shown to end users by default)."""
-
-
-def is_builtin(name: object) -> bool:
-    return isinstance(name, str) and name in BUILTIN_METHODS
 
 
 def normalize_method(name: str) -> str:
@@ -108,9 +100,3 @@ def normalize_method(name: str) -> str:
     if name == "[ngram]":
         return "ngram"
     return name
-
-
-def distribution_for(method: str) -> str | None:
-    """The distribution that provides a built-in method (aliases accepted), or None."""
-    canonical = "mtp" if method in MTP_ALIASES else ("ngram" if method == "[ngram]" else method)
-    return METHOD_DISTRIBUTIONS.get(canonical)

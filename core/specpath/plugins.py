@@ -2,12 +2,19 @@
 
 Entry points live in the ``specpath.methods`` group; the entry-point name is the method name
 and its value a light module of :data:`specpath.hookspecs.hookimpl` functions. Indexing reads
-metadata only. Loading imports the module, registers it with the pluggy manager and runs its
-``specpath_register_methods`` hook. Every step is isolated per entry point: an import error, a
-raising hook, a misspelled hook name or an invalid registration marks that plugin broken
-(recorded with its distribution, version and a one-line error) and never hides the others.
+metadata only. Loading imports the module, registers it with the pluggy manager (pluggy checks
+the hook names: ``check_pending``) and runs its ``specpath_register_methods`` hook. Each step
+is isolated per entry point: any failure (an import error, ``sys.exit()`` at import, a raising
+hook, a misspelled hook name, an invalid registration) marks that plugin broken, recorded with
+its distribution, version and a one-line error, and never hides the others.
 
-Environment switches, read when the index is built:
+A built-in method name is bound only by the distribution that owns it: the one the method
+table names (``specpath-ngram`` for ``ngram``) when it declares an entry point of that name,
+else the first distribution, by name, that does. Its entry point is loaded before any other
+of the same name, and another distribution's registration of an owned name is refused (that
+plugin is recorded broken), so no plugin can replace or break a built-in.
+
+Environment switches, read when the index is built (pluggy's ``set_blocked`` enforces them):
 
 * ``SPECPATH_PLUGINS="a,b"`` - allow-list of entry-point names, applied before import
   (``""`` allows none);
@@ -27,13 +34,18 @@ import attrs
 import pluggy
 
 from specpath import hookspecs
+from specpath.config import declared
 from specpath.errors import PluginError, SpeculativeConfigError, closest_match
-from specpath.registry import qualname_of, reset_registry, get_registry
+from specpath.methods import BUILTIN_METHODS, METHOD_DISTRIBUTIONS
+from specpath.registry import get_registry, qualname_of, reset_registry
 
 GROUP = "specpath.methods"
 """The entry-point group of method plugins."""
 
 _TRUE = {"1", "true", "yes", "on"}
+
+BLOCKED_WHY = "blocked: SPECPATH_PLUGINS does not list it"
+DISABLED_WHY = "disabled: SPECPATH_DISABLE_PLUGIN_AUTOLOAD is set"
 
 
 def _env_flag(name: str) -> bool:
@@ -47,12 +59,23 @@ def strict() -> bool:
 
 @attrs.frozen
 class BrokenPlugin:
-    """A plugin that failed; shown by ``specpath plugins`` and in unknown-method errors."""
+    """A plugin that failed; shown by ``specpath plugins``/``methods`` and in unknown-method errors."""
 
     name: str
     distribution: str | None
     version: str | None
     error: str
+
+
+@attrs.frozen
+class Detection:
+    """A ``specpath_detect_method`` answer and who gave it."""
+
+    method: Any
+    plugin: str
+    """The plugin's record name (``declared.PLUGIN_NAME`` for the core's declared-class hook)."""
+    hook: str
+    """``module.function`` of the hook implementation that answered."""
 
 
 @attrs.define
@@ -71,6 +94,16 @@ class PluginRecord:
     entry_point: Any = attrs.field(default=None, repr=False, eq=False)
     plugin: Any = attrs.field(default=None, repr=False, eq=False)
 
+    @property
+    def plugin_name(self) -> str:
+        """The name it has (or would have) on the pluggy manager."""
+        return f"{self.distribution or '?'}:{self.name}"
+
+    @property
+    def why_not_loaded(self) -> str | None:
+        """For a blocked or disabled entry point: why, in words."""
+        return {"blocked": BLOCKED_WHY, "disabled": DISABLED_WHY}.get(self.status)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -88,6 +121,10 @@ def _one_line_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _origin(record: PluginRecord) -> str:
+    return f"plugin {record.name!r} ({record.distribution or 'in-process'} {record.version or ''})".replace(" )", ")")
+
+
 class _PluginHost:
     """The pluggy manager plus the entry-point index; one per process (see :func:`reset`)."""
 
@@ -98,10 +135,12 @@ class _PluginHost:
         self.lock = threading.RLock()
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
+        self.pm.register(declared, name=declared.PLUGIN_NAME)
         self.pm.hook.specpath_configure_converter.call_historic(kwargs={"converter": get_converter()})
         self.records: list[PluginRecord] | None = None
+        self.owners: dict[str, str] = {}
         self.in_process: dict[int, PluginRecord] = {}
-        self.processed: set[int] = set()
+        self.processed: set[int] = {id(declared)}
 
     # -- index -------------------------------------------------------------------------
 
@@ -120,6 +159,7 @@ class _PluginHost:
         with self.lock:
             if self.records is None:
                 self.records = self._scan()
+                self.owners = _owners(self.records)
             return self.records
 
     def _scan(self) -> list[PluginRecord]:
@@ -136,20 +176,22 @@ class _PluginHost:
                 version=dist.version if dist is not None else None,
                 entry_point=ep,
             )
-            if disabled:
-                record.status = "disabled"
-            elif allowed is not None and ep.name not in allowed:
-                record.status = "blocked"
+            if disabled or (allowed is not None and ep.name not in allowed):
+                record.status = "disabled" if disabled else "blocked"
+                self.pm.set_blocked(record.plugin_name)
             records.append(record)
         return sorted(records, key=lambda r: (r.name, r.distribution or ""))
 
     # -- loading ------------------------------------------------------------------------
 
     def load(self, name: str) -> bool:
+        """Load the entry points named ``name``, the owner of a built-in name first."""
         loaded = False
         with self.lock:
-            for record in self.index():
-                if record.name == name and record.status == "indexed":
+            records = [r for r in self.index() if r.name == name]
+            owner = self.owners.get(name)
+            for record in sorted(records, key=lambda r: r.distribution != owner):
+                if record.status == "indexed":
                     self._load(record)
                     loaded = loaded or record.status == "loaded"
         return loaded
@@ -158,17 +200,14 @@ class _PluginHost:
         with self.lock:
             for record in self.index():
                 if record.status == "indexed":
-                    self._load(record)
+                    self.load(record.name)
             self.sync()
 
     def _fail(self, record: PluginRecord, exc: BaseException, what: str = "") -> None:
         record.status = "broken"
-        record.error = (what + _one_line_error(exc)) if what else _one_line_error(exc)
+        record.error = what + _one_line_error(exc)
         if strict():
-            raise PluginError(
-                f"plugin {record.name!r} ({record.distribution or 'in-process'} "
-                f"{record.version or ''}): {record.error}".replace(" )", ")")
-            ) from exc
+            raise PluginError(f"{_origin(record)}: {record.error}") from exc
 
     def _load(self, record: PluginRecord) -> None:
         plugin, ours = None, False
@@ -180,25 +219,40 @@ class _PluginHost:
                 record.methods = list(twin.methods) if twin is not None else []
             else:
                 ours = True  # pluggy may register it and then raise from a historic hook
-                self.pm.register(plugin, name=f"{record.distribution or '?'}:{record.name}")
+                self.pm.register(plugin, name=record.plugin_name)
                 self._check_hook_names(plugin)
                 record.methods = self._register_methods(plugin, record)
             record.plugin = plugin
             record.status = "loaded"
-        except Exception as exc:  # noqa: BLE001 - one plugin must never break the others
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - SystemExit at import too: one plugin never stops the rest
             if ours and self.pm.is_registered(plugin):
                 self.pm.unregister(plugin)
             self._fail(record, exc)
 
     def _check_hook_names(self, plugin: object) -> None:
-        """A misspelled hook would register nothing, silently: treat it as an error."""
-        known = [n for n in dir(hookspecs) if n.startswith("specpath_")]
-        for caller in self.pm.get_hookcallers(plugin) or []:
-            if caller.spec is None:
-                hint = closest_match(caller.name, known)
-                raise PluginError(
-                    f"unknown hook {caller.name!r}" + (f", did you mean {hint!r}?" if hint else "")
-                )
+        """pluggy's ``check_pending``: a misspelled hook would register nothing, silently."""
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError:
+            known = [n for n in dir(hookspecs) if n.startswith("specpath_")]
+            for caller in self.pm.get_hookcallers(plugin) or []:
+                if not caller.has_spec():
+                    hint = closest_match(caller.name, known)
+                    raise PluginError(
+                        f"unknown hook {caller.name!r}" + (f", did you mean {hint!r}?" if hint else "")
+                    ) from None
+            raise
+
+    def _may_bind(self, record: PluginRecord, name: str) -> None:
+        """A built-in name that a distribution owns is bound only by that distribution
+        (in-process plugins are the user's own code and may bind any)."""
+        owner = self.owners.get(name)
+        if name in BUILTIN_METHODS and record.distribution is not None and owner not in (None, record.distribution):
+            raise SpeculativeConfigError(
+                f"may not bind the built-in method {name!r}: it belongs to the distribution {owner!r}"
+            )
 
     def _register_methods(self, plugin: object, record: PluginRecord) -> list[str]:
         """Run the plugin's register hook, validate every registration, then bind all or none."""
@@ -212,18 +266,17 @@ class _PluginHost:
             if impl.plugin is plugin:
                 _call(impl, register=register)
         registry = get_registry()
-        origin = f"plugin {record.name!r} ({record.distribution or 'in-process'} {record.version or ''})"
-        origin = origin.replace(" )", ")")
         for name, cls in pending:
             registry.check(name, cls, allow_builtin=True)
-        if len({n for n, _ in pending}) != len(pending):
-            dupes = sorted({n for n, _ in pending if [m for m, _ in pending].count(n) > 1})
-            classes = {n: {qualname_of(c) for m, c in pending if m == n} for n in dupes}
-            if any(len(c) > 1 for c in classes.values()):
-                raise SpeculativeConfigError(f"registers {dupes} twice with different classes")
+            if registry.get(name) is None or registry.get(name).config_class is not cls:
+                self._may_bind(record, name)
+        names = [n for n, _ in pending]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if any(len({qualname_of(c) for m, c in pending if m == n}) > 1 for n in dupes):
+            raise SpeculativeConfigError(f"registers {dupes} twice with different classes")
         for name, cls in pending:
-            registry.bind(name, cls, origin=origin, distribution=record.distribution, allow_builtin=True)
-        return sorted({n for n, _ in pending})
+            registry.bind(name, cls, origin=_origin(record), distribution=record.distribution, allow_builtin=True)
+        return sorted(set(names))
 
     def sync(self) -> None:
         """Run the register hook of plugins registered in-process (``pm.register``)."""
@@ -232,18 +285,21 @@ class _PluginHost:
                 plugin = impl.plugin
                 if id(plugin) in self.processed:
                     continue
-                name = self.pm.get_name(plugin) or ""
-                if not name or name.isdigit():  # pluggy names anonymous plugins by id()
-                    name = getattr(plugin, "__name__", None) or type(plugin).__name__
-                record = self.in_process.setdefault(
-                    id(plugin), PluginRecord(name=name, value="(in-process)", distribution=None, version=None)
-                )
+                record = self.in_process.setdefault(id(plugin), self._in_process_record(plugin))
                 record.plugin = plugin
                 try:
                     record.methods = self._register_methods(plugin, record)
                     record.status = "loaded"
-                except Exception as exc:  # noqa: BLE001
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:  # noqa: BLE001
                     self._fail(record, exc)
+
+    def _in_process_record(self, plugin: object) -> PluginRecord:
+        name = self.pm.get_name(plugin) or ""
+        if not name or name.isdigit():  # pluggy names anonymous plugins by id()
+            name = getattr(plugin, "__name__", None) or type(plugin).__name__
+        return PluginRecord(name=name, value="(in-process)", distribution=None, version=None)
 
     def all_records(self) -> list[PluginRecord]:
         return list(self.index()) + list(self.in_process.values())
@@ -253,6 +309,39 @@ class _PluginHost:
             if record.plugin is plugin:
                 return record
         return None
+
+    def detect(self, checkpoint: Any) -> Detection | None:
+        """Every ``specpath_detect_method`` in pluggy's call order (tryfirst, then the rest,
+        last registered first, then trylast), each called on its own so that a raising one
+        is recorded and skipped; the first non-None answer wins."""
+        self.load_all()
+        for impl in reversed(self.pm.hook.specpath_detect_method.get_hookimpls()):  # pluggy's order
+            try:
+                answer = _call(impl, checkpoint=checkpoint)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001
+                record = self.record_for(impl.plugin) or self.in_process.setdefault(
+                    id(impl.plugin), self._in_process_record(impl.plugin)
+                )
+                self._fail(record, exc, "specpath_detect_method raised ")
+                continue
+            if answer is not None:
+                record = self.record_for(impl.plugin)
+                name = record.name if record is not None else (self.pm.get_name(impl.plugin) or "?")
+                return Detection(answer, name, f"{impl.function.__module__}.{impl.function.__name__}")
+        return None
+
+
+def _owners(records: list[PluginRecord]) -> dict[str, str]:
+    """Built-in name -> the distribution that owns it (see the module docstring)."""
+    owners: dict[str, str] = {}
+    for record in records:  # sorted by (name, distribution)
+        if record.name in BUILTIN_METHODS and record.distribution is not None:
+            canonical = METHOD_DISTRIBUTIONS.get(record.name)
+            if record.distribution == canonical or record.name not in owners:
+                owners[record.name] = record.distribution
+    return owners
 
 
 def _call(impl: Any, **kwargs: Any) -> Any:
@@ -295,6 +384,7 @@ def rescan() -> None:
 
 
 def sync_registrations() -> None:
+    """Bind the methods of plugins registered in-process since the last call."""
     _get_host().sync()
 
 
@@ -324,22 +414,6 @@ def broken_plugins() -> list[BrokenPlugin]:
     ]
 
 
-def detect_method(checkpoint: Any) -> str | None:
-    """Ask every plugin's ``specpath_detect_method`` (first non-None answer wins), calling
-    each implementation on its own so that a raising one is recorded and skipped."""
-    host = _get_host()
-    host.load_all()
-    # pluggy calls implementations last-registered first (tryfirst/trylast respected).
-    for impl in reversed(host.pm.hook.specpath_detect_method.get_hookimpls()):
-        try:
-            answer = _call(impl, checkpoint=checkpoint)
-        except Exception as exc:  # noqa: BLE001
-            record = host.record_for(impl.plugin)
-            if record is None:
-                record = PluginRecord(name=host.pm.get_name(impl.plugin) or "?", value="", distribution=None, version=None)
-                host.in_process[id(impl.plugin)] = record
-            host._fail(record, exc, "specpath_detect_method raised ")
-            continue
-        if answer is not None:
-            return answer
-    return None
+def detect_method(checkpoint: Any) -> Detection | None:
+    """Ask every plugin's ``specpath_detect_method``; the first non-None answer and who gave it."""
+    return _get_host().detect(checkpoint)

@@ -1,28 +1,21 @@
-"""Which config class implements which method name.
+"""Which config class implements which method name: a table, and the rules of a binding.
 
 Two doors lead in. A plugin's ``specpath_register_methods(register)`` hook may bind built-in
-names (that is how ``eagle3`` gets its class) and custom names. The public
-:func:`register_speculative_method` binds custom names only. Lookups load the plugin whose
-entry-point name equals the method on first use, so resolving ``ngram`` never imports the
-EAGLE plugin.
+names (that is how ``eagle3`` gets its class) and custom names (:mod:`specpath.plugins`). The
+public :func:`register_speculative_method` binds custom names only. The table loads nothing;
+:mod:`specpath.lookup` finds a name, loading the plugin that provides it on first use.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import attrs
 
-from specpath.errors import SpeculativeConfigError, UnknownMethodError, closest_match
-from specpath.methods import (
-    BUILTIN_METHODS,
-    CANONICAL_METHODS,
-    METHOD_DISTRIBUTIONS,
-    UNIMPLEMENTED_METHODS,
-)
+from specpath.config.speculator import SpeculatorConfig
+from specpath.errors import SpeculativeConfigError
+from specpath.methods import BUILTIN_METHODS, CANONICAL_METHODS, UNIMPLEMENTED_METHODS
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -52,8 +45,6 @@ class MethodRegistry:
 
     def check(self, name: object, config_class: object, *, allow_builtin: bool) -> None:
         """Raise :class:`SpeculativeConfigError` if ``name -> config_class`` may not be bound."""
-        from specpath.config.speculator import SpeculatorConfig
-
         if not isinstance(name, str) or not _NAME.match(name):
             raise SpeculativeConfigError(
                 "a method name must be lower-case letters, digits and '_' (starting with a letter)",
@@ -153,17 +144,6 @@ def reset_registry() -> None:
     _registry = MethodRegistry()
 
 
-@contextmanager
-def temporary_registrations() -> Iterator[MethodRegistry]:
-    """Undo every registration made inside the block (for tests and conformance kits)."""
-    registry = get_registry()
-    saved = registry.snapshot()
-    try:
-        yield registry
-    finally:
-        registry.restore(saved)
-
-
 def register_speculative_method(name: str, config_cls: type) -> None:
     """Register a custom (non-built-in) method; idempotent for the same class.
 
@@ -171,78 +151,3 @@ def register_speculative_method(name: str, config_cls: type) -> None:
     ``method=config_cls.base_method``.
     """
     get_registry().bind(name, config_cls, origin="register_speculative_method")
-
-
-def find_registration(name: str) -> Registration | None:
-    """The registration of ``name`` (built-in or custom), loading the plugin that should
-    provide it if needed: first the entry point of the same name, then every plugin."""
-    from specpath import plugins
-
-    registry = get_registry()
-    plugins.sync_registrations()
-    if (found := registry.get(name)) is not None:
-        return found
-    plugins.load(name)
-    if (found := registry.get(name)) is not None:
-        return found
-    plugins.load_all()
-    return registry.get(name)
-
-
-def registered_speculative_methods() -> list[str]:
-    """Sorted names of the custom methods (registered in-process or by any plugin)."""
-    from specpath import plugins
-
-    plugins.load_all()
-    return [n for n in get_registry().names() if n not in BUILTIN_METHODS]
-
-
-def get_custom_speculator_config_class(name: object) -> type | None:
-    """The config class of a custom method, or None for built-in or unknown names."""
-    if not isinstance(name, str) or name in BUILTIN_METHODS:
-        return None
-    found = find_registration(name)
-    return None if found is None else found.config_class
-
-
-def builtin_config_class(method: str) -> Registration:
-    """The registration of a canonical built-in method, or a one-line error saying which
-    distribution to install (or why the article's method has no implementation here)."""
-    from specpath import plugins
-
-    found = find_registration(method)
-    if found is not None:
-        return found
-    if method in UNIMPLEMENTED_METHODS:
-        raise SpeculativeConfigError(
-            UNIMPLEMENTED_METHODS[method], field="speculative_config.method", value=method
-        )
-    dist = METHOD_DISTRIBUTIONS.get(method)
-    broken = [b for b in plugins.broken_plugins() if b.name == method or b.distribution == dist]
-    why = f"; its plugin is broken: {broken[0].error}" if broken else ""
-    raise SpeculativeConfigError(
-        f"method {method!r} is provided by the distribution {dist!r}, which is not installed "
-        f"(pip install {dist}){why}",
-        field="speculative_config.method",
-        value=method,
-    )
-
-
-def unknown_method_error(name: object) -> UnknownMethodError:
-    """The validator's error: lists built-in and registered names, suggests the closest one
-    and names any broken plugin (which may be the one that should have provided it)."""
-    from specpath import plugins
-
-    registered = registered_speculative_methods()
-    builtin = sorted(BUILTIN_METHODS)
-    broken = plugins.broken_plugins()
-    suffix = ""
-    if broken:
-        suffix = "; broken plugins: " + ", ".join(f"{b.name} ({b.error})" for b in broken)
-    return UnknownMethodError(
-        f"unknown speculative method; built-in methods: {builtin}; registered custom methods: "
-        f"{registered}{suffix}",
-        field="speculative_config.method",
-        value=name,
-        suggestion=closest_match(str(name), builtin + registered) if isinstance(name, str) else None,
-    )

@@ -14,8 +14,10 @@ from specpath.config.model import (
     KernelConfig,
     ModelConfig,
     ParallelConfig,
-    apply_draft_overrides,
     compose_draft_hf_overrides,
+)
+from specpath.config.draft import (
+    apply_draft_overrides,
     create_draft_parallel_config,
     resolve_num_speculative_tokens,
     verify_and_get_draft_tp,

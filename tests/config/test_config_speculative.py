@@ -13,7 +13,6 @@ from specpath.config.model import ModelConfig, ParallelConfig
 from specpath.config.speculative import (
     LossyVerificationWarning,
     SpeculativeConfig,
-    conditional_acceptance_rates,
     min_variance_acceptance_rates,
 )
 from specpath.errors import SpeculativeConfigError, UnknownMethodError
@@ -295,9 +294,6 @@ def test_min_variance_schedule(length, k, rates):
     assert sum(got) == pytest.approx(length - 1)
 
 
-def test_conditional_rates():
-    assert conditional_acceptance_rates([0.8, 0.4, 0.0]) == pytest.approx((0.8, 0.5, 0.0))
-    assert conditional_acceptance_rates([0.0, 0.0]) == (0.0, 0.0)
 
 
 def test_fly_rules(make_checkpoint):
@@ -465,3 +461,56 @@ def test_a_requested_custom_method_on_a_checkpoint_declaring_its_base(fresh_plug
     assert "is a 'eagle3' checkpoint" not in str(spec.resolution_trace)
     other = make_checkpoint("declares-mtp", speculator_config_class="deepseek_mtp")
     assert "is a 'mtp' checkpoint" in error(method="my_eagle3", model=other, num_speculative_tokens=2)
+
+
+# -- options a method does not use, sizes and names ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "refused_by", "accepted_by"),
+    [
+        ("prompt_lookup_min", 3, "eagle3", "ngram"),
+        ("prompt_lookup_max", 7, "draft_model", "ngram_gpu"),
+        ("disable_eagle_block_drop", True, "ngram", "eagle3"),
+        ("eagle_aux_hidden_state_layer_ids", [0, 1, 2], "ngram", "eagle3"),
+        ("eagle_aux_hidden_state_layer_ids", [0, 1, 2], "draft_model", "eagle3"),
+        ("parallel_drafting", True, "ngram", "draft_model"),
+        ("enable_adaptive_verification", True, "ngram", "dspark"),
+        ("suffix_decoding_max_tree_depth", 4, "ngram", None),
+    ],
+)
+def test_options_a_method_does_not_use_are_refused(make_checkpoint, option, value, refused_by, accepted_by):
+    path = make_checkpoint("eagle3-draft")
+    text = error(method=refused_by, model=path, num_speculative_tokens=3, **{option: value})
+    assert text.startswith(f"speculative_config.{option}: is not supported by method {refused_by!r}")
+    if accepted_by is not None:
+        resolve(method=accepted_by, model=path, num_speculative_tokens=3, **{option: value})
+
+
+def test_an_option_filled_in_by_the_class_itself_is_not_the_users():
+    spec = resolve(method="ngram", num_speculative_tokens=2)  # FakeNgram.configure sets prompt_lookup_*
+    register_speculative_method("plain_ngram", core_fakes.MyNgram)
+    assert (spec.prompt_lookup_min, resolve(method="plain_ngram", num_speculative_tokens=2).prompt_lookup_min) == (5, 5)
+
+
+@pytest.mark.parametrize("k", [10**100, 1025])
+def test_an_absurd_k_is_refused(k):
+    assert error(method="ngram", num_speculative_tokens=k).startswith(
+        "speculative_config.num_speculative_tokens: must be <= 1024"
+    )
+
+
+@pytest.mark.parametrize("field", ["kv_cache_dtype", "quantization", "attention_backend", "moe_backend"])
+@pytest.mark.parametrize("value", ["fp8\n", "auto\x1b[31m", " fp8", "x" * 200])
+def test_free_form_names_are_plain(field, value):
+    assert f"speculative_config.{field}: must be" in error(method="ngram", num_speculative_tokens=2, **{field: value})
+
+
+def test_method_specific_options_are_declared_by_the_schema():
+    from specpath.config.speculative import METHOD_SPECIFIC_OPTIONS, supports_option
+
+    assert {"prompt_lookup_min", "parallel_drafting", "enable_adaptive_verification",
+            "suffix_decoding_max_tree_depth", "dspark_draft_topk"} <= set(METHOD_SPECIFIC_OPTIONS)
+    assert supports_option(core_fakes.FakeEagle3, "disable_eagle_block_drop")  # by capability
+    assert supports_option(core_fakes.FakeDSpark, "xpress_topc")  # by supported_options
+    assert not supports_option(core_fakes.FakeNgram, "parallel_drafting")

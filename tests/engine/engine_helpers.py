@@ -11,30 +11,18 @@ import random
 import torch
 
 from specpath.engine.llm_engine import CacheSettings, LLMEngine, SpeculationSettings
-from specpath.engine.model import LlamaConfig, LlamaModel
+from specpath.engine.model import LlamaModel
 from specpath.engine.request import SamplingParams
 from specpath.engine.scheduler import SchedulerConfig
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal
+from specpath.testing.engine import random_llama, save_with_byte_tokenizer
 
 VOCAB = 48
 
 
 def tiny_model(seed: int = 0, *, max_len: int = 256) -> LlamaModel:
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=max_len,
-    )
-    model = LlamaModel(config).to(torch.float64).eval()
-    with torch.no_grad():  # sharper logits: greedy continuations less flat than at init
-        model.lm_head.weight.mul_(8.0)
-    return model
+    """Sharper logits than at init (a x8 head): greedy continuations less flat."""
+    return random_llama(seed, vocab_size=VOCAB, hidden_size=32, max_len=max_len, head_scale=8.0, dtype=torch.float64)
 
 
 class OracleSpeculator(BaseSpeculator):
@@ -173,19 +161,9 @@ class HiddenLookupSpeculator(LookupSpeculator):
 
 def save_tiny_checkpoint(path, seed=0):
     """A random byte-level Llama with the byte tokenizer, as an HF checkpoint directory."""
-    import json
-
-    from specpath.engine.tokenizer import ByteTokenizer
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=256,
-                         tie_word_embeddings=True)
-    model = LlamaModel(config)
-    with torch.no_grad():
-        model.model.embed_tokens.weight.mul_(20.0)  # decisive logits: no float32 near-ties
-    model.save_pretrained(path)
-    (path / "tokenizer_config.json").write_text(json.dumps(ByteTokenizer(eos_token_id=None).config_dict()))
+    # decisive logits (x20 tied embedding): no float32 near-ties
+    model = random_llama(seed, hidden_size=32, max_len=256, tie_word_embeddings=True, embed_scale=20.0)
+    save_with_byte_tokenizer(model, path, eos=False)
     return path
 
 

@@ -17,7 +17,7 @@ def test_importing_the_package_loads_no_test_machinery():
 
 
 def test_the_scaffold_is_light():
-    assert imported_after("import specpath.testing.scaffold") == []
+    assert imported_after("import specpath.scaffold") == []
 
 
 def test_the_suite_is_importable_by_name():

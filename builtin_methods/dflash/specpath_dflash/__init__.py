@@ -1,7 +1,8 @@
 """specpath-dflash: DFlash block drafting for specpath, method ``dflash``.
 
-Importing this package stays light (no torch): the drafter, its KV and kernels live in
-:mod:`specpath_dflash.drafter`, :mod:`specpath_dflash.speculator` and :mod:`specpath_dflash.kernels`.
+The block drafter it configures (drafter, context KV, kernel, speculator, training) is the
+shared library's :mod:`specpath_drafting.block`; this package holds the method's config row,
+hooks, shipped checkpoint and training recipe. Importing it stays light (no torch).
 """
 
 from specpath_dflash.config import DFLASH_CHECKPOINT, DFlashSpeculatorConfig

@@ -11,8 +11,8 @@ from specpath.config.model import ModelConfig
 from specpath.config.speculative import SpeculativeConfig
 from specpath.errors import SpeculativeConfigError
 from specpath.testing.engine import tiny_checkpoint
-from specpath_dflash.config import build_target_layer_ids, max_num_draft_seqs
-from specpath_dflash.testing import tiny_drafter
+from specpath_drafting.block.config import build_target_layer_ids, max_num_draft_seqs
+from specpath_drafting.block.testing import tiny_drafter
 
 TARGET = tiny_checkpoint(0)
 

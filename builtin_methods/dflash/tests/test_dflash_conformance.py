@@ -5,7 +5,7 @@ import tempfile
 from specpath.testing import SpeculatorConformance
 from specpath.testing.engine import tiny_checkpoint
 from specpath_dflash.config import DFlashSpeculatorConfig
-from specpath_dflash.testing import tiny_drafter
+from specpath_drafting.block.testing import tiny_drafter
 
 TARGET = tiny_checkpoint(0)
 _DIR = tempfile.TemporaryDirectory(prefix="specpath-dflash-")

@@ -4,15 +4,21 @@ for K 2..8 with prefix caching on and off and with adaptive verification, and sa
 follows the target's distribution."""
 
 import pytest
-import torch
 
-from specpath.engine.llm import LLM
-from specpath.engine.request import SamplingParams
-from specpath_dflash.testing import chi_square_of_two_tokens, reference_block, tiny_drafter
-from specpath_eagle.testing import make_engine, resolve, tiny_target
+from specpath_drafting.block.testing import chi_square_of_two_tokens, reference_block, tiny_drafter
+from specpath_drafting.testing import (
+    TINY_PROMPTS,
+    baseline_tokens,
+    check_every_proposal,
+    greedy,
+    make_engine,
+    resolve,
+    tiny_llm,
+    tiny_target,
+)
 
-PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] * 3, [5, 9, 3, 1] * 6, [7, 7, 7], list(range(20, 50))]
-GREEDY = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+PROMPTS = TINY_PROMPTS
+GREEDY = greedy()
 
 
 @pytest.fixture(scope="module")
@@ -20,9 +26,7 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("dflash")
     target = tiny_target(root / "target", num_layers=4)
     drafter = tiny_drafter("dflash", root / "target", root / "drafter", seed=3, num_layers=2)
-    plain = LLM(str(root / "target"), num_threads=1, max_num_batched_tokens=40, max_num_seqs=4)
-    baseline = [o.token_ids for o in plain.generate(PROMPTS, GREEDY)]
-    return root, target, drafter, baseline
+    return root, target, drafter, baseline_tokens(root / "target")
 
 
 def spec_for(setup, k, **extra):
@@ -30,7 +34,7 @@ def spec_for(setup, k, **extra):
 
 
 def llm(setup, spec, **options):
-    return LLM(str(setup[0] / "target"), spec, num_threads=1, max_num_batched_tokens=40, max_num_seqs=4, **options)
+    return tiny_llm(setup[0] / "target", spec, **options)
 
 
 @pytest.mark.parametrize("num_blocks", [None, 14])  # 14 blocks of 8: requests get preempted and recomputed
@@ -40,22 +44,9 @@ def test_drafts_equal_a_from_scratch_computation(setup, num_blocks):
     engine = make_engine(target, spec, prefix_caching=True, max_num_batched_tokens=24, block_size=8,
                          num_blocks=num_blocks, max_model_len=80)
     speculator = engine.runner.speculator
-    propose = speculator.propose
-    checked = []
-
-    def checking(batch):
-        proposal = propose(batch)
-        flat, start = proposal.token_ids.tolist(), 0
-        for r, n in zip(batch.requests, proposal.num_draft_tokens):
-            if n:
-                hidden = reference_block(speculator.drafter, target, r.token_ids, speculator.k)[:n]
-                want = speculator.drafter.logits(hidden).argmax(-1).tolist()
-                assert flat[start:start + n] == want, f"request {r.req_id} at length {len(r.token_ids)}"
-                checked.append(n)
-            start += n
-        return proposal
-
-    speculator.propose = checking
+    drafter = speculator.drafter
+    checked = check_every_proposal(speculator, lambda r, n: drafter.logits(
+        reference_block(drafter, target, r.token_ids, speculator.k)[:n]).argmax(-1).tolist())
     requests, _ = engine.generate(PROMPTS + PROMPTS[:2], GREEDY)
     assert [r.output_token_ids for r in requests] == baseline + baseline[:2]
     assert len(checked) > 20

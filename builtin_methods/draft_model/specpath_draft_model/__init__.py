@@ -5,9 +5,6 @@ drafting (``parallel_drafting``: one pass with K-1 mask tokens) and a draft with
 its own (``use_heterogeneous_vocab``: drafted strings are verified as the target's tokens).
 """
 
-from pathlib import Path
-
-CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
-"""The shipped drafts for the embedded default model (see the README for how they were made)."""
+from specpath_draft_model.config import CHECKPOINTS
 
 __all__ = ["CHECKPOINTS"]

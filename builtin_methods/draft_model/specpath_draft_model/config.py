@@ -16,11 +16,12 @@ standalone draft:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
 
+from specpath.config.shipped import EMBEDDED_TARGET, ShippedCheckpoint
 from specpath.config.speculator import DraftModelSpeculatorConfig
 from specpath.errors import SpeculativeConfigError
 
@@ -30,16 +31,17 @@ PARD_TOKEN_KEY = "pard_token_id"
 BYTE_VOCAB_SIZE = 256
 """The embedded default model's vocabulary (UTF-8 bytes): the shipped drafts are made for it."""
 
+CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
+"""The shipped drafts for the embedded default model (see the README for how they were made)."""
+
 SHIPPED_DRAFTS = {"autoregressive": "ar", "parallel": "pard", "heterogeneous": "bpe"}
-"""Sub-directories of ``specpath_draft_model/checkpoints`` by drafting shape."""
+"""Sub-directories of ``specpath_draft_model/checkpoints`` by drafting shape (the variants)."""
 
 
 def shipped_draft(kind: str) -> str | None:
-    """Path of a shipped draft checkpoint, or None if it is not installed."""
-    from specpath_draft_model import CHECKPOINTS
-
-    path = CHECKPOINTS / SHIPPED_DRAFTS[kind]
-    return str(path) if (path / "config.json").is_file() else None
+    """Path of a shipped draft checkpoint for the embedded target, or None if it is not installed."""
+    path = StandaloneARSpeculatorConfig.shipped_checkpoint(EMBEDDED_TARGET, kind)
+    return None if path is None else str(path)
 
 
 def draft_kind(spec: Any) -> str:
@@ -58,6 +60,13 @@ class StandaloneARSpeculatorConfig(DraftModelSpeculatorConfig):
     draft_has_own_vocab = True
     supports_variable_draft_length = True
     """Each request gets its own draft budget (``DraftRequest.max_draft_tokens``) every step."""
+    supports_parallel_drafting = True
+    """PARD: one pass with K-1 mask tokens."""
+    shipped_checkpoints = tuple(ShippedCheckpoint(EMBEDDED_TARGET, CHECKPOINTS / sub, variant=kind)
+                                for kind, sub in SHIPPED_DRAFTS.items())
+    """Variants by drafting shape (:func:`draft_kind`); the autoregressive one is the demo's."""
+    demo_num_speculative_tokens = 6
+    """Its best K in benchmarks/draft_model.py."""
 
     @property
     def num_lookahead_tokens(self) -> int:
@@ -83,19 +92,16 @@ class StandaloneARSpeculatorConfig(DraftModelSpeculatorConfig):
     # -- class hooks ---------------------------------------------------------------------
 
     @classmethod
-    def default_model(cls, spec: Any) -> str | None:
-        """The shipped draft of the matching shape, when the target is byte-level (or unknown)."""
+    def shipped_target(cls, spec: Any) -> str:
+        """Every byte-level target (or one not known yet) shares the embedded model's tokenizer,
+        so the shipped drafts serve it."""
         target = spec.target_model_config
-        if target is not None and target.vocab_size != BYTE_VOCAB_SIZE:
-            return None
-        return shipped_draft(draft_kind(spec))
+        return EMBEDDED_TARGET if target is None or target.vocab_size == BYTE_VOCAB_SIZE else super().shipped_target(spec)
 
     @classmethod
-    def demo_config(cls) -> Mapping[str, Any] | None:
-        """What ``specpath demo`` runs: the shipped autoregressive draft, K=6 (its best K in
-        benchmarks/draft_model.py)."""
-        path = shipped_draft("autoregressive")
-        return None if path is None else {"method": "draft_model", "model": path, "num_speculative_tokens": 6}
+    def shipped_variant(cls, spec: Any) -> str:
+        """The drafting shape asked for; the demo (no configuration) runs the autoregressive draft."""
+        return "autoregressive" if spec is None else draft_kind(spec)
 
     @classmethod
     def verify(cls, spec: Any) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from specpath.modeling.rows import RowAllocator
+
 
 class DraftKV:
     """K/V tensors ``[rows, max_len, kv_heads, head_dim]`` per layer; rows grow on demand."""
@@ -33,8 +35,7 @@ class DraftKV:
         self.dtype, self.device = dtype, torch.device(device)
         self.k: list[torch.Tensor] = []
         self.v: list[torch.Tensor] = []
-        self._rows: dict[str, int] = {}
-        self._free: list[int] = []
+        self.rows = RowAllocator(owner="draft KV")
         self._grow(min(initial_rows, max_rows))
 
     @property
@@ -50,23 +51,18 @@ class DraftKV:
             self.v = [torch.cat([t, n]) for t, n in zip(self.v, new[self.num_layers :])]
         else:
             self.k, self.v = new[: self.num_layers], new[self.num_layers :]
-        self._free.extend(range(rows - 1, old - 1, -1))
+        self.rows.add_rows(rows - old)
 
     def row(self, req_id: str) -> int:
         """The request's row, allocated on first use."""
-        row = self._rows.get(req_id)
-        if row is None:
-            if not self._free:
-                if self.capacity >= self.max_rows:
-                    raise RuntimeError(f"draft KV is full: more than {self.max_rows} live requests")
-                self._grow(min(2 * self.capacity, self.max_rows))
-            row = self._rows[req_id] = self._free.pop()
-        return row
+        if req_id not in self.rows and not self.rows.has_free_row:
+            if self.capacity >= self.max_rows:
+                raise RuntimeError(f"draft KV is full: more than {self.max_rows} live requests")
+            self._grow(min(2 * self.capacity, self.max_rows))
+        return self.rows.row(req_id)
 
     def release(self, req_id: str) -> None:
-        row = self._rows.pop(req_id, None)
-        if row is not None:
-            self._free.append(row)
+        self.rows.release(req_id)
 
     def attention(self, rows: list[int], starts: list[int], lengths: list[int]) -> RowAttention:
         """The attention callable of one forward: request ``i`` (KV row ``rows[i]``) contributes

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import random
 import time
@@ -35,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from specpath_draft_model.config import PARD_TOKEN_KEY
+from specpath_drafting.training import warmup_cosine
 
 SOFT_LABELS = 16
 """How many of the target's likeliest next tokens (with probabilities) are kept per generated
@@ -147,11 +147,8 @@ def _windows(sequences: list[list[int]], length: int, batch: int, rng: random.Ra
     return torch.tensor(rows, dtype=torch.long)
 
 
-def _lr(step: int, total: int, peak: float, warmup: int = 50) -> float:
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    progress = min(1.0, (step - warmup) / max(1, total - warmup))
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+WARMUP = 50
+"""Warm-up steps of every draft-model recipe."""
 
 
 def _train_loop(model, loss_fn, *, minutes: float, max_steps: int, lr: float, log) -> int:
@@ -163,7 +160,7 @@ def _train_loop(model, loss_fn, *, minutes: float, max_steps: int, lr: float, lo
     model.train()
     while step < total and time.monotonic() < deadline:
         for group in opt.param_groups:
-            group["lr"] = _lr(step, total, lr)
+            group["lr"] = warmup_cosine(step, (step - WARMUP) / max(1, total - WARMUP), peak=lr, warmup=WARMUP)
         loss = loss_fn(step)
         opt.zero_grad(set_to_none=True)
         loss.backward()

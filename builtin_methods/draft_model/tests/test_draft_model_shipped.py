@@ -3,7 +3,7 @@ greedy output identical to plain decoding, and some drafts accepted."""
 
 import pytest
 
-from specpath.engine.cli_run import DEMO_PROMPTS
+from specpath.engine.harness import DEMO_PROMPTS
 from specpath.testing.engine import greedy_identity
 from specpath_draft_model.config import shipped_draft
 

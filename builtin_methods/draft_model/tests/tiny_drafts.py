@@ -15,26 +15,18 @@ from pathlib import Path
 
 import torch
 
-from specpath.engine.model import LlamaConfig, LlamaModel
-from specpath.testing.engine import tiny_checkpoint, tiny_target
+from specpath.engine.model import LlamaModel
+from specpath.testing.engine import random_llama, tiny_checkpoint, tiny_target
 from specpath_draft_model.config import PARD_TOKEN_KEY
 
 _ROOT: Path | None = None
 
 
-def _config(vocab_size: int, hidden: int = 32, layers: int = 1) -> LlamaConfig:
-    return LlamaConfig(
-        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=512,
-    )
-
-
-def _random(seed: int, vocab_size: int = 256, **extra) -> LlamaModel:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = LlamaModel(_config(vocab_size))
+def _random(seed: int, vocab_size: int = 256) -> LlamaModel:
+    model = random_llama(seed, vocab_size=vocab_size, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1)
+    with torch.no_grad():
         for p in model.parameters():  # sharper logits than the default init, so drafts vary
-            p.data.mul_(3.0)
+            p.mul_(3.0)
     return model
 
 

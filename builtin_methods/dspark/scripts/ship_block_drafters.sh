@@ -44,5 +44,5 @@ wait_for_cpu
 echo "dspark start $(date +%T)"
 nice -n 5 python3 -m specpath_dspark.train_dspark $COMMON --markov-rank 64 --soft-ce --loss-weights 1.0 0.9 1.0 --out "$R/dspark" --export $DSPARK
 echo "bench start $(date +%T)"
-nice -n 5 python3 builtin_methods/dspark/benchmarks/block_drafters.py --k 4 --max-tokens 128 --repeats 3 --json "$R/bench_k4.json"
+nice -n 5 python3 benchmarks/block_drafters.py --k 4 --max-tokens 128 --repeats 3 --json "$R/bench_k4.json"
 echo "all done $(date +%T)"

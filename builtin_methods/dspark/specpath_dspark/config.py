@@ -18,22 +18,26 @@ from typing import Any
 
 import attrs
 
+from specpath.config.shipped import EMBEDDED_TARGET, ShippedCheckpoint
 from specpath.errors import SpeculativeConfigError
-from specpath_dflash.config import LAYOUT_KEY, DFlashSpeculatorConfig, draft_config_dict
+from specpath_drafting.block.config import LAYOUT_KEY, BlockDrafterConfig, draft_config_dict
 
 DSPARK_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "dspark-byte-llama"
 """The DSpark drafter trained for specpath's embedded default target (package data)."""
 
 
 @attrs.frozen(kw_only=True)
-class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
+class DSparkSpeculatorConfig(BlockDrafterConfig):
     """DSpark (see the module docstring). ``dspark_anchor_sampling`` defaults to the layout the
     checkpoint records; ``dspark_draft_topk`` keeps only the top-k base candidates per position
     before the Markov bias."""
 
     base_method = "dspark"
     speculator_class = "specpath_dspark.speculator:DSparkSpeculator"
-    supported_options = frozenset({"dspark_draft_topk", "dspark_anchor_sampling"})
+    supported_options = frozenset({
+        "dspark_draft_topk", "dspark_anchor_sampling",
+        "enable_adaptive_verification", "adaptive_verification_threshold",
+    })
     uses_separate_workspace_lane = True
     supports_pcp = True
     adaptive_verification_uses_draft_logits = False
@@ -41,6 +45,7 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
     supports_watermarking = False
     """The article lists EAGLE and DFlash only: the Markov head reshapes the distribution."""
     anchor_sampling_default = True
+    shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, DSPARK_CHECKPOINT),)
 
     @property
     def anchor_sampling(self) -> bool:
@@ -49,10 +54,6 @@ class DSparkSpeculatorConfig(DFlashSpeculatorConfig):
 
     def hash_factors(self) -> tuple[Any, ...]:
         return (*super().hash_factors(), ("dspark_draft_topk", self.spec.dspark_draft_topk))
-
-    @classmethod
-    def shipped_checkpoint(cls) -> Path | None:
-        return DSPARK_CHECKPOINT
 
     @classmethod
     def configure(cls, spec: Any) -> Mapping[str, Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from specpath_dflash.drafter import DFlashDrafter, DrafterConfig
+from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig
 
 
 class DSparkDrafter(DFlashDrafter):

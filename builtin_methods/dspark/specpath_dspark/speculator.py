@@ -5,7 +5,7 @@ Greedy requests take the argmax of each Markov-corrected distribution (one-hot f
 verification); with ``draft_sample_method = "random"`` a request with temperature t samples
 from ``softmax((U_k + W1[x_{k-1}] W2) / t)`` and hands that exact distribution to the
 verifier. ``enable_adaptive_verification`` keeps the prefix the scheduler picks from the
-confidences (:mod:`specpath_dflash.adaptive`).
+confidences (:mod:`specpath_drafting.block.adaptive`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from specpath_dflash.speculator import DFlashSpeculator
+from specpath_drafting.block.speculator import DFlashSpeculator
 from specpath_dspark.drafter import DSparkDrafter
 from specpath_dspark.reference import markov_sample_reference, topk_floor
 

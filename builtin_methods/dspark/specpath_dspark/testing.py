@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from specpath_dflash.drafter import DrafterConfig
-from specpath_dflash.testing import tiny_drafter
+from specpath_drafting.block.drafter import DrafterConfig
+from specpath_drafting.block.testing import tiny_drafter
 from specpath_dspark.drafter import DSparkDrafter
 
 

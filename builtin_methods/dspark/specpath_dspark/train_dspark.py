@@ -13,21 +13,18 @@ greedy acceptance; the temperatures are written to ``config.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 
 import torch
 
-from specpath_dflash.drafter import save_drafter
-from specpath_dflash.train_dflash import add_block_arguments, build, setup_run
+from specpath_drafting.block.drafter import save_drafter
+from specpath_drafting.block.training import add_block_arguments, build, setup_run
 from specpath_dspark.drafter import DSparkDrafter
 from specpath_dspark.training import calibrate_temperatures, calibration_data, dspark_loss
 
 
 def main(argv: list[str] | None = None) -> int:
-    from specpath_eagle.train_eagle import add_data_arguments
-    from specpath_eagle.training import train_loop
+    from specpath_drafting.training import add_data_arguments, fit, save_and_export, training_record
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_arguments(p)
@@ -50,10 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     eps = config.get("rms_norm_eps", 1e-6)
     loss_fn = dspark_loss(drafter, norm_w, head_w, eps, k=args.k, anchors_per_window=args.anchors, gamma=args.gamma,
                           seed=args.seed, weights=tuple(args.loss_weights), soft_ce=args.soft_ce)
-    t0 = time.time()
-    metrics = train_loop(drafter, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
-                         lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]))
-    log(f"dspark: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
+    metrics = fit("dspark", drafter, loss_fn, tokens, taps, args, log)
     conf_logits, accepted = calibration_data(drafter, tokens[:held], taps[:held], norm_w, head_w, eps, k=args.k,
                                              anchors_per_window=args.anchors)
     temps, errors = calibrate_temperatures(conf_logits, accepted)
@@ -61,14 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     with torch.no_grad():
         drafter.confidence_temperatures.copy_(torch.tensor(temps))
     extra = {"confidence_temperatures": temps,
-             "specpath_training": {"script": "specpath_dspark.train_dspark", "seed": args.seed, "minutes": args.minutes,
-                                   "argv": sys.argv[1:] if argv is None else argv,
-                                   "target_digest": json.loads((feats / "features.json").read_text())["key"]["target"],
-                                   "heldout": metrics, "calibration_ece": errors}}
-    save_drafter(drafter, out / "drafter", extra_config=extra)
-    if args.export:
-        save_drafter(drafter, args.export, extra_config=extra, dtype=torch.float16)
-        log(f"dspark: exported to {args.export}")
+             "specpath_training": training_record("specpath_dspark.train_dspark", args, metrics, argv=argv,
+                                                  calibration_ece=errors)}
+    save_and_export(save_drafter, drafter, out / "drafter", args, log, "dspark", extra=extra)
     return 0
 
 

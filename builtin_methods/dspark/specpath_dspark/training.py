@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from specpath_dflash.training import (
+from specpath_drafting.block.training import (
     block_batch,
     expected_tau,
     greedy_acceptance_by_position,

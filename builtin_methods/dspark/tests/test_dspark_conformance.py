@@ -5,7 +5,7 @@ import tempfile
 
 from specpath.testing import SpeculatorConformance
 from specpath.testing.engine import tiny_checkpoint
-from specpath_dflash.testing import tiny_drafter
+from specpath_drafting.block.testing import tiny_drafter
 from specpath_dspark.config import DSparkSpeculatorConfig
 from specpath_dspark.testing import strong_heads
 

@@ -11,15 +11,22 @@ import torch
 
 from specpath.config.model import ModelConfig
 from specpath.config.speculative import SpeculativeConfig
-from specpath.engine.llm import LLM
-from specpath.engine.request import SamplingParams
 from specpath.errors import SpeculativeConfigError
-from specpath_dflash.testing import chi_square_of_two_tokens, reference_block, tiny_drafter
+from specpath_drafting.block.testing import chi_square_of_two_tokens, reference_block, tiny_drafter
 from specpath_dspark.testing import strong_heads
-from specpath_eagle.testing import make_engine, resolve, tiny_target
+from specpath_drafting.testing import (
+    TINY_PROMPTS,
+    baseline_tokens,
+    check_every_proposal,
+    greedy,
+    make_engine,
+    resolve,
+    tiny_llm,
+    tiny_target,
+)
 
-PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] * 3, [5, 9, 3, 1] * 6, [7, 7, 7], list(range(20, 50))]
-GREEDY = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+PROMPTS = TINY_PROMPTS
+GREEDY = greedy()
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +39,7 @@ def setup(tmp_path_factory):
         False: tiny_drafter("dspark", root / "target", root / "fill-in", seed=4, markov_rank=8,
                             anchor_sampling=False, build=strong_heads),
     }
-    plain = LLM(str(root / "target"), num_threads=1, max_num_batched_tokens=40, max_num_seqs=4)
-    baseline = [o.token_ids for o in plain.generate(PROMPTS, GREEDY)]
-    return root, target, drafters, baseline
+    return root, target, drafters, baseline_tokens(root / "target")
 
 
 def spec_for(setup, k, anchor_first=True, **extra):
@@ -42,7 +47,7 @@ def spec_for(setup, k, anchor_first=True, **extra):
 
 
 def llm(setup, spec, **options):
-    return LLM(str(setup[0] / "target"), spec, num_threads=1, max_num_batched_tokens=40, max_num_seqs=4, **options)
+    return tiny_llm(setup[0] / "target", spec, **options)
 
 
 def markov_drafts(drafter, hidden, anchor, topk=None):
@@ -68,22 +73,9 @@ def test_drafts_equal_a_from_scratch_computation(setup, anchor_first, topk):
     engine = make_engine(target, spec, prefix_caching=True, max_num_batched_tokens=24, block_size=8,
                          num_blocks=14, max_model_len=80)
     speculator = engine.runner.speculator
-    propose = speculator.propose
-    checked = []
-
-    def checking(batch):
-        proposal = propose(batch)
-        flat, start = proposal.token_ids.tolist(), 0
-        for r, n in zip(batch.requests, proposal.num_draft_tokens):
-            if n:
-                hidden = reference_block(speculator.drafter, target, r.token_ids, speculator.k)[:n]
-                want = markov_drafts(speculator.drafter, hidden, r.token_ids[-1], topk)
-                assert flat[start:start + n] == want, f"request {r.req_id} at length {len(r.token_ids)}"
-                checked.append(n)
-            start += n
-        return proposal
-
-    speculator.propose = checking
+    drafter = speculator.drafter
+    checked = check_every_proposal(speculator, lambda r, n: markov_drafts(
+        drafter, reference_block(drafter, target, r.token_ids, speculator.k)[:n], r.token_ids[-1], topk))
     requests, _ = engine.generate(PROMPTS + PROMPTS[:2], GREEDY)
     assert [r.output_token_ids for r in requests] == baseline + baseline[:2]
     assert len(checked) > 20

@@ -4,12 +4,12 @@ temperature scaling lowers the calibration error of the cumulative confidence.""
 
 import torch
 
-from specpath_dflash.drafter import DrafterConfig
-from specpath_dflash.training import block_batch
+from specpath_drafting.block.drafter import DrafterConfig
+from specpath_drafting.block.training import block_batch
 from specpath_dspark.drafter import DSparkDrafter
 from specpath_dspark.reference import markov_sample_reference, topk_floor
 from specpath_dspark.training import calibrate_temperatures, dspark_loss, expected_calibration_error, markov_outputs
-from specpath_eagle.testing import tiny_target
+from specpath_drafting.testing import tiny_target, train_steps
 
 
 def setup(tmp_path):
@@ -30,16 +30,7 @@ def test_a_few_steps_lower_the_loss(tmp_path):
     target, drafter, tokens, taps = setup(tmp_path)
     loss_fn = dspark_loss(drafter, target.model.norm.weight.detach(), target.lm_head.weight.detach(), 1e-5, k=3,
                           anchors_per_window=6)
-    opt = torch.optim.Adam([p for p in drafter.parameters() if p.requires_grad], lr=3e-3)
-    with torch.no_grad():
-        before, _ = loss_fn(tokens, taps)
-    for _ in range(30):
-        loss, _ = loss_fn(tokens, taps)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    with torch.no_grad():
-        after, info = loss_fn(tokens, taps)
+    before, after, info = train_steps(loss_fn, drafter, tokens, taps)
     assert float(after) < float(before) and {"ce", "l1", "bce", "tau"} <= set(info)
 
 

@@ -1,8 +1,8 @@
-"""specpath-eagle: EAGLE drafting for specpath (methods ``eagle`` and ``extract_hidden_states``)
-and the hidden-state drafter machinery EAGLE-3 and MTP reuse: heads (:mod:`.head`,
-:mod:`.layers`), the drafter's own KV (:mod:`.kv`), the input-preparation kernel
-(:mod:`.kernels`, :mod:`.reference`), the drafting loop (:mod:`.speculator`) and the training
-recipes (:mod:`.training`).
+"""specpath-eagle: EAGLE drafting for specpath (methods ``eagle`` and ``extract_hidden_states``).
+
+The EAGLE-1 head (:mod:`.head`), its speculators (:mod:`.speculator`), config classes
+(:mod:`.config`) and training recipe (:mod:`.train_eagle`); the drafting loop, KV, kernel and
+training toolkit it runs on are the shared library's (``specpath_drafting``).
 
 Importing the package stays light (no torch): everything heavy is in submodules.
 """

@@ -1,25 +1,36 @@
 """``EagleSpeculatorConfig`` and ``ExtractHiddenStatesSpeculatorConfig``: the EAGLE rows of the
-method table, plus the checkpoint detection and the option checks that every hidden-state
-head shares (``specpath_eagle3`` builds on these classes).
-
-An EAGLE head reads the target's hidden states, writes K draft positions into its own KV
-(lookahead K), takes *shifted* input (token p+1 with the feature of p) so it adds no query rows
-to the target batch (0 extra slots), needs one token past a prefill chunk, and its KV at p
-depends on the token after p (the prefix cache drops the tail block).
+method table, and the checkpoint detection of hidden-state heads (``specpath_eagle3`` builds on
+these classes). What every shifted-input hidden-state drafter shares is
+:class:`specpath_drafting.config.HiddenStateDrafterConfig`.
 
 Attrs only: importing this module must not import torch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from specpath.config.speculator import DraftModelSpeculatorConfig, SpeculatorConfig
+from specpath.config.shipped import EMBEDDED_TARGET, ShippedCheckpoint
+from specpath.config.speculator import SpeculatorConfig
 from specpath.errors import SpeculativeConfigError
+from specpath_drafting.config import (
+    HeadSpeculatorConfig,
+    method_from_checkpoint_config,
+    method_from_path,
+    resolve_aux_layer_ids,
+)
+
+__all__ = [
+    "EAGLE_HEAD",
+    "EagleSpeculatorConfig",
+    "ExtractHiddenStatesSpeculatorConfig",
+    "method_from_checkpoint_config",  # the detection hooks read these (defined in specpath_drafting)
+    "method_from_path",
+]
 
 HEADS_DIR = Path(__file__).resolve().parent / "heads"
 """Trained heads shipped with the package (package data)."""
@@ -27,221 +38,23 @@ HEADS_DIR = Path(__file__).resolve().parent / "heads"
 EAGLE_HEAD = HEADS_DIR / "eagle-byte-llama"
 """The EAGLE-1 head trained for specpath's embedded default target."""
 
-SUPPORTED_HEAD_QUANTIZATIONS = ("fp8",)
-"""``draft_lm_head_quantization`` values the heads implement (weight-only, per-row scales)."""
-
-
-def embedded_target_path() -> Path:
-    """Where specpath keeps its embedded default target (no torch import)."""
-    import specpath
-
-    return Path(specpath.__file__).resolve().parent / "assets" / "default_model"
-
-
-def targets_embedded_model(spec: Any) -> bool:
-    """True when no target is known yet or the target is specpath's embedded model, the one
-    the shipped heads were trained on."""
-    target = spec.target_model_config
-    if target is None:
-        return True
-    try:
-        return Path(target.model).resolve() == embedded_target_path()
-    except (OSError, TypeError):
-        return False
-
-
-# -- checkpoint detection ---------------------------------------------------------------
-
-
-def _lower(values: Any) -> list[str]:
-    if isinstance(values, str):
-        values = [values]
-    return [str(v).lower() for v in values or () if isinstance(v, str)]
-
-
-def method_from_checkpoint_config(config: Mapping[str, Any]) -> str | None:
-    """"eagle3", "eagle" or None from a draft's ``config.json`` alone (architectures,
-    ``model_type``, the speculators-format ``speculators_model_type``); no path guessing."""
-    kinds = _lower(config.get("model_type")) + _lower(config.get("speculators_model_type"))
-    archs = _lower(config.get("architectures"))
-    if "eagle3" in kinds or any("eagle3" in a for a in archs):
-        return "eagle3"
-    if "eagle" in kinds or any("eagle" in a for a in archs):
-        return "eagle"
-    return None
-
-
-def method_from_path(path: str | None) -> str | None:
-    """The article's path hints, tried last and in its order: ``"eagle-"`` before ``"eagle3"``."""
-    name = str(path or "").lower()
-    if "eagle-" in name:
-        return "eagle"
-    if "eagle3" in name:
-        return "eagle3"
-    return None
-
-
-def check_checkpoint_agrees(spec: Any, method: str) -> None:
-    """An explicit method that disagrees with what the draft checkpoint says it is: one line
-    naming both (the core does this for checkpoints that declare ``speculator_config_class``;
-    this covers checkpoints known only by architecture or ``model_type``)."""
-    draft = spec.draft_model_config
-    if draft is None:
-        return
-    found = method_from_checkpoint_config(draft.hf_config)
-    if found is not None and found != method:
-        raise SpeculativeConfigError(
-            f"requested method={spec.custom_method or method!r}, but the draft model {spec.model!r} is "
-            f"a {found!r} checkpoint (architectures {list(draft.architectures)}, model_type "
-            f"{draft.model_type!r}); drop 'method' or use a matching checkpoint",
-            field="speculative_config.method",
-            value=spec.custom_method or method,
-        )
-
-
-# -- auxiliary layers ---------------------------------------------------------------------
-
-
-def default_aux_layer_ids(num_target_layers: int) -> tuple[int, int, int]:
-    """A low, a middle and a high target layer (0-based decoder-layer outputs).
-
-    Deep targets get the EAGLE-3 reference taps: the inputs of layers 2, N/2 and N-3, i.e. the
-    outputs of layers 1, N/2-1 and N-4. Shallow targets (N < 8), where those collide, get
-    ``N//6``, ``(N-1)//2`` and ``N-2`` (6 layers: 1, 2, 4); the last layer is never tapped.
-    """
-    n = num_target_layers
-    if n >= 8:
-        return (1, n // 2 - 1, n - 4)
-    return (n // 6, max(0, (n - 1) // 2), max(0, n - 2))
-
-
-def target_num_layers(spec: Any) -> int | None:
-    """The target's layer count: from the target config, else what the head recorded."""
-    if spec.target_model_config is not None and spec.target_model_config.num_hidden_layers:
-        return int(spec.target_model_config.num_hidden_layers)
-    draft = spec.draft_model_config
-    if draft is not None and isinstance(draft.hf_config.get("target_num_hidden_layers"), int):
-        return int(draft.hf_config["target_num_hidden_layers"])
-    return None
-
-
-def resolve_aux_layer_ids(spec: Any, draft: Any | None) -> tuple[int, ...] | None:
-    """Taps: the user's, else the ones the head was trained on, else the default for the
-    target's depth (None while the depth is unknown)."""
-    if spec.eagle_aux_hidden_state_layer_ids is not None:
-        return tuple(spec.eagle_aux_hidden_state_layer_ids)
-    declared = None if draft is None else draft.hf_config.get("eagle_aux_hidden_state_layer_ids")
-    if isinstance(declared, Sequence) and declared and all(isinstance(i, int) for i in declared):
-        return tuple(declared)
-    layers = None
-    if spec.target_model_config is not None and spec.target_model_config.num_hidden_layers:
-        layers = int(spec.target_model_config.num_hidden_layers)
-    elif draft is not None and isinstance(draft.hf_config.get("target_num_hidden_layers"), int):
-        layers = int(draft.hf_config["target_num_hidden_layers"])
-    return None if layers is None else default_aux_layer_ids(layers)
-
-
-def _check_head_quantization(spec: Any, shares_target_head: bool) -> None:
-    """``draft_lm_head_quantization``: fp8 only, and only over a head kept in the model dtype
-    (the core checks the draft's own ``head_dtype``; a shared head is the target's)."""
-    value = spec.draft_lm_head_quantization
-    if value is None:
-        return
-    field = "speculative_config.draft_lm_head_quantization"
-    if value not in SUPPORTED_HEAD_QUANTIZATIONS:
-        raise SpeculativeConfigError(
-            "is not implemented by the EAGLE heads", field=field, value=value, allowed=SUPPORTED_HEAD_QUANTIZATIONS
-        )
-    target = spec.target_model_config
-    if shares_target_head and target is not None and target.head_dtype != target.dtype:
-        raise SpeculativeConfigError(
-            f"needs the shared LM head in the model dtype ({target.dtype}), but the target's head is "
-            f"{target.head_dtype}",
-            field=field,
-            value=value,
-        )
-
 
 # -- config classes ---------------------------------------------------------------------
 
 
 @attrs.frozen(kw_only=True)
-class EagleSpeculatorConfig(DraftModelSpeculatorConfig):
+class EagleSpeculatorConfig(HeadSpeculatorConfig):
     """EAGLE-1: the target's final feature and the next token's embedding -> one decoder layer
     -> the target's norm and head. ``model`` is the head's checkpoint directory."""
 
     base_method = "eagle"
     speculator_class = "specpath_eagle.speculator:EagleSpeculator"
-    supported_options = frozenset({"draft_lm_head_quantization"})
-    uses_target_hidden_states = True
-    draft_kv_depends_on_next_token = True
     supports_watermarking = True
     """The head shares the target's vocabulary and logits, so a watermark can bias drafts."""
-    supports_variable_draft_length = True
-    """Each request drafts up to its own ``max_draft_tokens``."""
+    shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, EAGLE_HEAD),)
     shares_target_head = True
     """EAGLE-1 drafts through the target's LM head (so ``draft_lm_head_quantization`` rules
     apply to the target's head dtype)."""
-    supports_parallel_drafting = False
-    """P-EAGLE (one pass with mask queries) is an EAGLE-3 head feature."""
-
-    @property
-    def num_lookahead_tokens(self) -> int:
-        """The K draft positions the head writes into its own KV."""
-        return self.spec.num_speculative_tokens
-
-    @property
-    def max_num_new_slots_for_drafting(self) -> int:
-        """Shifted input reuses the verify step's query positions: no extra rows."""
-        return 0
-
-    @classmethod
-    def default_model(cls, spec: Any) -> str | None:
-        """The shipped head, when the target is the embedded model (or not known yet)."""
-        head = cls.shipped_head(spec)
-        if head is not None and head.is_dir() and targets_embedded_model(spec):
-            return str(head)
-        return None
-
-    @classmethod
-    def shipped_head(cls, spec: Any = None) -> Path | None:
-        """The head this package ships for the embedded target (for this configuration)."""
-        return EAGLE_HEAD
-
-    @classmethod
-    def demo_config(cls) -> dict[str, Any] | None:
-        """``specpath demo``: the shipped head on the embedded target."""
-        head = cls.shipped_head()
-        if head is None or not head.is_dir():
-            return None
-        return {"method": cls.base_method, "model": str(head), "num_speculative_tokens": 4}
-
-    @classmethod
-    def matches(cls, checkpoint: Any) -> bool:
-        """Config evidence first (architectures / model_type), then the path hint "eagle-"."""
-        found = method_from_checkpoint_config(checkpoint.config)
-        if found is not None:
-            return found == cls.base_method
-        return method_from_path(checkpoint.path) == cls.base_method
-
-    @classmethod
-    def verify(cls, spec: Any) -> None:
-        check_checkpoint_agrees(spec, cls.base_method)
-        _check_head_quantization(spec, cls.shares_target_head)
-        if spec.parallel_drafting and not cls.supports_parallel_drafting:
-            raise SpeculativeConfigError(
-                f"method {spec.custom_method or spec.method!r} drafts a chain; parallel drafting "
-                "(P-EAGLE) needs an EAGLE-3 head (method 'eagle3')",
-                field="speculative_config.parallel_drafting",
-                value=True,
-            )
-        if spec.eagle_aux_hidden_state_layer_ids is not None and not cls.uses_aux_hidden_states:
-            raise SpeculativeConfigError(
-                f"method {spec.custom_method or spec.method!r} reads only the target's final feature; "
-                "auxiliary layers are for eagle3 and extract_hidden_states",
-                field="speculative_config.eagle_aux_hidden_state_layer_ids",
-                value=list(spec.eagle_aux_hidden_state_layer_ids),
-            )
 
 
 @attrs.frozen(kw_only=True)
@@ -264,10 +77,6 @@ class ExtractHiddenStatesSpeculatorConfig(SpeculatorConfig):
         if spec.num_speculative_tokens is None:
             updates["num_speculative_tokens"] = 1  # nothing is drafted; K only sizes the config
         return updates
-
-    @classmethod
-    def demo_config(cls) -> dict[str, Any] | None:
-        return None  # proposes nothing: nothing to show in a speed demo
 
     @classmethod
     def verify(cls, spec: Any) -> None:

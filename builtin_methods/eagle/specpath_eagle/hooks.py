@@ -19,13 +19,21 @@ def specpath_register_methods(register):
 
 @hookimpl
 def specpath_detect_method(checkpoint):
-    """Recognise EAGLE and EAGLE-3 heads from ``config.json`` (architectures, ``model_type``).
-
-    Path hints are left to ``EagleSpeculatorConfig.matches`` / ``Eagle3SpeculatorConfig.matches``,
-    which the core tries after every plugin's detection hook, in the article's order.
-    """
+    """Recognise an EAGLE(-1) head from ``config.json`` (architectures, ``model_type``);
+    EAGLE-3 heads are the eagle3 plugin's to recognise."""
     from specpath_eagle.config import method_from_checkpoint_config
 
     if checkpoint is None:
         return None
-    return method_from_checkpoint_config(checkpoint.config)
+    return "eagle" if method_from_checkpoint_config(checkpoint.config) == "eagle" else None
+
+
+@hookimpl(trylast=True, specname="specpath_detect_method")
+def detect_eagle_by_path(checkpoint):
+    """The path hint ``eagle-``, asked after every plugin's config evidence, and only for a
+    checkpoint whose ``config.json`` says nothing about EAGLE."""
+    from specpath_eagle.config import method_from_checkpoint_config, method_from_path
+
+    if checkpoint is None or method_from_checkpoint_config(checkpoint.config) is not None:
+        return None
+    return "eagle" if method_from_path(checkpoint.path) == "eagle" else None

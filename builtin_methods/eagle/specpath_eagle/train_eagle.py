@@ -13,68 +13,26 @@ Data: corpus windows plus the target's own continuations; features cached under 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from specpath_eagle.head import EagleHead, save_head
-from specpath_eagle.layers import HeadConfig
-from specpath_eagle.training import (
+from specpath_eagle.head import EagleHead
+
+from specpath_drafting.heads import HeadConfig, save_head
+from specpath_drafting.training import (
+    add_data_arguments,
     cached_features,
-    corpus_windows,
     depth_pass,
-    generated_windows,
+    features_dir,
+    load_target_parts,
+    make_windows_fn,
     soft_cross_entropy,
     start_run,
     target_probs_from_final,
-    train_loop,
+    fit_and_save,
 )
-
-
-def add_data_arguments(p: argparse.ArgumentParser) -> None:
-    from specpath_eagle.config import embedded_target_path
-
-    p.add_argument("--target", default=str(embedded_target_path()), help="target checkpoint directory")
-    p.add_argument("--out", required=True, help="run directory (features cache, log, head)")
-    p.add_argument("--export", default=None, help="also write the trained head here")
-    p.add_argument("--features", default=None, help="features cache directory (default: OUT/features)")
-    p.add_argument("--minutes", type=float, default=10.0, help="wall-clock training budget")
-    p.add_argument("--window", type=int, default=256)
-    p.add_argument("--corpus-windows", type=int, default=480)
-    p.add_argument("--generated-windows", type=int, default=320)
-    p.add_argument("--heldout-windows", type=int, default=32)
-    p.add_argument("--batch", type=int, default=12)
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave the default)")
-
-
-def features_dir(args: argparse.Namespace) -> Path:
-    return Path(args.features) if args.features else Path(args.out) / "features"
-
-
-def load_target_parts(target_path: str) -> tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The target's config and its frozen embedding, final-norm and head weights."""
-    from specpath.engine.model import LlamaModel
-
-    target = LlamaModel.from_pretrained(target_path)
-    config = json.loads((Path(target_path) / "config.json").read_text())
-    return (config, target.model.embed_tokens.weight.detach().clone(), target.model.norm.weight.detach().clone(),
-            target.lm_head.weight.detach().clone())
-
-
-def make_windows_fn(args: argparse.Namespace):
-    def make(target):
-        parts = [corpus_windows(args.corpus_windows, args.window, seed=args.seed)]
-        if args.generated_windows:
-            parts.append(generated_windows(target, args.generated_windows, args.window, seed=args.seed))
-        windows = torch.cat(parts)
-        return windows[torch.randperm(windows.shape[0], generator=torch.Generator().manual_seed(args.seed))]
-    return make
 
 
 def eagle_loss(head: EagleHead, norm_w: torch.Tensor, head_w: torch.Tensor, eps: float, *,
@@ -119,10 +77,6 @@ def main(argv: list[str] | None = None) -> int:
     layers = (config["num_hidden_layers"] - 1,)
     log(f"eagle: target {args.target} layers {layers} args {vars(args)}")
     tokens, taps = cached_features(features_dir(args), args.target, layers, make_windows=make_windows_fn(args), log=log)
-    held = args.heldout_windows
-    train_tokens, train_taps = tokens[held:], taps[held:]
-    heldout = (tokens[:held], taps[:held])
-
     head_config = HeadConfig.for_target("eagle", config)
     head = EagleHead(head_config, embed_tokens=lambda ids: F.embedding(ids, emb_w),
                      lm_head=lambda h: h @ head_w.T)
@@ -132,18 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     eps = config.get("rms_norm_eps", 1e-6)
     loss_fn = eagle_loss(head, norm_w, head_w, eps, ce_weight=args.ce_weight, noise=args.noise,
                          generator=torch.Generator().manual_seed(args.seed))
-    t0 = time.time()
-    metrics = train_loop(head, loss_fn, train_tokens, train_taps, minutes=args.minutes, batch=args.batch,
-                         lr=args.lr, seed=args.seed, log=log, heldout=heldout)
-    log(f"eagle: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
-    extra = {"specpath_training": {"script": "specpath_eagle.train_eagle", "seed": args.seed,
-                                   "minutes": args.minutes, "target_digest": json.loads(
-                                       (features_dir(args) / "features.json").read_text())["key"]["target"],
-                                   "heldout": metrics}}
-    save_head(head, out / "head", extra_config=extra)
-    if args.export:
-        save_head(head, args.export, extra_config=extra, dtype=torch.float16)
-        log(f"eagle: exported to {args.export}")
+    fit_and_save("eagle", "specpath_eagle.train_eagle", head, loss_fn, tokens, taps, args, log, save=save_head,
+                 path=out / "head", argv=argv)
     return 0
 
 

@@ -8,13 +8,10 @@ import pytest
 
 from specpath.config.engine import CacheConfig, EngineConfig
 from specpath.errors import SpeculativeConfigError
-from specpath_eagle.config import (
-    EagleSpeculatorConfig,
-    default_aux_layer_ids,
-    method_from_checkpoint_config,
-    method_from_path,
-)
-from specpath_eagle.testing import random_head, resolve, tiny_target
+from specpath_drafting.config import default_aux_layer_ids, method_from_checkpoint_config, method_from_path
+from specpath_drafting.testing import config_variant, random_head, resolve, tiny_target
+from specpath_eagle.config import EagleSpeculatorConfig
+from specpath_eagle.head import EagleHead
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +22,7 @@ def target(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def eagle_head(target, tmp_path_factory):
-    return random_head("eagle", target[1], tmp_path_factory.mktemp("h") / "head")
+    return random_head(EagleHead, target[1], tmp_path_factory.mktemp("h") / "head")
 
 
 def write_checkpoint(path, **config):
@@ -130,10 +127,7 @@ def test_fp8_head_needs_the_head_in_the_model_dtype(tmp_path, eagle_head, target
     ok = resolve({"method": "eagle", "model": str(eagle_head), "num_speculative_tokens": 2,
                   "draft_lm_head_quantization": "fp8"}, target[0])
     assert ok.draft_lm_head_quantization == "fp8"
-    head_cfg = json.loads((eagle_head / "config.json").read_text())
-    low = tmp_path / "head-bf16-lm-head"
-    low.mkdir()
-    (low / "config.json").write_text(json.dumps({**head_cfg, "head_dtype": "bfloat16"}))
+    low = config_variant(eagle_head, tmp_path / "head-bf16-lm-head", head_dtype="bfloat16")
     with pytest.raises(SpeculativeConfigError, match="draft_lm_head_quantization.*model dtype"):
         resolve({"method": "eagle", "model": str(low), "num_speculative_tokens": 2,
                  "draft_lm_head_quantization": "fp8"}, target[0])

@@ -10,11 +10,12 @@ from specpath.engine.model import LlamaModel
 from specpath.testing import SpeculatorConformance
 from specpath.testing.engine import tiny_checkpoint
 from specpath_eagle.config import EagleSpeculatorConfig, ExtractHiddenStatesSpeculatorConfig
-from specpath_eagle.testing import random_head
+from specpath_drafting.testing import random_head
+from specpath_eagle.head import EagleHead
 
 TARGET = tiny_checkpoint(0)
 _HEADS = tempfile.TemporaryDirectory(prefix="specpath-eagle-heads-")
-EAGLE_HEAD = str(random_head("eagle", LlamaModel.from_pretrained(TARGET), f"{_HEADS.name}/eagle-tiny", seed=1))
+EAGLE_HEAD = str(random_head(EagleHead, LlamaModel.from_pretrained(TARGET), f"{_HEADS.name}/eagle-tiny", seed=1))
 
 HIDDEN_STATE_FLAGS = {
     "uses_target_hidden_states": True,

@@ -9,21 +9,31 @@ import torch
 
 from specpath.engine.llm import LLM
 from specpath.engine.request import SamplingParams
-from specpath_eagle.layers import sharded_argmax
-from specpath_eagle.testing import make_engine, random_head, reference_drafts, resolve, tiny_target
+from specpath_drafting.numerics import sharded_argmax
+from specpath_drafting.testing import (
+    TINY_PROMPTS,
+    baseline_tokens,
+    check_every_proposal,
+    greedy,
+    make_engine,
+    random_head,
+    reference_drafts,
+    resolve,
+    tiny_llm,
+    tiny_target,
+)
+from specpath_eagle.head import EagleHead
 
-PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] * 3, [5, 9, 3, 1] * 6, [7, 7, 7], list(range(20, 50))]
-GREEDY = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+PROMPTS = TINY_PROMPTS
+GREEDY = greedy()
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("eagle")
     target = tiny_target(root / "target", num_layers=3)
-    head = random_head("eagle", target, root / "head", seed=3)
-    plain = LLM(str(root / "target"), num_threads=1, max_num_batched_tokens=40, max_num_seqs=4)
-    baseline = [o.token_ids for o in plain.generate(PROMPTS, GREEDY)]
-    return root, target, head, baseline
+    head = random_head(EagleHead, target, root / "head", seed=3)
+    return root, target, head, baseline_tokens(root / "target")
 
 
 def spec_for(setup, k, **extra):
@@ -32,9 +42,7 @@ def spec_for(setup, k, **extra):
 
 
 def llm(setup, spec, **options):
-    root = setup[0]
-    return LLM(str(root / "target"), spec, num_threads=1, max_num_batched_tokens=40,
-               max_num_seqs=4, **options)
+    return tiny_llm(setup[0] / "target", spec, **options)
 
 
 @pytest.mark.parametrize("num_blocks", [None, 14])  # 14 blocks of 8: requests get preempted and recomputed
@@ -44,21 +52,8 @@ def test_drafts_equal_a_from_scratch_computation(setup, num_blocks):
     engine = make_engine(target, spec, prefix_caching=True, max_num_batched_tokens=24, block_size=8,
                          num_blocks=num_blocks, max_model_len=80)
     speculator = engine.runner.speculator
-    propose = speculator.propose
-    checked = []
-
-    def checking(batch):
-        proposal = propose(batch)
-        flat, start = proposal.token_ids.tolist(), 0
-        for r, n in zip(batch.requests, proposal.num_draft_tokens):
-            if n:
-                want = reference_drafts(speculator.head, target, r.token_ids, speculator.hidden_state_layers, n)
-                assert flat[start:start + n] == want, f"request {r.req_id} at length {len(r.token_ids)}"
-                checked.append(n)
-            start += n
-        return proposal
-
-    speculator.propose = checking
+    checked = check_every_proposal(speculator, lambda r, n: reference_drafts(
+        speculator.head, target, r.token_ids, speculator.hidden_state_layers, n))
     requests, _ = engine.generate(PROMPTS + PROMPTS[:2], GREEDY)
     assert [r.output_token_ids for r in requests] == baseline + baseline[:2]
     assert len(checked) > 20
@@ -110,7 +105,7 @@ def test_sampled_output_follows_the_target_distribution(tmp_path):
     with torch.no_grad():
         target.lm_head.weight.mul_(0.25)  # back to spread-out distributions
     target.save_pretrained(tmp_path / "t")
-    head = random_head("eagle", target, tmp_path / "h", seed=5)
+    head = random_head(EagleHead, target, tmp_path / "h", seed=5)
     prompt = [1, 2, 3]
     engine = LLM(str(tmp_path / "t"), {"method": "eagle", "model": str(head), "num_speculative_tokens": 3,
                                        "draft_sample_method": "random"},

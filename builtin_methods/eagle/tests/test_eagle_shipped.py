@@ -5,13 +5,13 @@ are accepted."""
 import pytest
 import torch
 
-from specpath.engine.cli_run import DEMO_PROMPTS
+from specpath.engine.harness import DEMO_PROMPTS
 from specpath.engine.llm import LLM
 from specpath.engine.model import LlamaModel, default_model_path
 from specpath.engine.request import SamplingParams
 from specpath.errors import SpeculativeConfigError
 from specpath_eagle.config import EAGLE_HEAD, EagleSpeculatorConfig
-from specpath_eagle.testing import make_engine, reference_drafts, resolve, tiny_target
+from specpath_drafting.testing import check_every_proposal, make_engine, reference_drafts, resolve, tiny_target
 
 
 def test_default_model_is_the_shipped_head_only_for_the_embedded_target(tmp_path):
@@ -38,20 +38,9 @@ def test_shipped_head_on_the_default_model():
     target = LlamaModel.from_pretrained(default_model_path())
     engine = make_engine(target, resolve({"method": "eagle", "num_speculative_tokens": 4}, default_model_path()),
                          max_num_seqs=2, max_num_batched_tokens=64)
-    speculator, propose, checked = engine.runner.speculator, engine.runner.speculator.propose, []
-
-    def checking(batch):
-        proposal = propose(batch)
-        flat, start = proposal.token_ids.tolist(), 0
-        for r, n in zip(batch.requests, proposal.num_draft_tokens):
-            if n:
-                want = reference_drafts(speculator.head, target, r.token_ids, speculator.hidden_state_layers, n)
-                assert flat[start:start + n] == want
-                checked.append(n)
-            start += n
-        return proposal
-
-    speculator.propose = checking
+    speculator = engine.runner.speculator
+    checked = check_every_proposal(speculator, lambda r, n: reference_drafts(
+        speculator.head, target, r.token_ids, speculator.hidden_state_layers, n))
     tokens = [list(p.encode()) for p in prompts[:2]]
     requests, metrics = engine.generate(tokens, SamplingParams(max_tokens=24, ignore_eos=True))
     assert [r.output_token_ids for r in requests] == [p[:24] for p in plain[:2]]

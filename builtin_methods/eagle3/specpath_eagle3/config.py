@@ -1,7 +1,7 @@
 """``Eagle3SpeculatorConfig``: the eagle3 row of the method table, P-EAGLE included.
 
-It builds on :class:`specpath_eagle.config.EagleSpeculatorConfig` (same lookahead, same
-shifted input, same tail-block drop) and adds what EAGLE-3 changes: the target returns three
+It shares :class:`specpath_drafting.config.HeadSpeculatorConfig` with EAGLE-1 (same lookahead,
+same shifted input, same tail-block drop, same detection) and adds what EAGLE-3 changes: the target returns three
 auxiliary layers (``uses_aux_hidden_states``; which ones is ``eagle_aux_hidden_state_layer_ids``,
 resolved here so that ``compute_hash`` sees it), the head has its own LM head, and
 ``parallel_drafting`` (P-EAGLE) appends K-1 mask queries to the drafter's pass.
@@ -15,8 +15,9 @@ from typing import Any
 
 import attrs
 
+from specpath.config.shipped import DEFAULT_VARIANT, EMBEDDED_TARGET, ShippedCheckpoint
 from specpath.errors import SpeculativeConfigError
-from specpath_eagle.config import EagleSpeculatorConfig, resolve_aux_layer_ids
+from specpath_drafting.config import HeadSpeculatorConfig, resolve_aux_layer_ids
 
 EAGLE3_HEAD = Path(__file__).resolve().parent / "heads" / "eagle3-byte-llama"
 """The EAGLE-3 head (chain drafting, TTT) trained for the embedded default target."""
@@ -26,7 +27,7 @@ PEAGLE_HEAD = Path(__file__).resolve().parent / "heads" / "peagle-byte-llama"
 
 
 @attrs.frozen(kw_only=True)
-class Eagle3SpeculatorConfig(EagleSpeculatorConfig):
+class Eagle3SpeculatorConfig(HeadSpeculatorConfig):
     """EAGLE-3: three fused target taps, one decoder layer over [embedding ; feature], its own
     (optionally reduced) vocabulary head; chain drafting, or P-EAGLE with ``parallel_drafting``."""
 
@@ -38,6 +39,10 @@ class Eagle3SpeculatorConfig(EagleSpeculatorConfig):
     shares_target_head = False
     """EAGLE-3 drafts through its own head, whose dtype the core checks."""
     supports_parallel_drafting = True
+    shipped_checkpoints = (
+        ShippedCheckpoint(EMBEDDED_TARGET, EAGLE3_HEAD),
+        ShippedCheckpoint(EMBEDDED_TARGET, PEAGLE_HEAD, variant="parallel"),
+    )
 
     @property
     def max_num_new_slots_for_drafting(self) -> int:
@@ -45,9 +50,9 @@ class Eagle3SpeculatorConfig(EagleSpeculatorConfig):
         return self.spec.num_speculative_tokens - 1 if self.spec.parallel_drafting else 0
 
     @classmethod
-    def shipped_head(cls, spec: Any = None) -> Path | None:
+    def shipped_variant(cls, spec: Any) -> str:
         """The P-EAGLE head when ``parallel_drafting`` is asked for, else the chain head."""
-        return PEAGLE_HEAD if spec is not None and spec.parallel_drafting else EAGLE3_HEAD
+        return "parallel" if spec is not None and spec.parallel_drafting else DEFAULT_VARIANT
 
     @classmethod
     def configure(cls, spec: Any) -> Mapping[str, Any]:
@@ -76,10 +81,3 @@ class Eagle3SpeculatorConfig(EagleSpeculatorConfig):
                 field="speculative_config.parallel_drafting",
                 value=True,
             )
-
-    @classmethod
-    def demo_config(cls) -> dict[str, Any] | None:
-        head = cls.shipped_head()
-        if head is None or not head.is_dir():
-            return None
-        return {"method": "eagle3", "model": str(head), "num_speculative_tokens": 4}

@@ -18,11 +18,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from specpath_eagle.head import Embed, HiddenStateHead
-from specpath_eagle.layers import DraftLayer, HeadConfig, RMSNorm, fp8_weight
+from specpath_drafting.heads import Embed, HiddenStateHead
+from specpath.modeling.layers import DraftLayer
+from specpath_drafting.heads import HeadConfig
+from specpath.modeling.norm import RMSNorm
+from specpath_drafting.numerics import fp8_weight
 
 
 class Eagle3Head(HiddenStateHead):
+    kind = "eagle3"
+
     def __init__(self, config: HeadConfig, *, embed_tokens: Embed | None = None) -> None:
         super().__init__(config, embed_tokens)
         d = config.hidden_size

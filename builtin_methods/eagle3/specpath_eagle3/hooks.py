@@ -1,8 +1,4 @@
-"""The entry-point module of ``eagle3``: hook implementations only (no torch import).
-
-Checkpoint detection for EAGLE-3 heads lives with ``eagle`` (``specpath_eagle.hooks``), which
-recognises both kinds from ``config.json``; this distribution depends on it.
-"""
+"""The entry-point module of ``eagle3``: hook implementations only (no torch import)."""
 
 from specpath.hookspecs import hookimpl
 
@@ -13,3 +9,25 @@ def specpath_register_methods(register):
     from specpath_eagle3.config import Eagle3SpeculatorConfig
 
     register("eagle3", Eagle3SpeculatorConfig)
+
+
+@hookimpl
+def specpath_detect_method(checkpoint):
+    """Recognise an EAGLE-3 head from ``config.json`` (architectures, ``model_type``,
+    ``speculators_model_type``)."""
+    from specpath_drafting.config import method_from_checkpoint_config
+
+    if checkpoint is None:
+        return None
+    return "eagle3" if method_from_checkpoint_config(checkpoint.config) == "eagle3" else None
+
+
+@hookimpl(trylast=True, specname="specpath_detect_method")
+def detect_eagle3_by_path(checkpoint):
+    """The path hint ``eagle3`` (``eagle-`` wins when both appear), asked after every plugin's
+    config evidence, and only for a checkpoint whose ``config.json`` says nothing about EAGLE."""
+    from specpath_drafting.config import method_from_checkpoint_config, method_from_path
+
+    if checkpoint is None or method_from_checkpoint_config(checkpoint.config) is not None:
+        return None
+    return "eagle3" if method_from_path(checkpoint.path) == "eagle3" else None

@@ -3,9 +3,9 @@ chained or (``parallel_drafting``) P-EAGLE in one pass."""
 
 from __future__ import annotations
 
-from specpath_eagle.config import default_aux_layer_ids
-from specpath_eagle.head import HiddenStateHead, load_head_weights, read_head_config
-from specpath_eagle.speculator import HiddenStateSpeculator, _target_layers
+from specpath_drafting.config import default_aux_layer_ids
+from specpath_drafting.heads import HiddenStateHead, load_head_weights, read_head_config
+from specpath_drafting.loop import HiddenStateSpeculator, target_layers
 from specpath_eagle3.head import Eagle3Head
 
 
@@ -25,4 +25,4 @@ class Eagle3Speculator(HiddenStateSpeculator):
     @property
     def hidden_state_layers(self) -> tuple[int, ...]:
         ids = self.config.eagle_aux_hidden_state_layer_ids
-        return tuple(ids) if ids is not None else default_aux_layer_ids(_target_layers(self.context))
+        return tuple(ids) if ids is not None else default_aux_layer_ids(target_layers(self.context))

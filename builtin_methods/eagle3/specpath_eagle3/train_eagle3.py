@@ -10,7 +10,7 @@ Recipe:
 - **Training-time test** (EAGLE-3): depth 0 reads the real fused feature; depth j reads the
   head's own depth j-1 output at the previous position (the chain it will run), attending to
   the real keys up to its chain's start and to its chain's earlier keys
-  (:func:`specpath_eagle.training.rollout_attention`). Loss: soft cross-entropy against the
+  (:func:`specpath_drafting.training.rollout_attention`). Loss: soft cross-entropy against the
   target's distribution restricted to the draft vocabulary, positions whose target argmax the
   draft vocabulary covers, weighted ``0.8**j``.
 - **P-EAGLE** (same weights, same pass structure): depths 1..K-1 read the learned mask
@@ -20,19 +20,25 @@ Recipe:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from specpath_eagle.config import default_aux_layer_ids
-from specpath_eagle.head import save_head
-from specpath_eagle.layers import HeadConfig
-from specpath_eagle.train_eagle import add_data_arguments, features_dir, load_target_parts, make_windows_fn
-from specpath_eagle.training import cached_features, depth_pass, start_run, target_probs_from_final, train_loop
+from specpath_drafting.config import default_aux_layer_ids
+from specpath_drafting.heads import HeadConfig, save_head
+from specpath_drafting.training import (
+    add_data_arguments,
+    cached_features,
+    depth_pass,
+    features_dir,
+    fit_and_save,
+    load_target_parts,
+    make_windows_fn,
+    start_run,
+    target_probs_from_final,
+)
 from specpath_eagle3.head import Eagle3Head
 
 
@@ -136,18 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     log(f"eagle3: draft vocabulary {draft_vocab}/{vocab} ids covers {covered:.4%} of training bytes")
     loss_fn = eagle3_loss(head, norm_w, head_w, config.get("rms_norm_eps", 1e-6), ttt_steps=args.ttt_steps,
                           parallel_depths=args.parallel_depths, parallel_weight=args.parallel_weight)
-    t0 = time.time()
-    metrics = train_loop(head, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
-                         lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]))
-    log(f"eagle3: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
-    extra = {"specpath_training": {"script": "specpath_eagle3.train_eagle3", "seed": args.seed,
-                                   "minutes": args.minutes, "target_digest": json.loads(
-                                       (features_dir(args) / "features.json").read_text())["key"]["target"],
-                                   "heldout": metrics}}
-    save_head(head, out / "head", extra_config=extra)
-    if args.export:
-        save_head(head, args.export, extra_config=extra, dtype=torch.float16)
-        log(f"eagle3: exported to {args.export}")
+    fit_and_save("eagle3", "specpath_eagle3.train_eagle3", head, loss_fn, tokens, taps, args, log, save=save_head,
+                 path=out / "head", argv=argv)
     return 0
 
 

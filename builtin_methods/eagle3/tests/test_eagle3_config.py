@@ -6,7 +6,9 @@ import json
 import pytest
 
 from specpath.errors import SpeculativeConfigError
-from specpath_eagle.testing import random_head, resolve, tiny_target
+from specpath_drafting.heads import HeadConfig
+from specpath_drafting.testing import config_variant, random_head, resolve, tiny_target
+from specpath_eagle3.head import Eagle3Head
 from specpath_eagle3.config import Eagle3SpeculatorConfig
 
 
@@ -14,8 +16,8 @@ from specpath_eagle3.config import Eagle3SpeculatorConfig
 def files(tmp_path_factory):
     root = tmp_path_factory.mktemp("e3")
     target = tiny_target(root / "target", num_layers=6)
-    chain = random_head("eagle3", target, root / "chain", seed=1)
-    parallel = random_head("eagle3", target, root / "parallel", seed=2, parallel_drafting=True, draft_vocab_size=40,
+    chain = random_head(Eagle3Head, target, root / "chain", seed=1)
+    parallel = random_head(Eagle3Head, target, root / "parallel", seed=2, parallel_drafting=True, draft_vocab_size=40,
                            aux_layer_ids=(0, 3, 4))
     return root / "target", chain, parallel
 
@@ -58,10 +60,7 @@ def test_eagle3_checks(files):
 
 def test_head_dtype_rule_uses_the_heads_own_lm_head(tmp_path, files):
     target, chain, _ = files
-    config = json.loads((chain / "config.json").read_text())
-    low = tmp_path / "low-head"
-    low.mkdir()
-    (low / "config.json").write_text(json.dumps({**config, "head_dtype": "float16"}))
+    low = config_variant(chain, tmp_path / "low-head", head_dtype="float16")
     with pytest.raises(SpeculativeConfigError, match="draft_lm_head_quantization"):
         resolve({"method": "eagle3", "model": str(low), "num_speculative_tokens": 2,
                  "draft_lm_head_quantization": "fp8"}, target)
@@ -69,7 +68,10 @@ def test_head_dtype_rule_uses_the_heads_own_lm_head(tmp_path, files):
 
 def test_mismatch_with_an_eagle1_checkpoint(files, tmp_path):
     target, _, _ = files
-    eagle1 = random_head("eagle", tiny_target(num_layers=6), tmp_path / "e1")
+    eagle1 = tmp_path / "e1"  # an EAGLE-1 head's config.json: resolution reads nothing else
+    eagle1.mkdir()
+    shape = tiny_target(num_layers=6).config.to_hf_dict()
+    (eagle1 / "config.json").write_text(json.dumps(HeadConfig.for_target("eagle", shape).to_dict()))
     with pytest.raises(SpeculativeConfigError) as info:
         resolve({"method": "eagle3", "model": str(eagle1), "num_speculative_tokens": 2}, target)
     assert "'eagle3'" in str(info.value) and "'eagle'" in str(info.value)

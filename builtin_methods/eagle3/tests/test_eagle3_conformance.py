@@ -5,12 +5,13 @@ import tempfile
 from specpath.engine.model import LlamaModel
 from specpath.testing import SpeculatorConformance
 from specpath.testing.engine import tiny_checkpoint
-from specpath_eagle.testing import random_head
+from specpath_drafting.testing import random_head
+from specpath_eagle3.head import Eagle3Head
 from specpath_eagle3.config import Eagle3SpeculatorConfig
 
 TARGET = tiny_checkpoint(0)
 _HEADS = tempfile.TemporaryDirectory(prefix="specpath-eagle3-heads-")
-HEAD = str(random_head("eagle3", LlamaModel.from_pretrained(TARGET), f"{_HEADS.name}/eagle3-tiny", seed=2,
+HEAD = str(random_head(Eagle3Head, LlamaModel.from_pretrained(TARGET), f"{_HEADS.name}/eagle3-tiny", seed=2,
                        parallel_drafting=True, draft_vocab_size=160))
 
 

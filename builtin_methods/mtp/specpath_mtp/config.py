@@ -21,17 +21,16 @@ Attrs only: importing this module must not import torch.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args
 
 import attrs
 
-from specpath.config.speculator import DraftModelSpeculatorConfig
+from specpath.config.shipped import EMBEDDED_TARGET, ShippedCheckpoint
 from specpath.errors import SpeculativeConfigError
 from specpath.methods import MTPModelTypes
-from specpath_eagle.config import targets_embedded_model
+from specpath_drafting.config import HiddenStateDrafterConfig
 
 CHECKPOINTS_DIR = Path(__file__).resolve().parent / "checkpoints"
 """Trained MTP modules for specpath's embedded default target (package data)."""
@@ -54,17 +53,13 @@ def declared_modules(config: Mapping[str, Any]) -> int:
     return 0
 
 
-def _has_config(path: str | None) -> bool:
-    return isinstance(path, str) and os.path.isfile(os.path.join(path, "config.json"))
-
-
 def target_carries_modules(target: Any) -> bool:
     """The target checkpoint declares MTP modules of its own (DeepSeek-style)."""
     return target is not None and declared_modules(target.hf_config) > 0
 
 
 @attrs.frozen(kw_only=True)
-class MTPSpeculatorConfig(DraftModelSpeculatorConfig):
+class MTPSpeculatorConfig(HiddenStateDrafterConfig):
     """MTP with one module (DeepSeek-V3's ``num_nextn_predict_layers = 1``), reused K times,
     each step feeding it its own output hidden state. ``model`` is the directory holding the
     modules (by default the target's own weights path; see the module docstring)."""
@@ -72,23 +67,11 @@ class MTPSpeculatorConfig(DraftModelSpeculatorConfig):
     base_method = "mtp"
     speculator_class = "specpath_mtp.speculator:MTPSpeculator"
     supported_options = frozenset({"index_share_for_mtp_iteration"})
-    uses_target_hidden_states = True
-    draft_kv_depends_on_next_token = True
     supports_pcp = True
     """One module with one KV over the target's positions: splits like the target's prefill."""
-    supports_variable_draft_length = True
-    """Each request drafts up to its own ``max_draft_tokens``."""
-    shares_target_positions = True
-
-    @property
-    def num_lookahead_tokens(self) -> int:
-        """The K draft positions the module writes into its own KV."""
-        return self.spec.num_speculative_tokens
-
-    @property
-    def max_num_new_slots_for_drafting(self) -> int:
-        """Shifted input reuses the verify step's query positions: no extra rows."""
-        return 0
+    shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, MTP1),)
+    demo_num_speculative_tokens = 4
+    """The demo's K for the other methods; the best K = 1..4 measured for the one module."""
 
     @property
     def num_prefill_lookahead_tokens(self) -> int:
@@ -107,13 +90,14 @@ class MTPSpeculatorConfig(DraftModelSpeculatorConfig):
     def default_model(cls, spec: Any) -> str | None:
         """The target's weights path when the target carries MTP modules (``model_weights``
         first: a loader may have rewritten ``model`` to a cache directory); the shipped
-        ``mtp1`` modules for the embedded target (or when no target is known yet); otherwise
+        modules for this target (``mtp1`` for the embedded one, or when no target is known yet); otherwise
         the target's weights path, which ``configure`` then rejects in one line."""
         target = spec.target_model_config
         if target is not None and target_carries_modules(target):
             return target.model_weights or target.model
-        if targets_embedded_model(spec) and _has_config(str(MTP1)):
-            return str(MTP1)
+        shipped = super().default_model(spec)
+        if shipped is not None:
+            return shipped
         if target is not None:
             return target.model_weights or target.model
         return None
@@ -149,33 +133,10 @@ class MTPSpeculatorConfig(DraftModelSpeculatorConfig):
             return MultiModuleMTPSpeculatorConfig
         return cls
 
-    @classmethod
-    def verify(cls, spec: Any) -> None:
-        if spec.parallel_drafting:
-            raise SpeculativeConfigError(
-                "MTP drafts a chain (one module call per draft); parallel drafting is for P-EAGLE and PARD",
-                field="speculative_config.parallel_drafting",
-                value=True,
-            )
-        if spec.eagle_aux_hidden_state_layer_ids is not None:
-            raise SpeculativeConfigError(
-                "MTP reads only the target's last hidden state; auxiliary layers are for eagle3",
-                field="speculative_config.eagle_aux_hidden_state_layer_ids",
-                value=list(spec.eagle_aux_hidden_state_layer_ids),
-            )
-
     def hash_factors(self) -> tuple[Any, ...]:
         """Sharing the sparse-attention index across MTP iterations changes the draft graph
         (None and False are the same graph)."""
         return (("index_share_for_mtp_iteration", bool(self.spec.index_share_for_mtp_iteration)),)
-
-    @classmethod
-    def demo_config(cls) -> dict[str, Any] | None:
-        """``specpath demo``: the shipped one-module checkpoint on the embedded target, reused for
-        K = 4 drafts (the demo's K for the other methods; the best K = 1..4 measured for it)."""
-        if not _has_config(str(MTP1)):
-            return None
-        return {"method": "mtp", "model": str(MTP1), "num_speculative_tokens": 4}
 
 
 @attrs.frozen(kw_only=True)

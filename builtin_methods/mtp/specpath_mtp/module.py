@@ -32,8 +32,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from specpath_eagle.head import HiddenStateHead
-from specpath_eagle.layers import DraftLayer, HeadConfig, RMSNorm
+from specpath_drafting.heads import HiddenStateHead
+from specpath.modeling.layers import DraftLayer
+from specpath_drafting.heads import HeadConfig
+from specpath.modeling.norm import RMSNorm
 from specpath_mtp.config import declared_modules as num_modules
 
 MODEL_TYPE = "mtp"

@@ -1,7 +1,7 @@
 """The MTP speculators.
 
 **One module** (:class:`MTPSpeculator`) is exactly the hidden-state drafting loop of
-``specpath_eagle`` with an MTP module as the head: ingest the newly committed positions with the
+``specpath_drafting`` with an MTP module as the head: ingest the newly committed positions with the
 target's last hidden state and the shifted tokens, then chain K drafts, each step feeding the
 module its own output and the token it just drafted, one position further.
 
@@ -29,17 +29,10 @@ from typing import Any
 import torch
 
 from specpath.speculator import DraftBatch, DraftProposal, SpeculatorContext
-from specpath_eagle.head import HiddenStateHead
-from specpath_eagle.kv import DrafterKV
-from specpath_eagle.speculator import HiddenStateSpeculator
+from specpath_drafting.heads import HiddenStateHead
+from specpath_drafting.kv import DrafterKV
+from specpath_drafting.loop import HiddenStateSpeculator, target_layers
 from specpath_mtp.module import MTPModule, load_mtp_modules
-
-
-def _last_target_layer(context: SpeculatorContext) -> tuple[int, ...]:
-    n = context.target_config.get("num_hidden_layers")
-    if not isinstance(n, int) or n < 1:
-        raise ValueError("the target config has no num_hidden_layers: cannot tell which layer MTP reads")
-    return (n - 1,)
 
 
 class MTPSpeculator(HiddenStateSpeculator):
@@ -57,7 +50,7 @@ class MTPSpeculator(HiddenStateSpeculator):
 
     @property
     def hidden_state_layers(self) -> tuple[int, ...]:
-        return _last_target_layer(self.context)
+        return (target_layers(self.context) - 1,)
 
 
 class MultiModuleMTPSpeculator(MTPSpeculator):
@@ -88,7 +81,7 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
         """Per module and row: the last position whose KV was computed from real tokens only."""
 
     def remove_request(self, req_id: str) -> None:
-        row = self.row_of.get(req_id)
+        row = self.rows.get(req_id)
         if row is not None:
             for frontier in self.valid:
                 frontier[row] = -1
@@ -107,7 +100,7 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
         dev, width = self.device, self.row_len
         mods = self.mtp_modules
         n_mod = len(mods)
-        rows = [self._row(r.req_id) for r in reqs]
+        rows = [self.rows.row(r.req_id) for r in reqs]
         last = [len(r.token_ids) - 2 for r in reqs]  # P: the last committed position
         counts = [r.num_new_positions for r in reqs]
         budgets = [r.max_draft_tokens for r in reqs]
@@ -124,16 +117,11 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
         # Module 0 ingests the newly committed positions with the target's hidden states.
         num_tokens = sum(counts)
         if num_tokens:
-            if batch.hidden_states is None or batch.hidden_states.shape[0] != num_tokens:
-                got = None if batch.hidden_states is None else tuple(batch.hidden_states.shape)
-                raise ValueError(f"{type(self).__name__} needs hidden states for {num_tokens} new positions, got {got}")
-            cu = [0]
-            for n in counts:
-                cu.append(cu[-1] + n)
+            cu = self.new_position_inputs(batch, counts)
             i32 = dict(dtype=torch.int32, device=dev)
             ids, pos, slot, _ = self.prepare_inputs(
                 self.tokens, torch.tensor(rows, **i32), torch.tensor([p + 1 - n for p, n in zip(last, counts)], **i32),
-                torch.tensor(counts, **i32), torch.tensor(cu, **i32), num_tokens)
+                torch.tensor(counts, **i32), cu, num_tokens)
             features = self.head.fuse(batch.hidden_states.to(device=dev, dtype=self.dtype))
             qrows = torch.tensor(rows, device=dev).repeat_interleave(torch.tensor(counts, device=dev))
             out = self._run(0, ids, features, pos, qrows, max(p for p, n in zip(last, counts) if n))

@@ -7,7 +7,7 @@ Recipe (the target frozen, the modules trained afterwards, as the research notes
 
 - Data: byte windows of the stdlib corpus plus the target's own continuations (greedy and
   sampled); the target's last hidden state (before the final norm) is cached per window
-  (``specpath_eagle.training.cached_features``).
+  (``specpath_drafting.training.cached_features``).
 - Module m at position p reads module m-1's output (the target's hidden state for m = 0, with
   a little uniform noise) and the embedding of the token at p+m+1, and learns the *target's*
   next-token distribution at p+m+1 (soft cross-entropy), i.e. the token at p+m+2. Its output
@@ -15,12 +15,12 @@ Recipe (the target frozen, the modules trained afterwards, as the research notes
   in for that state when fed to the next module or to itself.
 - One module is reused for every draft, so it is also trained on its own chain: at depth j a
   position's hidden input is the module's own output one position back (training-time test
-  with ``specpath_eagle.training.depth_pass``), ``--depth`` depths in all.
+  with ``specpath_drafting.training.depth_pass``), ``--depth`` depths in all.
 - Several modules are trained jointly (gradients flow through the chain), loss averaged.
 
 The modules start from the target's final norm and random weights (or, with ``--init``, from
 modules trained earlier, e.g. on an interim export of the same target); AdamW, warm-up and cosine
-decay over a wall-clock budget (``specpath_eagle.training.train_loop``).
+decay over a wall-clock budget (``specpath_drafting.training.train_loop``).
 """
 
 from __future__ import annotations
@@ -28,14 +28,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from specpath_eagle.train_eagle import add_data_arguments, features_dir, load_target_parts, make_windows_fn
-from specpath_eagle.training import cached_features, depth_pass, soft_cross_entropy, start_run, target_probs_from_final, train_loop
+from specpath_drafting.training import (
+    add_data_arguments,
+    cached_features,
+    depth_pass,
+    features_dir,
+    fit,
+    load_target_parts,
+    make_windows_fn,
+    soft_cross_entropy,
+    start_run,
+    target_probs_from_final,
+    training_record,
+)
 from specpath_mtp.module import build_modules, checkpoint_config, load_mtp_modules, save_mtp_checkpoint
 
 
@@ -100,8 +110,6 @@ def main(argv: list[str] | None = None) -> int:
     layers = (config["num_hidden_layers"] - 1,)
     log(f"mtp: target {args.target} modules {args.modules} args {vars(args)}")
     tokens, taps = cached_features(features_dir(args), args.target, layers, make_windows=make_windows_fn(args), log=log)
-    held = args.heldout_windows
-    heldout = (tokens[:held], taps[:held])
 
     modules = build_modules(checkpoint_config(config, args.modules),
                             embed_tokens=lambda ids: F.embedding(ids, emb_w), lm_head=lambda h: h @ head_w.T)
@@ -117,19 +125,18 @@ def main(argv: list[str] | None = None) -> int:
     eps = config.get("rms_norm_eps", 1e-6)
     loss_fn = mtp_loss(modules, norm_w, head_w, eps, depth=args.depth, reg_weight=args.reg_weight, noise=args.noise,
                        generator=torch.Generator().manual_seed(args.seed))
-    t0 = time.time()
-    metrics = train_loop(container, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
-                         lr=args.lr, seed=args.seed, log=log, heldout=heldout)
-    log(f"mtp: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
-    digest = json.loads((features_dir(args) / "features.json").read_text())["key"]["target"]
-    extra = {"specpath_training": {"script": "specpath_mtp.train_mtp", "seed": args.seed, "minutes": args.minutes,
-                                   "modules": args.modules, "target_digest": digest, "heldout": metrics,
-                                   "init": args.init and json.loads((Path(args.init) / "config.json").read_text())
-                                   .get("specpath_training")}}
+    metrics = fit("mtp", container, loss_fn, tokens, taps, args, log)
+    init = args.init and json.loads((Path(args.init) / "config.json").read_text()).get("specpath_training")
+    extra = {"specpath_training": training_record("specpath_mtp.train_mtp", args, metrics, argv=argv,
+                                                  modules=args.modules, init=init)}
     dtype = getattr(torch, args.save_dtype)
-    save_mtp_checkpoint(modules, out / "checkpoint", config, extra=extra, dtype=dtype)
+
+    def save(mods, path, *, extra_config, dtype=dtype):
+        save_mtp_checkpoint(mods, path, config, extra=extra_config, dtype=dtype)
+
+    save(modules, out / "checkpoint", extra_config=extra)
     if args.export:
-        save_mtp_checkpoint(modules, args.export, config, extra=extra, dtype=dtype)
+        save(modules, args.export, extra_config=extra)
         log(f"mtp: exported to {args.export}")
     return 0
 

@@ -20,7 +20,7 @@ def _one_thread():
 def tiny(tmp_path_factory):
     """A float64 random-weight target (so no near-tie flips a greedy choice) with random 1-, 2-
     and 3-module MTP checkpoints shaped for it; one of each input order."""
-    from specpath_eagle.testing import tiny_target
+    from specpath_drafting.testing import tiny_target
     from specpath_mtp.module import random_mtp_checkpoint
 
     root = tmp_path_factory.mktemp("mtp")

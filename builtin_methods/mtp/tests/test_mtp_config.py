@@ -102,7 +102,7 @@ def test_checkpoints_are_detected_by_model_type(tiny, tmp_path):
     _, paths = tiny
     spec = resolve({"model": str(paths[3]), "num_speculative_tokens": 3})
     assert spec.method == "mtp" and type(spec.speculator_config) is MultiModuleMTPSpeculatorConfig
-    assert any("MTPSpeculatorConfig.matches" in detail for _, detail in spec.resolution_trace)
+    assert any("plugin 'mtp' (specpath_mtp.hooks.specpath_detect_method)" in detail for _, detail in spec.resolution_trace)
     renamed = tmp_path / "deepseek"
     shutil.copytree(paths[1], renamed)
     config = json.loads((renamed / "config.json").read_text())
@@ -141,7 +141,7 @@ def test_a_target_without_modules_is_a_one_line_error(tiny):
 
 @pytest.mark.skipif(not (MTP1 / "config.json").is_file(), reason="no shipped MTP modules in this checkout")
 def test_the_embedded_target_defaults_to_the_shipped_modules():
-    from specpath_eagle.config import embedded_target_path
+    from specpath.modeling.embedded import embedded_target_path
 
     for target in (None, ModelConfig(model=str(embedded_target_path()))):
         spec = resolve({"method": "mtp"}, target=target)

@@ -5,14 +5,14 @@ batch (including budgets below the module count), and cycling past the module co
 import pytest
 import torch
 
-from specpath_eagle.testing import context_for
+from specpath_drafting.testing import context_for
 from specpath_mtp.module import load_mtp_modules
 from specpath_mtp.testing import drive, reference_drafts
 
 
 def _speculator(target, path, k, max_num_seqs=4):
     from specpath.factory import create_speculator
-    from specpath_eagle.testing import resolve
+    from specpath_drafting.testing import resolve
 
     spec = resolve({"method": "mtp", "model": str(path), "num_speculative_tokens": k})
     return spec, create_speculator(spec, context_for(target, max_num_seqs=max_num_seqs))
@@ -59,7 +59,7 @@ def test_a_freed_row_starts_clean(tiny):
 
 def test_the_module_count_must_match_the_speculator(tiny):
     from specpath_mtp.speculator import MTPSpeculator
-    from specpath_eagle.testing import resolve
+    from specpath_drafting.testing import resolve
 
     target, paths = tiny
     spec = resolve({"method": "mtp", "model": str(paths[3]), "num_speculative_tokens": 3})
@@ -71,7 +71,7 @@ def test_the_module_count_must_match_the_speculator(tiny):
 def test_random_drafts_come_with_the_distributions_they_were_sampled_from(tiny, n):
     from specpath.factory import create_speculator
     from specpath.speculator import DraftBatch, DraftRequest
-    from specpath_eagle.testing import resolve
+    from specpath_drafting.testing import resolve
 
     target, paths = tiny
     spec = resolve({"method": "mtp", "model": str(paths[n]), "num_speculative_tokens": 3,

@@ -1,6 +1,6 @@
 """The CPU batch proposer: one compiled call drafts for every request of a step.
 
-Tool choice (measured in ``benchmarks/ngram.py``): numba ``njit`` over a padded int32 token
+Tool choice (measured in ``builtin_methods/ngram/benchmarks/ngram.py``): numba ``njit`` over a padded int32 token
 buffer. It needs no per-token Python, compiles once to an on-disk cache (``cache=True``), and
 lets each request stop as soon as it has its answer, which no vectorised numpy/torch
 formulation can do (they must touch every position for every ``n``).
@@ -8,7 +8,7 @@ formulation can do (they must touch every position for every ``n``).
 It runs on one thread, on purpose. Spread over numba's threads (``parallel=True``/``prange``)
 the scan is faster only in an idle process: next to torch, whose OpenMP threads keep spinning
 after each op, the two pools fight for the same cores and a 0.1 ms scan takes milliseconds
-(measured in ``benchmarks/ngram.py``). A decode step always runs the target model just before
+(measured in ``builtin_methods/ngram/benchmarks/ngram.py``). A decode step always runs the target model just before
 drafting, so the serial kernel is the one that is fast where it is used.
 
 The scan runs forward from the start of the sequence. For each end position it compares the

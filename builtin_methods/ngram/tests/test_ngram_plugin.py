@@ -100,8 +100,22 @@ def test_without_the_distribution_ngram_fails_with_the_install_hint():
     assert result["broken"] == 0  # the core keeps working; nothing is reported broken
 
 
-@pytest.mark.parametrize("env", [{"SPECPATH_PLUGINS": "none"}, {"SPECPATH_DISABLE_PLUGIN_AUTOLOAD": "1"}])
-def test_disabled_plugin_gives_the_same_hint(env):
+@pytest.mark.parametrize(
+    ("env", "why"),
+    [({"SPECPATH_PLUGINS": "none"}, "blocked: SPECPATH_PLUGINS"),
+     ({"SPECPATH_DISABLE_PLUGIN_AUTOLOAD": "1"}, "disabled: SPECPATH_DISABLE_PLUGIN_AUTOLOAD")],
+)
+def test_a_blocked_or_disabled_plugin_says_so(env, why):
     result = run_python(RESOLVE_NGRAM, **env)
     assert len(result["errors"]) == 3
-    assert all("pip install specpath-ngram" in error for error in result["errors"])
+    for error in result["errors"]:
+        assert "'specpath-ngram', which is installed but " + why in error
+        assert "not installed" not in error and "\n" not in error
+
+
+def test_the_distribution_declares_both_of_its_methods():
+    """``ngram_gpu`` has its own entry point: it never resolves only through a fallback scan."""
+    from importlib import metadata
+
+    names = {ep.name for ep in metadata.distribution("specpath-ngram").entry_points if ep.group == "specpath.methods"}
+    assert names == {"ngram", "ngram_gpu"}

@@ -6,8 +6,8 @@ properties here (``num_lookahead_tokens``, ``num_prefill_lookahead_tokens``,
 ``num_hash_lookahead_tokens``, ``use_eagle_block_drop``), which read the resolved
 ``SpeculatorConfig``.
 
-The engine-side rules of the article are expressed as declared capabilities of the model
-runner (:class:`RunnerCapabilities`); the article's V1 and V2 runners are the two presets in
+vLLM's engine-side rules for speculation are expressed as declared capabilities of the model
+runner (:class:`RunnerCapabilities`); vLLM's V1 and V2 model runners are the two presets in
 :data:`RUNNER_PRESETS`:
 
 * dynamic K with a full CUDA graph: a runner that cannot replay a full graph with a per-step
@@ -67,7 +67,7 @@ RUNNER_PRESETS: dict[str, RunnerCapabilities] = {
     ),
     "v2": RunnerCapabilities(name="v2", trims_drafts_centrally=True, full_graph_with_dynamic_k=True),
 }
-"""The article's two model runners, as capability presets."""
+"""vLLM's two model runners (V1, V2), as capability presets."""
 
 
 @attrs.frozen(kw_only=True)

@@ -2,7 +2,7 @@
 
 A :class:`ModelConfig` reads a *local* Hugging Face checkpoint directory (``config.json``; no
 hub access) into a read-only :class:`HFConfig`. The draft's ModelConfig is built from three
-kinds of fields (the article's categories):
+kinds of fields (the categories of vLLM's speculative config):
 
 1. inherited from the target: tokenizer_mode, dtype, seed, trust_remote_code, enforce_eager,
    max_logprobs, config_format (and the tokenizer, unless the vocabularies differ);
@@ -18,16 +18,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import attrs
 
+from specpath.config.checkpoint import load_hf_config
 from specpath.errors import SpeculativeConfigError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from specpath.config.speculative import SpeculativeConfig
 
 CACHE_ONLY_ROPE_TYPES = frozenset({"default", "linear", "llama3", "ntk", "proportional"})
 """RoPE types whose ``max_position_embeddings`` only sizes the cos/sin cache; raising it
@@ -132,55 +129,6 @@ def compose_draft_hf_overrides(target_overrides: Any) -> Callable[[dict], dict] 
 
     composed.parts = tuple(callables)  # type: ignore[attr-defined]
     return composed
-
-
-def load_hf_config(path: str, field: str = "model") -> dict[str, Any]:
-    """``<path>/config.json`` as a dict, or a one-line error saying what is missing.
-
-    A GGUF file (or a named model, see ``specpath.modeling.named_models``) gives the HF config
-    its metadata describes.
-    """
-    if not isinstance(path, str) or not path:
-        raise SpeculativeConfigError("must be a path to a local checkpoint directory", field=field, value=path)
-    if not os.path.exists(path) or path.lower().endswith(".gguf"):
-        gguf_config = _gguf_or_named_config(path, field)
-        if gguf_config is not None:
-            return gguf_config
-    if not os.path.isdir(path):
-        raise SpeculativeConfigError(
-            "no such local checkpoint directory (specpath reads local Hugging Face checkpoints "
-            "and never downloads)",
-            field=field,
-            value=path,
-        )
-    file = os.path.join(path, "config.json")
-    if not os.path.isfile(file):
-        raise SpeculativeConfigError("checkpoint directory has no config.json", field=field, value=path)
-    try:
-        with open(file, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise SpeculativeConfigError(f"cannot read config.json: {exc}", field=field, value=path) from None
-    if not isinstance(data, dict):
-        raise SpeculativeConfigError("config.json must hold a JSON object", field=field, value=path)
-    return data
-
-
-def _gguf_or_named_config(path: str, field: str) -> dict[str, Any] | None:
-    """The HF config of a GGUF file or of a named model; None when ``path`` is neither."""
-    from specpath.modeling.named_models import NAMED_MODELS, ModelNotInstalledError, resolve_model_path
-
-    if not os.path.isfile(path) and path not in NAMED_MODELS:
-        return None
-    try:
-        resolved = resolve_model_path(path)
-        if resolved.is_dir():
-            return None
-        from specpath.modeling.gguf import read_gguf
-
-        return read_gguf(resolved).config
-    except (ModelNotInstalledError, FileNotFoundError, ValueError) as exc:  # CheckpointError is a ValueError
-        raise SpeculativeConfigError(str(exc), field=field, value=path) from None
 
 
 _HF_INTEGER_KEYS = (
@@ -438,127 +386,3 @@ class ModelConfig:
             self.hf_config.to_dict(),
         ]
         return hashlib.sha256(json.dumps(factors, sort_keys=True, default=repr).encode()).hexdigest()
-
-
-# -- the draft's derived configs (used by DraftModelSpeculatorConfig.configure) ----------
-
-
-def build_draft_model_config(spec: SpeculativeConfig) -> ModelConfig:
-    """The draft ModelConfig of the article: inherited, draft-specific and special fields."""
-    target = spec.target_model_config
-    inherited: dict[str, Any] = {}
-    if target is not None:
-        inherited = dict(
-            tokenizer_mode=target.tokenizer_mode,
-            dtype=target.dtype,
-            seed=target.seed,
-            trust_remote_code=target.trust_remote_code,
-            enforce_eager=target.enforce_eager,
-            max_logprobs=target.max_logprobs,
-            config_format=target.config_format,
-        )
-    return ModelConfig(
-        model=spec.model,
-        runner="draft",
-        tokenizer=(spec.model if spec.use_heterogeneous_vocab or target is None else target.tokenizer),
-        revision=spec.revision,
-        code_revision=spec.code_revision,
-        quantization=spec.quantization,
-        max_model_len=spec.max_model_len,
-        spec_target_max_model_len=None if target is None else target.max_model_len,
-        hf_overrides=None if target is None else compose_draft_hf_overrides(target.hf_overrides),
-        **inherited,
-    )
-
-
-def maybe_raise_draft_max_position_embeddings(
-    draft: ModelConfig, target: ModelConfig | None, requested_max_model_len: int | None = None
-) -> ModelConfig:
-    """A draft that shares the target's positions must cover the target's length, but only
-    raise ``max_position_embeddings`` when the RoPE type makes that a cache-size change.
-    ``requested_max_model_len`` is the user's draft ``max_model_len`` (None = derive)."""
-    if target is None or draft.max_position_embeddings >= (target.max_model_len or 0):
-        return draft
-    if draft.rope_type not in CACHE_ONLY_ROPE_TYPES:
-        return draft
-    overrides = _override_list(draft.hf_overrides) + [{"max_position_embeddings": target.max_model_len}]
-    return attrs.evolve(draft, hf_overrides=overrides, max_model_len=requested_max_model_len)
-
-
-def resolve_num_speculative_tokens(k: int | None, draft: ModelConfig | None) -> int | None:
-    """K from the checkpoint's ``n_predict`` when not given; a larger K must be a multiple of
-    it (the modules are reused in turn)."""
-    n_predict = None if draft is None else draft.hf_config.get("n_predict")
-    if not isinstance(n_predict, int) or isinstance(n_predict, bool) or n_predict < 1:
-        return k
-    if k is None:
-        return n_predict
-    if k > n_predict and k % n_predict:
-        raise SpeculativeConfigError(
-            f"num_speculative_tokens:{k} must be divisible by n_predict={n_predict} "
-            "(the draft checkpoint's module count; a larger K reuses the modules in turn)",
-            field="speculative_config.num_speculative_tokens",
-            value=k,
-        )
-    return k
-
-
-def verify_and_get_draft_tp(draft_tp: int | None, target_parallel: ParallelConfig) -> int:
-    """The draft runs on the target's devices: unsharded (1) or sharded like the target."""
-    target_tp = target_parallel.tensor_parallel_size
-    if draft_tp is None:
-        return target_tp
-    if draft_tp not in (1, target_tp):
-        raise SpeculativeConfigError(
-            f"must be 1 or the target's tensor_parallel_size ({target_tp})",
-            field="speculative_config.draft_tensor_parallel_size",
-            value=draft_tp,
-            allowed=sorted({1, target_tp}),
-        )
-    return draft_tp
-
-
-def create_draft_parallel_config(
-    target_parallel: ParallelConfig, draft_tp: int, draft: ModelConfig | None
-) -> ParallelConfig:
-    """The draft's parallel config: expert parallelism only if the draft itself is MoE."""
-    enable_ep = target_parallel.enable_expert_parallel
-    if draft is not None:
-        enable_ep = enable_ep and draft.is_moe
-    return ParallelConfig(
-        tensor_parallel_size=draft_tp,
-        pipeline_parallel_size=1,
-        data_parallel_size=target_parallel.data_parallel_size,
-        prefill_context_parallel_size=target_parallel.prefill_context_parallel_size,
-        enable_expert_parallel=enable_ep,
-    )
-
-
-@attrs.frozen(kw_only=True)
-class DraftRuntimeConfigs:
-    """Copies of the target's runtime configs with the draft's overrides applied."""
-
-    cache_config: CacheConfig
-    kernel_config: KernelConfig
-    attention_config: AttentionConfig
-
-
-def apply_draft_overrides(
-    spec: SpeculativeConfig,
-    *,
-    cache_config: CacheConfig | None = None,
-    kernel_config: KernelConfig | None = None,
-    attention_config: AttentionConfig | None = None,
-) -> DraftRuntimeConfigs:
-    """Overlay ``moe_backend``, ``attention_backend`` and ``kv_cache_dtype`` (only those set)
-    on copies of the target's kernel, attention and cache configs."""
-    cache = cache_config or CacheConfig()
-    kernel = kernel_config or KernelConfig()
-    attention = attention_config or AttentionConfig()
-    if spec.kv_cache_dtype is not None:
-        cache = attrs.evolve(cache, kv_cache_dtype=spec.kv_cache_dtype)
-    if spec.moe_backend is not None:
-        kernel = attrs.evolve(kernel, moe_backend=spec.moe_backend)
-    if spec.attention_backend is not None:
-        attention = attrs.evolve(attention, backend=spec.attention_backend)
-    return DraftRuntimeConfigs(cache_config=cache, kernel_config=kernel, attention_config=attention)

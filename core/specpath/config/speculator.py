@@ -22,6 +22,14 @@ has weights of its own, or a built-in plugin's class to reuse its behaviour)::
         def num_lookahead_tokens(self) -> int:
             return self.spec.num_speculative_tokens
 
+A drafter trained for a known target ships with the plugin and becomes the default ``model``
+for that target by one row in ``shipped_checkpoints``::
+
+        shipped_checkpoints = (
+            ShippedCheckpoint(EMBEDDED_TARGET, HEADS / "my-byte-llama"),
+            ShippedCheckpoint(SMOLLM2_135M, HEADS / "my-smollm2"),     # adding a target: one line
+        )
+
 and register it: ``register(name, MyConfig)`` from a ``specpath_register_methods`` hook (the
 plugin's entry point), or ``specpath.register_speculative_method(name, MyConfig)``.
 
@@ -31,15 +39,17 @@ The resolved :class:`~specpath.config.speculative.SpeculativeConfig` is frozen, 
 mutate it. Resolution calls them in order on the partially resolved config ``spec`` and applies
 what they *return*:
 
-* ``default_model(spec) -> str | None`` - the draft weights when the user gave no ``model``;
+* ``default_model(spec) -> str | None`` - the draft weights when the user gave no ``model``
+  (by default: the ``shipped_checkpoints`` row for the target and ``shipped_variant(spec)``);
 * ``configure(spec) -> Mapping[str, Any]`` - field updates (defaults, ``draft_model_config``,
   a resolved ``num_speculative_tokens``...); a subclass merges ``super().configure(spec)``;
-* ``matches(checkpoint) -> bool`` - recognise a draft checkpoint when no method was given;
 * ``specialize(spec) -> type`` - pick a subclass for this configuration (e.g. multi-module MTP);
 * ``verify(spec) -> None`` - method-specific checks after the generic ones; raise
   :class:`~specpath.errors.SpeculativeConfigError`.
 
-Updates are applied before the object is published; afterwards it is read-only. The resolved
+A draft checkpoint is recognised (when no method was given) by the plugin's
+``specpath_detect_method`` hook, not by the config class. Updates are applied before the
+object is published; afterwards it is read-only. The resolved
 instance (``spec.speculator_config``) holds a back reference ``spec`` that its properties read.
 """
 
@@ -50,11 +60,18 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from specpath.config.shipped import (
+    DEFAULT_VARIANT,
+    EMBEDDED_TARGET,
+    ShippedCheckpoint,
+    find_shipped,
+    target_fingerprint,
+)
 from specpath.errors import SpeculativeConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from specpath.config.model import ModelConfig
-    from specpath.config.speculative import DraftCheckpoint, SpeculativeConfig
+    from specpath.config.speculative import SpeculativeConfig
 
 CAPABILITY_FLAGS: tuple[str, ...] = (
     "uses_target_hidden_states",
@@ -111,6 +128,15 @@ class SpeculatorConfig:
     supports_variable_draft_length: ClassVar[bool] = False
     """The speculator itself copes with a per-step K (needed by runners that do not trim
     drafts centrally, such as the "v1" preset, unless the runner whitelists the method)."""
+    supports_parallel_drafting: ClassVar[bool | None] = None
+    """``parallel_drafting`` is accepted (P-EAGLE, PARD); False: rejected by
+    :meth:`check_declared_inputs`; None: the class checks it itself."""
+
+    shipped_checkpoints: ClassVar[tuple[ShippedCheckpoint, ...]] = ()
+    """Drafters packaged with the plugin, one row per (target, variant); the default ``model``
+    for a target that has one (see the module docstring)."""
+    demo_num_speculative_tokens: ClassVar[int | None] = None
+    """K that ``specpath demo`` uses for this method (None: the demo's own K)."""
 
     # -- values that depend on the resolved fields --------------------------------------
 
@@ -143,15 +169,45 @@ class SpeculatorConfig:
 
     @classmethod
     def default_model(cls, spec: SpeculativeConfig) -> str | None:
-        return None
+        """The shipped checkpoint for this target and variant (None: none shipped or installed)."""
+        path = find_shipped(cls.shipped_checkpoints, cls.shipped_target(spec), cls.shipped_variant(spec))
+        return None if path is None else str(path)
+
+    @classmethod
+    def shipped_target(cls, spec: SpeculativeConfig) -> str:
+        """The fingerprint the shipped checkpoints are looked up by (the target's)."""
+        return target_fingerprint(spec.target_model_config)
+
+    @classmethod
+    def shipped_variant(cls, spec: SpeculativeConfig | None) -> str:
+        """Which shipped variant this configuration asks for (one shape: ``"default"``)."""
+        return DEFAULT_VARIANT
+
+    @classmethod
+    def shipped_checkpoint(cls, target: str = EMBEDDED_TARGET, variant: str = DEFAULT_VARIANT) -> Any:
+        """The installed shipped checkpoint's ``Path`` for ``target`` and ``variant``, or None."""
+        return find_shipped(cls.shipped_checkpoints, target, variant)
+
+    @classmethod
+    def demo_config(cls) -> Mapping[str, Any] | None:
+        """What ``specpath demo`` runs on the embedded target (it runs it as the registered
+        method; K is the demo's unless given; None: left out). Default: nothing for a method that drafts nothing or
+        whose shipped checkpoint is not installed, the shipped checkpoint when it ships one."""
+        if not cls.proposes_draft_tokens:
+            return None
+        out: dict[str, Any] = {} if cls.base_method is None else {"method": cls.base_method}
+        if cls.shipped_checkpoints:
+            path = cls.shipped_checkpoint(EMBEDDED_TARGET, cls.shipped_variant(None))
+            if path is None:
+                return None
+            out["model"] = str(path)
+        if cls.demo_num_speculative_tokens is not None:
+            out["num_speculative_tokens"] = cls.demo_num_speculative_tokens
+        return out
 
     @classmethod
     def configure(cls, spec: SpeculativeConfig) -> Mapping[str, Any]:
         return {}
-
-    @classmethod
-    def matches(cls, checkpoint: DraftCheckpoint) -> bool:
-        return False
 
     @classmethod
     def specialize(cls, spec: SpeculativeConfig) -> type[SpeculatorConfig]:
@@ -160,6 +216,26 @@ class SpeculatorConfig:
     @classmethod
     def verify(cls, spec: SpeculativeConfig) -> None:
         return None
+
+    @classmethod
+    def check_declared_inputs(cls, spec: SpeculativeConfig) -> None:
+        """Reject the inputs the declared flags rule out: ``parallel_drafting`` where
+        ``supports_parallel_drafting`` is False, auxiliary layers where the method does not
+        read them (``uses_aux_hidden_states``). One line each."""
+        method = spec.custom_method or spec.method
+        if spec.parallel_drafting and cls.supports_parallel_drafting is False:
+            raise SpeculativeConfigError(
+                f"method {method!r} has no parallel drafting mode; it is for P-EAGLE (eagle3) and PARD (draft_model)",
+                field="speculative_config.parallel_drafting",
+                value=True,
+            )
+        if spec.eagle_aux_hidden_state_layer_ids is not None and not cls.uses_aux_hidden_states:
+            raise SpeculativeConfigError(
+                f"method {method!r} reads only the target's final feature; auxiliary layers are for "
+                "eagle3 and extract_hidden_states",
+                field="speculative_config.eagle_aux_hidden_state_layer_ids",
+                value=list(spec.eagle_aux_hidden_state_layer_ids),
+            )
 
     def hash_factors(self) -> tuple[Any, ...]:
         """Fields of this method that change the computation graph (see ``compute_hash``)."""
@@ -209,7 +285,7 @@ class DraftModelSpeculatorConfig(SpeculatorConfig):
 
     @classmethod
     def configure(cls, spec: SpeculativeConfig) -> Mapping[str, Any]:
-        from specpath.config import model as m
+        from specpath.config import draft as m
 
         if spec.model is None:
             raise SpeculativeConfigError(

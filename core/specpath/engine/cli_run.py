@@ -20,15 +20,7 @@ import sys
 import time
 from typing import Any
 
-DEMO_PROMPTS: tuple[str, ...] = (
-    'import os\nimport sys\n\n\ndef main(argv=None):\n    """Parse the command line and run."""\n',
-    "class Queue:\n    def __init__(self, maxsize=0):\n        self.maxsize = maxsize\n        self.queue = []\n\n    def put(self, item):\n",
-    "def _read_file(path, encoding='utf-8'):\n    with open(path, encoding=encoding) as f:\n",
-    "    def __repr__(self):\n        return '%s(%r)' % (self.__class__.__name__, self.",
-    "import unittest\n\n\nclass TestParser(unittest.TestCase):\n\n    def test_empty(self):\n        self.assertEqual(",
-    "def split_lines(text):\n    lines = []\n    for line in text.splitlines():\n        line = line.strip()\n        if not line:\n",
-)
-"""Code-completion prompts in the style of the standard library (the default model's corpus)."""
+from specpath.engine.harness import DEMO_PROMPTS  # noqa: E402 - re-exported (stdlib-only module)
 
 DEFAULT_DEMO_K = 4
 
@@ -199,9 +191,9 @@ def demo_configs(
 ) -> tuple[list[tuple[str, dict]], list[tuple[str, str]]]:
     """(method, config) for every installed method that drafts, and (method, reason) skipped.
 
-    ``target`` None is the embedded model: a method's config class may define ``demo_config()``
-    returning a config dict (or None to be left out); otherwise the method runs as
-    ``{"method": name, "num_speculative_tokens": k}``. For another target (a ``ModelConfig``),
+    ``target`` None is the embedded model: each config class declares
+    ``SpeculatorConfig.demo_config()``, a config dict (run as method ``name``; K is ``k`` unless it
+    says) or None to be left out. For another target (a ``ModelConfig``),
     ``demo_config(target=...)`` is used when the hook takes a ``target``; otherwise the method
     runs with its defaults, so its ``default_model`` picks the drafter shipped for that target.
     Each config is resolved against the target first: one that does not resolve (no drafter
@@ -222,12 +214,11 @@ def demo_configs(
         if not cls.proposes_draft_tokens:
             skipped.append((name, "proposes no draft tokens"))
             continue
-        hook = getattr(cls, "demo_config", None)
         generic = {"method": name, "num_speculative_tokens": k}
         if target is None:
-            config = hook() if callable(hook) else generic
-        elif callable(hook) and _accepts_target(hook):
-            config = hook(target=target)
+            config = cls.demo_config()
+        elif _accepts_target(cls.demo_config):
+            config = cls.demo_config(target=target)
         else:
             config = generic
         if config is None:
@@ -243,7 +234,7 @@ def demo_configs(
             except Exception as exc:  # noqa: BLE001 - the reason is shown, the demo goes on
                 skipped.append((name, "does not resolve for this model: " + (" ".join(str(exc).split()) or type(exc).__name__)))
                 continue
-        runs.append((name, dict(config)))
+        runs.append((name, {"num_speculative_tokens": k, **config, "method": name}))
     return runs, skipped
 
 
@@ -259,14 +250,35 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
     from specpath.engine.llm import LLM, SamplingParams
     from specpath.engine.metrics import SpecMetrics
 
+    from specpath.engine import harness
+    from specpath.engine.tokenizer import load_tokenizer
+    from specpath.modeling.named_models import resolve_model_path
+
     model, note = demo_target(args.model)
     args.model = model
-    embedded = _is_embedded(model)
     only = set(args.methods.split(",")) if args.methods else None
+    chat_model = load_tokenizer(resolve_model_path(model)).chat_template is not None
+    if not chat_model:  # the embedded (or another byte-level code) model: the one benchmark harness
+        runs, skipped = demo_configs(args.num_speculative_tokens, only)
+        if note:
+            skipped.insert(0, ("(model)", note))
+        bar = tqdm(total=(len(runs) + 1) * (len(harness.DEMO_PROMPTS) + 1), desc="specpath demo", unit="run",
+                   disable=not progress, file=sys.stderr)
+
+        def step(what: str) -> None:
+            bar.set_postfix_str(what)
+            bar.update(1)
+
+        rows, failed = harness.compare(runs, model=model, threads=_threads(args) or 1, max_tokens=args.max_tokens,
+                                       enable_prefix_caching=args.enable_prefix_caching, progress=step)
+        bar.close()
+        for r in rows:
+            r.update(identical_prompts=len(harness.DEMO_PROMPTS) if r["greedy_identical"] else 0,
+                     num_prompts=len(harness.DEMO_PROMPTS), model=model or "embedded", dtype="float32")
+        return rows, skipped + failed
     target = None
-    if not embedded:
+    if chat_model:  # a real (chat) model: code and chat prompts, EOS honoured
         from specpath.config.model import ModelConfig
-        from specpath.modeling.named_models import resolve_model_path
 
         target = ModelConfig(model=str(resolve_model_path(model)))
     runs, skipped = demo_configs(args.num_speculative_tokens, only, target=target)
@@ -276,12 +288,8 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
                disable=not progress, file=sys.stderr)
     bar.set_postfix_str("loading baseline")
     baseline = LLM(model, None, **_engine_kwargs(args))
-    if baseline.tokenizer.chat_template is not None:
-        prompts: list[tuple[str, Any]] = list(REAL_DEMO_PROMPTS)
-        params = SamplingParams(max_tokens=args.max_tokens)  # EOS ends each answer
-    else:  # a byte-level code model: its documents rarely end inside 128 tokens, measure full lengths
-        prompts = [("code", p) for p in DEMO_PROMPTS]
-        params = SamplingParams(max_tokens=args.max_tokens, ignore_eos=True)
+    prompts: list[tuple[str, Any]] = list(REAL_DEMO_PROMPTS)
+    params = SamplingParams(max_tokens=args.max_tokens)  # EOS ends each answer
     bar.total = (len(runs) + 1) * (len(prompts) + 1)
     warm_up = prompts[0][1] if prompts[0][0] == "code" else "Hello"
     engines = []

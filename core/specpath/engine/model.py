@@ -38,6 +38,7 @@ from torch import nn
 
 from specpath.modeling import checkpoint
 from specpath.modeling.gguf import is_gguf, read_gguf
+from specpath.modeling.norm import RMSNorm
 from specpath.modeling.rope import RotaryEmbedding, apply_rope, normalize_rope_scaling
 
 Attention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -179,21 +180,6 @@ class ModelOutput:
     logits: torch.Tensor
     #: [T, len(hidden_layers), hidden] outputs of the requested decoder layers, or None
     hidden_states: torch.Tensor | None = None
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
-            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)  # one kernel, same math
-        dtype = x.dtype  # HF order for low precision: normalise in float32, cast, then scale
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
 
 
 def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: Any) -> torch.Tensor:

@@ -1,6 +1,8 @@
 """Model building blocks shared by the reference engine and method plugins' drafters.
 
-RoPE (every scaling type) and Hugging Face safetensors checkpoint I/O live here, in the core's
-public API, so a drafter can build its head without importing the engine: plugins and the
-engine both depend on the core, never on each other.
+RoPE (every scaling type, ``rope``), Hugging Face safetensors checkpoint I/O (``checkpoint``),
+the one RMSNorm (``norm``), the draft decoder layer and its shape (``layers``), the request-row
+allocator (``rows``), ``torch_dtype`` (``dtypes``) and the embedded target's location
+(``embedded``, torch-free) live here, in the core's public API, so a drafter is built without
+importing the engine: plugins and the engine both depend on the core, never on each other.
 """

@@ -20,7 +20,7 @@ import torch
 from specpath.sample import randomness
 from specpath.sample.dispatch import kernels_for
 from specpath.sample.processing import GREEDY_EPS, target_probs
-from specpath.sample.synthetic import acceptance_length_to_rates, check_rates, conditional_rates
+from specpath.verification import LOSSLESS_METHODS, acceptance_length_to_rates, check_rates, conditional_rates
 
 PLACEHOLDER_TOKEN_ID = -1
 """Pads each output row after its emitted tokens."""
@@ -33,7 +33,6 @@ METHOD_OPTIONS: dict[str, frozenset[str]] = {
 }
 """Verification modes and the keyword options each accepts."""
 
-LOSSLESS_METHODS = frozenset({"standard", "block"})
 
 COLUMN_WISE_MIN_ELEMENTS = 1 << 20
 """On the torch path, standard verification (and greedy-only block verification) of at least

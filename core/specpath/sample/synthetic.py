@@ -1,48 +1,9 @@
 """Acceptance schedules for synthetic verification (lossy; for throughput studies).
 
-Rates are *unconditional*: ``a_i`` is the probability that the first ``i`` drafts are all
-accepted, so the mean number of emitted tokens is ``1 + sum(a)``. The kernel needs the
-*conditional* rate of each position given that all earlier ones were accepted.
+The maths lives in :mod:`specpath.verification` (torch-free, shared with the config layer);
+this module keeps the sampler's import path.
 """
 
-from __future__ import annotations
+from specpath.verification import acceptance_length_to_rates, check_rates, conditional_rates
 
-import math
-from collections.abc import Sequence
-
-
-def acceptance_length_to_rates(length: float, num_positions: int) -> list[float]:
-    """Minimum-variance unconditional rates whose mean emitted length is ``length``.
-
-    ``n = length - 1`` drafts are accepted on average: the first ``floor(n)`` always, the next
-    with probability ``n - floor(n)``, none after, so the accepted count is always floor(n)
-    or floor(n) + 1. Capped at ``num_positions`` accepted drafts.
-    """
-    if not (isinstance(length, (int, float)) and math.isfinite(length) and length >= 1):
-        raise ValueError(f"acceptance_length={length!r} must be a finite number >= 1")
-    n = float(length) - 1
-    whole = math.floor(n)
-    rates = [1.0] * whole + [n - whole] + [0.0] * num_positions
-    return rates[:num_positions]
-
-
-def check_rates(rates: Sequence[float]) -> list[float]:
-    """Validate unconditional rates: each in [0, 1], non-increasing."""
-    rates = [float(a) for a in rates]
-    for i, a in enumerate(rates):
-        if not 0.0 <= a <= 1.0:
-            raise ValueError(f"acceptance_rates[{i}]={a!r} is outside [0, 1]")
-        if i and a > rates[i - 1]:
-            raise ValueError(f"acceptance_rates must be non-increasing; [{i}]={a!r} > [{i - 1}]={rates[i - 1]!r}")
-    return rates
-
-
-def conditional_rates(rates: Sequence[float]) -> list[float]:
-    """P(position i accepted | positions before it accepted): ``a_1``, then ``a_i / a_(i-1)``,
-    and 0 once a rate has reached 0."""
-    out: list[float] = []
-    prev = 1.0
-    for a in rates:
-        out.append(a / prev if prev > 0 else 0.0)
-        prev = a
-    return out
+__all__ = ["acceptance_length_to_rates", "check_rates", "conditional_rates"]

@@ -18,7 +18,7 @@ _EXPORTS = {
     "drive_speculator": "specpath.testing.synthetic",
     "tiny_context": "specpath.testing.synthetic",
     "ProposalError": "specpath.testing.synthetic",
-    "new_plugin": "specpath.testing.scaffold",
+    "new_plugin": "specpath.scaffold",  # moved out of the kit; the old name still works
 }
 
 __all__ = sorted(_EXPORTS)

@@ -35,21 +35,52 @@ class GreedyIdentity:
         return f"identical ({self.num_accepted_tokens}/{self.num_draft_tokens} drafts accepted)"
 
 
-def tiny_target(seed: int = 0, vocab_size: int = 256, max_model_len: int = 512) -> Any:
-    """A random-weight 2-layer Llama over bytes: fast on CPU, and its greedy output repeats
-    itself quickly, so drafters that copy get drafts accepted."""
+def random_llama(seed: int = 0, *, vocab_size: int = 256, hidden_size: int = 64, num_layers: int = 2,
+                 num_heads: int = 4, num_kv_heads: int = 2, max_len: int = 512, head_scale: float = 1.0,
+                 embed_scale: float = 1.0, tie_word_embeddings: bool = False, rms_norm_eps: float = 1e-6,
+                 dtype: Any = None) -> Any:
+    """A random-weight Llama (the one builder of tiny targets for the core's and the plugins'
+    tests): ``head_scale`` / ``embed_scale`` sharpen the logits (greedy continuations less flat
+    than at init, no near-ties), ``dtype`` float64 makes batched and one-token passes agree to
+    ~1e-15. Seeded without touching the caller's torch RNG."""
     import torch
 
     from specpath.engine.model import LlamaConfig, LlamaModel
 
     config = LlamaConfig(
-        vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=max_model_len,
+        vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_hidden_layers=num_layers,
+        num_attention_heads=num_heads, num_key_value_heads=num_kv_heads, head_dim=hidden_size // num_heads,
+        max_position_embeddings=max_len, rms_norm_eps=rms_norm_eps, tie_word_embeddings=tie_word_embeddings,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaModel(config)
-    return model.eval()
+    with torch.no_grad():
+        if head_scale != 1.0:
+            model.lm_head.weight.mul_(head_scale)
+        if embed_scale != 1.0:
+            model.model.embed_tokens.weight.mul_(embed_scale)
+    return (model if dtype is None else model.to(dtype)).eval()
+
+
+def save_with_byte_tokenizer(model: Any, path: Any, *, eos: bool = True) -> str:
+    """Write ``model`` as an HF checkpoint with specpath's byte tokenizer (EOS off: ``eos=False``)."""
+    import json
+    from pathlib import Path
+
+    from specpath.engine.tokenizer import TOKENIZER_CONFIG_NAME, ByteTokenizer
+
+    tokenizer = ByteTokenizer() if eos else ByteTokenizer(eos_token_id=None)
+    extra = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id} if eos else None
+    model.save_pretrained(path, extra_config=extra)
+    (Path(path) / TOKENIZER_CONFIG_NAME).write_text(json.dumps(tokenizer.config_dict()), encoding="utf-8")
+    return str(path)
+
+
+def tiny_target(seed: int = 0, vocab_size: int = 256, max_model_len: int = 512) -> Any:
+    """A random-weight 2-layer Llama over bytes: fast on CPU, and its greedy output repeats
+    itself quickly, so drafters that copy get drafts accepted."""
+    return random_llama(seed, vocab_size=vocab_size, max_len=max_model_len)
 
 
 _TINY_CHECKPOINTS: dict[int, Any] = {}
@@ -58,19 +89,11 @@ _TINY_CHECKPOINTS: dict[int, Any] = {}
 def tiny_checkpoint(seed: int = 0) -> str:
     """A local HF checkpoint of :func:`tiny_target` with the byte tokenizer, written once per
     process to a temporary folder (removed at exit)."""
-    import json
     import tempfile
-
-    from specpath.engine.tokenizer import TOKENIZER_CONFIG_NAME, ByteTokenizer
 
     if seed not in _TINY_CHECKPOINTS:
         folder = tempfile.TemporaryDirectory(prefix="specpath-tiny-target-")
-        tokenizer = ByteTokenizer()
-        tiny_target(seed).save_pretrained(
-            folder.name, extra_config={"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
-        )
-        with open(f"{folder.name}/{TOKENIZER_CONFIG_NAME}", "w", encoding="utf-8") as f:
-            json.dump(tokenizer.config_dict(), f)
+        save_with_byte_tokenizer(tiny_target(seed), folder.name)
         _TINY_CHECKPOINTS[seed] = folder
     return _TINY_CHECKPOINTS[seed].name
 

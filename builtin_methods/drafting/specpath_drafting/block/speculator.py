@@ -1,0 +1,210 @@
+"""The DFlash speculator: per request, a position-indexed context KV in every draft layer, and
+each step one non-causal pass over the block [anchor, masks].
+
+Each step, for the whole batch at once:
+
+1. *Ingest*: the positions the target committed since the last call (their target taps) are
+   fused into context features and projected into every layer's keys and values at their
+   slots (``row * row_len + position``). Rejected drafts never entered this KV (only committed
+   positions do), so rollback is nothing more than the next ingest starting where the target
+   stopped.
+2. *Draft*: the block inputs (anchor = the last sampled token, then mask slots, at the positions
+   after the context) go through the drafter once; block keys/values live only inside that pass.
+   The K predictions become drafts (greedy, or sampled per position with ``draft_sample_method
+   = "random"``); with adaptive verification only a prefix is proposed.
+
+Subclasses (DSpark) change how drafts are chosen from the block's outputs (:meth:`choose`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from specpath.modeling.dtypes import torch_dtype
+from specpath.modeling.rows import RowAllocator
+from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
+from specpath_drafting.block.adaptive import VerifyCost, schedule
+from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig, load_weights, read_config
+from specpath_drafting.block.reference import build_block_queries_reference
+
+
+def block_queries_fn(device: torch.device):
+    """The Triton kernel on CUDA, its torch reference elsewhere."""
+    if device.type == "cuda":
+        from specpath_drafting.block.kernels import build_block_queries
+
+        return build_block_queries
+    return build_block_queries_reference
+
+
+class DFlashSpeculator(BaseSpeculator):
+    """See the module docstring."""
+
+    kind = "dflash"
+
+    def __init__(self, config: Any, context: SpeculatorContext) -> None:
+        super().__init__(config, context)
+        self.device = torch.device(context.device)
+        self.dtype = torch_dtype(context.dtype)
+        flags = config.speculator_config
+        self.k = int(config.num_speculative_tokens)
+        self.anchor_first = bool(flags.anchor_sampling)
+        self.random_drafts = config.draft_sample_method == "random"
+        self.drafter = self.build_drafter().to(device=self.device, dtype=self.dtype).eval()
+        for p in self.drafter.parameters():
+            p.requires_grad_(False)
+        dc = self.drafter.config
+        self.check_target(dc, context)
+        self.adaptive = bool(config.enable_adaptive_verification)
+        self.threshold = config.adaptive_verification_threshold
+        self.cost = VerifyCost.from_config(dict(config.draft_model_config.hf_config).get("verify_cost")
+                                           if config.draft_model_config is not None else None)
+        rows = max(1, int(context.max_num_seqs))
+        block = self.k if self.anchor_first else self.k + 1
+        self.row_len = int(context.max_model_len) + block + 2
+        shape = (dc.num_hidden_layers, rows * self.row_len, dc.num_key_value_heads, dc.head_dim)
+        self.ctx_keys = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.ctx_values = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.rows = RowAllocator(rows, owner=type(self).__name__)
+        self.build_queries = block_queries_fn(self.device)
+        self.drafter.rotary.ensure_length(self.row_len)
+
+    # -- construction ------------------------------------------------------------------------
+    def build_drafter(self) -> DFlashDrafter:
+        path = self.config.model
+        dc = read_config(path)
+        if dc.kind != self.kind:
+            raise ValueError(f"{path}: a {dc.kind!r} drafter; method {self.kind!r} needs a {self.kind} drafter")
+        drafter = self.drafter_class()(dc, embed_tokens=self.context.embed_tokens, lm_head=self.context.lm_head)
+        return load_weights(drafter, path)
+
+    def drafter_class(self) -> type[DFlashDrafter]:
+        return DFlashDrafter
+
+    @staticmethod
+    def check_target(dc: DrafterConfig, context: SpeculatorContext) -> None:
+        target = context.target_config
+        hidden, layers = target.get("hidden_size"), target.get("num_hidden_layers")
+        if hidden is not None and dc.target_hidden_size != hidden:
+            raise ValueError(f"the drafter was trained for a target with hidden_size {dc.target_hidden_size}; "
+                             f"this target has {hidden}")
+        if layers is not None and max(dc.target_layer_ids) >= layers:
+            raise ValueError(f"the drafter reads target layers {list(dc.target_layer_ids)}; this target has {layers}")
+        if dc.vocab_size != context.vocab_size:
+            raise ValueError(f"the drafter's vocabulary ({dc.vocab_size}) differs from the target's ({context.vocab_size})")
+
+    @property
+    def hidden_state_layers(self) -> tuple[int, ...]:
+        return tuple(self.drafter.config.target_layer_ids)
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    def remove_request(self, req_id: str) -> None:
+        self.rows.release(req_id)
+
+    # on_verified: nothing to undo, only committed positions ever enter the context KV.
+
+    # -- drafting --------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def propose(self, batch: DraftBatch) -> DraftProposal:
+        reqs = batch.requests
+        dev = self.device
+        rows = [self.rows.row(r.req_id) for r in reqs]
+        self.ingest(batch, rows)
+        budgets = [int(r.max_draft_tokens) for r in reqs]
+        drafting = [i for i, b in enumerate(budgets) if b > 0]
+        if not drafting:
+            return DraftProposal(token_ids=torch.zeros(0, dtype=torch.int32, device=dev), num_draft_tokens=[0] * len(reqs))
+        k_max = max(self.k, max(budgets))  # the block the drafter was built for; requests keep their budget
+        anchors = [int(reqs[i].token_ids[-1]) for i in drafting]
+        anchor_pos = [len(reqs[i].token_ids) - 1 for i in drafting]
+        hidden = self.draft_block(anchors, anchor_pos, [rows[i] for i in drafting], k_max)
+        temps = [float(reqs[i].temperature) for i in drafting]
+        gens = [reqs[i].generator for i in drafting]
+        tokens, probs, conf = self.choose(hidden, anchors, temps, gens)
+        counts = [budgets[i] for i in drafting]
+        if self.adaptive:
+            counts = schedule(conf, counts, threshold=self.threshold, cost=self.cost)
+        return self.proposal(len(reqs), drafting, counts, tokens, probs, conf)
+
+    def ingest(self, batch: DraftBatch, rows: Sequence[int]) -> None:
+        """Write the context KV of every newly committed position."""
+        slots: list[int] = []
+        positions: list[int] = []
+        for r, row in zip(batch.requests, rows):
+            n = r.num_new_positions
+            if n:
+                last = len(r.token_ids) - 2
+                first = last - n + 1
+                positions.extend(range(first, last + 1))
+                slots.extend(range(row * self.row_len + first, row * self.row_len + last + 1))
+        if not slots:
+            return
+        hs = batch.hidden_states
+        if hs is None or hs.shape[0] != len(slots):
+            got = None if hs is None else tuple(hs.shape)
+            raise ValueError(f"{type(self).__name__} needs hidden states for {len(slots)} new positions, got {got}")
+        ctx = self.drafter.context(hs.to(device=self.device, dtype=self.dtype))
+        cos, sin = self.drafter.rope(torch.tensor(positions, device=self.device))
+        index = torch.tensor(slots, device=self.device)
+        for i in range(len(self.drafter.layers)):
+            k, v = self.drafter.context_kv(i, ctx, cos, sin)
+            self.ctx_keys[i].index_copy_(0, index, k)
+            self.ctx_values[i].index_copy_(0, index, v)
+
+    def draft_block(self, anchors: Sequence[int], anchor_pos: Sequence[int], rows: Sequence[int], k: int) -> torch.Tensor:
+        """One non-causal pass; returns ``[R, k, d]``: the outputs that predict drafts 1..k."""
+        dev = self.device
+        block = k if self.anchor_first else k + 1
+        ids, positions, ctx_slots, visible = self.build_queries(
+            torch.tensor(anchors, dtype=torch.int64, device=dev), torch.tensor(anchor_pos, dtype=torch.int64, device=dev),
+            torch.tensor(rows, dtype=torch.int64, device=dev), block, self.row_len, max(1, max(anchor_pos)))
+        h = self.drafter.block_embeds(ids)[:, None]  # [R, 1, B, d]
+        cos, sin = self.drafter.rope(positions[:, None])
+
+        def context_kv(layer: int):
+            return self.ctx_keys[layer][ctx_slots], self.ctx_values[layer][ctx_slots]
+
+        out = self.drafter.block(h, cos, sin, context_kv, visible[:, None])[:, 0]
+        return out[:, :k] if self.anchor_first else out[:, 1:]
+
+    def choose(self, hidden: torch.Tensor, anchors: Sequence[int], temps: Sequence[float], gens: Sequence[Any]):
+        """Drafts [R, K], their probabilities [R, K, V] (None: one-hot) and acceptance estimates
+        [R, K]. DFlash's positions are independent; its estimate is each position's top
+        probability (it reads the position's distribution, not the token drafted there)."""
+        logits = self.drafter.logits(hidden)
+        if not self.random_drafts or all(t <= 0 for t in temps):
+            tokens = logits.argmax(-1)
+            conf = torch.softmax(logits, dim=-1).amax(-1) if self.adaptive else None
+            return tokens, None, conf
+        probs = torch.empty_like(logits)
+        tokens = torch.empty(logits.shape[:2], dtype=torch.int64, device=logits.device)
+        for i, (t, g) in enumerate(zip(temps, gens)):
+            if t <= 0:
+                tokens[i] = logits[i].argmax(-1)
+                probs[i] = torch.nn.functional.one_hot(tokens[i], logits.shape[-1]).to(probs.dtype)
+            else:
+                probs[i] = torch.softmax(logits[i] / t, dim=-1)
+                tokens[i] = torch.multinomial(probs[i], 1, generator=g)[:, 0]
+        return tokens, probs, probs.amax(-1)
+
+    def proposal(self, num_reqs: int, drafting: Sequence[int], counts: Sequence[int], tokens: torch.Tensor,
+                 probs: torch.Tensor | None, conf: torch.Tensor | None) -> DraftProposal:
+        """Each drafting request keeps its first ``counts`` drafts; flattened in batch order."""
+        lists = tokens.to(torch.int32).cpu().tolist()
+        flat: list[int] = []
+        keep: list[int] = []
+        num = [0] * num_reqs
+        width = tokens.shape[1]
+        for j, i in enumerate(drafting):
+            n = int(counts[j])
+            num[i] = n
+            flat.extend(lists[j][:n])
+            keep.extend(range(j * width, j * width + n))
+        index = torch.tensor(keep, dtype=torch.int64, device=tokens.device)
+        draft_probs = None if probs is None else probs.reshape(-1, probs.shape[-1])[index].float()
+        confidences = None if conf is None else conf.reshape(-1)[index].float()
+        return DraftProposal(token_ids=torch.tensor(flat, dtype=torch.int32, device=self.device), num_draft_tokens=num,
+                             draft_probs=draft_probs, confidences=confidences)

@@ -1,0 +1,68 @@
+"""Drafter checkpoints (heads, MTP-free block drafters): ``config.json`` + ``model.safetensors``
+in the Hugging Face layout, no pickle, with one-line errors that name the file.
+
+The RoPE tables (``rotary.*`` buffers) are recomputed, never stored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
+
+Config = TypeVar("Config")
+Module = TypeVar("Module", bound=nn.Module)
+
+
+def read_drafter_config(path: str | Path, parse: Callable[[Mapping[str, Any]], Config], what: str) -> Config:
+    """``parse(config.json)``; ``what`` names the kind of checkpoint in errors."""
+    config_path = Path(path) / "config.json"
+    try:
+        raw = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{config_path}: cannot read the {what}'s config: {exc}") from None
+    try:
+        return parse(raw)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{config_path}: not a {what} config (missing {exc})") from None
+
+
+def _stored_state(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in module.state_dict().items() if not k.startswith("rotary.")}
+
+
+def save_drafter_checkpoint(module: nn.Module, path: str | Path, *, extra_config: dict | None = None,
+                            dtype: torch.dtype | None = None) -> Path:
+    """Write ``module.config.to_dict()`` (+ ``extra_config``) and the weights; ``dtype`` casts the
+    floating-point ones (shipped drafters are float16: half the bytes, same drafts in practice)."""
+    from specpath.modeling.checkpoint import save_checkpoint
+
+    config = {**module.config.to_dict(), **(extra_config or {})}
+    state = _stored_state(module)
+    if dtype is not None:
+        state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
+        config["torch_dtype"] = str(dtype).removeprefix("torch.")
+    return save_checkpoint(path, config=config, state_dict=state)
+
+
+def load_drafter_weights(module: Module, path: str | Path, what: str) -> Module:
+    """Load ``model.safetensors`` into ``module`` in its dtype; every tensor must be present with
+    its shape (``what`` names the kind of drafter in errors)."""
+    from safetensors.torch import load_file
+
+    weights = Path(path) / "model.safetensors"
+    tensors = load_file(str(weights))
+    expected = {k: v.shape for k, v in _stored_state(module).items()}
+    missing, extra = sorted(set(expected) - set(tensors)), sorted(set(tensors) - set(expected))
+    if missing or extra:
+        raise ValueError(f"{weights}: tensors do not match a {what} (missing {missing[:4]}, unexpected {extra[:4]})")
+    for name, shape in expected.items():
+        if tuple(tensors[name].shape) != tuple(shape):
+            raise ValueError(f"{weights}: {name} has shape {tuple(tensors[name].shape)}, expected {tuple(shape)}")
+    dtype = module.dtype
+    module.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}, strict=False)
+    return module

@@ -1,0 +1,174 @@
+"""The config side of hidden-state drafting: the base class of drafters that read the target's
+hidden states with shifted input (EAGLE-1/3, MTP), the auxiliary-layer rules and the LM-head
+quantization check.
+
+Such a drafter writes K draft positions into its own KV (lookahead K), takes *shifted* input
+(token p+1 with the feature of p) so it adds no query rows to the target batch (0 extra slots),
+needs one token past a prefill chunk, and its KV at p depends on the token after p (the prefix
+cache drops the tail block).
+
+Attrs only: importing this module must not import torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import attrs
+
+from specpath.config.speculator import DraftModelSpeculatorConfig
+from specpath.errors import SpeculativeConfigError
+
+SUPPORTED_HEAD_QUANTIZATIONS = ("fp8",)
+"""``draft_lm_head_quantization`` values the heads implement (weight-only, per-row scales)."""
+
+
+@attrs.frozen(kw_only=True)
+class HiddenStateDrafterConfig(DraftModelSpeculatorConfig):
+    """Shifted-input hidden-state drafters (see the module docstring). ``verify`` applies the
+    declared-flag checks (``supports_parallel_drafting``, ``uses_aux_hidden_states``)."""
+
+    uses_target_hidden_states = True
+    draft_kv_depends_on_next_token = True
+    supports_variable_draft_length = True
+    """Each request drafts up to its own ``max_draft_tokens``."""
+    supports_parallel_drafting = False
+    """A chain by default; P-EAGLE heads say otherwise."""
+
+    @property
+    def num_lookahead_tokens(self) -> int:
+        """The K draft positions the drafter writes into its own KV."""
+        return self.spec.num_speculative_tokens
+
+    @property
+    def max_num_new_slots_for_drafting(self) -> int:
+        """Shifted input reuses the verify step's query positions: no extra rows."""
+        return 0
+
+    @classmethod
+    def verify(cls, spec: Any) -> None:
+        cls.check_declared_inputs(spec)
+
+
+# -- head checkpoints ---------------------------------------------------------------------
+
+
+def _lower(values: Any) -> list[str]:
+    if isinstance(values, str):
+        values = [values]
+    return [str(v).lower() for v in values or () if isinstance(v, str)]
+
+
+def method_from_checkpoint_config(config: Mapping[str, Any]) -> str | None:
+    """"eagle3", "eagle" or None from a draft's ``config.json`` alone (architectures,
+    ``model_type``, the speculators-format ``speculators_model_type``); no path guessing."""
+    kinds = _lower(config.get("model_type")) + _lower(config.get("speculators_model_type"))
+    archs = _lower(config.get("architectures"))
+    if "eagle3" in kinds or any("eagle3" in a for a in archs):
+        return "eagle3"
+    if "eagle" in kinds or any("eagle" in a for a in archs):
+        return "eagle"
+    return None
+
+
+def method_from_path(path: str | None) -> str | None:
+    """vLLM's path hints (it guesses an EAGLE head from the model path), tried last and in its
+    order: ``"eagle-"`` before ``"eagle3"``."""
+    name = str(path or "").lower()
+    if "eagle-" in name:
+        return "eagle"
+    if "eagle3" in name:
+        return "eagle3"
+    return None
+
+
+def check_checkpoint_agrees(spec: Any, method: str) -> None:
+    """An explicit method that disagrees with what the draft checkpoint says it is: one line
+    naming both (the core does this for checkpoints that declare ``speculator_config_class``;
+    this covers checkpoints known only by architecture or ``model_type``)."""
+    draft = spec.draft_model_config
+    if draft is None:
+        return
+    found = method_from_checkpoint_config(draft.hf_config)
+    if found is not None and found != method:
+        raise SpeculativeConfigError(
+            f"requested method={spec.custom_method or method!r}, but the draft model {spec.model!r} is "
+            f"a {found!r} checkpoint (architectures {list(draft.architectures)}, model_type "
+            f"{draft.model_type!r}); drop 'method' or use a matching checkpoint",
+            field="speculative_config.method",
+            value=spec.custom_method or method,
+        )
+
+
+# -- auxiliary layers ---------------------------------------------------------------------
+
+
+def default_aux_layer_ids(num_target_layers: int) -> tuple[int, int, int]:
+    """A low, a middle and a high target layer (0-based decoder-layer outputs).
+
+    Deep targets get the EAGLE-3 reference taps: the inputs of layers 2, N/2 and N-3, i.e. the
+    outputs of layers 1, N/2-1 and N-4. Shallow targets (N < 8), where those collide, get
+    ``N//6``, ``(N-1)//2`` and ``N-2`` (6 layers: 1, 2, 4); the last layer is never tapped.
+    """
+    n = num_target_layers
+    if n >= 8:
+        return (1, n // 2 - 1, n - 4)
+    return (n // 6, max(0, (n - 1) // 2), max(0, n - 2))
+
+
+def resolve_aux_layer_ids(spec: Any, draft: Any | None) -> tuple[int, ...] | None:
+    """Taps: the user's, else the ones the head was trained on, else the default for the
+    target's depth (None while the depth is unknown)."""
+    if spec.eagle_aux_hidden_state_layer_ids is not None:
+        return tuple(spec.eagle_aux_hidden_state_layer_ids)
+    declared = None if draft is None else draft.hf_config.get("eagle_aux_hidden_state_layer_ids")
+    if isinstance(declared, Sequence) and declared and all(isinstance(i, int) for i in declared):
+        return tuple(declared)
+    layers = None
+    if spec.target_model_config is not None and spec.target_model_config.num_hidden_layers:
+        layers = int(spec.target_model_config.num_hidden_layers)
+    elif draft is not None and isinstance(draft.hf_config.get("target_num_hidden_layers"), int):
+        layers = int(draft.hf_config["target_num_hidden_layers"])
+    return None if layers is None else default_aux_layer_ids(layers)
+
+
+def check_head_quantization(spec: Any, shares_target_head: bool) -> None:
+    """``draft_lm_head_quantization``: fp8 only, and only over a head kept in the model dtype
+    (the core checks the draft's own ``head_dtype``; a shared head is the target's)."""
+    value = spec.draft_lm_head_quantization
+    if value is None:
+        return
+    field = "speculative_config.draft_lm_head_quantization"
+    if value not in SUPPORTED_HEAD_QUANTIZATIONS:
+        raise SpeculativeConfigError(
+            "is not implemented by the hidden-state heads", field=field, value=value, allowed=SUPPORTED_HEAD_QUANTIZATIONS
+        )
+    target = spec.target_model_config
+    if shares_target_head and target is not None and target.head_dtype != target.dtype:
+        raise SpeculativeConfigError(
+            f"needs the shared LM head in the model dtype ({target.dtype}), but the target's head is "
+            f"{target.head_dtype}",
+            field=field,
+            value=value,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class HeadSpeculatorConfig(HiddenStateDrafterConfig):
+    """EAGLE-style heads (EAGLE-1, EAGLE-3): an explicit method must agree with what the head's
+    ``config.json`` says it is (detection itself is the plugins' ``specpath_detect_method``
+    hooks, from :func:`method_from_checkpoint_config` and :func:`method_from_path`), and the LM
+    head the drafts use may be fp8 (``draft_lm_head_quantization``)."""
+
+    supported_options = frozenset({"draft_lm_head_quantization"})
+    demo_num_speculative_tokens = 4
+    shares_target_head: ClassVar[bool] = True
+    """The head drafts through the target's LM head (so ``draft_lm_head_quantization`` rules
+    apply to the target's head dtype)."""
+
+    @classmethod
+    def verify(cls, spec: Any) -> None:
+        check_checkpoint_agrees(spec, cls.base_method)
+        check_head_quantization(spec, cls.shares_target_head)
+        super().verify(spec)

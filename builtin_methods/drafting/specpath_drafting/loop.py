@@ -1,0 +1,246 @@
+"""The hidden-state drafting loop, shared by EAGLE-1, EAGLE-3, P-EAGLE and MTP.
+
+Each step, for every request of the batch:
+
+1. *Ingest*: the positions the target committed since the last call (the verified input token
+   plus the accepted drafts) run through the head with their real target features and the
+   shifted tokens, writing the head's KV there (this overwrites the rejected drafts' KV: the
+   rollback is that pointer move). The output at the last committed position is kept.
+2. *Draft*: from that output, a chain of K steps, each feeding the head its own output and the
+   embedding of the token it just drafted, at the next position; or, with parallel drafting
+   (P-EAGLE), K-1 mask queries appended to the ingest pass so all K drafts come out of one pass.
+
+Per step the loop costs one head call for the ingest and one per further chain draft, one
+``prepare_drafter_inputs`` and one host sync for the drafted tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from specpath.modeling.dtypes import torch_dtype
+from specpath.modeling.rows import RowAllocator
+from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
+from specpath_drafting.heads import HiddenStateHead
+from specpath_drafting.kv import DrafterKV
+from specpath_drafting.numerics import sharded_argmax
+from specpath_drafting.reference import prepare_drafter_inputs_reference
+
+
+def target_layers(context: SpeculatorContext) -> int:
+    """The target's decoder-layer count, from the config the engine lends."""
+    n = context.target_config.get("num_hidden_layers")
+    if not isinstance(n, int) or n < 1:
+        raise ValueError("the target config has no num_hidden_layers: cannot tell which layers to read")
+    return n
+
+
+def prepare_inputs_fn(device: torch.device):
+    """The Triton kernel on CUDA, its torch reference elsewhere."""
+    if device.type == "cuda":
+        from specpath_drafting.kernels import prepare_drafter_inputs
+
+        return prepare_drafter_inputs
+    return prepare_drafter_inputs_reference
+
+
+class HiddenStateSpeculator(BaseSpeculator):
+    """Drives a :class:`~specpath_drafting.heads.HiddenStateHead` (see the module docstring).
+    Subclasses say which head to build (:meth:`build_head`) and which target layers it reads
+    (:attr:`hidden_state_layers`)."""
+
+    def __init__(self, config: Any, context: SpeculatorContext) -> None:
+        super().__init__(config, context)
+        self.device = torch.device(context.device)
+        self.dtype = torch_dtype(context.dtype)
+        self.k = int(config.num_speculative_tokens)
+        self.parallel = bool(config.parallel_drafting)
+        self.random_drafts = config.draft_sample_method == "random"
+        self.num_argmax_shards = int(config.draft_tensor_parallel_size or 1) if config.use_local_argmax_reduction else 1
+        self.head = self.build_head().to(device=self.device, dtype=self.dtype).eval()
+        for p in self.head.parameters():
+            p.requires_grad_(False)
+        self.head.layer.fuse_projections()
+        if config.draft_lm_head_quantization is not None:
+            self.head.quantize_lm_head(config.draft_lm_head_quantization)
+        hc = self.head.config
+        target_hidden = context.target_config.get("hidden_size")
+        if target_hidden is not None and hc.target_hidden_size not in (None, target_hidden):
+            raise ValueError(
+                f"the head was trained for a target with hidden_size {hc.target_hidden_size}; this target has {target_hidden}"
+            )
+        if hc.vocab_size != context.vocab_size:
+            raise ValueError(f"the head's vocabulary ({hc.vocab_size}) differs from the target's ({context.vocab_size})")
+        rows = max(1, int(context.max_num_seqs))
+        self.row_len = int(context.max_model_len) + self.k + 2
+        self.kv = DrafterKV(num_rows=rows, row_len=self.row_len, num_kv_heads=hc.num_key_value_heads,
+                            head_dim=hc.head_dim, dtype=self.dtype, device=self.device)
+        self.tokens = torch.zeros(rows, self.row_len, dtype=torch.int32, device=self.device)
+        self.last_hidden = torch.zeros(rows, hc.hidden_size, dtype=self.dtype, device=self.device)
+        self.rows = RowAllocator(rows, owner=type(self).__name__)
+        self.prepare_inputs = prepare_inputs_fn(self.device)
+        self.head.rotary.ensure_length(self.row_len)
+        if self.parallel:  # constant inputs of the mask slots, computed once (weights are frozen)
+            with torch.inference_mode():
+                self.mask_embed = self.head.mask_embeds(1).to(self.dtype).clone()
+                self.mask_feature = self.head.mask_features(1).to(self.dtype).clone()
+
+    # -- what subclasses provide ------------------------------------------------------------
+    def build_head(self) -> HiddenStateHead:
+        raise NotImplementedError
+
+    # -- bookkeeping --------------------------------------------------------------------------
+    def remove_request(self, req_id: str) -> None:
+        self.rows.release(req_id)
+
+    # on_verified: nothing to undo, the next call's new positions overwrite the rejected drafts' KV.
+
+    def new_position_inputs(self, batch: DraftBatch, counts: Sequence[int]) -> torch.Tensor:
+        """Check that the batch brings one hidden-state row per newly committed position
+        (``sum(counts)``); return the exclusive prefix sum of ``counts`` (int32, on the device)
+        that the input-preparation kernel takes."""
+        num_tokens = sum(counts)
+        if batch.hidden_states is None or batch.hidden_states.shape[0] != num_tokens:
+            got = None if batch.hidden_states is None else tuple(batch.hidden_states.shape)
+            raise ValueError(f"{type(self).__name__} needs hidden states for {num_tokens} new positions, got {got}")
+        cu = [0]
+        for n in counts:
+            cu.append(cu[-1] + n)
+        return torch.tensor(cu, dtype=torch.int32, device=self.device)
+
+    # -- drafting -----------------------------------------------------------------------------
+    @torch.inference_mode()
+    def propose(self, batch: DraftBatch) -> DraftProposal:
+        reqs = batch.requests
+        dev = self.device
+        rows, starts, counts, lasts = [], [], [], []
+        flat_index: list[int] = []
+        flat_tokens: list[int] = []
+        for r in reqs:
+            row = self.rows.row(r.req_id)
+            length = len(r.token_ids)
+            n = r.num_new_positions
+            start = length - 1 - n
+            if n:
+                base = row * self.row_len
+                flat_index.extend(range(base + start + 1, base + length))
+                flat_tokens.extend(r.token_ids[start + 1:length])
+            rows.append(row)
+            starts.append(start)
+            counts.append(n)
+            lasts.append(length - 2)  # the last committed position
+        budgets = [r.max_draft_tokens for r in reqs]
+        drafting = [i for i, b in enumerate(budgets) if b > 0]
+        if flat_index:
+            self.tokens.view(-1)[torch.tensor(flat_index, device=dev)] = torch.tensor(
+                flat_tokens, dtype=torch.int32, device=dev)
+        num_tokens = sum(counts)
+        k_max = max(budgets, default=0)
+        parallel = self.parallel and k_max > 1 and drafting
+        rows_t = torch.tensor(rows, dtype=torch.int32, device=dev)
+
+        embeds, features, positions, slots, qrows = [], [], [], [], []
+        last_index = None
+        if num_tokens:
+            cu = self.new_position_inputs(batch, counts)
+            ids, pos, slot, last_index = self.prepare_inputs(
+                self.tokens, rows_t, torch.tensor(starts, dtype=torch.int32, device=dev),
+                torch.tensor(counts, dtype=torch.int32, device=dev), cu,
+                num_tokens)
+            embeds.append(self.head.embed(ids.long()).to(self.dtype))
+            features.append(self.head.fuse(batch.hidden_states.to(device=dev, dtype=self.dtype)))
+            positions.append(pos)
+            slots.append(slot)
+            qrows.append(rows_t.long().repeat_interleave(torch.tensor(counts, device=dev)))
+        if parallel:  # P-EAGLE: K-1 mask queries after each drafting request's last position
+            m = k_max - 1
+            d_rows = torch.tensor([rows[i] for i in drafting], dtype=torch.int64, device=dev)
+            d_pos = torch.tensor([lasts[i] for i in drafting], dtype=torch.int64, device=dev)
+            mask_pos = (d_pos[:, None] + torch.arange(1, m + 1, device=dev)[None, :]).reshape(-1)
+            mask_rows = d_rows.repeat_interleave(m)
+            embeds.append(self.mask_embed.expand(mask_pos.shape[0], -1))
+            features.append(self.mask_feature.expand(mask_pos.shape[0], -1))
+            positions.append(mask_pos)
+            slots.append(mask_rows * self.row_len + mask_pos)
+            qrows.append(mask_rows)
+        out = None
+        if embeds:
+            pos_all = torch.cat(positions)
+            out = self._step(torch.cat(embeds), torch.cat(features), pos_all, torch.cat(slots), torch.cat(qrows))
+        if num_tokens:
+            has_new = [i for i, n in enumerate(counts) if n]
+            self.last_hidden[rows_t[has_new].long()] = out[last_index[has_new]]
+        if not drafting:
+            return DraftProposal(token_ids=torch.zeros(0, dtype=torch.int32, device=dev), num_draft_tokens=[0] * len(reqs))
+
+        d_idx = torch.tensor([rows[i] for i in drafting], dtype=torch.int64, device=dev)
+        temps = [reqs[i].temperature for i in drafting]
+        gens = [reqs[i].generator for i in drafting]
+        a = self.last_hidden[d_idx]
+        if parallel:
+            m = k_max - 1
+            masked = out[num_tokens:].view(len(drafting), m, -1)
+            hidden = torch.cat([a[:, None, :], masked], dim=1).reshape(len(drafting) * k_max, -1)
+            tokens, probs = self._choose(self.head.logits(hidden), [t for t in temps for _ in range(k_max)],
+                                         [g for g in gens for _ in range(k_max)])
+            tokens = tokens.view(len(drafting), k_max)
+            probs = None if probs is None else probs.view(len(drafting), k_max, -1)
+        else:
+            steps, step_probs = [], []
+            pos = torch.tensor([lasts[i] for i in drafting], dtype=torch.int64, device=dev)
+            for j in range(k_max):
+                tok, p = self._choose(self.head.logits(a), temps, gens)
+                steps.append(tok)
+                step_probs.append(p)
+                if j + 1 == k_max:
+                    break
+                pos = pos + 1
+                a = self._step(self.head.embed(self.head.to_target(tok).long()).to(self.dtype), a, pos,
+                               d_idx * self.row_len + pos, d_idx)
+            tokens = torch.stack(steps, dim=1)
+            probs = None if step_probs[0] is None else torch.stack(step_probs, dim=1)
+        return self._proposal(reqs, drafting, budgets, tokens, probs)
+
+    def _step(self, embeds, features, positions, slots, qrows) -> torch.Tensor:
+        attend = self.kv.attention(slots, qrows, positions, int(positions.max()))
+        return self.head.step(embeds, features, positions, attend)
+
+    def _choose(self, logits: torch.Tensor, temps: Sequence[float], gens: Sequence[Any]):
+        """Draft-vocab ids (greedy, or sampled per request) and their target-vocab probabilities
+        (None when every draft is greedy: one-hot for verification)."""
+        if not self.random_drafts or all(t <= 0 for t in temps):
+            ids = sharded_argmax(logits, self.num_argmax_shards) if self.num_argmax_shards > 1 else logits.argmax(-1)
+            return ids, None
+        probs = torch.empty_like(logits, dtype=torch.float32)
+        ids = torch.empty(logits.shape[0], dtype=torch.int64, device=logits.device)
+        for i, (t, g) in enumerate(zip(temps, gens)):
+            if t <= 0:
+                ids[i] = logits[i].argmax()
+                probs[i] = torch.nn.functional.one_hot(ids[i], logits.shape[-1]).float()
+            else:
+                probs[i] = torch.softmax(logits[i].float() / t, dim=-1)
+                ids[i] = torch.multinomial(probs[i], 1, generator=g)[0]
+        return ids, probs
+
+    def _proposal(self, reqs, drafting, budgets, tokens, probs) -> DraftProposal:
+        """Cut each request's drafts to its budget; map to target ids; flatten."""
+        target_ids = self.head.to_target(tokens).to(torch.int32).cpu()
+        lists = target_ids.tolist()
+        flat: list[int] = []
+        counts = [0] * len(reqs)
+        keep: list[int] = []
+        width = tokens.shape[1]
+        for j, i in enumerate(drafting):
+            n = budgets[i]
+            counts[i] = n
+            flat.extend(lists[j][:n])
+            keep.extend(range(j * width, j * width + n))
+        draft_probs = None
+        if probs is not None:
+            flat_probs = probs.reshape(-1, probs.shape[-1])[torch.tensor(keep, device=probs.device)]
+            draft_probs = self.head.probs_to_target(flat_probs)
+        return DraftProposal(token_ids=torch.tensor(flat, dtype=torch.int32, device=self.device),
+                             num_draft_tokens=counts, draft_probs=draft_probs)

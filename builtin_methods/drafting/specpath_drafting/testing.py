@@ -1,0 +1,222 @@
+"""Test helpers for drafters (the one source of tiny targets and engines for the plugins' tests):
+tiny random targets on disk, random heads of a given class, an engine wired the way an engine
+builds a speculator, and an independent from-scratch computation of the drafts a head should
+propose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specpath_drafting.heads import HiddenStateHead, save_head
+from specpath_drafting.heads import HeadConfig
+
+
+TINY_PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] * 3, [5, 9, 3, 1] * 6, [7, 7, 7], list(range(20, 50))]
+"""Token prompts for the tiny targets: periodic, repeated, short and a run."""
+
+
+def greedy(max_tokens: int = 24) -> Any:
+    from specpath.engine.request import SamplingParams
+
+    return SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+
+
+def tiny_llm(target_path: str | Path, spec: Mapping[str, Any] | None = None, **options: Any) -> Any:
+    """An ``LLM`` over a tiny target on disk: one thread, 4 sequences, 40 tokens a step."""
+    from specpath.engine.llm import LLM
+
+    return LLM(str(target_path), dict(spec) if spec else None,
+               **{"num_threads": 1, "max_num_batched_tokens": 40, "max_num_seqs": 4, **options})
+
+
+def baseline_tokens(target_path: str | Path, prompts: Sequence[Sequence[int]] = TINY_PROMPTS) -> list[list[int]]:
+    """Plain greedy outputs (no speculation) of the tiny target."""
+    return [o.token_ids for o in tiny_llm(target_path).generate([list(p) for p in prompts], greedy())]
+
+
+def check_every_proposal(speculator: Any, want: Callable[[Any, int], list[int]]) -> list[int]:
+    """Wrap ``speculator.propose`` so each request's drafts are compared, as they are proposed,
+    with ``want(request, n)``; returns the (growing) list of the draft counts checked."""
+    propose, checked = speculator.propose, []
+
+    def checking(batch):
+        proposal = propose(batch)
+        flat, start = proposal.token_ids.tolist(), 0
+        for r, n in zip(batch.requests, proposal.num_draft_tokens):
+            if n:
+                assert flat[start:start + n] == want(r, n), f"request {r.req_id} at length {len(r.token_ids)}"
+                checked.append(n)
+            start += n
+        return proposal
+
+    speculator.propose = checking
+    return checked
+
+
+def tiny_target(path: str | Path | None = None, *, seed: int = 0, vocab_size: int = 64, num_layers: int = 4,
+                hidden_size: int = 32, max_len: int = 256, dtype: torch.dtype = torch.float64) -> Any:
+    """A random-weight Llama (float64 by default, so no near-tie can flip a greedy choice);
+    saved to ``path`` when given, so configs can resolve against it."""
+    from specpath.testing.engine import random_llama, save_with_byte_tokenizer
+
+    model = random_llama(seed, vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers, max_len=max_len,
+                         head_scale=6.0, rms_norm_eps=1e-5)
+    if path is not None:
+        save_with_byte_tokenizer(model, path)
+    return model.to(dtype).eval()
+
+
+def random_head(head_class: type[HiddenStateHead], target: Any, path: str | Path, *, seed: int = 0,
+                parallel_drafting: bool = False, draft_vocab_size: int | None = None,
+                aux_layer_ids: Sequence[int] | None = None) -> Path:
+    """Write a random-weight head of ``head_class`` (its ``kind``: ``eagle``, ``eagle3``) shaped
+    for ``target``."""
+    kind = head_class.kind
+    tc = target.config.to_hf_dict()
+    overrides: dict[str, Any] = {}
+    if kind == "eagle3":
+        overrides = dict(parallel_drafting=parallel_drafting, draft_vocab_size=draft_vocab_size,
+                         aux_layer_ids=None if aux_layer_ids is None else tuple(aux_layer_ids))
+    config = HeadConfig.for_target(kind, tc, **overrides)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        head = head_class(config)
+        with torch.no_grad():
+            for name, p in head.named_parameters():
+                if p.dim() == 1 and "norm" not in name:
+                    p.normal_(0, 1.0)  # mask vectors: not all-zero
+        if kind == "eagle3" and draft_vocab_size is not None:
+            ids = torch.randperm(config.vocab_size)[:draft_vocab_size].sort().values
+            head.set_vocab_map(ids)
+    return save_head(head, path)
+
+
+def context_for(model: Any, *, max_num_seqs: int = 8, max_model_len: int | None = None) -> Any:
+    """The ``SpeculatorContext`` an engine lends: the target's embedding and its head on
+    final-normed states (per the contract)."""
+    from specpath.speculator import SpeculatorContext
+
+    cfg = model.config
+    return SpeculatorContext(
+        device="cpu",
+        dtype=next(model.parameters()).dtype,
+        vocab_size=cfg.vocab_size,
+        max_model_len=max_model_len or cfg.max_position_embeddings,
+        max_num_seqs=max_num_seqs,
+        target_config=cfg.to_hf_dict(),
+        embed_tokens=model.embed,
+        lm_head=model.lm_head_logits,
+    )
+
+
+def make_engine(model: Any, spec: Any, *, prefix_caching: bool = False, max_num_seqs: int = 4,
+                max_num_batched_tokens: int = 48, block_size: int = 16, num_blocks: int | None = None,
+                max_model_len: int | None = None, speculator: Any = None) -> Any:
+    """An ``LLMEngine`` over ``model`` speculating with the resolved ``spec`` (or plain, when None)."""
+    from specpath.config.engine import CacheConfig, EngineConfig
+    from specpath.engine.llm_engine import CacheSettings, LLMEngine, SpeculationSettings
+    from specpath.engine.scheduler import SchedulerConfig
+    from specpath.factory import create_speculator
+
+    cfg = model.config
+    scheduler = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                                max_model_len=max_model_len or cfg.max_position_embeddings)
+    cache = CacheSettings(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=prefix_caching)
+    if spec is None:
+        return LLMEngine(model, scheduler=scheduler, cache=cache)
+    engine_config = EngineConfig(speculative_config=spec, cache_config=CacheConfig(enable_prefix_caching=prefix_caching))
+    sc = engine_config.speculator
+    if speculator is None:
+        speculator = create_speculator(spec, context_for(model, max_num_seqs=max_num_seqs))
+    speculation = SpeculationSettings(
+        speculator=speculator,
+        num_speculative_tokens=spec.num_speculative_tokens,
+        num_lookahead_tokens=engine_config.num_lookahead_tokens,
+        num_prefill_lookahead_tokens=engine_config.num_prefill_lookahead_tokens,
+        num_hash_lookahead_tokens=engine_config.num_hash_lookahead_tokens,
+        use_eagle_block_drop=engine_config.use_eagle_block_drop,
+        num_extra_draft_slots=0 if sc.uses_separate_workspace_lane else engine_config.max_num_new_slots_for_drafting,
+        uses_target_hidden_states=sc.uses_target_hidden_states,
+        verify_method=spec.rejection_sample_method,
+    )
+    return LLMEngine(model, scheduler=scheduler, cache=cache, speculation=speculation)
+
+
+def resolve(fields: Mapping[str, Any], target_path: str | Path | None = None) -> Any:
+    """Resolve a speculative config, against the target checkpoint when given."""
+    from specpath.config.model import ModelConfig
+    from specpath.config.speculative import SpeculativeConfig
+
+    target = None if target_path is None else ModelConfig(model=str(target_path))
+    return SpeculativeConfig.from_dict(dict(fields), target_model_config=target)
+
+
+@torch.inference_mode()
+def reference_drafts(head: HiddenStateHead, target: Any, token_ids: Sequence[int], layers: Sequence[int], k: int,
+                     *, parallel: bool = False) -> list[int]:
+    """The greedy drafts ``head`` should propose after ``token_ids`` (last one pending),
+    computed from scratch with the training rollout (no KV cache): an independent check of
+    the incremental drafting loop."""
+    from specpath_drafting.training import depth_pass
+
+    n = len(token_ids)
+    ids = torch.tensor(list(token_ids) + [0] * (k + 1), dtype=torch.int64)
+    p = n - 1 + k  # positions 0 .. n-2 are real, the rest hold the chain
+    taps = target.forward(ids[: n - 1], torch.arange(n - 1), hidden_layers=tuple(layers)).hidden_states
+    g = head.fuse(taps.to(head.dtype))
+    feats = torch.cat([g, g.new_zeros(p - (n - 1), g.shape[-1])])[None]
+    cos, sin = head.rope(torch.arange(p))
+    drafts: list[int] = []
+    cache: list = []
+    a = None
+    for j in range(k):
+        if j == 0:
+            embeds = head.embed(ids[1:p + 1])[None].to(head.dtype)
+            inputs = feats
+        elif parallel:
+            embeds = head.mask_embeds(p)[None].to(head.dtype)
+            inputs = head.mask_features(p)[None].to(head.dtype)
+        else:
+            embeds = head.embed(ids[1:p + 1])[None].to(head.dtype)
+            inputs = torch.cat([a[:, :1] * 0, a[:, :-1]], dim=1)
+        a_j = depth_pass(head, embeds, inputs, cos, sin, cache)
+        if j == 0 or not parallel:
+            a = a_j
+        token = int(head.to_target(head.logits(a_j[0, n - 2 + j]).argmax(-1)))
+        drafts.append(token)
+        ids[n + j] = token
+    return drafts
+
+
+def train_steps(loss_fn: Callable, model: torch.nn.Module, tokens: torch.Tensor, taps: torch.Tensor, *,
+                steps: int = 30, lr: float = 3e-3) -> tuple[float, float, dict]:
+    """``(loss before, loss after, metrics after)`` of ``steps`` Adam steps of ``loss_fn`` on one
+    fixed batch: a recipe's loss must be able to lower itself."""
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
+    with torch.no_grad():
+        before, _ = loss_fn(tokens, taps)
+    for _ in range(steps):
+        loss, _ = loss_fn(tokens, taps)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        after, info = loss_fn(tokens, taps)
+    return float(before), float(after), info
+
+
+def config_variant(checkpoint: str | Path, path: str | Path, **changes: Any) -> Path:
+    """A directory holding ``checkpoint``'s ``config.json`` with ``changes`` (no weights:
+    enough for a configuration to resolve, or to be refused)."""
+    import json
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    config = json.loads((Path(checkpoint) / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, **changes}))
+    return path

@@ -1,0 +1,418 @@
+"""The resolution of a :class:`~specpath.config.speculative.SpeculativeConfig`: named steps, run once.
+
+:func:`resolve` runs :data:`STEPS` in order on a config under construction; each step adds
+its own entries to the trace that ``specpath explain`` shows:
+
+1. ``input`` - every user field is structured by the strict converter and checked by its
+   field rules (once; hook updates are checked the same way when they are applied);
+2. ``method`` - a registered custom method becomes ``custom_method`` and ``method`` its class's
+   ``base_method``; otherwise ``method`` is inferred from ``model`` (``[ngram]`` -> ngram, an
+   import path -> custom_class, no model -> draft_model); aliases are normalised
+   (``deepseek_mtp`` -> ``mtp``); unknown names fail with every known name and the closest one;
+3. ``detect`` - with no method but a draft checkpoint: the ``specpath_detect_method`` hook
+   (the checkpoint's declared ``speculator_config_class`` first, then each plugin's own
+   recognition, path hints last), else draft_model;
+4. ``class`` - the config class (loading only the plugin that provides the method);
+5. ``default_model`` and ``configure`` - the class hooks' returned field updates are applied;
+6. ``specialize`` - the checkpoint-declared class (which must agree with the requested
+   method) or the class's ``specialize``;
+7. ``options`` - method-specific options must be in the class's ``supported_options``;
+8. ``verify`` - the cross-field rules (:data:`specpath.config.rules.CROSS_FIELD_RULES`), then
+   the class's own ``verify``;
+9. ``result`` - the class's lookahead values must be ints >= 0.
+
+The draft checkpoint is read at most once and what it declares is interpreted at most once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from specpath import lookup, plugins
+from specpath.config import rules
+from specpath.config.checkpoint import DraftCheckpoint, read_draft_checkpoint
+from specpath.config.declared import PLUGIN_NAME as DECLARED_PLUGIN
+from specpath.config.frozen import FrozenDict
+from specpath.config.model import ModelConfig, ParallelConfig
+from specpath.config.speculative import CHECK as _CHECK
+from specpath.config.speculative import DERIVED as _DERIVED
+from specpath.config.speculative import INJECTED as _INJECTED
+from specpath.config.speculative import KIND as _KIND
+from specpath.config.speculative import METHOD_SPECIFIC_OPTIONS, supports_option
+from specpath.config.speculator import SpeculatorConfig
+from specpath.errors import SpeculativeConfigError, closest_match, humanize_structuring_error
+from specpath.methods import BUILTIN_METHODS, NGRAM_MODEL_NAMES, normalize_method
+
+
+_RESULT_VALUES = ("num_lookahead_tokens", "num_prefill_lookahead_tokens", "max_num_new_slots_for_drafting")
+
+
+@attrs.frozen
+class Declared:
+    """What a draft checkpoint says it is."""
+
+    name: str
+    base_method: str
+    config_class: type[SpeculatorConfig] | None
+    """None for a built-in name: the requested class is then used (no plugin is loaded)."""
+    how: str
+
+
+def call_hook(cls: type[SpeculatorConfig], hook: str, *args: Any) -> Any:
+    """Call a config-class hook; a plugin bug becomes a one-line error naming the hook."""
+    try:
+        return getattr(cls, hook)(*args)
+    except SpeculativeConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - never a raw traceback from plugin code
+        text = " ".join(str(exc).split())
+        raise SpeculativeConfigError(f"{cls.qualname()}.{hook} failed: {type(exc).__name__}: {text}") from exc
+
+
+def _is_custom_proposer_path(model: object) -> bool:
+    return (
+        isinstance(model, str)
+        and re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", model) is not None
+        and not os.path.exists(model)
+    )
+
+
+class Resolution:
+    """One run of :data:`STEPS` on a config under construction (set through ``object.__setattr__``).
+
+    It is the :class:`~specpath.config.rules.RuleContext` the cross-field rules see.
+    """
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+        self.schema = type(spec)
+        self.fields = attrs.fields_dict(self.schema)
+        self.trace: list[tuple[str, str]] = []
+        self.config_class: type[SpeculatorConfig] = SpeculatorConfig
+        self.declared_by_detection: Declared | None = None
+        self._checkpoint: tuple[str | None, DraftCheckpoint | None] | None = None
+        self._declared: tuple[str | None, Declared | None] | None = None
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def set(self, **updates: Any) -> None:
+        for name, value in updates.items():
+            object.__setattr__(self.spec, name, value)
+
+    def note(self, step: str, detail: str) -> None:
+        self.trace.append((step, detail))
+
+    def structure_field(self, f: attrs.Attribute, value: Any, who: str = "") -> Any:
+        """Strictly type-check one user field's value and run its field rules; lists become
+        tuples, mappings read-only. None is accepted only where the field's type allows it."""
+        from specpath.config.converter import get_converter
+
+        try:
+            if value is None and f.default is not None:
+                get_converter().structure(None, f.type)  # raises unless the type allows None
+            structured = None if value is None else get_converter().structure(value, f.type)
+            if structured is not None:
+                rules.check_field(f.name, structured, f.metadata.get(_CHECK, ()))
+        except SpeculativeConfigError as err:
+            if who:
+                raise SpeculativeConfigError(f"{who} set an invalid value: {err}") from None
+            raise
+        except Exception as exc:  # noqa: BLE001 - the humaniser is the single exit
+            err = humanize_structuring_error(exc, root=f"speculative_config.{f.name}")
+            if who:
+                raise SpeculativeConfigError(f"{who} set an invalid value: {err}") from None
+            raise err from None
+        if f.name == "num_speculative_tokens_per_batch_size" and structured is not None:
+            return tuple(tuple(r) for r in structured)
+        if isinstance(structured, list):
+            return tuple(structured)
+        if isinstance(structured, Mapping):
+            return FrozenDict(dict(structured))
+        return structured
+
+    def apply_updates(self, owner: type, hook: str, updates: Mapping[str, Any]) -> None:
+        """Apply the field updates a config-class hook returned, checked like user input."""
+        names = {name for name, f in self.fields.items() if f.init}
+        who = f"{owner.qualname()}.{hook}"
+        if not isinstance(updates, Mapping):
+            raise SpeculativeConfigError(f"{who} must return a mapping of field updates", value=updates)
+        for key in updates:
+            if key not in names:
+                raise SpeculativeConfigError(
+                    f"{who} returned an unknown field",
+                    field="speculative_config",
+                    value=key,
+                    suggestion=closest_match(key, names),
+                )
+        checked = {}
+        for key, value in updates.items():
+            kind = self.fields[key].metadata.get(_KIND)
+            if kind is None:
+                checked[key] = self.structure_field(self.fields[key], value, who)
+            elif kind == _INJECTED:
+                raise SpeculativeConfigError(f"{who} may not change the injected field {key!r}")
+            else:
+                expected = {"draft_model_config": ModelConfig, "draft_parallel_config": ParallelConfig}.get(key, str)
+                if value is not None and not isinstance(value, expected):
+                    raise SpeculativeConfigError(f"{who} set {key} to a {type(value).__name__}, expected {expected.__name__}")
+                checked[key] = value
+        changed = {k for k, v in checked.items() if getattr(self.spec, k) != v or k == "draft_model_config"}
+        self.set(**checked)
+        if changed:
+            self.note(hook, f"{owner.__name__}.{hook} set " + ", ".join(sorted(changed)))
+
+    # -- checkpoint facts (each computed once) -------------------------------------------
+
+    def checkpoint(self) -> DraftCheckpoint | None:
+        """The draft checkpoint behind ``model`` (read once per model value)."""
+        spec = self.spec
+        if self._checkpoint is None or self._checkpoint[0] != spec.model:
+            draft = spec.draft_model_config
+            hf = None if draft is None else draft.hf_config.to_dict()
+            self._checkpoint = (spec.model, read_draft_checkpoint(spec.model, hf))
+        return self._checkpoint[1]
+
+    def declared(self) -> Declared | None:
+        """What the checkpoint's config.json declares, interpreted once: a registered method
+        name, or with trust_remote_code a ``module:Class`` import path."""
+        if self._declared is None or self._declared[0] != self.spec.model:
+            self._declared = (self.spec.model, self._interpret_declaration(self.checkpoint()))
+        return self._declared[1]
+
+    def _interpret_declaration(self, checkpoint: DraftCheckpoint | None) -> Declared | None:
+        if checkpoint is None or checkpoint.declared_class is None:
+            return None
+        value, field = checkpoint.declared_class, checkpoint.declared_field
+        if not isinstance(value, str):
+            raise SpeculativeConfigError("must be a method name", field=field, value=value)
+        if ":" in value:
+            target = self.spec.target_model_config
+            if not (target is not None and target.trust_remote_code):
+                raise SpeculativeConfigError(
+                    "declares its config class by import path; only registered method names are "
+                    "allowed unless trust_remote_code=True",
+                    field=field,
+                    value=value,
+                )
+            module, _, name = value.partition(":")
+            try:
+                cls = getattr(importlib.import_module(module), name)
+            except Exception as exc:  # noqa: BLE001
+                raise SpeculativeConfigError(f"cannot import it: {exc}", field=field, value=value) from None
+            if not (isinstance(cls, type) and issubclass(cls, SpeculatorConfig)):
+                raise SpeculativeConfigError("is not a SpeculatorConfig subclass", field=field, value=value)
+            return Declared(value, cls.base_method, cls, "checkpoint import path (trust_remote_code)")
+        custom = lookup.get_custom_speculator_config_class(value)
+        if custom is not None:
+            return Declared(value, custom.base_method, custom, "checkpoint declares registered method")
+        name = normalize_method(value)
+        if name not in BUILTIN_METHODS:
+            err = lookup.unknown_method_error(value)
+            raise SpeculativeConfigError(err.problem, field=field, value=value, suggestion=err.suggestion)
+        return Declared(name, name, None, "checkpoint declares built-in method")
+
+    # -- the steps -----------------------------------------------------------------------
+
+    def step_input(self) -> None:
+        """Structure and check every user field; derived fields must be empty, injected ones typed."""
+        spec = self.spec
+        inputs = {}
+        for f in self.schema.user_fields():
+            inputs[f.name] = self.structure_field(f, getattr(spec, f.name))
+        self.set(**inputs)
+        for f in self.fields.values():
+            if f.metadata.get(_KIND) == _DERIVED and getattr(spec, f.name) is not None:
+                raise SpeculativeConfigError(
+                    "is set during resolution, not given as input (use SpeculativeConfig.replace to "
+                    "derive a new config)",
+                    field=f"speculative_config.{f.name}",
+                )
+        for name, cls in (("target_model_config", ModelConfig), ("target_parallel_config", ParallelConfig)):
+            value = getattr(spec, name)
+            if value is not None and not isinstance(value, cls):
+                raise SpeculativeConfigError(f"must be a {cls.__name__}", field=name, value=value)
+        self.set(inputs=FrozenDict(inputs))
+        given = {k: v for k, v in inputs.items() if v != self.fields[k].default}
+        self.note("input", json.dumps(given, sort_keys=True, default=repr))
+
+    def step_method(self) -> None:
+        """Custom method, inference from ``model``, alias normalisation, unknown names."""
+        spec = self.spec
+        method, custom = spec.method, None
+        custom_cls = lookup.get_custom_speculator_config_class(method)
+        if custom_cls is not None:
+            custom, method = method, custom_cls.base_method
+            self.note("custom", f"registered custom method {custom!r} builds on {method!r}")
+        elif method is None and _is_custom_proposer_path(spec.model):
+            method = "custom_class"
+            self.note("infer", f"model {spec.model!r} looks like an import path: method 'custom_class'")
+        elif method is None and spec.model in NGRAM_MODEL_NAMES:
+            method = "ngram"
+            self.note("infer", f"model {spec.model!r}: method 'ngram'")
+        elif method is None and spec.model is None:
+            method = "draft_model"
+            self.note("infer", "no method and no model: method 'draft_model'")
+        if method is not None and custom is None:
+            normalised = normalize_method(method)
+            if normalised != method:
+                self.note("alias", f"{method!r} normalised to {normalised!r}")
+            method = normalised
+            if method not in BUILTIN_METHODS:
+                raise lookup.unknown_method_error(method)
+        self.set(method=method, custom_method=custom)
+
+    def step_detect(self) -> None:
+        """No method yet: ask the ``specpath_detect_method`` hook about the draft checkpoint."""
+        if self.spec.method is not None:
+            return
+        detection = plugins.detect_method(self.checkpoint())
+        if detection is None:
+            self.note("infer", "no method given and the checkpoint was not recognised: 'draft_model'")
+            self.set(method="draft_model")
+            return
+        if detection.plugin == DECLARED_PLUGIN:
+            declared = self.declared()
+            cls = declared.config_class
+            registered = cls is not None and lookup.get_custom_speculator_config_class(declared.name) is cls
+            self.declared_by_detection = declared
+            self.note("infer", f"{declared.how}: {declared.name!r}")
+            self.set(method=declared.base_method, custom_method=declared.name if registered else None)
+            return
+        found = detection.method
+        field = "speculative_config.model"
+        if not isinstance(found, str):
+            raise SpeculativeConfigError("a specpath_detect_method hook returned a non-string", field=field, value=found)
+        by = f"plugin {detection.plugin!r} ({detection.hook})"
+        custom_cls = lookup.get_custom_speculator_config_class(found)
+        if custom_cls is not None:
+            self.declared_by_detection = Declared(found, custom_cls.base_method, custom_cls, "plugin detection")
+            self.note("infer", f"{by} recognised custom method {found!r}")
+            self.set(method=custom_cls.base_method, custom_method=found)
+            return
+        name = normalize_method(found)
+        if name not in BUILTIN_METHODS:
+            raise SpeculativeConfigError("a specpath_detect_method hook returned an unknown method", field=field, value=found)
+        self.note("infer", f"{by} recognised {name!r}")
+        self.set(method=name)
+
+    def step_class(self) -> None:
+        """The config class: the custom method's, or the plugin's for the built-in name."""
+        spec = self.spec
+        if spec.custom_method is not None:
+            cls = lookup.get_custom_speculator_config_class(spec.custom_method)
+            self.note("class", f"{cls.qualname()} (registered for custom method {spec.custom_method!r})")
+        else:
+            registration = lookup.builtin_config_class(spec.method)
+            cls = registration.config_class
+            self.note("class", f"{cls.qualname()} (bound to {spec.method!r} by {registration.origin})")
+        self.config_class = cls
+
+    def step_default_model(self) -> None:
+        cls = self.config_class
+        if self.spec.model is None:
+            model = call_hook(cls, "default_model", self.spec)
+            if model is not None:
+                self.set(model=model)
+                self.note("default_model", f"{cls.__name__}.default_model: {model!r}")
+
+    def step_configure(self) -> None:
+        self.apply_updates(self.config_class, "configure", call_hook(self.config_class, "configure", self.spec))
+
+    def step_specialize(self) -> None:
+        """The checkpoint-declared class (which must agree with the requested method), else
+        ``specialize``."""
+        spec, config_cls = self.spec, self.config_class
+        declared = self.declared_by_detection
+        if declared is None:  # the method was requested: check what the checkpoint says
+            declared = self.declared()
+            if declared is not None and declared.base_method != spec.method:
+                requested = spec.custom_method or spec.method
+                raise SpeculativeConfigError(
+                    f"requested method={requested!r}, but the draft model {spec.model!r} is a "
+                    f"{declared.base_method!r} checkpoint ({declared.how} {declared.name!r}); drop 'method' "
+                    "or use a matching checkpoint",
+                    field="speculative_config.method",
+                    value=requested,
+                )
+        cls = None if declared is None else declared.config_class
+        if cls is not None and cls is not config_cls:
+            if issubclass(cls, config_cls):
+                self.note("class", f"{cls.qualname()} ({declared.how} {declared.name!r})")
+                self.config_class = cls
+                return
+            if not issubclass(config_cls, cls):  # a requested subclass is more specific: keep it
+                raise SpeculativeConfigError(
+                    f"the checkpoint declares {cls.qualname()}, which does not extend {config_cls.qualname()}",
+                    field="speculative_config.model",
+                    value=spec.model,
+                )
+        final = call_hook(config_cls, "specialize", spec)
+        if not (isinstance(final, type) and issubclass(final, config_cls)):
+            raise SpeculativeConfigError(f"{config_cls.qualname()}.specialize must return a subclass of it", value=final)
+        if final is not config_cls:
+            self.note("class", f"{final.qualname()} ({config_cls.__name__}.specialize)")
+        self.config_class = final
+
+    def step_options(self) -> None:
+        """Method-specific options the user gave must be supported by the class (values its
+        own hooks filled in are the class's business)."""
+        inputs = self.spec.inputs
+        given = {o: inputs[o] for o in METHOD_SPECIFIC_OPTIONS if inputs[o] != self.fields[o].default}
+        rules.check_supported_options(self.spec, self.config_class, given, supports_option)
+
+    def step_verify(self) -> None:
+        """Build the class's instance, then the cross-field rules and the class's ``verify``."""
+        self.set(speculator_config=self.config_class(spec=self.spec))
+        for rule in rules.CROSS_FIELD_RULES:
+            rule(self)
+        call_hook(self.config_class, "verify", self.spec)
+
+    def step_result(self) -> None:
+        spec, cls = self.spec, self.config_class
+        values = {}
+        for name in _RESULT_VALUES:
+            try:
+                value = getattr(spec.speculator_config, name)
+            except Exception as exc:  # noqa: BLE001 - a property bug is a start-up error too
+                raise SpeculativeConfigError(
+                    f"{cls.qualname()}.{name} failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
+                ) from exc
+            if type(value) is not int or value < 0:
+                raise SpeculativeConfigError(f"{cls.qualname()}.{name} must be an int >= 0", value=value)
+            values[name] = value
+        self.note(
+            "result",
+            f"method={spec.method!r} custom_method={spec.custom_method!r} K={spec.num_speculative_tokens} "
+            f"lookahead={values['num_lookahead_tokens']} prefill_lookahead={values['num_prefill_lookahead_tokens']} "
+            f"extra_slots={values['max_num_new_slots_for_drafting']}",
+        )
+        self.set(resolution_trace=tuple(self.trace))
+
+
+STEPS: tuple[tuple[str, Callable[[Resolution], None]], ...] = (
+    ("input", Resolution.step_input),
+    ("method", Resolution.step_method),
+    ("detect", Resolution.step_detect),
+    ("class", Resolution.step_class),
+    ("default_model", Resolution.step_default_model),
+    ("configure", Resolution.step_configure),
+    ("specialize", Resolution.step_specialize),
+    ("options", Resolution.step_options),
+    ("verify", Resolution.step_verify),
+    ("result", Resolution.step_result),
+)
+"""The resolution, in order (see the module docstring)."""
+
+
+def resolve(spec: Any) -> None:
+    """Run every step on ``spec`` (a SpeculativeConfig under construction)."""
+    resolution = Resolution(spec)
+    for _name, step in STEPS:
+        step(resolution)

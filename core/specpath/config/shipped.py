@@ -1,0 +1,58 @@
+"""Checkpoints a plugin ships for known targets, and how a configuration's target is named.
+
+A target is named by a *fingerprint*: ``"embedded"`` for specpath's embedded byte-level model,
+else ``"<model_type>:<layers>x<hidden>:<vocab>"`` read from its ``config.json`` (so the same
+architecture loaded from a GGUF file, a Hub id or a local directory is one target). A plugin
+lists its packaged drafters as :class:`ShippedCheckpoint` rows; the core looks them up (see
+``SpeculatorConfig.shipped_checkpoints``). Torch-free.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from specpath.modeling.embedded import is_embedded_target
+
+EMBEDDED_TARGET = "embedded"
+"""The fingerprint of specpath's embedded default target (and of a target not known yet)."""
+
+SMOLLM2_135M = "llama:30x576:49152"
+"""SmolLM2-135M (base and Instruct share the architecture, the tokenizer and hence drafters)."""
+
+DEFAULT_VARIANT = "default"
+
+
+def target_fingerprint(target: Any) -> str:
+    """The fingerprint of a target ``ModelConfig`` (:data:`EMBEDDED_TARGET` when None)."""
+    if target is None or is_embedded_target(target.model):
+        return EMBEDDED_TARGET
+    return f"{target.model_type}:{target.num_hidden_layers}x{target.hidden_size}:{target.vocab_size}"
+
+
+@attrs.frozen
+class ShippedCheckpoint:
+    """A drafter checkpoint packaged with a plugin, trained for one target."""
+
+    target: str
+    """The target's fingerprint (:data:`EMBEDDED_TARGET`, :data:`SMOLLM2_135M`, ...)."""
+    path: Path = attrs.field(converter=Path)
+    """The checkpoint directory (``config.json`` + ``model.safetensors``), usually package data."""
+    variant: str = DEFAULT_VARIANT
+    """Which of a method's shapes it serves (e.g. ``"parallel"`` for P-EAGLE), chosen by
+    ``SpeculatorConfig.shipped_variant``."""
+
+    @property
+    def is_installed(self) -> bool:
+        """Both files present (a source tree without the package data has neither)."""
+        return (self.path / "config.json").is_file() and (self.path / "model.safetensors").is_file()
+
+
+def find_shipped(rows: tuple[ShippedCheckpoint, ...], target: str, variant: str = DEFAULT_VARIANT) -> Path | None:
+    """The installed checkpoint for ``target`` and ``variant``, or None."""
+    for row in rows:
+        if row.target == target and row.variant == variant and row.is_installed:
+            return row.path
+    return None

@@ -1,0 +1,109 @@
+"""Find the config class of a method name, loading the plugin that provides it on first use.
+
+Resolving ``ngram`` loads only the entry point named ``ngram``; a name no entry point is
+named after (a custom method registered by some plugin) loads every plugin. The errors say
+what to do: which distribution to ``pip install``, which plugin is broken, or that the plugin
+is installed but blocked by ``SPECPATH_PLUGINS`` or disabled.
+"""
+
+from __future__ import annotations
+
+from specpath import plugins
+from specpath.errors import SpeculativeConfigError, UnknownMethodError, closest_match
+from specpath.methods import BUILTIN_METHODS, METHOD_DISTRIBUTIONS, UNIMPLEMENTED_METHODS
+from specpath.registry import Registration, get_registry
+
+
+def find_registration(name: str) -> Registration | None:
+    """The registration of ``name`` (built-in or custom), loading the plugin that should
+    provide it if needed: first the entry point of the same name, then every plugin."""
+    registry = get_registry()
+    plugins.sync_registrations()
+    if (found := registry.get(name)) is not None:
+        return found
+    plugins.load(name)
+    if (found := registry.get(name)) is not None:
+        return found
+    plugins.load_all()
+    return registry.get(name)
+
+
+def registered_speculative_methods() -> list[str]:
+    """Sorted names of the custom methods (registered in-process or by any plugin)."""
+    plugins.load_all()
+    return [n for n in get_registry().names() if n not in BUILTIN_METHODS]
+
+
+def get_custom_speculator_config_class(name: object) -> type | None:
+    """The config class of a custom method, or None for built-in or unknown names."""
+    if not isinstance(name, str) or name in BUILTIN_METHODS:
+        return None
+    found = find_registration(name)
+    return None if found is None else found.config_class
+
+
+def _not_loaded(name: str) -> list[plugins.PluginRecord]:
+    return [r for r in plugins.plugin_records() if r.name == name and r.why_not_loaded]
+
+
+def builtin_config_class(method: str) -> Registration:
+    """The registration of a canonical built-in method, or a one-line error saying which
+    distribution to install, which plugin is broken or blocked (or why the method has no
+    implementation here)."""
+    found = find_registration(method)
+    if found is not None:
+        return found
+    if method in UNIMPLEMENTED_METHODS:
+        raise SpeculativeConfigError(UNIMPLEMENTED_METHODS[method], field="speculative_config.method", value=method)
+    dist = METHOD_DISTRIBUTIONS.get(method)
+    field = "speculative_config.method"
+    for record in _not_loaded(method):
+        if record.distribution == dist:
+            raise SpeculativeConfigError(
+                f"method {method!r} is provided by the distribution {dist!r}, which is installed but "
+                f"{record.why_not_loaded}",
+                field=field,
+                value=method,
+            )
+        raise SpeculativeConfigError(
+            f"method {method!r} is provided by the distribution {dist!r} (pip install {dist}); the installed "
+            f"plugin {record.name!r} ({record.distribution}) is {record.why_not_loaded}",
+            field=field,
+            value=method,
+        )
+    broken = [b for b in plugins.broken_plugins() if b.name == method or b.distribution == dist]
+    why = f"; its plugin is broken: {broken[0].error}" if broken else ""
+    raise SpeculativeConfigError(
+        f"method {method!r} is provided by the distribution {dist!r}, which is not installed "
+        f"(pip install {dist}){why}",
+        field=field,
+        value=method,
+    )
+
+
+def unknown_method_error(name: object) -> UnknownMethodError:
+    """The validator's error: lists built-in and registered names, suggests the closest one
+    and names any broken plugin (which may be the one that should have provided it), or says
+    that the plugin named like the method is blocked or disabled."""
+    field = "speculative_config.method"
+    if isinstance(name, str):
+        for record in _not_loaded(name):
+            return UnknownMethodError(
+                f"speculative method {name!r} is provided by plugin {record.name!r} "
+                f"({record.distribution or 'in-process'}), which is {record.why_not_loaded}",
+                field=field,
+                value=name,
+            )
+    registered = registered_speculative_methods()
+    builtin = sorted(BUILTIN_METHODS)
+    broken = plugins.broken_plugins()
+    suffix = ""
+    if broken:
+        suffix = "; broken plugins: " + ", ".join(f"{b.name} ({b.error})" for b in broken)
+    return UnknownMethodError(
+        f"unknown speculative method; built-in methods: {builtin}; registered custom methods: "
+        f"{registered}{suffix}",
+        field=field,
+        value=name,
+        suggestion=closest_match(str(name), builtin + registered) if isinstance(name, str) else None,
+    )

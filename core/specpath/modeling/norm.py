@@ -1,0 +1,27 @@
+"""RMSNorm, the one the target and every drafter use (so a drafter's norm of a shared
+feature is the target's, to the bit).
+
+float32 runs as one fused kernel; lower precision follows the Hugging Face order (normalise in
+float32, cast back, then scale), which is how the checkpoints these layers load were trained.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)  # one kernel, same maths
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)

@@ -1,0 +1,129 @@
+"""The shipped-checkpoint contract: target fingerprints, one lookup with one existence check, the
+default ``default_model`` and ``demo_config``, and the declared-flag input checks."""
+
+import json
+from types import SimpleNamespace
+
+import attrs
+import pytest
+
+from specpath.config.shipped import (
+    EMBEDDED_TARGET,
+    SMOLLM2_135M,
+    ShippedCheckpoint,
+    find_shipped,
+    target_fingerprint,
+)
+from specpath.config.speculator import SpeculatorConfig
+from specpath.engine.model import default_model_path
+from specpath.errors import SpeculativeConfigError
+
+
+def checkpoint(path, *, weights=True):
+    path.mkdir(parents=True)
+    (path / "config.json").write_text("{}")
+    if weights:
+        (path / "model.safetensors").write_bytes(b"")
+    return path
+
+
+def target(**hf):
+    config = {"model_type": "llama", "num_hidden_layers": 30, "hidden_size": 576, "vocab_size": 49152, **hf}
+    return SimpleNamespace(model="/models/smollm2", hf_config=config, model_type=config["model_type"],
+                           num_hidden_layers=config["num_hidden_layers"], hidden_size=config["hidden_size"],
+                           vocab_size=config["vocab_size"])
+
+
+def test_fingerprints():
+    assert target_fingerprint(None) == EMBEDDED_TARGET
+    assert target_fingerprint(SimpleNamespace(model=str(default_model_path()))) == EMBEDDED_TARGET
+    assert target_fingerprint(target()) == SMOLLM2_135M
+    assert target_fingerprint(target(num_hidden_layers=12)) == "llama:12x576:49152"
+
+
+def test_find_shipped_needs_both_files_and_matches_target_and_variant(tmp_path):
+    a = checkpoint(tmp_path / "a")
+    b = checkpoint(tmp_path / "b")
+    half = checkpoint(tmp_path / "half", weights=False)
+    rows = (ShippedCheckpoint(EMBEDDED_TARGET, a), ShippedCheckpoint(EMBEDDED_TARGET, b, variant="parallel"),
+            ShippedCheckpoint(SMOLLM2_135M, half))
+    assert find_shipped(rows, EMBEDDED_TARGET) == a
+    assert find_shipped(rows, EMBEDDED_TARGET, "parallel") == b
+    assert find_shipped(rows, SMOLLM2_135M) is None  # not installed: no weights
+    assert find_shipped(rows, "llama:2x8:16") is None
+
+
+def make_class(tmp_path, **flags):
+    a = checkpoint(tmp_path / "embedded-head")
+    s = checkpoint(tmp_path / "smollm2-head")
+
+    @attrs.frozen(kw_only=True)
+    class Shipping(SpeculatorConfig):
+        base_method = "shipping"
+        shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, a), ShippedCheckpoint(SMOLLM2_135M, s))
+        demo_num_speculative_tokens = 3
+
+    for name, value in flags.items():
+        setattr(Shipping, name, value)
+    return Shipping, a, s
+
+
+def spec(target_config=None, **fields):
+    base = dict(parallel_drafting=False, eagle_aux_hidden_state_layer_ids=None, custom_method=None, method="m")
+    return SimpleNamespace(target_model_config=target_config, **{**base, **fields})
+
+
+def test_default_model_is_the_row_for_the_target(tmp_path):
+    cls, embedded, smollm2 = make_class(tmp_path)
+    assert cls.default_model(spec()) == str(embedded)
+    assert cls.default_model(spec(SimpleNamespace(model=str(default_model_path())))) == str(embedded)
+    assert cls.default_model(spec(target())) == str(smollm2)
+    assert cls.default_model(spec(target(hidden_size=64))) is None
+
+
+def test_demo_config_defaults(tmp_path):
+    cls, embedded, _ = make_class(tmp_path)
+    assert cls.demo_config() == {"method": "shipping", "model": str(embedded), "num_speculative_tokens": 3}
+
+    @attrs.frozen(kw_only=True)
+    class NoWeights(SpeculatorConfig):
+        base_method = "noweights"
+
+    assert NoWeights.demo_config() == {"method": "noweights"}
+
+    @attrs.frozen(kw_only=True)
+    class Missing(SpeculatorConfig):
+        shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, tmp_path / "absent"),)
+
+    @attrs.frozen(kw_only=True)
+    class Helper(SpeculatorConfig):
+        proposes_draft_tokens = False
+
+    assert Missing.demo_config() is None and Helper.demo_config() is None
+
+
+def test_declared_flags_are_checked_in_one_place():
+    @attrs.frozen(kw_only=True)
+    class Chain(SpeculatorConfig):
+        supports_parallel_drafting = False
+
+    with pytest.raises(SpeculativeConfigError, match="parallel_drafting"):
+        Chain.check_declared_inputs(spec(parallel_drafting=True))
+    with pytest.raises(SpeculativeConfigError, match="eagle_aux_hidden_state_layer_ids"):
+        Chain.check_declared_inputs(spec(eagle_aux_hidden_state_layer_ids=(0, 1, 2)))
+    SpeculatorConfig.check_declared_inputs(spec(parallel_drafting=True))  # undeclared: the class's own rules
+
+
+def test_builtin_plugins_declare_their_shipped_checkpoints():
+    """Every built-in that ships a drafter declares it in the table (no hand-written lookup)."""
+    from specpath.registry import get_registry
+    from specpath import plugins
+
+    plugins.load_all()
+    registry = get_registry()
+    shipping = {name for name in registry.names() if registry.get(name).config_class.shipped_checkpoints}
+    assert {"eagle", "eagle3", "mtp", "dflash", "dspark", "draft_model"} <= shipping
+    for name in shipping:
+        cls = registry.get(name).config_class
+        assert "default_model" not in vars(cls) or name in {"mtp"}, name  # mtp: the target's own modules first
+        json.dumps(cls.demo_config())

@@ -1,0 +1,47 @@
+"""The benchmark harness: interleaved rounds, speedups against the same round's baseline, the
+table, and the quiet-machine gate (no timing assertions: only what the rows are made of)."""
+
+from types import SimpleNamespace
+
+from specpath.engine import harness
+
+
+class FakeLLM:
+    """Generates fixed tokens and metrics; records the order it was called in."""
+
+    def __init__(self, name, log, tokens, steps):
+        self.name, self.log, self.tokens, self.steps = name, log, tokens, steps
+
+    def generate(self, prompts, params):
+        from specpath.engine.metrics import SpecMetrics
+
+        self.log.append((self.name, prompts[0]))
+        metrics = SpecMetrics(num_steps=self.steps, num_generated_tokens=len(self.tokens))
+        return [SimpleNamespace(token_ids=list(self.tokens), metrics=metrics)]
+
+
+def test_rounds_are_prompt_major_and_rows_compare_with_the_baseline():
+    log = []
+    engines = [("baseline", None, FakeLLM("baseline", log, [1, 2, 3, 4], 4)),
+               ("fast", {"method": "x"}, FakeLLM("fast", log, [1, 2, 3, 4], 2)),
+               ("wrong", {"method": "y"}, FakeLLM("wrong", log, [1, 2, 9, 9], 2))]
+    rounds = harness.run_rounds(engines, prompts=("p", "q"), max_tokens=4, repeats=2)
+    assert [n for n, _ in log[:3]] == ["baseline", "fast", "wrong"] and [p for _, p in log[:3]] == ["p"] * 3
+    assert len(log) == 2 * 2 * 3 and all(len(r) == 2 for r in rounds.values())
+    rows = {r["method"]: r for r in harness.summarise(engines, rounds)}
+    assert rows["baseline"]["greedy_identical"] and rows["fast"]["greedy_identical"]
+    assert not rows["wrong"]["greedy_identical"]
+    assert rows["fast"]["target_steps"] == 4 and len(rows["fast"]["speedups"]) == 2
+    assert len(rows["fast"]["prompt_tokens_per_s"]) == 2
+    table = harness.format_table(list(rows.values()), harness.BENCHMARK_COLUMNS).splitlines()
+    assert table[0].split()[:2] == ["method", "τ"] and len(table) == 2 + 3
+    assert "NO" in table[-1] and "yes" in table[2]
+
+
+def test_gate_waits_no_longer_than_told_and_says_when_noisy(monkeypatch):
+    said = []
+    monkeypatch.setattr(harness, "machine_load", lambda: 3.0)
+    assert harness.wait_for_quiet(0.5, timeout_s=0, log=said.append) == 3.0
+    assert len(said) == 1 and "noisy" in said[0]
+    monkeypatch.setattr(harness, "machine_load", lambda: 0.1)
+    assert harness.wait_for_quiet(0.5, timeout_s=0, log=said.append) == 0.1 and len(said) == 1

@@ -1,0 +1,41 @@
+"""torch_dtype, the embedded-target helpers and the draft layer's shape fields."""
+
+import torch
+
+from specpath.engine.model import default_model_path
+from specpath.modeling.dtypes import torch_dtype
+from specpath.modeling.embedded import embedded_target_path, is_embedded_target, targets_embedded_model
+from specpath.modeling.layers import DraftLayer, layer_shape
+
+
+def test_torch_dtype():
+    assert torch_dtype(torch.bfloat16) is torch.bfloat16
+    assert torch_dtype("float16") is torch.float16 and torch_dtype("torch.bfloat16") is torch.bfloat16
+    assert torch_dtype(None) is torch.float32 and torch_dtype("Size") is torch.float32
+    assert torch_dtype("nope", default=torch.float64) is torch.float64
+
+
+def test_embedded_target_is_the_engines_default_model(tmp_path):
+    assert embedded_target_path() == default_model_path()
+    assert is_embedded_target(str(default_model_path())) and not is_embedded_target(tmp_path)
+    assert not is_embedded_target(None)
+
+    class Spec:
+        target_model_config = None
+
+    assert targets_embedded_model(Spec())
+
+
+def test_layer_shape_defaults_and_the_layer_it_builds():
+    shape = layer_shape({"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4, "vocab_size": 50})
+    assert shape["num_key_value_heads"] == 4 and shape["head_dim"] == 8 and shape["rope_theta"] == 10000.0
+
+    class Config:
+        pass
+
+    config = Config()
+    config.__dict__.update(shape)
+    layer = DraftLayer(config, attn_in=64)
+    assert layer.q_proj.in_features == 64 and layer.o_proj.out_features == 32
+    names = {n for n, _ in layer.named_parameters()}
+    assert {"q_proj.weight", "post_attention_layernorm.weight", "down_proj.weight"} <= names
