@@ -22,6 +22,7 @@ from specpath.errors import PluginError, SpeculativeConfigError
 SUBCOMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "specpath.engine.cli_run": ("run", "demo"),
     "specpath.scaffold": ("new-plugin",),
+    "specpath.modeling.cli_convert": ("convert",),
 }
 """Module -> the subcommands it provides (listed so a missing module can be reported)."""
 

@@ -32,6 +32,18 @@ class KVCache:
             num_layers, 2, self.num_slots, num_kv_heads, head_dim, dtype=dtype, device=device
         )
 
+    @staticmethod
+    def bytes_per_block(
+        *, num_layers: int, block_size: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype
+    ) -> int:
+        """Bytes one block takes across every layer (keys and values)."""
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        return num_layers * 2 * block_size * num_kv_heads * head_dim * itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.numel() * self.data.element_size()
+
     def keys(self, layer: int) -> torch.Tensor:
         return self.data[layer, 0]
 

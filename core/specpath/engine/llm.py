@@ -2,7 +2,9 @@
 
     llm = LLM()                                        # the embedded default model
     llm = LLM("path/to/checkpoint", {"method": "ngram", "num_speculative_tokens": 4})
+    llm = LLM("smollm2-135m")                          # a named model (or any .gguf file)
     outputs = llm.generate(["def main():\\n"], SamplingParams(max_tokens=64))
+    outputs = llm.chat([{"role": "user", "content": "Hi!"}])   # the checkpoint's chat template
     outputs[0].text, outputs[0].token_ids, outputs[0].metrics.mean_acceptance_length
     llm.metrics                                        # aggregate of the last generate call
 
@@ -14,6 +16,7 @@ the drafter with ``specpath.create_speculator``.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -47,15 +50,54 @@ class RequestOutput:
     metrics: SpecMetrics
 
 
-def _model_dir(model: str | os.PathLike[str] | None) -> Path:
-    from specpath.engine.model import default_model_path
+DEFAULT_MAX_MODEL_LEN = 2048
+"""``max_model_len`` when none is given: the checkpoint's context, at most this (SmolLM2 says 8192,
+which would size the KV cache for 8k-token requests nobody sends by default)."""
 
-    from specpath.hub import resolve_model_path
+DEFAULT_KV_CACHE_MEMORY = 64 * 2**20
+"""Cap of the KV pool when neither ``num_kv_blocks`` nor ``kv_cache_memory`` is given (one request
+of ``max_model_len`` always fits; more requests than fit are preempted and resumed)."""
 
-    path = default_model_path() if model is None else Path(resolve_model_path(os.fspath(model)))
+
+_LOADED_TARGETS: "weakref.WeakValueDictionary[tuple, Any]" = weakref.WeakValueDictionary()
+
+
+def _load_target(path: Path, dtype: torch.dtype, device: str, quantization: str | None = None) -> Any:
+    """The target's weights, shared by every live LLM of the same file, dtype and device.
+
+    Inference never writes the weights (each engine has its own KV cache), so engines built one
+    after another (``specpath demo``: one per method) load a real model once, not once each.
+    """
+    from specpath.engine.model import LlamaModel
+
+    stat = path.stat() if path.is_file() else (path / "config.json").stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, str(dtype), str(device), quantization)
+    model = _LOADED_TARGETS.get(key)
+    if model is None:
+        model = LlamaModel.from_pretrained(path, dtype=dtype, device=device)
+        if quantization is not None:
+            from specpath.engine.quantization import quantize_model_
+
+            quantize_model_(model, quantization)
+        _LOADED_TARGETS[key] = model
+    return model
+
+
+def _model_path(model: str | os.PathLike[str] | None) -> Path:
+    """Checkpoint directory or GGUF file of a path, a model name or None (the embedded model)."""
+    from specpath.modeling.gguf import is_gguf
+    from specpath.modeling.named_models import resolve_model_path
+
+    path = resolve_model_path(model)
+    if not path.exists() and model is not None:
+        from specpath.hub import resolve_model_path as resolve_hub_id
+
+        path = Path(resolve_hub_id(os.fspath(model)))  # org/name from the local Hugging Face cache, never the network
+    if is_gguf(path):
+        return path
     if not (path / "config.json").is_file():
         what = "embedded default model" if model is None else "model"
-        raise FileNotFoundError(f"{what} not found: {path} has no config.json")
+        raise FileNotFoundError(f"{what} not found: {path} has no config.json (nor is it a .gguf file or a named model)")
     return path
 
 
@@ -100,15 +142,23 @@ class LLM:
     """A target model, an optional speculator and the engine that serves them.
 
     Args:
-        model: local HF checkpoint directory or a hub id in the local Hugging Face cache; None =
-            the embedded default model. A speculators checkpoint serves its verifier with itself
-            as the draft (method and K from its ``speculators_config``, unless given).
+        model: local HF checkpoint directory, GGUF file, named model (``smollm2-135m``, see
+            ``specpath.modeling.named_models``) or a hub id in the local Hugging Face cache; None
+            or ``"embedded"`` = the embedded model. A speculators checkpoint serves its verifier
+            with itself as the draft (method and K from its ``speculators_config``, unless given).
         speculative_config: dict, JSON string, ``@file.yaml`` or ``SpeculativeConfig``; None = no
             speculation.
-        dtype / device: of the target weights, activations and KV cache (``"auto"``: the checkpoint's).
+        dtype / device: of the target weights, activations and KV cache; ``"auto"`` keeps float32
+            checkpoints in float32 and runs bf16/fp16/quantised ones in bfloat16 where the CPU has
+            native bf16 (else float32), see ``specpath.engine.dtype``.
         max_num_seqs / max_num_batched_tokens / enable_chunked_prefill: scheduler budgets.
-        max_model_len: longest context (default: the checkpoint's).
+        max_model_len: longest context (default: the checkpoint's, at most ``DEFAULT_MAX_MODEL_LEN``).
         block_size / num_kv_blocks / enable_prefix_caching: the paged KV cache.
+        kv_cache_memory: most bytes of the KV pool (int or ``"64MiB"``); default
+            ``DEFAULT_KV_CACHE_MEMORY`` unless ``num_kv_blocks`` is given.
+        trust_remote_code: passed to ``transformers`` when a tokenizer needs it (default False).
+        quantization: ``"int8"``: weight-only int8 target matrices (``specpath.engine.quantization``);
+            speculation is then lossless with respect to the int8 model. None: the weights as loaded.
         seed: base seed of requests that give none.
         num_threads: set torch's intra-op threads (None leaves them); tiny models run best on 1.
         runner: ``"v2"`` (this runner trims drafts to each step's K centrally) or ``"v1"``.
@@ -122,7 +172,7 @@ class LLM:
         model: str | os.PathLike[str] | None = None,
         speculative_config: Any = None,
         *,
-        dtype: str = "float32",
+        dtype: str = "auto",
         device: str = "cpu",
         max_num_seqs: int = 8,
         max_num_batched_tokens: int = 1024,
@@ -131,14 +181,18 @@ class LLM:
         block_size: int = 16,
         num_kv_blocks: int | None = None,
         enable_prefix_caching: bool = False,
+        kv_cache_memory: int | str | None = None,
         seed: int = 0,
         num_threads: int | None = None,
         runner: str = "v2",
         trust_remote_code: bool = False,
+        quantization: str | None = None,
     ) -> None:
         from specpath.config.engine import EngineConfig
-        from specpath.config.model import CacheConfig, ModelConfig
+        from specpath.config.model import CacheConfig, ModelConfig, load_hf_config
         from specpath.config.model import SchedulerConfig as CoreSchedulerConfig
+        from specpath.engine.dtype import parse_size, resolve_dtype
+        from specpath.engine.quantization import QUANTIZATIONS
         from specpath.engine.model import LlamaModel
         from specpath.engine.tokenizer import load_tokenizer
 
@@ -153,10 +207,27 @@ class LLM:
             if isinstance(speculative_config, str):
                 speculative_config = load_speculative_config_text(speculative_config)
             model, speculative_config = maybe_override_with_speculators(os.fspath(model), speculative_config)
-        path = _model_dir(model)
+        if quantization is not None and quantization not in QUANTIZATIONS:
+            raise ValueError(f"quantization: {quantization!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}")
+        path = _model_path(model)
+        raw_config = load_hf_config(str(path))
+        dtype = resolve_dtype(dtype, raw_config.get("torch_dtype") or raw_config.get("dtype"), device)
+        if max_model_len is None:
+            context = raw_config.get("max_position_embeddings")
+            max_model_len = min(context, DEFAULT_MAX_MODEL_LEN) if isinstance(context, int) else None
+        if kv_cache_memory is None and num_kv_blocks is None:
+            kv_bytes: int | None = DEFAULT_KV_CACHE_MEMORY
+        else:
+            kv_bytes = None if kv_cache_memory is None else parse_size(kv_cache_memory)
         engine_config = EngineConfig.create(
-            ModelConfig(model=str(path), max_model_len=max_model_len, dtype=dtype, seed=seed,
-                        trust_remote_code=trust_remote_code),
+            ModelConfig(
+                model=str(path),
+                max_model_len=max_model_len,
+                dtype=dtype,
+                seed=seed,
+                trust_remote_code=trust_remote_code,
+                quantization=quantization,
+            ),
             speculative_config,
             cache_config=CacheConfig(
                 block_size=block_size, enable_prefix_caching=enable_prefix_caching, num_blocks=num_kv_blocks
@@ -171,7 +242,7 @@ class LLM:
         self.engine_config = engine_config
         self.model_path = path
         torch_dtype = getattr(torch, engine_config.model_config.dtype)  # resolved: "auto" -> the checkpoint's
-        self.model = LlamaModel.from_pretrained(path, dtype=torch_dtype, device=device)
+        self.model = _load_target(path, torch_dtype, device, quantization)
         self.tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code)
         context_len = engine_config.model_config.max_model_len
 
@@ -206,7 +277,10 @@ class LLM:
                 enable_chunked_prefill=enable_chunked_prefill,
             ),
             cache=CacheSettings(
-                block_size=block_size, num_blocks=num_kv_blocks, enable_prefix_caching=enable_prefix_caching
+                block_size=block_size,
+                num_blocks=num_kv_blocks,
+                memory_bytes=kv_bytes,
+                enable_prefix_caching=enable_prefix_caching,
             ),
             speculation=speculation,
             tokenizer=self.tokenizer,
@@ -243,6 +317,32 @@ class LLM:
         params = sampling_params if sampling_params is not None else SamplingParams()
         requests, self.metrics = self.engine.generate(token_lists, params)
         return [self._output(r, p if isinstance(p, str) else None) for r, p in zip(requests, items)]
+
+    def chat(
+        self,
+        messages: Sequence[Any],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+        *,
+        add_generation_prompt: bool = True,
+    ) -> list[RequestOutput]:
+        """Generate the assistant's reply to one conversation (a list of ``{"role", "content"}``
+        dicts) or to each of several, through the checkpoint's chat template. Generation stops at
+        the model's EOS unless ``ignore_eos`` is set; ``RequestOutput.prompt`` is the rendered text."""
+        from specpath.engine.chat import render_chat
+
+        conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
+        tok = self.tokenizer
+        prompts = [
+            render_chat(
+                tok.chat_template,
+                conversation,
+                bos_token=tok.bos_token,
+                eos_token=tok.eos_token,
+                add_generation_prompt=add_generation_prompt,
+            )
+            for conversation in conversations
+        ]
+        return self.generate(prompts, sampling_params)
 
     def _output(self, r: Any, prompt: str | None) -> RequestOutput:
         text = self.tokenizer.decode(r.output_token_ids)

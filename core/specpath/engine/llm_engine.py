@@ -71,7 +71,11 @@ class SpeculationSettings:
 class CacheSettings:
     block_size: int = 16
     num_blocks: int | None = None
-    """KV blocks; None sizes the pool so ``max_num_seqs`` requests of ``max_model_len`` always fit."""
+    """KV blocks; None sizes the pool so ``max_num_seqs`` requests of ``max_model_len`` always fit,
+    capped by ``memory_bytes``."""
+    memory_bytes: int | None = None
+    """Most bytes the pool may take when ``num_blocks`` is None (at least one request of
+    ``max_model_len`` always fits: the scheduler preempts when more do not); None: no cap."""
     enable_prefix_caching: bool = False
 
 
@@ -104,15 +108,25 @@ class LLMEngine:
             )
         self.config = base
         k_max = spec.num_speculative_tokens if spec else 0
+        dtype = next(model.parameters()).dtype
         num_blocks = cache.num_blocks
         if num_blocks is None:
             per_request = -(-(base.max_model_len + base.num_lookahead_tokens + k_max + 1) // cache.block_size)
             num_blocks = base.max_num_seqs * per_request
+            if cache.memory_bytes is not None:
+                block_bytes = KVCache.bytes_per_block(
+                    num_layers=cfg.num_hidden_layers,
+                    block_size=cache.block_size,
+                    num_kv_heads=cfg.num_key_value_heads,
+                    head_dim=cfg.head_dim,
+                    dtype=dtype,
+                )
+                num_blocks = min(num_blocks, max(per_request, cache.memory_bytes // block_bytes))
         # Refuse an impossible pool before the block manager or the cache allocates anything.
         from specpath.modeling.memory import require_memory
 
         kv_bytes = (cfg.num_hidden_layers * 2 * num_blocks * cache.block_size * cfg.num_key_value_heads
-                    * cfg.head_dim * next(model.parameters()).dtype.itemsize)
+                    * cfg.head_dim * dtype.itemsize)
         require_memory(kv_bytes, f"a KV cache of {num_blocks} blocks (max_model_len={base.max_model_len})", "engine")
         self.model = model
         self.tokenizer = tokenizer
@@ -133,7 +147,6 @@ class LLMEngine:
         else:
             k_for = spec.k_for_batch_size
         self.scheduler = Scheduler(base, self.blocks, k_for)
-        dtype = next(model.parameters()).dtype
         self.kv_cache = KVCache(
             num_layers=cfg.num_hidden_layers,
             num_blocks=num_blocks,

@@ -7,7 +7,8 @@ SwiGLU MLP, tied or untied ``lm_head``. Parameter names are the Hugging Face one
 
 The interface the engine and the drafters rely on:
 
-- ``LlamaModel.from_pretrained(path, *, dtype=torch.float32, device="cpu")`` and ``LlamaModel(config)``.
+- ``LlamaModel.from_pretrained(path, *, dtype=torch.float32, device="cpu")`` (an HF directory or a
+  GGUF file) and ``LlamaModel(config)``.
 - ``model.forward(input_ids [T], positions [T], attention=None, *, hidden_layers=(),
   logits_indices=None) -> ModelOutput``: tokens of one flattened batch (any number of requests,
   several query tokens each). ``attention(layer_idx, q, k, v) -> out`` receives q [T, n_heads,
@@ -36,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from specpath.modeling import checkpoint
+from specpath.modeling.gguf import is_gguf, read_gguf
 from specpath.modeling.norm import RMSNorm
 from specpath.modeling.rope import RotaryEmbedding, apply_rope, normalize_rope_scaling
 
@@ -107,6 +109,8 @@ class LlamaConfig:
         theta = d.get("rope_theta") or rope.get("rope_theta") or 10000.0
         max_pos = d.get("max_position_embeddings", 2048)
         heads = d["num_attention_heads"]
+        if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+            raise ValueError(f"model config: num_attention_heads must be a positive integer, got {heads!r:.40}")
         return cls(
             vocab_size=d["vocab_size"],
             hidden_size=d["hidden_size"],
@@ -309,16 +313,21 @@ class LlamaModel(nn.Module):
         device: torch.device | str = "cpu",
         shared_tensors: Mapping[str, torch.Tensor] | None = None,
     ) -> "LlamaModel":
-        """Load an HF-format directory (``config.json`` + safetensors weights).
+        """Load an HF-format directory (``config.json`` + safetensors weights) or a GGUF file
+        (dequantised straight to ``dtype``, see ``specpath.modeling.gguf``).
 
         ``shared_tensors``: weights the checkpoint leaves out and the caller lends, by HF name (a
         draft that borrows its target's embedding); the checkpoint's own tensors win."""
-        raw = checkpoint.read_config(path)
+        gguf_file = None
+        if is_gguf(path):
+            gguf_file = read_gguf(path)
+            raw, source = gguf_file.config, Path(path)
+        else:
+            raw, source = checkpoint.read_config(path), Path(path) / checkpoint.CONFIG_NAME
         try:
             config = LlamaConfig.from_hf_dict(raw)
         except (ValueError, TypeError) as exc:
-            raise checkpoint.CheckpointError(f"{Path(path) / checkpoint.CONFIG_NAME}: {exc}") from None
-        source = str(Path(path) / checkpoint.CONFIG_NAME)
+            raise checkpoint.CheckpointError(f"{source}: {exc}") from None
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                      "num_key_value_heads", "head_dim", "max_position_embeddings"):
             value = getattr(config, name)
@@ -330,7 +339,8 @@ class LlamaModel(nn.Module):
         require_memory(llama_bytes(config, itemsize), "the model", source)
         with torch.device("meta"):
             model = cls(config)
-        tensors = {**(shared_tensors or {}), **checkpoint.load_state_dict(path)}
+        own = gguf_file.state_dict(dtype) if gguf_file is not None else checkpoint.load_state_dict(path)
+        tensors = {**(shared_tensors or {}), **own}
         expected = {name: p.shape for name, p in model.named_parameters(remove_duplicate=False)}
         optional = frozenset({"lm_head.weight"}) if config.tie_word_embeddings else frozenset()
         if config.tie_word_embeddings:
