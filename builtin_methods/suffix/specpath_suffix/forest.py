@@ -190,6 +190,25 @@ def _new_child(nodes, free, meta, table, parent, token):
 
 
 @numba.njit(inline="always", cache=True)
+def _new_leaf(nodes, free, meta, parent, token):
+    """The first child of a childless non-root ``parent``, counted once: what
+    :func:`_new_child` then :func:`_increment` do, without their checks."""
+    node = _take_node(nodes, free, meta)
+    nodes[node, COUNT] = 1
+    nodes[node, TOKEN] = token
+    nodes[node, PARENT] = parent
+    nodes[node, CHILD] = -1
+    nodes[node, NEXT] = -1
+    nodes[node, PREV] = -1
+    nodes[node, BEST] = -1
+    nodes[node, FANOUT] = 0
+    nodes[parent, CHILD] = node
+    nodes[parent, FANOUT] = 1
+    nodes[parent, BEST] = node
+    return node
+
+
+@numba.njit(inline="always", cache=True)
 def _better(nodes, a, b):
     ca = nodes[a, COUNT]
     cb = nodes[b, COUNT]
@@ -261,20 +280,23 @@ def extend(nodes, free, meta, table, root, active, nact, tokens, start, end, dep
     the root). Each token extends at most ``depth`` suffixes by one node: O(depth).
     Returns the new ``nact``."""
     active[0] = root
-    found = np.empty(depth + 1, np.int32)
     for pos in range(start, end):
         token = tokens[pos]
         top = min(nact + 1, depth)
-        # The levels are independent (distinct parents), so their memory loads can overlap:
-        # start them all, look every child up, then update.
-        for j in range(top, 0, -1):
+        # A suffix seen once (count 1: only here, at the end) has no children yet, nor has any
+        # longer one: from the shortest such level up, every child is a new chain node.
+        fresh = top + 1
+        while fresh > 2 and nodes[active[fresh - 2], COUNT] == 1:
+            fresh -= 1
+        for j in range(top, fresh - 1, -1):
+            active[j] = _new_leaf(nodes, free, meta, active[j - 1], token)
+        # The other levels are independent (distinct parents) and their nodes older, so far
+        # apart in memory: start every level's first load before the lookups wait on them.
+        for j in range(fresh - 1, 0, -1):
             _prefetch_lookup(nodes, table, active[j - 1], token)
-        for j in range(top, 0, -1):
-            found[j] = lookup(nodes, table, active[j - 1], token)
-            prefetch(nodes, found[j])
-        for j in range(top, 0, -1):
+        for j in range(fresh - 1, 0, -1):
             parent = active[j - 1]
-            child = found[j]
+            child = lookup(nodes, table, parent, token)
             if child == -1:
                 child = _new_child(nodes, free, meta, table, parent, token)
             _increment(nodes, child)
