@@ -332,27 +332,26 @@ def truncate(nodes, free, meta, table, root, active, nact, tokens, length, new_l
 
 
 @numba.njit(cache=True, nogil=True)
-def free_tree(nodes, free, meta, table, root):
-    """Free every node of a tree, root included."""
-    stack = np.empty(64, np.int32)
-    top = 0
-    child = nodes[root, CHILD]
+def _push_children(nodes, stack, top, node):
+    """Push ``node``'s children onto ``stack`` (grown as needed); returns ``(stack, top)``."""
+    child = nodes[node, CHILD]
     while child != -1:
         if top == stack.shape[0]:
             stack = np.concatenate((stack, np.empty_like(stack)))
         stack[top] = child
         top += 1
         child = nodes[child, NEXT]
+    return stack, top
+
+
+@numba.njit(cache=True, nogil=True)
+def free_tree(nodes, free, meta, table, root):
+    """Free every node of a tree, root included."""
+    stack, top = _push_children(nodes, np.empty(64, np.int32), 0, root)
     while top > 0:
         top -= 1
         node = stack[top]
-        child = nodes[node, CHILD]
-        while child != -1:
-            if top == stack.shape[0]:
-                stack = np.concatenate((stack, np.empty_like(stack)))
-            stack[top] = child
-            top += 1
-            child = nodes[child, NEXT]
+        stack, top = _push_children(nodes, stack, top, node)
         if nodes[nodes[node, PARENT], FANOUT] > HASHED_FANOUT:
             _hash_delete(table, meta, _key(nodes[node, PARENT], nodes[node, TOKEN]))
         free[meta[META_FREE]] = node
@@ -426,6 +425,15 @@ def advance_matches(nodes, table, matches, tokens, start, end, depth):
 
 
 @numba.njit(inline="always", cache=True)
+def _matched(matches, limit):
+    """How many match lengths ``1..limit`` have a node (they stop at the first that has none)."""
+    m = 0
+    while m < limit and matches[m + 1] != -1:
+        m += 1
+    return m
+
+
+@numba.njit(inline="always", cache=True)
 def _wins(score, n, best_score, best_n):
     """Whether a later (longer) match's draft replaces the best so far: a score at least as
     high, and an empty draft never replaces a draft."""
@@ -450,14 +458,10 @@ def speculate_path(nodes, matches, limit, max_tokens, factor, min_prob, out, pat
     ``[limit + 1, max_tokens]`` int32 (each walk's tokens), ``walk`` ``[WALK_ROWS, limit + 1]`` int32
     (the ``WALK_*`` rows) and ``walk_prob`` ``[2, limit + 1]`` float64
     (running probability, score)."""
-    found = 0
+    found = _matched(matches, limit)
     live = 0
-    for m in range(1, limit + 1):
-        node = matches[m]
-        if node == -1:
-            break
-        found = m
-        walk[WALK_NODE, m] = node
+    for m in range(1, found + 1):
+        walk[WALK_NODE, m] = matches[m]
         walk[WALK_LEN, m] = 0
         walk[WALK_BUDGET, m] = min(max_tokens, int(factor * m))
         walk_prob[0, m] = 1.0
@@ -520,10 +524,8 @@ def speculate_tree(nodes, matches, limit, max_tokens, factor, min_prob,
     t_probs = np.empty(max(max_tokens, 1), np.float64)
     best_n = 0
     best_score = 0.0
-    for m in range(1, limit + 1):
+    for m in range(1, _matched(matches, limit) + 1):
         start = matches[m]
-        if start == -1:
-            break
         budget = min(max_tokens, int(factor * m))
         size = 0
         child = nodes[start, CHILD]
