@@ -617,7 +617,12 @@ def step(nodes, free, meta, table, depth,
         k = budgets[b]
         if k <= 0:
             continue
-        n, score, _ = speculate_path(nodes, active[s], nact[s], k, factor, min_prob, out[b], paths, walk, walk_prob)
+        # Suffixes seen once (the longest ones, count 1) occur only here, at the end: no
+        # continuation to draft, so their walks are not started.
+        limit = nact[s]
+        while limit > 0 and nodes[active[s, limit], COUNT] == 1:
+            limit -= 1
+        n, score, _ = speculate_path(nodes, active[s], limit, k, factor, min_prob, out[b], paths, walk, walk_prob)
         if global_root != -1:
             gn, gscore, _ = speculate_path(nodes, gmatch[s], min(new, depth), k, factor, min_prob, gdraft,
                                            paths, walk, walk_prob)
