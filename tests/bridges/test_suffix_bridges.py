@@ -8,31 +8,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from test_vllm_proposer import buffers, make
+from test_vllm_proposer import buffers, make, target  # noqa: F401 - target is a fixture
 
 transformers = pytest.importorskip("transformers")
 
 from specpath.bridges.hf import generate as specpath_generate  # noqa: E402
+from test_hf import embedded  # noqa: E402, F401 - the embedded model in transformers, a fixture
 
 PROMPTS = [
     b"def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef mul(a, b):\n",
     b"import os\nimport sys\nimport os.path\n\nfor name in os.listdir('.'):\n    print(name)\n",
 ]
-
-
-@pytest.fixture(scope="module")
-def embedded():
-    from specpath.engine.model import default_model_path
-
-    torch.set_num_threads(1)
-    return transformers.AutoModelForCausalLM.from_pretrained(str(default_model_path()), dtype=torch.float32).eval()
-
-
-@pytest.fixture
-def target():
-    from specpath.engine.model import default_model_path
-
-    return str(default_model_path())
 
 
 def plain_greedy(model, prompt: list[int], new_tokens: int) -> list[int]:
