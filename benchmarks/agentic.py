@@ -10,16 +10,25 @@ earlier ones produced (suffix decoding's global tree; n-gram sees only its own r
          asks for another one. Three turns per function.
   json   tool-call logs: each prompt is a list of JSON tool calls over stdlib file names with
          small changes (paths, line numbers), and the model writes the next calls.
-  chat   plain prose for contrast: the opening of a module docstring, continued.
+  chat   plain prose for contrast: the opening of a module docstring, continued (through the
+         model's chat template, as a request to explain it, where the model has one).
 
 Printed per workload and method: τ (mean acceptance length over the steps that verified drafts,
-bonus included, vLLM's convention), tokens per target step (over all decode steps: what the
-speedup follows), drafts per step,
-tokens/s, speedup over plain decoding of the same round (median over interleaved rounds), and
-whether the output equals plain decoding's. A fresh engine per (round, method, workload), so no
-round sees responses of an earlier one.
+bonus included, vLLM's convention), acceptance by position, tokens per target step (over all
+decode steps: what the speedup follows where a verify step costs what a plain step does), drafts
+per step, tokens/s, speedup over plain decoding and over the faster n-gram setting of the same
+round (medians over interleaved rounds), per-request tokens per step, and whether the output
+equals plain decoding's. A fresh engine per (round, method, workload), so no round sees
+responses of an earlier one. Waits for a quiet machine first (``--max-load``, ``--wait``, as the
+other benchmarks).
 
-    python3 benchmarks/agentic.py [--model DIR] [--max-tokens 128] [--repeats 3] [--json out.json]
+    python3 benchmarks/agentic.py [--model smollm2-135m|DIR] [--quick] [--max-tokens 128] [--repeats 3]
+                                  [--dtype bfloat16] [--json out.json]
+
+``--model`` takes what ``LLM`` takes (a named model such as ``smollm2-135m``, an HF checkpoint
+directory such as ``/work/models/smollm2-135m``); a real model runs in bf16 unless ``--dtype``
+says otherwise (the embedded model keeps its own dtype). ``--quick``: fewer, shorter requests
+and one round (about five minutes for SmolLM2 on a quiet 2-core machine).
 """
 
 from __future__ import annotations
@@ -110,6 +119,26 @@ def prose_prompts(files: list[dict], count: int) -> list[str]:
     return out[:count]
 
 
+def chat_prompts(tokenizer, texts: list[str]) -> list[str]:
+    """``texts`` as one-turn chats through the model's template (unchanged without one)."""
+    from specpath.engine.chat import render_chat
+
+    if not getattr(tokenizer, "chat_template", None):
+        return texts
+    return [render_chat(tokenizer.chat_template,
+                        [{"role": "user", "content": f"Explain what this module does:\n\n{text}"}],
+                        bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token) for text in texts]
+
+
+def build_workloads(files: list[dict], *, quick: bool, budget: int) -> dict[str, list]:
+    sessions, turns, calls, prose = (2, 2, 3, 3) if quick else (4, 3, 8, 8)
+    return {
+        "edit": edit_sessions(files, sessions, turns, budget),
+        "json": tool_call_prompts(files, calls),
+        "chat": prose_prompts(files, prose),
+    }
+
+
 def run_workload(llm, workload, params) -> tuple[list, list[list[int]], float]:
     """Run every request of a workload in order; edit sessions feed outputs forward."""
     metrics, tokens, elapsed = [], [], 0.0
@@ -130,73 +159,116 @@ def run_workload(llm, workload, params) -> tuple[list, list[list[int]], float]:
     return metrics, tokens, elapsed
 
 
+def fresh_engine(model, config, *, dtype: str, max_model_len: int):
+    """A warmed-up engine whose suffix global tree (if any) holds nothing from the warm-up."""
+    from specpath.engine.llm import LLM, SamplingParams
+
+    llm = LLM(model, config, num_threads=1, dtype=dtype, max_model_len=max_model_len)
+    llm.generate(["def f(x):\n    return x\n"], SamplingParams(max_tokens=8, ignore_eos=True))
+    cache = getattr(llm.engine.runner.speculator, "cache", None)
+    for req_id in cache.cached_requests if cache is not None else ():
+        cache.evict(req_id)
+    return llm
+
+
+def per_step(m) -> float:
+    return m.num_generated_tokens / max(m.num_steps, 1)
+
+
+COLUMNS = (
+    ("method", lambda r: r["method"]),
+    ("τ", lambda r: f"{r['tau']:.2f}"),
+    ("acceptance by position", lambda r: " ".join(f"{x:.2f}" for x in r["acceptance_by_position"][:8]) or "-"),
+    ("tok/step", lambda r: f"{r['tokens_per_step']:.2f}"),
+    ("drafts/step", lambda r: f"{r['drafts_per_step']:.2f}"),
+    ("tok/s", lambda r: f"{r['tokens_per_s']:.1f}"),
+    ("speedup", lambda r: f"{r['speedup']:.2f}x"),
+    ("vs ngram", lambda r: f"{r['vs_ngram']:.2f}x" if r["vs_ngram"] is not None else "-"),
+    ("per-request tok/step", lambda r: " ".join(f"{x:.1f}" for x in r["request_tokens_per_step"])),
+    ("identical", lambda r: "yes" if r["identical"] else "NO"),
+)
+
+
 def main() -> int:
+    from specpath.engine import harness
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default=None, help="target checkpoint (default: the embedded model)")
-    p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--repeats", type=int, default=3)
+    harness.add_benchmark_arguments(p, repeats=3)
     p.add_argument("--workloads", default="edit,json,chat")
-    p.add_argument("--json", default=None)
+    p.add_argument("--dtype", default=None, help="target dtype (default: bfloat16 for --model, else auto)")
+    p.add_argument("--quick", action="store_true", help="2 edit sessions x 2 turns, 3 tool logs, 3 chats, "
+                   "64 tokens, one round (unless --max-tokens / --repeats say otherwise)")
+    p.set_defaults(max_tokens=None, repeats=None)
     args = p.parse_args()
+    args.max_tokens = args.max_tokens or (64 if args.quick else 128)
+    args.repeats = args.repeats or (1 if args.quick else 3)
+    dtype = args.dtype or ("bfloat16" if args.model else "auto")
 
     import torch
 
-    from specpath.engine.llm import LLM, SamplingParams
+    from specpath.engine.llm import SamplingParams
     from specpath.engine.metrics import SpecMetrics
 
     torch.set_num_threads(1)
+    only = set(args.methods.split(",")) if args.methods else None
+    methods = [(n, c) for n, c in METHODS if n == harness.BASELINE or only is None or n in only]
     files = heldout_files()
     context = 1024 if args.model is None else 2048
-    budget = context - args.max_tokens * 3 - 64
-    workloads = {
-        "edit": edit_sessions(files, 4, 3, budget),
-        "json": tool_call_prompts(files, 8),
-        "chat": prose_prompts(files, 8),
-    }
+    workloads = build_workloads(files, quick=args.quick, budget=context - args.max_tokens * 3 - 64)
     chosen = [w for w in args.workloads.split(",") if w in workloads]
+    load = harness.wait_for_quiet(args.max_load, timeout_s=args.wait)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0)
-    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
-    results: dict = {w: {name: {"speedup": [], "tps": []} for name, _ in METHODS} for w in chosen}
+    results: dict = {w: {name: {"speedup": [], "vs_ngram": [], "tps": []} for name, _ in methods} for w in chosen}
+    started = time.perf_counter()
     for _ in range(args.repeats):
         for w in chosen:
             round_tps = {}
-            for name, config in METHODS:
-                llm = LLM(args.model, config, num_threads=1)
-                llm.generate(["def f(x):\n    return x\n"], SamplingParams(max_tokens=8, ignore_eos=True))
-                cache = getattr(llm.engine.runner.speculator, "cache", None)
-                for req_id in cache.cached_requests if cache is not None else ():
-                    cache.evict(req_id)  # the warm-up must not seed suffix decoding's global tree
-                parts, tokens, elapsed = run_workload(llm, workloads[w], params)
+            for name, config in methods:
+                llm = fresh_engine(args.model, config, dtype=dtype, max_model_len=context)
+                work = workloads[w]
+                if w == "chat":
+                    work = chat_prompts(llm.tokenizer, work)
+                parts, tokens, elapsed = run_workload(llm, work, params)
                 total = SpecMetrics.total(parts, elapsed_s=elapsed)
                 round_tps[name] = total.tokens_per_s
-                r = results[w][name]
-                r.update(metrics=total, tokens=tokens)
-                r["tps"].append(total.tokens_per_s)
-            for name, _ in METHODS:
-                results[w][name]["speedup"].append(round_tps[name] / round_tps["baseline"])
+                results[w][name].update(metrics=total, parts=parts, tokens=tokens)
+                results[w][name]["tps"].append(total.tokens_per_s)
+                model_name = f"{args.model or 'embedded default'} ({llm.engine_config.model_config.dtype})"
+            ngram = max((t for n, t in round_tps.items() if n.startswith("ngram")), default=None)
+            for name, _ in methods:
+                results[w][name]["speedup"].append(round_tps[name] / round_tps[harness.BASELINE])
+                results[w][name]["vs_ngram"].append(round_tps[name] / ngram if ngram else None)
     rows = []
     for w in chosen:
-        base_tokens = results[w]["baseline"]["tokens"]
-        print(f"\n{w}: {len(results[w]['baseline']['tokens'])} requests x {args.max_tokens} tokens")
-        header = f"  {'method':<14} {'τ':>5} {'tok/step':>8} {'drafts/step':>11} {'tok/s':>7} {'speedup':>8} identical"
-        print(header)
-        for name, config in METHODS:
+        base_tokens = results[w][harness.BASELINE]["tokens"]
+        table = []
+        for name, config in methods:
             r, m = results[w][name], results[w][name]["metrics"]
-            tau = m.mean_acceptance_length if config else 1.0
-            drafts = m.num_draft_tokens / max(m.num_steps, 1) if config else 0.0
-            per_step = m.num_generated_tokens / max(m.num_steps, 1)
-            row = {"workload": w, "method": name, "config": config, "tau": tau, "tokens_per_step": per_step,
-                   "drafts_per_step": drafts,
-                   "tokens_per_s": statistics.median(r["tps"]), "speedup": statistics.median(r["speedup"]),
-                   "speedups": r["speedup"], "identical": r["tokens"] == base_tokens}
-            rows.append(row)
-            print(f"  {name:<14} {tau:>5.2f} {per_step:>8.2f} {drafts:>11.2f} {row['tokens_per_s']:>7.0f} {row['speedup']:>7.2f}x "
-                  f"{'yes' if row['identical'] else 'NO'}")
-    print(f"\nmodel {args.model or 'embedded default'}, batch 1, greedy, 1 torch thread; medians of "
-          f"{args.repeats} interleaved rounds; load average now {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            vs = [x for x in r["vs_ngram"] if x is not None]
+            table.append({
+                "workload": w, "method": name, "config": config,
+                "tau": m.mean_acceptance_length if config else 1.0,
+                "acceptance_by_position": m.acceptance_rate_by_position if config else [],
+                "tokens_per_step": per_step(m),
+                "drafts_per_step": m.num_draft_tokens / max(m.num_steps, 1) if config else 0.0,
+                "tokens_per_s": statistics.median(r["tps"]), "speedup": statistics.median(r["speedup"]),
+                "speedups": r["speedup"], "vs_ngram": statistics.median(vs) if vs else None,
+                "request_tokens_per_step": [per_step(x) for x in r["parts"]],
+                "request_tau": [x.mean_acceptance_length for x in r["parts"]],
+                "identical": r["tokens"] == base_tokens,
+                "identical_requests": sum(a == b for a, b in zip(r["tokens"], base_tokens)),
+            })
+        print(f"\n{w}: {len(base_tokens)} requests, at most {args.max_tokens} tokens each")
+        print(harness.format_table(table, COLUMNS))
+        rows += table
+    print(f"\nmodel {model_name}, batch 1, greedy, 1 torch thread; medians of {args.repeats} interleaved "
+          f"round(s); {time.perf_counter() - started:.0f} s; load {load:.2f} per core at the start"
+          f"{' (noisy)' if load > args.max_load else ''}, average now "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"max_tokens": args.max_tokens, "repeats": args.repeats, "rows": rows}, f, indent=2, default=str)
+            json.dump({"model": model_name, "max_tokens": args.max_tokens, "repeats": args.repeats,
+                       "load_per_core": load, "rows": rows}, f, indent=2, default=str)
     return 0
 
 

@@ -63,7 +63,6 @@ class SuffixCache:
             self.global_root = int(f.new_root(self.nodes, self.free, self.meta))
         self._out = np.zeros((slots, max(self.depth, 1)), np.int32)
         self._counts = np.zeros(slots, np.int32)
-        self._scratch = np.zeros(max(self.depth, 1), np.int32)
 
     # -- capacity ---------------------------------------------------------------------------
 
@@ -243,30 +242,38 @@ class SuffixCache:
     def update(self, requests: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Bring every request (``req_id``, ``token_ids``) up to date without touching its
         tree yet; ``(rows, old_lengths, new_lengths)`` int32 for :meth:`step`. A history that
-        shrank or changed is rolled back to the common prefix first."""
-        rows = np.empty(len(requests), np.int32)
-        old = np.empty(len(requests), np.int32)
-        new = np.empty(len(requests), np.int32)
-        for i, request in enumerate(requests):
-            row = self._rows.get(request.req_id)
-            if row is None:
-                row = self._row(request.req_id)
+        shrank or changed is rolled back to the common prefix first. Per request this is a few
+        Python operations; the new tokens of the whole batch are copied in one call."""
+        get = self._rows.get
+        rows = [get(request.req_id) for request in requests]
+        if None in rows:
+            rows = [self._row(r.req_id) if row is None else row for r, row in zip(requests, rows)]
+        rows = np.array(rows, np.int32)
+        have = self.lengths[rows]
+        last = self.history[rows, np.maximum(have - 1, 0)]
+        old, new, fresh = [], [], []
+        for request, row, length, token in zip(requests, rows.tolist(), have.tolist(), last.tolist()):
             token_ids = request.token_ids
-            length = len(token_ids)
-            have = int(self.lengths[row])
-            if have and (length < have or token_ids[have - 1] != self.history[row, have - 1]):
+            size = len(token_ids)
+            if length and (size < length or token_ids[length - 1] != token):
                 self._roll_back(request.req_id, row, token_ids)
-                have = int(self.lengths[row])
-            if length > have:
-                self._write(row, have, length, token_ids[have:length])
-            rows[i], old[i], new[i] = row, have, length
+                length = int(self.lengths[row])
+            old.append(length)
+            new.append(size)
+            if size > length:
+                fresh += token_ids[length:size]
+        old = np.array(old, np.int32)
+        new = np.array(new, np.int32)
+        if len(new) and int(new.max()) > self.history.shape[1]:
+            self._widen(int(new.max()))
+        f.write_rows(self.history, rows, old, new, np.array(fresh, np.int32))
         return rows, old, new
 
     def step(self, rows: np.ndarray, old: np.ndarray, new: np.ndarray, budgets: np.ndarray) -> np.ndarray:
         """Ingest what :meth:`update` wrote and draft for every row with a budget > 0; the
         drafts are ``self.drafts[i, :counts[i]]``. Returns ``counts``."""
-        for i in np.flatnonzero((budgets > 0) & (self.response_starts[rows] < 0)):
-            self.response_starts[rows[i]] = new[i]
+        starting = (budgets > 0) & (self.response_starts[rows] < 0)
+        self.response_starts[rows[starting]] = new[starting]
         return self._step(rows, old, new, budgets)
 
     @property
@@ -306,7 +313,7 @@ class SuffixCache:
             self.nodes, self.free, self.meta, self.table, self.depth,
             self.roots, self.active, self.nact, self.gmatch, self.gepoch, self.history,
             rows, old, new, budgets, self.global_root, self.max_spec_factor, self.min_token_prob,
-            self._out, counts, self._scratch,
+            self._out, counts,
         )
         self.lengths[rows] = new
         return counts

@@ -27,6 +27,11 @@ DEFAULTS: dict[str, Any] = {
 """vLLM's defaults for ``method="suffix"`` (Arctic Inference's own default depth is 64)."""
 
 
+def _spec_field(name: str, doc: str) -> property:
+    """A read-only view of one of the speculative config's ``suffix_decoding_*`` fields."""
+    return property(lambda self: getattr(self.spec, name), doc=doc)
+
+
 @attrs.frozen(kw_only=True)
 class SuffixSpeculatorConfig(SpeculatorConfig):
     """Suffix decoding (Oliaro et al., arXiv 2411.04975) on the host, compiled with numba."""
@@ -65,25 +70,12 @@ class SuffixSpeculatorConfig(SpeculatorConfig):
                 "must be in [0, 1]", field="speculative_config.suffix_decoding_min_token_prob", value=prob
             )
 
-    @property
-    def max_tree_depth(self) -> int:
-        """The deepest match plus draft the trees hold."""
-        return self.spec.suffix_decoding_max_tree_depth
-
-    @property
-    def max_cached_requests(self) -> int:
-        """Finished responses the global tree keeps (FIFO); 0: no global tree."""
-        return self.spec.suffix_decoding_max_cached_requests
-
-    @property
-    def max_spec_factor(self) -> float:
-        """A match of p tokens drafts at most ``factor * p`` tokens."""
-        return self.spec.suffix_decoding_max_spec_factor
-
-    @property
-    def min_token_prob(self) -> float:
-        """Drafting stops once the estimated probability of the path falls below this."""
-        return self.spec.suffix_decoding_min_token_prob
+    max_tree_depth = _spec_field("suffix_decoding_max_tree_depth", "The deepest match plus draft the trees hold.")
+    max_cached_requests = _spec_field("suffix_decoding_max_cached_requests",
+                                      "Finished responses the global tree keeps (FIFO); 0: no global tree.")
+    max_spec_factor = _spec_field("suffix_decoding_max_spec_factor", "A match of p tokens drafts at most factor * p tokens.")
+    min_token_prob = _spec_field("suffix_decoding_min_token_prob",
+                                 "Drafting stops once the estimated probability of the path falls below this.")
 
     def hash_factors(self) -> tuple[Any, ...]:
         # Drafts never change the target's graph, but the fields are kept so two configs

@@ -28,6 +28,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from specpath_suffix.prefetch import prefetch
+
 COUNT, TOKEN, PARENT, CHILD, NEXT, PREV, BEST, FANOUT = 0, 1, 2, 3, 4, 5, 6, 7
 NODE_FIELDS = 8
 META_NEXT, META_FREE, META_HASH_USED, META_EPOCH = 0, 1, 2, 3
@@ -75,6 +77,15 @@ def lookup(nodes, table, parent, token):
             return child
         child = nodes[child, NEXT]
     return -1
+
+
+@numba.njit(inline="always", cache=True)
+def _prefetch_lookup(nodes, table, parent, token):
+    """Start loading what :func:`lookup` of ``(parent, token)`` reads first."""
+    if nodes[parent, FANOUT] > HASHED_FANOUT:
+        prefetch(table, _slot(_key(parent, token), table.shape[0] - 1))
+    else:
+        prefetch(nodes, nodes[parent, CHILD])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -179,6 +190,25 @@ def _new_child(nodes, free, meta, table, parent, token):
 
 
 @numba.njit(inline="always", cache=True)
+def _new_leaf(nodes, free, meta, parent, token):
+    """The first child of a childless non-root ``parent``, counted once: what
+    :func:`_new_child` then :func:`_increment` do, without their checks."""
+    node = _take_node(nodes, free, meta)
+    nodes[node, COUNT] = 1
+    nodes[node, TOKEN] = token
+    nodes[node, PARENT] = parent
+    nodes[node, CHILD] = -1
+    nodes[node, NEXT] = -1
+    nodes[node, PREV] = -1
+    nodes[node, BEST] = -1
+    nodes[node, FANOUT] = 0
+    nodes[parent, CHILD] = node
+    nodes[parent, FANOUT] = 1
+    nodes[parent, BEST] = node
+    return node
+
+
+@numba.njit(inline="always", cache=True)
 def _better(nodes, a, b):
     ca = nodes[a, COUNT]
     cb = nodes[b, COUNT]
@@ -253,7 +283,18 @@ def extend(nodes, free, meta, table, root, active, nact, tokens, start, end, dep
     for pos in range(start, end):
         token = tokens[pos]
         top = min(nact + 1, depth)
-        for j in range(top, 0, -1):
+        # A suffix seen once (count 1: only here, at the end) has no children yet, nor has any
+        # longer one: from the shortest such level up, every child is a new chain node.
+        fresh = top + 1
+        while fresh > 2 and nodes[active[fresh - 2], COUNT] == 1:
+            fresh -= 1
+        for j in range(top, fresh - 1, -1):
+            active[j] = _new_leaf(nodes, free, meta, active[j - 1], token)
+        # The other levels are independent (distinct parents) and their nodes older, so far
+        # apart in memory: start every level's first load before the lookups wait on them.
+        for j in range(fresh - 1, 0, -1):
+            _prefetch_lookup(nodes, table, active[j - 1], token)
+        for j in range(fresh - 1, 0, -1):
             parent = active[j - 1]
             child = lookup(nodes, table, parent, token)
             if child == -1:
@@ -291,27 +332,26 @@ def truncate(nodes, free, meta, table, root, active, nact, tokens, length, new_l
 
 
 @numba.njit(cache=True, nogil=True)
-def free_tree(nodes, free, meta, table, root):
-    """Free every node of a tree, root included."""
-    stack = np.empty(64, np.int32)
-    top = 0
-    child = nodes[root, CHILD]
+def _push_children(nodes, stack, top, node):
+    """Push ``node``'s children onto ``stack`` (grown as needed); returns ``(stack, top)``."""
+    child = nodes[node, CHILD]
     while child != -1:
         if top == stack.shape[0]:
             stack = np.concatenate((stack, np.empty_like(stack)))
         stack[top] = child
         top += 1
         child = nodes[child, NEXT]
+    return stack, top
+
+
+@numba.njit(cache=True, nogil=True)
+def free_tree(nodes, free, meta, table, root):
+    """Free every node of a tree, root included."""
+    stack, top = _push_children(nodes, np.empty(64, np.int32), 0, root)
     while top > 0:
         top -= 1
         node = stack[top]
-        child = nodes[node, CHILD]
-        while child != -1:
-            if top == stack.shape[0]:
-                stack = np.concatenate((stack, np.empty_like(stack)))
-            stack[top] = child
-            top += 1
-            child = nodes[child, NEXT]
+        stack, top = _push_children(nodes, stack, top, node)
         if nodes[nodes[node, PARENT], FANOUT] > HASHED_FANOUT:
             _hash_delete(table, meta, _key(nodes[node, PARENT], nodes[node, TOKEN]))
         free[meta[META_FREE]] = node
@@ -376,45 +416,92 @@ def advance_matches(nodes, table, matches, tokens, start, end, depth):
         for j in range(depth, top, -1):
             matches[j] = -1
         for j in range(top, 0, -1):
+            if matches[j - 1] != -1:
+                _prefetch_lookup(nodes, table, matches[j - 1], token)
+        for j in range(top, 0, -1):
             parent = matches[j - 1]
             matches[j] = lookup(nodes, table, parent, token) if parent != -1 else -1
+            prefetch(nodes, matches[j])  # the parent of the next token's lookup
+
+
+@numba.njit(inline="always", cache=True)
+def _matched(matches, limit):
+    """How many match lengths ``1..limit`` have a node (they stop at the first that has none)."""
+    m = 0
+    while m < limit and matches[m + 1] != -1:
+        m += 1
+    return m
+
+
+@numba.njit(inline="always", cache=True)
+def _wins(score, n, best_score, best_n):
+    """Whether a later (longer) match's draft replaces the best so far: a score at least as
+    high, and an empty draft never replaces a draft."""
+    return score >= best_score and (n > 0 or best_n == 0)
+
+
+WALK_NODE, WALK_LEN, WALK_BUDGET, WALK_ORDER, WALK_ROWS = 0, 1, 2, 3, 4
+"""Rows of :func:`speculate_path`'s integer workspace: per match length its walk's node,
+length and budget; ``WALK_ORDER`` lists the match lengths still walking."""
 
 
 @numba.njit(cache=True, nogil=True)
-def speculate_path(nodes, matches, limit, max_tokens, factor, min_prob, out, scratch):
+def speculate_path(nodes, matches, limit, max_tokens, factor, min_prob, out, paths, walk, walk_prob):
     """Path-mode draft from the match nodes ``matches[1..limit]``: for each match length m,
     follow the most frequent child for at most ``min(max_tokens, floor(factor * m))`` tokens
     while the running probability stays >= ``min_prob``; keep the best score (sum of the
     probabilities; ties: the longer match). Returns ``(num_tokens, score, match_length)``;
-    the draft is ``out[:num_tokens]``."""
+    the draft is ``out[:num_tokens]``.
+
+    The walks of all match lengths advance together, one token each per round: they are
+    independent, so their cache misses overlap. Workspace (any contents): ``paths``
+    ``[limit + 1, max_tokens]`` int32 (each walk's tokens), ``walk`` ``[WALK_ROWS, limit + 1]`` int32
+    (the ``WALK_*`` rows) and ``walk_prob`` ``[2, limit + 1]`` float64
+    (running probability, score)."""
+    found = _matched(matches, limit)
+    live = 0
+    for m in range(1, found + 1):
+        walk[WALK_NODE, m] = matches[m]
+        walk[WALK_LEN, m] = 0
+        walk[WALK_BUDGET, m] = min(max_tokens, int(factor * m))
+        walk_prob[0, m] = 1.0
+        walk_prob[1, m] = 0.0
+        if walk[WALK_BUDGET, m] > 0:
+            walk[WALK_ORDER, live] = m
+            live += 1
+    while live > 0:
+        kept = 0
+        for i in range(live):
+            m = walk[WALK_ORDER, i]
+            node = walk[WALK_NODE, m]
+            child = nodes[node, BEST]
+            if child == -1:
+                continue
+            prob = walk_prob[0, m] * (nodes[child, COUNT] / nodes[node, COUNT])
+            if prob < min_prob:
+                continue
+            n = walk[WALK_LEN, m]
+            paths[m, n] = nodes[child, TOKEN]
+            walk_prob[0, m] = prob
+            walk_prob[1, m] += prob
+            walk[WALK_NODE, m] = child
+            walk[WALK_LEN, m] = n + 1
+            if n + 1 < walk[WALK_BUDGET, m]:
+                prefetch(nodes, nodes[child, BEST])
+                walk[WALK_ORDER, kept] = m
+                kept += 1
+        live = kept
     best_n = 0
     best_score = 0.0
     best_m = 0
-    for m in range(1, limit + 1):
-        node = matches[m]
-        if node == -1:
-            break
-        budget = min(max_tokens, int(factor * m))
-        n = 0
-        score = 0.0
-        prob = 1.0
-        while n < budget:
-            child = nodes[node, BEST]
-            if child == -1:
-                break
-            prob *= nodes[child, COUNT] / nodes[node, COUNT]
-            if prob < min_prob:
-                break
-            scratch[n] = nodes[child, TOKEN]
-            score += prob
-            node = child
-            n += 1
-        if score >= best_score and (n > 0 or best_n == 0):
-            best_score = score
+    for m in range(1, found + 1):
+        n = walk[WALK_LEN, m]
+        if _wins(walk_prob[1, m], n, best_score, best_n):
+            best_score = walk_prob[1, m]
             best_m = m
             best_n = n
-            for i in range(n):
-                out[i] = scratch[i]
+    for i in range(best_n):
+        out[i] = paths[best_m, i]
     return best_n, best_score, best_m
 
 
@@ -437,10 +524,8 @@ def speculate_tree(nodes, matches, limit, max_tokens, factor, min_prob,
     t_probs = np.empty(max(max_tokens, 1), np.float64)
     best_n = 0
     best_score = 0.0
-    for m in range(1, limit + 1):
+    for m in range(1, _matched(matches, limit) + 1):
         start = matches[m]
-        if start == -1:
-            break
         budget = min(max_tokens, int(factor * m))
         size = 0
         child = nodes[start, CHILD]
@@ -481,7 +566,7 @@ def speculate_tree(nodes, matches, limit, max_tokens, factor, min_prob,
                     size += 1
                 child = nodes[child, NEXT]
             n += 1
-        if score >= best_score and (n > 0 or best_n == 0):
+        if _wins(score, n, best_score, best_n):
             best_score = score
             best_n = n
             for i in range(n):
@@ -492,15 +577,30 @@ def speculate_tree(nodes, matches, limit, max_tokens, factor, min_prob,
 
 
 @numba.njit(cache=True, nogil=True)
+def write_rows(history, rows, old_lengths, new_lengths, tokens):
+    """Copy a batch's new tokens, concatenated in ``tokens``, into ``history[rows[b],
+    old_lengths[b]:new_lengths[b]]``."""
+    at = 0
+    for b in range(rows.shape[0]):
+        for pos in range(old_lengths[b], new_lengths[b]):
+            history[rows[b], pos] = tokens[at]
+            at += 1
+
+
+@numba.njit(cache=True, nogil=True)
 def step(nodes, free, meta, table, depth,
          roots, active, nact, gmatch, gepoch, history,
          slots, old_lengths, new_lengths, budgets,
-         global_root, factor, min_prob, out, counts, scratch):
+         global_root, factor, min_prob, out, counts):
     """One engine step for a batch: append each request's new tokens to its tree, bring its
     match nodes in the global tree up to date (recomputed when the global tree changed),
     and draft path-mode from whichever tree scores higher. ``global_root`` -1: no global
     tree. Drafts go to ``out[b, :counts[b]]``."""
-    gscratch = np.empty(out.shape[1], np.int32)
+    width = max(out.shape[1], 1)
+    gdraft = np.empty(width, np.int32)
+    paths = np.empty((depth + 1, width), np.int32)
+    walk = np.empty((WALK_ROWS, depth + 1), np.int32)
+    walk_prob = np.empty((2, depth + 1), np.float64)
     for b in range(slots.shape[0]):
         s = slots[b]
         old = old_lengths[b]
@@ -517,11 +617,17 @@ def step(nodes, free, meta, table, depth,
         k = budgets[b]
         if k <= 0:
             continue
-        n, score, _ = speculate_path(nodes, active[s], nact[s], k, factor, min_prob, out[b], scratch)
+        # Suffixes seen once (the longest ones, count 1) occur only here, at the end: no
+        # continuation to draft, so their walks are not started.
+        limit = nact[s]
+        while limit > 0 and nodes[active[s, limit], COUNT] == 1:
+            limit -= 1
+        n, score, _ = speculate_path(nodes, active[s], limit, k, factor, min_prob, out[b], paths, walk, walk_prob)
         if global_root != -1:
-            gn, gscore, _ = speculate_path(nodes, gmatch[s], min(new, depth), k, factor, min_prob, gscratch, scratch)
+            gn, gscore, _ = speculate_path(nodes, gmatch[s], min(new, depth), k, factor, min_prob, gdraft,
+                                           paths, walk, walk_prob)
             if gscore > score:
                 n = gn
                 for i in range(gn):
-                    out[b, i] = gscratch[i]
+                    out[b, i] = gdraft[i]
         counts[b] = n
