@@ -216,7 +216,6 @@ class LLM:
         from specpath.config.model import SchedulerConfig as CoreSchedulerConfig
         from specpath.engine.dtype import parse_size, resolve_dtype
         from specpath.engine.quantization import QUANTIZATIONS
-        from specpath.engine.model import LlamaModel
         from specpath.engine.tokenizer import load_tokenizer
 
         if num_threads is not None:
