@@ -22,8 +22,8 @@ completions and chat requests through the chat template) and starts one long-liv
 engine (in its own venv where needed). After every worker has loaded and warmed up, it waits
 for a quiet machine (``specpath.engine.harness.wait_for_quiet``), then sends each prompt to every
 mode in turn, round-robin, for ``--repeats`` rounds, so load drifts hit all engines alike. Idle
-workers are stopped (SIGSTOP) while another engine runs, so an idle engine's polling threads
-cannot take CPU from the one being timed. Each worker times its own ``generate`` call.
+workers are stopped (SIGSTOP) while another engine runs, so an idle engine's threads cannot
+take CPU from the one being timed (not vLLM's: see ``PAUSABLE``). Each worker times its own ``generate`` call.
 
 Printed: per mode tok/s (aggregate over the prompts, median over rounds), speedup over
 specpath bf16 plain (per round, median), per-prompt tok/s, whether greedy output is identical
@@ -55,6 +55,10 @@ HF_CHECKPOINT = "/work/models/smollm2-135m"
 NAMED_MODEL = "smollm2-135m"
 ENGINES = ("specpath", "hf", "vllm", "llama")
 PLAIN = {"specpath": "specpath bf16", "hf": "hf greedy", "vllm": "vllm plain", "llama": "llama.cpp plain"}
+PAUSABLE = {"specpath", "hf", "llama"}
+"""Workers that wait on stdin with no timers: stopped while idle. vLLM is not: its engine core
+times its RPCs by the wall clock (a stopped worker trips them), and its idle loop sleeps after
+spinning 0.1 s, so it takes no CPU from the engine being timed."""
 """Each engine's plain mode: the reference of its greedy-identity column."""
 BASELINE = PLAIN["specpath"]
 
@@ -282,7 +286,8 @@ class Engine:
             self.pause()
 
     def pause(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGSTOP)
+        if self.kind in PAUSABLE:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
 
     def request(self, mode: str, ids: list[int], max_tokens: int) -> dict:
         os.killpg(self.proc.pid, signal.SIGCONT)
@@ -291,7 +296,7 @@ class Engine:
             self.proc.stdin.flush()
             line = self.proc.stdout.readline()
             if not line:
-                raise RuntimeError(f"{self.name} worker died; see its log")
+                raise RuntimeError(f"worker died (rc {self.proc.wait()}); see its log")
             return json.loads(line)
         finally:
             if self.proc.poll() is None:
@@ -347,8 +352,13 @@ def run_rounds(engines: list[Engine], prompts: list[tuple[str, list[int]]], args
             results[mode].append([])
         for i, (kind, ids) in enumerate(prompts):
             for e in engines:
-                for mode in e.modes:
-                    res = e.request(mode, ids, args.max_tokens)
+                for mode in e.modes if e.error is None else ():
+                    try:
+                        res = e.request(mode, ids, args.max_tokens)
+                    except Exception as exc:  # noqa: BLE001 - report it, go on with the other engines
+                        e.error = f"failed during the rounds: {exc}"
+                        print(f"{e.name}: {e.error}", file=sys.stderr, flush=True)
+                        break
                     results[mode][r].append(res)
                     print(f"round {r + 1} prompt {i} ({kind}) {mode}: {len(res['tokens']) / res['seconds']:.1f} tok/s",
                           file=sys.stderr, flush=True)
@@ -362,6 +372,8 @@ def summarise(engines: list[Engine], results: dict[str, list[list[dict]]]) -> li
     base = results.get(BASELINE)
     rows = []
     for e in engines:
+        if e.error is not None:
+            continue
         plain = results.get(PLAIN[e.kind])
         for mode in e.modes:
             rounds = results[mode]
@@ -416,7 +428,7 @@ def main() -> int:
     ap.add_argument("--methods", default=None, help="specpath methods to run (default: every one the demo runs)")
     ap.add_argument("--no-unpacked", action="store_true", help="leave out specpath bf16 with SPECPATH_PREPACK=0")
     ap.add_argument("--max-tokens", type=int, default=128)
-    ap.add_argument("--repeats", type=int, default=2, help="interleaved rounds (medians over them)")
+    ap.add_argument("--repeats", type=int, default=1, help="rounds over all prompts (medians over them; each ~5 min quiet)")
     ap.add_argument("--threads", type=int, default=2, help="intra-op threads of every engine")
     ap.add_argument("--k", type=int, default=4, help="draft tokens per step of every speculative mode")
     ap.add_argument("--quick", action="store_true", help="smoke test: 2 prompts, 32 tokens, 1 round")
@@ -462,7 +474,8 @@ def main() -> int:
         plan.append(("hf", "hf", sys.executable, common, {}))
     if "vllm" in wanted:
         vllm_env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-                    "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+                    "VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "3600",
+                    "VLLM_ENGINE_READY_TIMEOUT_S": "3600"}
         plan.append(("vllm-plain", "vllm", args.vllm_python, {**common, "mode": "plain"}, vllm_env))
         plan.append(("vllm-ngram", "vllm", args.vllm_python, {**common, "mode": "ngram"}, vllm_env))
     if "llama" in wanted:
@@ -514,7 +527,7 @@ def main() -> int:
             print(f"skipped specpath {name}: {reason}")
         if e.ready.get("info", {}).get("draft"):
             print(f"hf assisted draft: {e.ready['info']['draft']} (+ the target's embedding), as a standalone HF model")
-    failed = [name for name, *_ in plan if name not in {e.name for e in engines}]
+    failed = [name for name, *_ in plan if name not in {e.name for e in engines if e.error is None}]
     if failed:
         print(f"failed to start: {', '.join(failed)} (logs in {log_dir})")
     if args.json:
