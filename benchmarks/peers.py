@@ -369,12 +369,13 @@ def summarise(engines: list[Engine], results: dict[str, list[list[dict]]]) -> li
     def tps(rnd: list[dict]) -> float:
         return sum(len(x["tokens"]) for x in rnd) / sum(x["seconds"] for x in rnd)
 
-    base = results.get(BASELINE)
+    healthy = {m for e in engines if e.error is None for m in e.modes}
+    base = results.get(BASELINE) if BASELINE in healthy else None
     rows = []
     for e in engines:
         if e.error is not None:
             continue
-        plain = results.get(PLAIN[e.kind])
+        plain = results.get(PLAIN[e.kind]) if PLAIN[e.kind] in healthy else None
         for mode in e.modes:
             rounds = results[mode]
             per_round = [tps(rnd) for rnd in rounds]
