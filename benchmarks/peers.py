@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -146,6 +147,7 @@ class HFWorker(Worker):
         self.tmp = tempfile.mkdtemp(prefix="peers-draft-")
         self.draft_source = shipped_draft_as_hf(o["hf_model"], o["k"], self.tmp)
         draft = transformers.AutoModelForCausalLM.from_pretrained(self.tmp, dtype=dtype).eval()
+        shutil.rmtree(self.tmp, ignore_errors=True)  # in memory now
         k = o["k"]
         self.modes = {
             PLAIN["hf"]: {},
