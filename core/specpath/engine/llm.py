@@ -70,17 +70,40 @@ def _load_target(path: Path, dtype: torch.dtype, device: str, quantization: str 
     """
     from specpath.engine.model import LlamaModel
 
+    from specpath.engine.packed_linear import packing_enabled
+
     stat = path.stat() if path.is_file() else (path / "config.json").stat()
-    key = (str(path.resolve()), stat.st_mtime_ns, str(dtype), str(device), quantization)
+    packed = quantization is None and packing_enabled(dtype, device)
+    key = (str(path.resolve()), stat.st_mtime_ns, str(dtype), str(device), quantization, packed)
     model = _LOADED_TARGETS.get(key)
     if model is None:
-        model = LlamaModel.from_pretrained(path, dtype=dtype, device=device)
-        if quantization is not None:
-            from specpath.engine.quantization import quantize_model_
-
-            quantize_model_(model, quantization)
+        model = _inference_model(LlamaModel.from_pretrained(path, dtype=dtype, device=device), quantization, packed)
         _LOADED_TARGETS[key] = model
     return model
+
+
+def _inference_model(model: Any, quantization: str | None = None, packed: bool = False) -> Any:
+    """A loaded model made ready for inference: weight-only quantised, or its low-precision
+    weights pre-packed for the CPU's matmul (``specpath.engine.packed_linear``)."""
+    if quantization is not None:
+        from specpath.engine.quantization import quantize_model_
+
+        quantize_model_(model, quantization)
+    elif packed:
+        from specpath.engine.packed_linear import pack_linears_
+
+        pack_linears_(model)
+    return model
+
+
+def _load_draft(path: Any, *, dtype: torch.dtype, device: str, **options: Any) -> Any:
+    """``SpeculatorContext.load_model``: a drafter's own decoder, packed like the target."""
+    from specpath.engine.model import LlamaModel
+    from specpath.engine.packed_linear import packing_enabled
+
+    model = LlamaModel.from_pretrained(path, **{"dtype": dtype, "device": device, **options})
+    weight = next(model.parameters())
+    return _inference_model(model, packed=packing_enabled(weight.dtype, weight.device))
 
 
 def _model_path(model: str | os.PathLike[str] | None) -> Path:
@@ -193,7 +216,6 @@ class LLM:
         from specpath.config.model import SchedulerConfig as CoreSchedulerConfig
         from specpath.engine.dtype import parse_size, resolve_dtype
         from specpath.engine.quantization import QUANTIZATIONS
-        from specpath.engine.model import LlamaModel
         from specpath.engine.tokenizer import load_tokenizer
 
         if num_threads is not None:
@@ -261,9 +283,7 @@ class LLM:
                 target_config=engine_config.model_config.hf_config.to_dict(),
                 embed_tokens=target.embed,
                 lm_head=target.lm_head_logits,
-                load_model=lambda p, **options: LlamaModel.from_pretrained(
-                    p, **{"dtype": torch_dtype, "device": device, **options}
-                ),
+                load_model=lambda p, **options: _load_draft(p, **{"dtype": torch_dtype, "device": device, **options}),
             )
             speculator = create_speculator(engine_config.speculative_config, context)
             speculation = speculation_settings(engine_config, speculator)

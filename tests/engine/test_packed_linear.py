@@ -1,0 +1,78 @@
+"""Pre-packed low-precision linears: the same products as ``F.linear``, to the bit, and only where
+they apply (bf16/fp16 on a CPU whose oneDNN has the kernels; never float32)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+import gguf_helpers
+from specpath.engine.llm import LLM, SamplingParams
+from specpath.engine.packed_linear import ENV_SWITCH, PackedLinear, pack_linears_, packing_enabled
+
+BF16 = packing_enabled(torch.bfloat16)
+"""This CPU packs bf16 (AVX512-BF16 or AMX); elsewhere the tests check that nothing is packed."""
+
+
+@given(out_features=st.integers(1, 96), in_features=st.integers(1, 80), rows=st.integers(1, 9),
+       lead=st.sampled_from([(), (2,)]), bias=st.booleans(), seed=st.integers(0, 2**16))
+@settings(max_examples=40, deadline=None)
+def test_packed_linear_is_f_linear_bit_for_bit(out_features, in_features, rows, lead, bias, seed):
+    torch.manual_seed(seed)
+    linear = nn.Linear(in_features, out_features, bias=bias).bfloat16()
+    x = torch.randn(*lead, rows, in_features).bfloat16()
+    want = F.linear(x, linear.weight, linear.bias)
+    if not BF16:
+        assert not packing_enabled(torch.bfloat16)
+        return
+    got = PackedLinear(linear)(x)
+    assert got.shape == want.shape and got.dtype == torch.bfloat16
+    assert torch.equal(got, want)
+
+
+def test_packing_applies_to_low_precision_cpu_models_only(monkeypatch):
+    assert not packing_enabled(torch.float32)
+    assert not packing_enabled(torch.bfloat16, "meta")
+    monkeypatch.setenv(ENV_SWITCH, "0")
+    assert not packing_enabled(torch.bfloat16)
+
+
+def _tiny(tmp_path):
+    file = tmp_path / "tiny.gguf"
+    gguf_helpers.write_tiny_gguf(file)
+    return str(file)
+
+
+def test_pack_linears_keeps_the_model_output(tmp_path):
+    from specpath.engine.model import LlamaModel
+
+    file = _tiny(tmp_path)
+    plain = LlamaModel.from_pretrained(file, dtype=torch.bfloat16)
+    packed = LlamaModel.from_pretrained(file, dtype=torch.bfloat16)
+    if not BF16:
+        return
+    pack_linears_(packed)
+    assert not any(type(m) is nn.Linear for m in packed.modules())
+    assert isinstance(packed.lm_head, PackedLinear)
+    assert packed.model.embed_tokens.weight.dtype == torch.bfloat16  # the tied embedding stays
+    ids = torch.tensor([5, 9, 40, 41, 7, 3])
+    pos = torch.arange(6)
+    with torch.no_grad():
+        assert torch.equal(packed(ids, pos).logits, plain(ids, pos).logits)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_engine_packs_bf16_targets_and_keeps_their_greedy_output(tmp_path, monkeypatch, dtype):
+    file = _tiny(tmp_path)
+    prompts = ["def the 12 def the", "12 12 the"]
+    params = SamplingParams(max_tokens=16, ignore_eos=True)
+    monkeypatch.setenv(ENV_SWITCH, "0")
+    unpacked = LLM(file, dtype=dtype)
+    monkeypatch.delenv(ENV_SWITCH)
+    packed = LLM(file, dtype=dtype)
+    assert isinstance(unpacked.model.lm_head, nn.Linear)
+    assert isinstance(packed.model.lm_head, PackedLinear) == (BF16 and dtype == "bfloat16")
+    want = [o.token_ids for o in unpacked.generate(prompts, params)]
+    assert [o.token_ids for o in packed.generate(prompts, params)] == want
