@@ -91,7 +91,7 @@ def tau_report(name: str, k: int, outs, base, kinds: list[str]) -> dict:
         "method": name, "k": k, "tau": tau(every),
         "tau_by_kind": {kind: tau([i for i in every if kinds[i] == kind]) for kind in dict.fromkeys(kinds)},
         "acceptance_by_position": [round(a / max(d, 1), 3) for a, d in zip(by_pos_a, by_pos_d)],
-        "identical": sum(o.token_ids == b.token_ids for o, b in zip(outs, base)), "prompts": len(outs),
+        "identical": sum(list(o.token_ids) == list(b) for o, b in zip(outs, base)), "prompts": len(outs),
         "per_prompt_tau": [f"{kinds[i]}:{outs[i].metrics.mean_acceptance_length:.2f}" for i in every],
     }
 
@@ -122,6 +122,27 @@ def speed(target: str, specs: list[tuple[str, dict | None]], prompts: list[list[
                           "load_after": [round(x, 2) for x in load_after]}), flush=True)
 
 
+def baseline_tokens(args: argparse.Namespace, prompts: list[list[int]], kinds: list[str]) -> list[list[int]]:
+    """Plain decoding's tokens of every prompt, from ``--baseline-cache`` when it holds this
+    exact run (target, prompts, max tokens, dtype), else decoded (and stored there)."""
+    from pathlib import Path
+
+    key = {"target": args.target, "prompts": prompts, "max_tokens": args.max_tokens, "dtype": args.dtype}
+    cache = Path(args.baseline_cache) if args.baseline_cache else None
+    if cache is not None and cache.is_file():
+        stored = json.loads(cache.read_text())
+        if stored["key"] == key:
+            print(json.dumps({"method": "baseline", "from": str(cache), "prompts": kinds}), flush=True)
+            return stored["tokens"]
+    outs, secs = run(args.target, None, prompts, max_tokens=args.max_tokens, dtype=args.dtype, threads=args.threads)
+    tokens = [list(o.token_ids) for o in outs]
+    n = sum(len(t) for t in tokens)
+    print(json.dumps({"method": "baseline", "tokens": n, "tok_s": round(n / secs, 2), "prompts": kinds}), flush=True)
+    if cache is not None:
+        cache.write_text(json.dumps({"key": key, "tokens": tokens}))
+    return tokens
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", required=True)
@@ -139,16 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--speed-dtype", default=None, help="also time every method against plain decoding in this dtype")
     p.add_argument("--rounds", type=int, default=1, help="rounds of the interleaved timing")
     p.add_argument("--no-tau", action="store_true", help="only the timing")
+    p.add_argument("--baseline-cache", default=None, help="a JSON file keeping plain decoding's tokens between runs")
     args = p.parse_args(argv)
     labelled = prompts_for(args.target, args.code, args.chat, args.general, args.seed, args.demo)
     kinds, prompts = [k for k, _ in labelled], [p for _, p in labelled]
     specs = [method_spec(item, args.k) for item in args.method]
     if not args.no_tau:
-        base, base_s = run(args.target, None, prompts, max_tokens=args.max_tokens, dtype=args.dtype,
-                           threads=args.threads)
-        n_base = sum(len(o.token_ids) for o in base)
-        print(json.dumps({"method": "baseline", "tokens": n_base, "tok_s": round(n_base / base_s, 2),
-                          "prompts": kinds}), flush=True)
+        base = baseline_tokens(args, prompts, kinds)
         for name, spec in specs:
             outs, _ = run(args.target, spec, prompts, max_tokens=args.max_tokens, dtype=args.dtype,
                           threads=args.threads)
