@@ -9,7 +9,10 @@
 # thread each, each in its own session (setsid: with the kernel's autogroup scheduling a job's
 # CPU share is set per session, not by nice); NICE=10 to run them niced. Every stage resumes
 # from its own files when restarted. Drafters are exported to RUN_DIR/export/NAME (fp16); the
-# shipped copies under builtin_methods/ are those that beat the previous ones (docs/benchmarks.md).
+# shipped copies under builtin_methods/ are those that beat the previous ones (docs/benchmarks.md):
+# eagle3, draft (smollm2-shared) and mtp (mtp1-smollm2) from this script; dflash is not shipped;
+# the shipped DSpark was not retrained (stage dspark of `git show cfb2d94:scripts/train_smollm2_drafters.sh`,
+# its train_vocab_ids added afterwards). Evaluate with benchmarks/smollm2_drafters.py (see the docs).
 #
 # Data (2026-12-01 14:00-14:31, two processes): shard A (seed 1) = the held-out windows (16 code
 # slices + 16 chat instructions from the held-out stdlib files) and the target's continuations
