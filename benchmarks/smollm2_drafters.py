@@ -1,41 +1,146 @@
-"""τ of the SmolLM2 drafters on held-out prompts, next to plain decoding (greedy identity checked).
+"""τ of the SmolLM2 drafters on held-out prompts, next to plain decoding (greedy identity checked),
+and their speed against plain decoding measured side by side.
 
-    python benchmarks/smollm2_drafters.py --target /work/models/smollm2-135m --k 4 \
+    python benchmarks/smollm2_drafters.py --target /work/models/smollm2-135m --k 4 --demo \
         --method eagle3=builtin_methods/eagle3/specpath_eagle3/heads/eagle3-smollm2 ...
+    python benchmarks/smollm2_drafters.py ... --speed-dtype bfloat16   # + the speed ratios
 
-Prompts: code snippets and chat instructions from the *held-out* stdlib files (the split the
-drafters' training text never saw), built as ``specpath_drafting.target_text`` builds training
-prompts, with another seed. Each method runs through ``LLM(model=target, speculative_config=...)``
-with greedy sampling, stopping at EOS; its tokens are compared with plain decoding in the same
-dtype (fp32 by default, where greedy decoding must be identical). Prints one JSON line per method
-(τ, acceptance by position, tok/s, identical prompts) and per-prompt τ.
+Prompts, each labelled by kind: ``--code`` / ``--chat`` code snippets and chat instructions from
+the *held-out* stdlib files (the split the drafters' training text never saw), ``--general``
+held-out everyday chat requests, built as ``specpath_drafting.target_text`` builds training
+prompts with another seed, and ``--demo`` the six prompts of ``specpath demo`` (3 code, 3 chat;
+no drafter's training text holds them). Each method runs through
+``LLM(model=target, speculative_config=...)`` with greedy sampling, stopping at EOS; its tokens
+are compared with plain decoding in the same dtype (fp32 by default, where greedy decoding must
+be identical). Prints one JSON line per method: τ overall and by prompt kind, acceptance by
+position, identical prompts, per-prompt τ.
+
+``--speed-dtype`` then times plain decoding and every method in that dtype over the same
+prompts, interleaved (prompt by prompt, every engine in turn, ``--rounds`` times), and prints
+each method's tokens/s ratio to plain decoding with the load average before and after: on a
+shared machine only such side-by-side ratios mean anything.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 
-def prompts_for(target: str, num_code: int, num_chat: int, seed: int) -> list[list[int]]:
-    from specpath_drafting.target_text import build_prompts, chat_template, load_tokenizer
+def prompts_for(target: str, num_code: int, num_chat: int, num_general: int, seed: int,
+                demo: bool) -> list[tuple[str, list[int]]]:
+    """(kind, token ids) of every prompt."""
+    from specpath_drafting.target_text import build_prompts, chat_template, load_tokenizer, render_chat
 
-    return build_prompts(load_tokenizer(target), chat_template(target), split="heldout", num_code=num_code,
-                         num_chat=num_chat, seed=seed, max_prompt_tokens=200)
+    tok, template = load_tokenizer(target), chat_template(target)
+    out: list[tuple[str, list[int]]] = []
+    for kind, counts in (("code", (num_code, 0, 0)), ("chat", (0, num_chat, 0)), ("general", (0, 0, num_general))):
+        if any(counts):
+            ids = build_prompts(tok, template, split="heldout", num_code=counts[0], num_chat=counts[1],
+                                num_general=counts[2], seed=seed, max_prompt_tokens=200)
+            out += [(kind, p) for p in ids]
+    if demo:
+        from specpath.engine.cli_run import REAL_DEMO_PROMPTS
+
+        for kind, prompt in REAL_DEMO_PROMPTS:
+            text = render_chat(template, prompt) if kind == "chat" else prompt
+            out.append((f"demo-{kind}", tok.encode(text).ids))
+    return out
 
 
-def run(target: str, spec: dict | None, prompts: list[list[int]], *, max_tokens: int, dtype: str, threads: int):
+def make_llm(target: str, spec: dict | None, *, dtype: str, threads: int):
     from specpath.engine.llm import LLM, SamplingParams
 
     llm = LLM(target, spec, dtype=dtype, max_model_len=1024, max_num_seqs=1, num_threads=threads)
+    llm.generate([[1, 2, 3, 4, 5, 6, 7, 8]], SamplingParams(max_tokens=4))  # warm-up
+    return llm
+
+
+def run(target: str, spec: dict | None, prompts: list[list[int]], *, max_tokens: int, dtype: str, threads: int):
+    from specpath.engine.llm import SamplingParams
+
+    llm = make_llm(target, spec, dtype=dtype, threads=threads)
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
-    llm.generate([prompts[0][:16]], SamplingParams(max_tokens=4))  # warm-up
     outs, start = [], time.perf_counter()
     for p in prompts:  # batch 1: the serving case speculation is for
         outs.append(llm.generate([p], params)[0])
     return outs, time.perf_counter() - start
+
+
+def method_spec(item: str, k: int) -> tuple[str, dict]:
+    name, _, value = item.partition("=")
+    spec = json.loads(value[1:]) if value.startswith("@") else {"method": name, "model": value}
+    spec.setdefault("num_speculative_tokens", k)
+    return name, spec
+
+
+def tau_report(name: str, k: int, outs, base, kinds: list[str]) -> dict:
+    def tau(sel):
+        drafts = sum(outs[i].metrics.num_drafts for i in sel)
+        return round(1 + sum(outs[i].metrics.num_accepted_tokens for i in sel) / max(drafts, 1), 3)
+
+    by_pos_d = [sum(o.metrics.drafted_by_position[i] for o in outs if len(o.metrics.drafted_by_position) > i)
+                for i in range(k)]
+    by_pos_a = [sum(o.metrics.accepted_by_position[i] for o in outs if len(o.metrics.accepted_by_position) > i)
+                for i in range(k)]
+    every = range(len(outs))
+    return {
+        "method": name, "k": k, "tau": tau(every),
+        "tau_by_kind": {kind: tau([i for i in every if kinds[i] == kind]) for kind in dict.fromkeys(kinds)},
+        "acceptance_by_position": [round(a / max(d, 1), 3) for a, d in zip(by_pos_a, by_pos_d)],
+        "identical": sum(list(o.token_ids) == list(b) for o, b in zip(outs, base)), "prompts": len(outs),
+        "per_prompt_tau": [f"{kinds[i]}:{outs[i].metrics.mean_acceptance_length:.2f}" for i in every],
+    }
+
+
+def speed(target: str, specs: list[tuple[str, dict | None]], prompts: list[list[int]], *, max_tokens: int,
+          dtype: str, threads: int, rounds: int) -> None:
+    """Interleaved timing of every engine over the same prompts; prints the ratios."""
+    from specpath.engine.llm import SamplingParams
+
+    engines = [(name, make_llm(target, spec, dtype=dtype, threads=threads)) for name, spec in specs]
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
+    secs = {name: 0.0 for name, _ in engines}
+    toks = {name: 0 for name, _ in engines}
+    load_before = os.getloadavg()
+    for _ in range(rounds):
+        for p in prompts:
+            for name, llm in engines:
+                start = time.perf_counter()
+                out = llm.generate([p], params)[0]
+                secs[name] += time.perf_counter() - start
+                toks[name] += len(out.token_ids)
+    load_after = os.getloadavg()
+    base = toks["baseline"] / secs["baseline"]
+    for name, _ in engines:
+        rate = toks[name] / secs[name]
+        print(json.dumps({"speed": name, "dtype": dtype, "tok_s": round(rate, 2), "vs_baseline": round(rate / base, 3),
+                          "rounds": rounds, "load_before": [round(x, 2) for x in load_before],
+                          "load_after": [round(x, 2) for x in load_after]}), flush=True)
+
+
+def baseline_tokens(args: argparse.Namespace, prompts: list[list[int]], kinds: list[str]) -> list[list[int]]:
+    """Plain decoding's tokens of every prompt, from ``--baseline-cache`` when it holds this
+    exact run (target, prompts, max tokens, dtype), else decoded (and stored there)."""
+    from pathlib import Path
+
+    key = {"target": args.target, "prompts": prompts, "max_tokens": args.max_tokens, "dtype": args.dtype}
+    cache = Path(args.baseline_cache) if args.baseline_cache else None
+    if cache is not None and cache.is_file():
+        stored = json.loads(cache.read_text())
+        if stored["key"] == key:
+            print(json.dumps({"method": "baseline", "from": str(cache), "prompts": kinds}), flush=True)
+            return stored["tokens"]
+    outs, secs = run(args.target, None, prompts, max_tokens=args.max_tokens, dtype=args.dtype, threads=args.threads)
+    tokens = [list(o.token_ids) for o in outs]
+    n = sum(len(t) for t in tokens)
+    print(json.dumps({"method": "baseline", "tokens": n, "tok_s": round(n / secs, 2), "prompts": kinds}), flush=True)
+    if cache is not None:
+        cache.write_text(json.dumps({"key": key, "tokens": tokens}))
+    return tokens
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,34 +151,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=4)
     p.add_argument("--code", type=int, default=3)
     p.add_argument("--chat", type=int, default=3)
+    p.add_argument("--general", type=int, default=0, help="held-out everyday chat requests")
+    p.add_argument("--demo", action="store_true", help="also the six prompts of `specpath demo`")
     p.add_argument("--seed", type=int, default=99)
     p.add_argument("--max-tokens", type=int, default=96)
     p.add_argument("--dtype", default="float32")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--speed-dtype", default=None, help="also time every method against plain decoding in this dtype")
+    p.add_argument("--rounds", type=int, default=1, help="rounds of the interleaved timing")
+    p.add_argument("--no-tau", action="store_true", help="only the timing")
+    p.add_argument("--baseline-cache", default=None, help="a JSON file keeping plain decoding's tokens between runs")
     args = p.parse_args(argv)
-    prompts = prompts_for(args.target, args.code, args.chat, args.seed)
-    base, base_s = run(args.target, None, prompts, max_tokens=args.max_tokens, dtype=args.dtype, threads=args.threads)
-    n_base = sum(len(o.token_ids) for o in base)
-    print(json.dumps({"method": "baseline", "tokens": n_base, "tok_s": round(n_base / base_s, 2)}), flush=True)
-    for item in args.method:
-        name, _, value = item.partition("=")
-        spec = json.loads(value[1:]) if value.startswith("@") else {"method": name, "model": value}
-        spec.setdefault("num_speculative_tokens", args.k)
-        outs, secs = run(args.target, spec, prompts, max_tokens=args.max_tokens, dtype=args.dtype, threads=args.threads)
-        drafts = sum(o.metrics.num_drafts for o in outs)
-        accepted = sum(o.metrics.num_accepted_tokens for o in outs)
-        by_pos_d = [sum(o.metrics.drafted_by_position[i] for o in outs if len(o.metrics.drafted_by_position) > i)
-                    for i in range(args.k)]
-        by_pos_a = [sum(o.metrics.accepted_by_position[i] for o in outs if len(o.metrics.accepted_by_position) > i)
-                    for i in range(args.k)]
-        n = sum(len(o.token_ids) for o in outs)
-        print(json.dumps({
-            "method": name, "k": args.k, "tau": round(1 + accepted / max(drafts, 1), 3),
-            "acceptance_by_position": [round(a / max(d, 1), 3) for a, d in zip(by_pos_a, by_pos_d)],
-            "tok_s": round(n / secs, 2), "speedup_vs_baseline_same_dtype": round((n / secs) / (n_base / base_s), 3),
-            "identical": sum(o.token_ids == b.token_ids for o, b in zip(outs, base)), "prompts": len(prompts),
-            "per_prompt_tau": [round(o.metrics.mean_acceptance_length, 2) for o in outs],
-        }), flush=True)
+    labelled = prompts_for(args.target, args.code, args.chat, args.general, args.seed, args.demo)
+    kinds, prompts = [k for k, _ in labelled], [p for _, p in labelled]
+    specs = [method_spec(item, args.k) for item in args.method]
+    if not args.no_tau:
+        base = baseline_tokens(args, prompts, kinds)
+        for name, spec in specs:
+            outs, _ = run(args.target, spec, prompts, max_tokens=args.max_tokens, dtype=args.dtype,
+                          threads=args.threads)
+            print(json.dumps(tau_report(name, args.k, outs, base, kinds)), flush=True)
+    if args.speed_dtype:
+        speed(args.target, [("baseline", None), *specs], prompts, max_tokens=args.max_tokens, dtype=args.speed_dtype,
+              threads=args.threads, rounds=args.rounds)
     return 0
 
 

@@ -13,47 +13,22 @@ features cached under ``--features``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-import torch
-
 from specpath_drafting.block.drafter import save_drafter
-from specpath_drafting.block.training import add_block_arguments, build, setup_run
+from specpath_drafting.block.training import block_parser, build, dflash_loss, prepare_block_run
+from specpath_drafting.training import fit, save_and_export, train_vocab_record, training_record
 
 
 def main(argv: list[str] | None = None) -> int:
-    from specpath_drafting.block.training import dflash_loss
-    from specpath_drafting.training import (
-        add_data_arguments,
-        fit,
-        save_and_export,
-        train_vocab_record,
-        training_features,
-        training_head_rows,
-        training_record,
-    )
-
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_data_arguments(p)
-    add_block_arguments(p)
-    args = p.parse_args(argv)
-    out, log, config, emb_w, norm_w, head_w, feats, cached_features, make_windows = setup_run(args)
-    taps_ids = build("dflash", args, config, emb_w, head_w[:1]).config.target_layer_ids
-    layers = (*taps_ids, config["num_hidden_layers"] - 1)
-    log(f"dflash: target {args.target} taps {taps_ids} args {vars(args)}")
-    tokens, taps = training_features(args, layers, log)
-    head_w, vocab_ids = training_head_rows(args, tokens[args.heldout_windows:], head_w, log)
-    drafter = build("dflash", args, config, emb_w, head_w)
-    with torch.no_grad():
-        drafter.norm.weight.copy_(norm_w)
-    eps = config.get("rms_norm_eps", 1e-6)
-    loss_fn = dflash_loss(drafter, norm_w, head_w, eps, k=args.k, anchors_per_window=args.anchors, gamma=args.gamma,
-                          seed=args.seed)
-    metrics = fit("dflash", drafter, loss_fn, tokens, taps, args, log)
+    args = block_parser(__doc__).parse_args(argv)
+    run = prepare_block_run("dflash", args, lambda config, emb_w, rows: build("dflash", args, config, emb_w, rows))
+    loss_fn = dflash_loss(run.drafter, run.norm_w, run.head_w, run.eps, k=args.k, anchors_per_window=args.anchors,
+                          gamma=args.gamma, seed=args.seed)
+    metrics = fit("dflash", run.drafter, loss_fn, run.tokens, run.taps, args, run.log)
     extra = {"specpath_training": training_record("specpath_dflash.train_dflash", args, metrics, argv=argv,
-                                                  **train_vocab_record(vocab_ids))}
-    save_and_export(save_drafter, drafter, out / "drafter", args, log, "dflash", extra=extra)
+                                                  **train_vocab_record(run.vocab_ids))}
+    save_and_export(save_drafter, run.drafter, run.out / "drafter", args, run.log, "dflash", extra=extra)
     return 0
 
 

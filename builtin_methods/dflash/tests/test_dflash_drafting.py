@@ -88,3 +88,23 @@ def test_sampled_output_follows_the_target_distribution(tmp_path):
 def test_sampled_output_with_adaptive_verification_follows_the_target_distribution(tmp_path):
     chi_square_of_two_tokens(tmp_path, {"method": "dflash", "enable_adaptive_verification": True,
                                         "adaptive_verification_threshold": 0.4})
+
+
+def test_a_recorded_training_vocabulary_restricts_the_drafts(setup, tmp_path):
+    """A drafter trained with ``--train-vocab`` drafts its recorded ids only: each draft is the
+    best of them under the full head (masked), and greedy output stays the baseline's."""
+    from specpath_drafting.testing import masked_head, with_train_vocab
+
+    root, target, drafter_path, baseline = setup
+    keep = list(range(1, 64, 3))
+    path = with_train_vocab(drafter_path, tmp_path / "restricted", keep)
+    engine = make_engine(target, resolve({"method": "dflash", "model": str(path), "num_speculative_tokens": 4},
+                                         root / "target"))
+    speculator = engine.runner.speculator
+    drafter = speculator.drafter
+    full = masked_head(target.lm_head_logits, keep)
+    checked = check_every_proposal(speculator, lambda r, n: full(drafter.norm(
+        reference_block(drafter, target, r.token_ids, speculator.k)[:n])).argmax(-1).tolist())
+    requests, _ = engine.generate(PROMPTS, GREEDY)
+    assert [r.output_token_ids for r in requests] == baseline
+    assert len(checked) > 10

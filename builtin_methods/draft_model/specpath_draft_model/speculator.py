@@ -66,6 +66,17 @@ def load_draft(context: SpeculatorContext, path: str, hf_config: Any = None) -> 
     return context.load_model(path)
 
 
+def restrict_draft_head(model: Any, path: str, vocab_size: int) -> None:
+    """A draft trained on a reduced vocabulary (``train_shared --train-vocab``: its training
+    record names the ids) drafts over those ids only: the other logits were never trained, and
+    the kept rows are a fraction of the head's cost per draft token."""
+    from specpath_drafting.vocab import serving_lm_head
+
+    head = getattr(model, "lm_head", None)
+    if isinstance(head, torch.nn.Module):
+        model.lm_head = serving_lm_head(head, path, vocab_size)
+
+
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     if a[:n] == b[:n]:
@@ -100,6 +111,7 @@ class DraftModelSpeculator(BaseSpeculator):
             self.vocab = ByteStringVocab.from_checkpoint(draft.tokenizer or draft.model)
         self.mask_token = parallel_drafting_token_id(hf) if self.parallel else None
         self.model = load_draft(context, draft.model, hf)
+        restrict_draft_head(self.model, draft.model, int(hf.get("vocab_size") or context.vocab_size))
         heads = hf["num_attention_heads"]
         head_dim = hf.get("head_dim") or hf["hidden_size"] // heads
         max_len = context.max_model_len + self.k_max + 2

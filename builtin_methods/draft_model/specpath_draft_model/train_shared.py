@@ -93,7 +93,7 @@ def save_shared_draft(draft, out: str | Path, *, extra: dict, dtype: torch.dtype
 def main(argv: list[str] | None = None) -> int:
     from specpath.engine.model import LlamaModel
     from specpath_drafting.target_text import load_dataset
-    from specpath_drafting.training import file_digest, start_run, train_loop, vocab_by_frequency
+    from specpath_drafting.training import file_digest, start_run, train_loop, train_vocab_record, vocab_by_frequency
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", required=True)
@@ -143,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
                                 "target": {"path": str(args.target),
                                            "weights_sha256_16": file_digest(Path(args.target) / "model.safetensors")},
                                 "data": data["meta"].get("key"), "heldout": metrics,
-                                "heldout_note": "top-1 agreement within the training vocabulary, teacher forced"}}
+                                "heldout_note": "top-1 agreement within the training vocabulary, teacher forced"},
+             # the ids the head was scored on, where serving reads them (specpath_drafting.vocab)
+             "specpath_training": {"script": "specpath_draft_model.train_shared", **train_vocab_record(ids)}}
     save_shared_draft(draft, out / "checkpoint", extra=extra, dtype=torch.float32)
     if args.export:
         save_shared_draft(draft, args.export, extra=extra)

@@ -67,3 +67,32 @@ def test_the_smollm2_draft_is_the_default_for_smollm2(tmp_path):
                                        target_model_config=ModelConfig(model=str(tmp_path)))
     assert spec.model == str(CHECKPOINTS / "smollm2-shared")
     assert spec.draft_model_config.hf_config[SHARES_TARGET_EMBEDDINGS] is True
+
+
+def test_a_draft_with_a_recorded_training_vocabulary_drafts_only_those_ids(tmp_path):
+    """``train_shared --train-vocab`` records the ids its head was scored on; the speculator then
+    drafts over them only (each draft the best kept id of the full head), and stays lossless."""
+    from specpath_drafting.testing import with_train_vocab
+    from specpath_drafting.vocab import RestrictedLMHead
+
+    target = LlamaModel.from_pretrained(default_model_path())
+    save_shared_draft(draft_from_target(target, [0, 5]), tmp_path / "d", extra={}, dtype=torch.float32)
+    keep = list(range(32, 127))  # printable ASCII
+    path = with_train_vocab(tmp_path / "d", tmp_path / "restricted", keep)
+    greedy = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+    plain = [o.token_ids for o in LLM(None, num_threads=1).generate(PROMPTS, greedy)]
+    llm = LLM(None, {"method": "draft_model", "model": str(path), "num_speculative_tokens": 3}, num_threads=1)
+    speculator = llm.engine.runner.speculator
+    assert isinstance(speculator.model.lm_head, RestrictedLMHead)
+    drafted = []
+    choose = speculator._choose
+
+    def recording(logits, *args):
+        tokens, probs = choose(logits, *args)
+        drafted.extend(tokens.tolist())
+        return tokens, probs
+
+    speculator._choose = recording
+    outs = llm.generate(PROMPTS, greedy)
+    assert [o.token_ids for o in outs] == plain
+    assert drafted and set(drafted) <= set(keep)

@@ -37,6 +37,56 @@ CHAT_TASKS = (
 )
 """Instruction templates filled from a stdlib function (source, docstring, name, module)."""
 
+GENERAL_TASKS = (
+    "What is {topic}?",
+    "Explain {topic} in simple terms.",
+    "Give me {n} tips for {activity}.",
+    "How do I get better at {activity}?",
+    "Write a short poem about {topic}.",
+    "What are the pros and cons of {activity}?",
+    "Tell me a fun fact about {thing}.",
+    "How many {part} does {a_thing} have?",
+    "Describe {a_thing} to a child.",
+    "Write a Python function that {code_task}.",
+    "How would you {code_task} in Python?",
+    "Can you list {n} common mistakes people make when {activity}?",
+    "Summarize the history of {topic} in a few sentences.",
+    "Why is {topic} important?",
+    "Write a short story about {a_thing} that learns {activity}.",
+)
+"""Templates of everyday chat requests (general questions, advice, short writing, small coding
+tasks): the other kind of chat a small instruct model meets, filled from the lists below."""
+
+GENERAL_FILLERS: dict[str, tuple[str, ...]] = {
+    "topic": ("photosynthesis", "gravity", "the water cycle", "machine learning", "the internet", "democracy",
+              "climate change", "the immune system", "black holes", "recycling", "the stock market", "electricity",
+              "the moon", "volcanoes", "vaccines", "the French revolution", "friendship", "sleep", "music theory",
+              "compound interest", "the solar system", "DNA", "rainbows", "encryption", "the Roman empire",
+              "earthquakes", "evolution", "inflation", "the printing press", "coffee", "chess", "the ocean tides",
+              "renewable energy", "a healthy diet", "version control", "open source software", "the human brain",
+              "bees", "the Olympic games", "time zones", "sorting algorithms", "databases", "the weather"),
+    "activity": ("learning a new language", "cooking at home", "public speaking", "studying for exams", "running",
+                 "saving money", "writing an essay", "working from home", "gardening", "reading more books",
+                 "learning to program", "taking photos", "managing time", "making friends", "traveling on a budget",
+                 "playing the guitar", "debugging code", "drawing", "staying focused", "keeping a journal",
+                 "writing unit tests", "giving feedback", "learning math", "cleaning the house", "swimming"),
+    "thing": ("octopuses", "the Eiffel tower", "penguins", "honey", "the human heart", "Mars", "elephants",
+              "bananas", "lightning", "owls", "the Sahara desert", "snails", "diamonds", "the Amazon river",
+              "cats", "whales", "trees", "the Great Wall of China", "ants", "glass"),
+    "a_thing": ("a cat", "a dog", "an ant", "a bird", "a horse", "a fish", "a robot", "a tree", "a car", "a bee",
+                "a frog", "a starfish", "a bicycle", "a butterfly", "a snake", "an octopus", "a cow", "a chair"),
+    "part": ("legs", "eyes", "wheels", "wings", "hearts", "teeth", "arms", "bones"),
+    "code_task": ("reverses a list", "counts the vowels in a string", "returns the largest number in a list",
+                  "checks whether a number is prime", "computes the factorial of n", "merges two sorted lists",
+                  "removes duplicates from a list", "reads a file and counts its lines", "converts Celsius to Fahrenheit",
+                  "finds the most common word in a text", "returns the n-th Fibonacci number", "flattens a nested list",
+                  "checks whether two strings are anagrams", "sums the digits of an integer", "sorts a dictionary by value",
+                  "validates an email address", "computes the average of a list", "capitalizes every word in a sentence",
+                  "finds the second largest number in a list", "counts how often each character appears"),
+    "n": ("three", "five", "four", "two", "some"),
+}
+"""What :data:`GENERAL_TASKS` are filled with (no evaluation prompt of the demo among them)."""
+
 
 # -- tokenizer and chat template ------------------------------------------------------------
 
@@ -132,12 +182,36 @@ def chat_instructions(split: str, n: int, *, seed: int, max_lines: int = 25) -> 
     return out
 
 
+def general_instructions(split: str, n: int, *, seed: int) -> list[str]:
+    """``n`` distinct everyday chat requests from :data:`GENERAL_TASKS`; a request is held out
+    when the hash of its text says so (1 in 5), so the two splits never share one."""
+    import hashlib
+
+    rng = random.Random(seed)
+    want_heldout = split == "heldout"
+    out: list[str] = []
+    seen: set[str] = set()
+    for _ in range(200 * max(n, 1)):
+        if len(out) == n:
+            break
+        task = rng.choice(GENERAL_TASKS)
+        text = task.format(**{k: rng.choice(v) for k, v in GENERAL_FILLERS.items()})
+        text = text[0].upper() + text[1:]
+        heldout = int(hashlib.sha1(text.encode("utf-8")).hexdigest(), 16) % 5 == 0
+        if heldout == want_heldout and text not in seen:
+            seen.add(text)
+            out.append(text)
+    return out
+
+
 def build_prompts(tokenizer: Any, template: str | None, *, split: str, num_code: int, num_chat: int, seed: int,
-                  max_prompt_tokens: int = 240) -> list[list[int]]:
-    """Token ids of ``num_code`` code prompts then ``num_chat`` chat prompts (templated; plain
-    text when the checkpoint has no template), each cut to ``max_prompt_tokens``."""
+                  num_general: int = 0, max_prompt_tokens: int = 240) -> list[list[int]]:
+    """Token ids of ``num_code`` code prompts then ``num_chat`` chat prompts about stdlib code and
+    ``num_general`` everyday chat requests (templated; plain text when the checkpoint has no
+    template), each cut to ``max_prompt_tokens``."""
     prompts = [tokenizer.encode(s).ids[:max_prompt_tokens] for s in code_snippets(split, num_code, seed=seed)]
-    for message in chat_instructions(split, num_chat, seed=seed + 1):
+    messages = chat_instructions(split, num_chat, seed=seed + 1) + general_instructions(split, num_general, seed=seed + 2)
+    for message in messages:
         text = render_chat(template, [{"role": "user", "content": message}]) if template else message + "\n"
         ids = tokenizer.encode(text).ids
         if len(ids) > max_prompt_tokens:  # keep the generation prompt at the end
@@ -217,7 +291,8 @@ def features_with_topk(target: Any, windows: torch.Tensor, layers: Sequence[int]
 
 
 def build_dataset(target_path: str | Path, data_dir: str | Path, layers: Sequence[int], *, num_code: int,
-                  num_chat: int, heldout_code: int, heldout_chat: int, window: int = 256, max_new_tokens: int = 192,
+                  num_chat: int, heldout_code: int, heldout_chat: int, num_general: int = 0, heldout_general: int = 0,
+                  window: int = 256, max_new_tokens: int = 192,
                   temperatures: Sequence[float] = (0.0, 0.0, 0.7), top_k: int = 8, seed: int = 0,
                   chunk: int = 48, dtype: torch.dtype = torch.bfloat16, max_num_seqs: int = 24,
                   raw_windows: int = 0, max_chunks: int | None = None, log: Callable[[str], None] = print) -> Path:
@@ -245,8 +320,9 @@ def build_dataset(target_path: str | Path, data_dir: str | Path, layers: Sequenc
     target = LlamaModel.from_pretrained(target_path, dtype=dtype)
     torch.manual_seed(seed)
     parts: dict[str, list[list[int]]] = {}
-    for split, n_code, n_chat, s in (("heldout", heldout_code, heldout_chat, seed + 7), ("train", num_code, num_chat, seed)):
-        prompts = build_prompts(tok, template, split=split, num_code=n_code, num_chat=n_chat, seed=s)
+    for split, n_code, n_chat, n_general, s in (("heldout", heldout_code, heldout_chat, heldout_general, seed + 7),
+                                                ("train", num_code, num_chat, num_general, seed)):
+        prompts = build_prompts(tok, template, split=split, num_code=n_code, num_chat=n_chat, num_general=n_general, seed=s)
         order = list(range(len(prompts)))
         random.Random(s).shuffle(order)  # mix code and chat in every chunk
         prompts = [prompts[i] for i in order]
@@ -290,7 +366,7 @@ def build_dataset(target_path: str | Path, data_dir: str | Path, layers: Sequenc
     key = {"target": file_digest(Path(target_path) / "model.safetensors"), "layers": list(layers)}
     meta = {"key": key, "target_path": str(target_path), "heldout": int(held.shape[0]), "window": window,
             "top_k": top_k, "seed": seed, "dtype": str(dtype).removeprefix("torch."),
-            "prompts": {"train": [num_code, num_chat], "heldout": [heldout_code, heldout_chat]},
+            "prompts": {"train": [num_code, num_chat, num_general], "heldout": [heldout_code, heldout_chat, heldout_general]},
             "sequences": {k: len(v) for k, v in parts.items()}, "raw_windows": raw_windows, "max_chunks": max_chunks, "chunk": chunk,
             "temperatures": list(temperatures), "max_new_tokens": max_new_tokens}
     (data / "features.json").write_text(json.dumps(meta) + "\n")
@@ -352,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chat", type=int, default=480, help="training chat prompts")
     p.add_argument("--heldout-code", type=int, default=24)
     p.add_argument("--heldout-chat", type=int, default=24)
+    p.add_argument("--general", type=int, default=0, help="training everyday chat requests (GENERAL_TASKS)")
+    p.add_argument("--heldout-general", type=int, default=0)
     p.add_argument("--window", type=int, default=256)
     p.add_argument("--max-new-tokens", type=int, default=192)
     p.add_argument("--top-k", type=int, default=8)
@@ -366,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     _, log = start_run(args)
     log(f"target_text: {vars(args)}")
     build_dataset(args.target, args.out, args.layers, num_code=args.code, num_chat=args.chat,
-                  heldout_code=args.heldout_code, heldout_chat=args.heldout_chat, window=args.window,
+                  heldout_code=args.heldout_code, heldout_chat=args.heldout_chat, num_general=args.general,
+                  heldout_general=args.heldout_general, window=args.window,
                   max_new_tokens=args.max_new_tokens, top_k=args.top_k, seed=args.seed, chunk=args.chunk,
                   dtype=getattr(torch, args.dtype), max_num_seqs=args.max_num_seqs,
                   raw_windows=args.raw_windows, max_chunks=args.max_chunks, log=log)

@@ -222,6 +222,32 @@ def config_variant(checkpoint: str | Path, path: str | Path, **changes: Any) -> 
     return path
 
 
+def with_train_vocab(checkpoint: str | Path, path: str | Path, ids: Sequence[int]) -> Path:
+    """A copy of the drafter ``checkpoint`` whose training record says its logits were trained
+    on ``ids`` only (what ``--train-vocab`` recipes write), for the serving restriction."""
+    import json
+    import shutil
+
+    path = Path(path)
+    shutil.copytree(checkpoint, path)
+    config = json.loads((path / "config.json").read_text())
+    config["specpath_training"] = {**config.get("specpath_training", {}), "train_vocab_ids": [int(i) for i in ids]}
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+def masked_head(lm_head: Callable[[torch.Tensor], torch.Tensor], ids: Sequence[int]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``lm_head`` with the logits outside ``ids`` at -inf, computed over the whole head: the
+    plain reference of :class:`specpath_drafting.vocab.RestrictedLMHead`."""
+    def head(h: torch.Tensor) -> torch.Tensor:
+        full = lm_head(h).float()
+        out = torch.full_like(full, float("-inf"))
+        out[..., list(ids)] = full[..., list(ids)]
+        return out
+
+    return head
+
+
 SMOLLM2_135M_CONFIG = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 49152, "hidden_size": 576,
     "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,

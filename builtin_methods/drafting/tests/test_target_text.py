@@ -70,6 +70,32 @@ def test_prompts_are_deterministic_and_split_code_then_chat(byte_target):
     assert tt.build_prompts(tok, CHATML, split="heldout", num_code=3, num_chat=2, seed=5, max_prompt_tokens=120) != a
 
 
+@given(st.integers(0, 10_000))
+@settings(max_examples=20, deadline=None)
+def test_general_chat_requests_are_distinct_deterministic_and_split_apart(seed):
+    train = tt.general_instructions("train", 60, seed=seed)
+    held = tt.general_instructions("heldout", 15, seed=seed)
+    assert len(train) == len(set(train)) == 60 and len(held) == len(set(held)) == 15
+    assert not set(train) & set(tt.general_instructions("heldout", 60, seed=seed + 1))  # the split is by text
+    assert train == tt.general_instructions("train", 60, seed=seed)
+    assert all(t[0].isupper() and "{" not in t for t in train + held)
+
+
+def test_the_demo_prompts_are_not_training_requests():
+    from specpath.engine.cli_run import REAL_DEMO_PROMPTS
+
+    demo = {m[0]["content"] for kind, m in REAL_DEMO_PROMPTS if kind == "chat"}
+    assert demo and not demo & set(tt.general_instructions("train", 2000, seed=2))
+
+
+def test_general_requests_are_templated_after_the_stdlib_chats(byte_target):
+    tok = tt.load_tokenizer(byte_target)
+    got = tt.build_prompts(tok, CHATML, split="train", num_code=1, num_chat=1, num_general=2, seed=4)
+    assert len(got) == 4
+    want = [tt.render_chat(CHATML, [{"role": "user", "content": m}]) for m in tt.general_instructions("train", 2, seed=6)]
+    assert [bytes(p).decode("utf-8") for p in got[2:]] == want
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 9), max_size=20), max_size=8), st.integers(1, 12))
 def test_pack_windows_cuts_the_joined_stream(seqs, window):
@@ -84,7 +110,7 @@ def test_build_dataset_end_to_end_resumes_and_merges(byte_target, tmp_path):
 
     torch.set_num_threads(1)
     layers = [1, 4, 5]
-    kwargs = dict(num_code=2, num_chat=2, heldout_code=1, heldout_chat=1, window=32, max_new_tokens=12, chunk=2,
+    kwargs = dict(num_code=2, num_chat=1, num_general=1, heldout_code=1, heldout_chat=1, window=32, max_new_tokens=12, chunk=2,
                   dtype=torch.float32, raw_windows=2, seed=3, log=lambda s: None)
     data = tt.build_dataset(byte_target, tmp_path / "a", layers, **kwargs)
     meta = json.loads((data / "features.json").read_text())

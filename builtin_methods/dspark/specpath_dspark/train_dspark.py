@@ -12,31 +12,19 @@ greedy acceptance; the temperatures are written to ``config.json``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import torch
 
 from specpath_drafting.block.drafter import save_drafter
-from specpath_drafting.block.training import add_block_arguments, build, setup_run
+from specpath_drafting.block.training import block_parser, build, prepare_block_run
+from specpath_drafting.training import fit, save_and_export, train_vocab_record, training_record
 from specpath_dspark.drafter import DSparkDrafter
 from specpath_dspark.training import calibrate_temperatures, calibration_data, dspark_loss
 
 
 def main(argv: list[str] | None = None) -> int:
-    from specpath_drafting.training import (
-        add_data_arguments,
-        fit,
-        save_and_export,
-        train_vocab_record,
-        training_features,
-        training_head_rows,
-        training_record,
-    )
-
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_data_arguments(p)
-    add_block_arguments(p)
+    p = block_parser(__doc__)
     p.add_argument("--markov-rank", type=int, default=64)
     p.add_argument("--fill-in", action="store_true", help="train the [anchor, masks] layout instead of anchor-first")
     p.add_argument("--loss-weights", type=float, nargs=3, default=(0.1, 0.9, 1.0), metavar=("CE", "L1", "BCE"))
@@ -45,36 +33,28 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.train_vocab and not args.soft_ce:
         p.error("--train-vocab needs --soft-ce (a data token outside the training vocabulary has no logit)")
-    out, log, config, emb_w, norm_w, head_w, feats, cached_features, make_windows = setup_run(args)
 
-    def make(rows: torch.Tensor) -> DSparkDrafter:
+    def make(config: dict, emb_w: torch.Tensor, rows: torch.Tensor) -> DSparkDrafter:
         return build("dspark", args, config, emb_w, rows, module=DSparkDrafter, markov_rank=args.markov_rank,
                      anchor_sampling=not args.fill_in)
 
-    taps_ids = make(head_w[:1]).config.target_layer_ids
-    layers = (*taps_ids, config["num_hidden_layers"] - 1)
-    log(f"dspark: target {args.target} taps {taps_ids} args {vars(args)}")
-    tokens, taps = training_features(args, layers, log)
-    held = args.heldout_windows
-    head_w, vocab_ids = training_head_rows(args, tokens[held:], head_w, log)
-    drafter = make(head_w)
-    drafter.markov_columns = vocab_ids  # the Markov head scores the same reduced columns while training
-    with torch.no_grad():
-        drafter.norm.weight.copy_(norm_w)
-    eps = config.get("rms_norm_eps", 1e-6)
-    loss_fn = dspark_loss(drafter, norm_w, head_w, eps, k=args.k, anchors_per_window=args.anchors, gamma=args.gamma,
-                          seed=args.seed, weights=tuple(args.loss_weights), soft_ce=args.soft_ce)
-    metrics = fit("dspark", drafter, loss_fn, tokens, taps, args, log)
-    conf_logits, accepted = calibration_data(drafter, tokens[:held], taps[:held], norm_w, head_w, eps, k=args.k,
-                                             anchors_per_window=args.anchors)
+    run = prepare_block_run("dspark", args, make)
+    drafter, held = run.drafter, args.heldout_windows
+    drafter.markov_columns = run.vocab_ids  # the Markov head scores the same reduced columns while training
+    loss_fn = dspark_loss(drafter, run.norm_w, run.head_w, run.eps, k=args.k, anchors_per_window=args.anchors,
+                          gamma=args.gamma, seed=args.seed, weights=tuple(args.loss_weights), soft_ce=args.soft_ce)
+    metrics = fit("dspark", drafter, loss_fn, run.tokens, run.taps, args, run.log)
+    conf_logits, accepted = calibration_data(drafter, run.tokens[:held], run.taps[:held], run.norm_w, run.head_w,
+                                             run.eps, k=args.k, anchors_per_window=args.anchors)
     temps, errors = calibrate_temperatures(conf_logits, accepted)
-    log(f"dspark: confidence temperatures {[round(t, 3) for t in temps]}, cumulative ECE {[round(e, 4) for e in errors]}")
+    run.log(f"dspark: confidence temperatures {[round(t, 3) for t in temps]}, "
+            f"cumulative ECE {[round(e, 4) for e in errors]}")
     with torch.no_grad():
         drafter.confidence_temperatures.copy_(torch.tensor(temps))
     extra = {"confidence_temperatures": temps,
              "specpath_training": training_record("specpath_dspark.train_dspark", args, metrics, argv=argv,
-                                                  calibration_ece=errors, **train_vocab_record(vocab_ids))}
-    save_and_export(save_drafter, drafter, out / "drafter", args, log, "dspark", extra=extra)
+                                                  calibration_ece=errors, **train_vocab_record(run.vocab_ids))}
+    save_and_export(save_drafter, drafter, run.out / "drafter", args, run.log, "dspark", extra=extra)
     return 0
 
 

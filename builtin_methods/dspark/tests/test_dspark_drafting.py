@@ -150,3 +150,31 @@ def test_layout_mismatch_is_one_line_at_start_up(setup):
                                      {"dspark_draft_topk": 3}])
 def test_sampled_output_follows_the_target_distribution(tmp_path, options):
     chi_square_of_two_tokens(tmp_path, {"method": "dspark", **options}, build=strong_heads, markov_rank=4)
+
+
+def test_a_recorded_training_vocabulary_restricts_the_drafts(setup, tmp_path):
+    """A drafter trained with ``--train-vocab`` drafts its recorded ids only (the Markov head's
+    bias cannot lift an id outside them), and greedy output stays the baseline's."""
+    from specpath_drafting.testing import masked_head, with_train_vocab
+
+    root, target, drafters, baseline = setup
+    keep = list(range(0, 64, 2))
+    path = with_train_vocab(drafters[True], tmp_path / "restricted", keep)
+    engine = make_engine(target, resolve({"method": "dspark", "model": str(path), "num_speculative_tokens": 4},
+                                         root / "target"))
+    speculator = engine.runner.speculator
+    drafter = speculator.drafter
+    full = masked_head(target.lm_head_logits, keep)
+
+    def want(r, n):
+        hidden = reference_block(drafter, target, r.token_ids, speculator.k)[:n]
+        base, prev, out = full(drafter.norm(hidden)), r.token_ids[-1], []
+        for j in range(n):
+            prev = int((base[j] + drafter.markov_bias(torch.tensor(prev))).argmax())
+            out.append(prev)
+        return out
+
+    checked = check_every_proposal(speculator, want)
+    requests, _ = engine.generate(PROMPTS, GREEDY)
+    assert [r.output_token_ids for r in requests] == baseline
+    assert len(checked) > 10

@@ -10,6 +10,7 @@ import torch
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
 from specpath_drafting.heads import HiddenStateHead, load_head_weights, read_head_config
 from specpath_drafting.loop import HiddenStateSpeculator, target_layers
+from specpath_drafting.vocab import serving_lm_head
 from specpath_eagle.head import EagleHead
 
 
@@ -21,7 +22,8 @@ class EagleSpeculator(HiddenStateSpeculator):
         config = read_head_config(path)
         if config.kind != "eagle":
             raise ValueError(f"{path}: an {config.kind!r} head; method 'eagle' needs an EAGLE-1 head")
-        head = EagleHead(config, embed_tokens=self.context.embed_tokens, lm_head=self.context.lm_head)
+        lm_head = serving_lm_head(self.context.lm_head, path, self.context.vocab_size)
+        head = EagleHead(config, embed_tokens=self.context.embed_tokens, lm_head=lm_head)
         return load_head_weights(head, path)
 
     @property

@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from specpath.config.shipped import EMBEDDED_TARGET, ShippedCheckpoint
+from specpath.config.shipped import EMBEDDED_TARGET, SMOLLM2_135M, ShippedCheckpoint
 from specpath.errors import SpeculativeConfigError
 from specpath_drafting.config import HiddenStateDrafterConfig
 from specpath_mtp.recognise import MTP_MODEL_TYPES, mtp_layer_count  # noqa: F401 (MTP_MODEL_TYPES re-exported)
@@ -38,6 +38,9 @@ MTP1 = CHECKPOINTS_DIR / "mtp1"
 """One module (``n_predict`` 1), reused for every draft."""
 MTP3 = CHECKPOINTS_DIR / "mtp3"
 """Three modules (``n_predict`` 3), module k drafting token k."""
+MTP1_SMOLLM2 = CHECKPOINTS_DIR / "mtp1-smollm2"
+"""One module for SmolLM2-135M-Instruct (its embedding and head shared; drafts over the 4,096
+training-vocabulary ids its config records)."""
 
 
 
@@ -72,7 +75,7 @@ class MTPSpeculatorConfig(HiddenStateDrafterConfig):
     supported_options = frozenset({"index_share_for_mtp_iteration"})
     supports_pcp = True
     """One module with one KV over the target's positions: splits like the target's prefill."""
-    shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, MTP1),)
+    shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, MTP1), ShippedCheckpoint(SMOLLM2_135M, MTP1_SMOLLM2))
     demo_num_speculative_tokens = 4
     """The demo's K for the other methods; the best K = 1..4 measured for the one module."""
 

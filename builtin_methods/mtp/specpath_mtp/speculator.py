@@ -32,6 +32,7 @@ from specpath.speculator import DraftBatch, DraftProposal, SpeculatorContext
 from specpath_drafting.heads import HiddenStateHead
 from specpath_drafting.kv import DrafterKV
 from specpath_drafting.loop import HiddenStateSpeculator, target_layers
+from specpath_drafting.vocab import serving_lm_head
 from specpath_mtp.module import MTPModule, load_mtp_modules
 
 
@@ -41,8 +42,8 @@ class MTPSpeculator(HiddenStateSpeculator):
     expected_modules: int | None = 1
 
     def build_head(self) -> HiddenStateHead:
-        self.mtp_modules = load_mtp_modules(self.config.model, embed_tokens=self.context.embed_tokens,
-                                            lm_head=self.context.lm_head)
+        lm_head = serving_lm_head(self.context.lm_head, self.config.model, self.context.vocab_size)
+        self.mtp_modules = load_mtp_modules(self.config.model, embed_tokens=self.context.embed_tokens, lm_head=lm_head)
         n = len(self.mtp_modules)
         if self.expected_modules is not None and n != self.expected_modules:
             raise ValueError(f"{self.config.model}: {n} MTP modules; {type(self).__name__} drives one")

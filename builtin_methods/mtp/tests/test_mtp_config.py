@@ -148,6 +148,20 @@ def test_the_embedded_target_defaults_to_the_shipped_modules():
         assert spec.model == str(MTP1) and spec.num_speculative_tokens == 1
 
 
+def test_the_smollm2_module_is_the_default_for_smollm2(tmp_path):
+    import json
+
+    from specpath_drafting.testing import smollm2_config_dir
+    from specpath_drafting.vocab import checkpoint_train_vocab
+    from specpath_mtp.config import MTP1_SMOLLM2
+
+    target = ModelConfig(model=str(smollm2_config_dir(tmp_path / "smollm2")))
+    spec = resolve({"method": "mtp", "num_speculative_tokens": 4}, target=target)
+    assert spec.model == str(MTP1_SMOLLM2) and spec.num_speculative_tokens == 4
+    assert json.loads((MTP1_SMOLLM2 / "config.json").read_text())["hidden_size"] == 576
+    assert checkpoint_train_vocab(MTP1_SMOLLM2, 49152).numel() == 4096  # served over its training ids
+
+
 def test_chain_only_options_are_refused(tiny):
     _, paths = tiny
     base = {"method": "mtp", "model": str(paths[1]), "num_speculative_tokens": 2}

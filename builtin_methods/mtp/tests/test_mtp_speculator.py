@@ -102,3 +102,25 @@ def test_random_drafts_come_with_the_distributions_they_were_sampled_from(tiny, 
     probs = proposal.draft_probs
     torch.testing.assert_close(probs.sum(-1).double(), torch.ones(4, dtype=torch.float64))
     assert bool((probs[torch.arange(4), proposal.token_ids.long()] > 0).all())
+
+
+def test_a_recorded_training_vocabulary_restricts_the_drafts(tiny, tmp_path):
+    """Modules trained with ``--train-vocab`` draft their recorded ids only: the speculator's
+    drafts equal the from-scratch chain through the full head with the other ids masked."""
+    from specpath_drafting.testing import masked_head, with_train_vocab
+
+    target, paths = tiny
+    keep = list(range(2, 64, 5))
+    path = with_train_vocab(paths[1], tmp_path / "restricted", keep)
+    _, speculator = _speculator(target, path, 3)
+    modules = load_mtp_modules(path, embed_tokens=target.embed, lm_head=masked_head(target.lm_head_logits, keep))
+    modules = [m.to(torch.float64).eval() for m in modules]
+    prompts = [[(7 * i + 3 * j) % 64 for j in range(10 + 5 * i)] for i in range(3)]
+    seen = []
+
+    def check(i, token_ids, drafts):
+        assert drafts == reference_drafts(modules, target, token_ids, 3)[:len(drafts)], (i, len(token_ids))
+        seen.extend(drafts)
+
+    checked = drive(speculator, target, prompts, [3, 2, 1], steps=5, chunk=4, vocab_size=64, seed=7, check=check)
+    assert checked == 15 and set(seen) <= set(keep)

@@ -29,6 +29,7 @@ from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, Specu
 from specpath_drafting.block.adaptive import VerifyCost, schedule
 from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig, load_weights, read_config
 from specpath_drafting.block.reference import build_block_queries_reference
+from specpath_drafting.vocab import serving_lm_head
 
 
 def block_queries_fn(device: torch.device):
@@ -78,7 +79,8 @@ class DFlashSpeculator(BaseSpeculator):
         dc = read_config(path)
         if dc.kind != self.kind:
             raise ValueError(f"{path}: a {dc.kind!r} drafter; method {self.kind!r} needs a {self.kind} drafter")
-        drafter = self.drafter_class()(dc, embed_tokens=self.context.embed_tokens, lm_head=self.context.lm_head)
+        lm_head = serving_lm_head(self.context.lm_head, path, self.context.vocab_size)
+        drafter = self.drafter_class()(dc, embed_tokens=self.context.embed_tokens, lm_head=lm_head)
         return load_weights(drafter, path)
 
     def drafter_class(self) -> type[DFlashDrafter]:

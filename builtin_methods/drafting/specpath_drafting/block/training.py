@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -140,6 +141,55 @@ def add_block_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gamma", type=float, default=4.0, help="position-weight decay")
     p.add_argument("--tap-ids", type=int, nargs="+", default=None,
                    help="the target layers to fuse (0-based outputs; default: spaced from 1 to N-3)")
+
+
+def block_parser(doc: str) -> argparse.ArgumentParser:
+    """The command line every block-drafter recipe starts from: the data arguments
+    (:func:`specpath_drafting.training.add_data_arguments`) and the block's own."""
+    from specpath_drafting.training import add_data_arguments
+
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    add_data_arguments(p)
+    add_block_arguments(p)
+    return p
+
+
+@attrs.frozen(kw_only=True)
+class BlockRun:
+    """What a block-drafter recipe has once its data is loaded (see :func:`prepare_block_run`)."""
+
+    out: Any
+    log: Any
+    config: dict
+    norm_w: torch.Tensor
+    eps: float
+    tokens: torch.Tensor
+    taps: torch.Tensor
+    head_w: torch.Tensor
+    """The rows of the target head the loss scores (all, or the ``--train-vocab`` ones)."""
+    vocab_ids: torch.Tensor | None
+    """Their ids (None: the whole vocabulary); recorded so serving keeps to them."""
+    drafter: DFlashDrafter
+
+
+def prepare_block_run(name: str, args: argparse.Namespace,
+                      make: Callable[[dict, torch.Tensor, torch.Tensor], DFlashDrafter]) -> BlockRun:
+    """The common start of the DFlash and DSpark recipes: the run directory and target parts,
+    the taps the drafter reads (+ the target's last layer for the labels), the training head
+    rows, and the drafter ``make(config, emb_w, head_rows)`` with the target's final norm."""
+    from specpath_drafting.training import training_features, training_head_rows
+
+    out, log, config, emb_w, norm_w, head_w, *_ = setup_run(args)
+    taps_ids = make(config, emb_w, head_w[:1]).config.target_layer_ids
+    layers = (*taps_ids, config["num_hidden_layers"] - 1)
+    log(f"{name}: target {args.target} taps {taps_ids} args {vars(args)}")
+    tokens, taps = training_features(args, layers, log)
+    head_w, vocab_ids = training_head_rows(args, tokens[args.heldout_windows:], head_w, log)
+    drafter = make(config, emb_w, head_w)
+    with torch.no_grad():
+        drafter.norm.weight.copy_(norm_w)
+    return BlockRun(out=out, log=log, config=config, norm_w=norm_w, eps=config.get("rms_norm_eps", 1e-6),
+                    tokens=tokens, taps=taps, head_w=head_w, vocab_ids=vocab_ids, drafter=drafter)
 
 
 def setup_run(args: argparse.Namespace):

@@ -1,0 +1,113 @@
+"""Serving a shared-head drafter over the vocabulary it was trained on.
+
+A drafter that borrows the target's LM head (MTP, DFlash, DSpark, EAGLE-1) may be trained with
+``--train-vocab N``: its loss scores only the N most frequent training ids of the head (4,096 of
+SmolLM2's 49,152), so the other rows' logits were never trained down and can win an argmax
+over the whole vocabulary. The recipe records the ids in the checkpoint's training record
+(``specpath_training.train_vocab_ids``); serving reads them back here and drafts over them only.
+
+:class:`RestrictedLMHead` still returns logits over the whole vocabulary (``-inf`` outside the
+kept ids), so every caller (argmax, sampling, Markov biases) keeps indexing target ids. When the
+lent head is affine (``h -> h W^T + b``, as a plain or weight-only-quantised linear is, checked
+on a random probe) only the kept rows are multiplied: for SmolLM2 a twelfth of the head's
+weight reads per draft, which is most of a draft step's cost. Otherwise the full logits are
+computed and masked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+TRAIN_VOCAB_KEY = "train_vocab_ids"
+"""Where :func:`specpath_drafting.training.train_vocab_record` puts the ids in the training record."""
+
+
+def recorded_train_vocab(config: Mapping[str, Any], vocab_size: int, *, where: str = "config.json") -> torch.Tensor | None:
+    """The sorted ids (int64) a checkpoint's ``specpath_training`` record says its logits were
+    trained on, or None (trained on the whole vocabulary). Bad records are one-line errors."""
+    record = config.get("specpath_training")
+    if not isinstance(record, Mapping) or record.get(TRAIN_VOCAB_KEY) is None:
+        return None
+    raw = record[TRAIN_VOCAB_KEY]
+    if not isinstance(raw, list) or not raw or not all(isinstance(i, int) and not isinstance(i, bool) for i in raw):
+        raise ValueError(f"{where}: specpath_training.{TRAIN_VOCAB_KEY} must be a non-empty list of token ids")
+    ids = torch.tensor(raw, dtype=torch.int64)
+    if int(ids.min()) < 0 or int(ids.max()) >= vocab_size:
+        raise ValueError(f"{where}: specpath_training.{TRAIN_VOCAB_KEY} holds ids outside the vocabulary "
+                         f"[0, {vocab_size})")
+    ids = ids.unique(sorted=True)
+    if ids.numel() != len(raw):
+        raise ValueError(f"{where}: specpath_training.{TRAIN_VOCAB_KEY} repeats ids")
+    return ids
+
+
+def checkpoint_train_vocab(path: str | Path, vocab_size: int) -> torch.Tensor | None:
+    """:func:`recorded_train_vocab` of the checkpoint directory ``path`` (None without a config)."""
+    config_path = Path(path) / "config.json"
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # the checkpoint's own loader reports an unreadable config
+    return recorded_train_vocab(config, vocab_size, where=str(config_path)) if isinstance(config, Mapping) else None
+
+
+class RestrictedLMHead(torch.nn.Module):
+    """``lm_head`` with every logit outside ``ids`` at ``-inf`` (see the module docstring). A
+    module, so it can also stand in for a draft model's own ``lm_head``."""
+
+    def __init__(self, lm_head: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor, vocab_size: int) -> None:
+        super().__init__()
+        self.lm_head = lm_head
+        self.ids = ids
+        self.vocab_size = vocab_size
+        self._rows: dict[tuple[torch.dtype, torch.device], tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None] = {}
+
+    def _affine_rows(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """(``W^T`` columns of the kept ids [d, n], their bias [n], the ids on h's device), read
+        off the head once per dtype/device by feeding it the identity; None when the head is
+        not affine on a random probe (then every call computes the full logits)."""
+        key = (h.dtype, h.device)
+        if key not in self._rows:
+            d = h.shape[-1]
+            ids = self.ids.to(h.device)
+            zero = torch.zeros(1, d, dtype=h.dtype, device=h.device)
+            bias = self.lm_head(zero).float()[0, ids]
+            cols = torch.cat([self.lm_head(torch.eye(d, dtype=h.dtype, device=h.device)[i:i + 64]).float()[:, ids] - bias
+                              for i in range(0, d, 64)])
+            probe = 4 * torch.randn(8, d, generator=torch.Generator().manual_seed(0))  # large: nonlinearity shows
+            probe = probe.to(dtype=h.dtype, device=h.device)
+            want = self.lm_head(probe).float()[:, ids]
+            got = probe.float() @ cols + bias
+            tol = (3e-2 if h.element_size() <= 2 else 1e-4) * (float(want.abs().max()) + 1e-6)  # rounding of the dtype
+            affine = bool(((got - want).abs() <= tol).all())
+            self._rows[key] = (cols.to(h.dtype), bias, ids) if affine else None
+        return self._rows[key]
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        rows = self._affine_rows(h)
+        if rows is None:
+            full = self.lm_head(h).float()
+            out = torch.full_like(full, float("-inf"))
+            ids = self.ids.to(h.device)
+            out[..., ids] = full[..., ids]
+            return out
+        cols, bias, ids = rows
+        kept = (h @ cols).float() + bias
+        out = kept.new_full((*h.shape[:-1], self.vocab_size), float("-inf"))
+        out[..., ids] = kept
+        return out
+
+
+def serving_lm_head(lm_head: Callable[[torch.Tensor], torch.Tensor] | None, checkpoint: str | Path | None,
+                    vocab_size: int) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """The head a shared-head drafter from ``checkpoint`` should draft with: ``lm_head`` itself,
+    or a :class:`RestrictedLMHead` over the ids its training record names."""
+    if lm_head is None or checkpoint is None:
+        return lm_head
+    ids = checkpoint_train_vocab(checkpoint, vocab_size)
+    return lm_head if ids is None or ids.numel() >= vocab_size else RestrictedLMHead(lm_head, ids, vocab_size)
