@@ -17,6 +17,15 @@ PROMPTS = [
 PARAMS = SamplingParams(temperature=0.0, max_tokens=32, ignore_eos=True)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _installed_plugins():
+    """The real installed plugins (other engine tests narrow the plugin scan to their fakes)."""
+    from specpath import plugins
+
+    plugins.reset()
+    yield
+
+
 @pytest.fixture(scope="module")
 def plain():
     return [o.token_ids for o in LLM(None, None, num_threads=1).generate(PROMPTS + PROMPTS[:1], PARAMS)]
