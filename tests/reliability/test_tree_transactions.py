@@ -10,7 +10,12 @@ from specpath.engine import tree_layout
 from specpath.engine.llm import LLM, RequestFailedError, SamplingParams
 import specpath.sample.tree as tree_module
 
-PROMPTS = ["def main():\n    return ", "import os\nimport sys\n", "class A:\n    def f(self):\n"]
+# Prompts with several continuations of the same context, so both drafters propose branching trees.
+PROMPTS = [
+    "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef mul(a, b):\n",
+    "import os\nimport sys\nimport json\nimport os.path\nimport sys\nimport ",
+    "for i in range(10):\n    print(i)\nfor j in range(20):\n    print(j)\nfor k in range(",
+]
 GREEDY = SamplingParams(max_tokens=24)
 SAMPLED = SamplingParams(max_tokens=24, temperature=0.9, seed=5)
 
@@ -56,9 +61,9 @@ def expected():
 @pytest.mark.parametrize("where", ["verify_trees", "compact_path", "propose"])
 def test_a_failure_mid_step_aborts_the_call_and_the_engine_recovers(tree_llm, expected, monkeypatch, where):
     if where == "verify_trees":
-        monkeypatch.setattr(tree_module, "verify_trees", _fail_on_call(2, tree_module.verify_trees))
+        monkeypatch.setattr(tree_module, "verify_trees", _fail_on_call(1, tree_module.verify_trees))
     elif where == "compact_path":
-        monkeypatch.setattr(tree_layout, "compact_path", _fail_on_call(3, tree_layout.compact_path))
+        monkeypatch.setattr(tree_layout, "compact_path", _fail_on_call(1, tree_layout.compact_path))
     else:
         spec = tree_llm.speculator
         monkeypatch.setattr(spec, "propose", _fail_on_call(4, spec.propose))
@@ -66,7 +71,8 @@ def test_a_failure_mid_step_aborts_the_call_and_the_engine_recovers(tree_llm, ex
     with pytest.raises(RequestFailedError, match="injected failure") as failure:
         tree_llm.generate(PROMPTS, params)
     assert isinstance(failure.value.__cause__, Boom) and "\n" not in str(failure.value)
-    assert all(r.finish_reason in ("error", "abort") for r in failure.value.all_requests)
+    assert failure.value.requests and all(r.finish_reason == "error" for r in failure.value.requests)
+    assert all(r.is_finished for r in failure.value.all_requests)  # finished earlier, or aborted
     _assert_clean(tree_llm)
     monkeypatch.undo()
     assert [o.token_ids for o in tree_llm.generate(PROMPTS, GREEDY)] == expected

@@ -160,7 +160,9 @@ class ModelRunner:
             keep = min(n, e.max_draft_tokens)
             if tree is not None:
                 drafts[i] = tree.tokens
-                self._trees[i] = tree
+                if probs is not None or tree.branches:
+                    self._trees[i] = tree
+                # else: a tree without branches is verified as a one-hot chain (no tree layout)
             else:
                 drafts[i] = flat[start : start + keep]
                 kept_rows.extend(range(start, start + keep))
@@ -212,7 +214,8 @@ class ModelRunner:
         if trees is not None:
             meta, positions = tree_layout.apply_tree_attention(
                 meta, positions, trees=trees, num_computed=[s.request.num_computed_tokens for s in scheduled],
-                num_new=[s.num_new_tokens for s in scheduled], num_query_groups=self.num_query_groups)
+                num_new=[s.num_new_tokens for s in scheduled], num_query=num_query,
+                num_query_groups=self.num_query_groups)
         ids = torch.tensor(input_ids, dtype=torch.int64, device=self.device)
         logits_index = torch.tensor(logits_rows, dtype=torch.int64, device=self.device) if sampling else None
         if not sampling:  # a step of prefill chunks only: no logits needed, keep one row

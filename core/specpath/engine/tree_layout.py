@@ -41,6 +41,11 @@ class Tree:
     tokens: list[int]
     parents: list[int]
 
+    @property
+    def branches(self) -> bool:
+        """False for a plain path (each node the child of the one before)."""
+        return any(p != j - 1 for j, p in enumerate(self.parents))
+
 
 def take_trees(tree, num_requests: int, budgets: Sequence[int], vocab_size: int, who: str) -> list[Tree | None]:
     """Per drafting request, its tree cut to its budget (nodes are in an order where parents come
@@ -70,10 +75,12 @@ def apply_tree_attention(
     trees: Sequence[Tree | None],
     num_computed: Sequence[int],
     num_new: Sequence[int],
+    num_query: Sequence[int],
     num_query_groups: int,
 ) -> tuple[AttentionMetadata, torch.Tensor]:
     """The step's layout with request ``b``'s last ``len(trees[b].tokens)`` query tokens laid out as
-    its tree: tree positions, and a mask over the tree's columns that admits ancestors only."""
+    its tree: tree positions, and a mask over the tree's columns that admits ancestors only.
+    ``num_query[b]``: all of request ``b``'s query tokens (new tokens, then drafts or nodes)."""
     mask = meta.mask.clone()
     b_count, _, rows, length = mask.shape
     q = meta.max_query_len
@@ -88,7 +95,7 @@ def apply_tree_attention(
             grid[b, :, n_new : n_new + n, first : first + n] = ancestor_mask(tree.parents, mask.device)
             depth = torch.tensor(depths(tree.parents), dtype=positions.dtype, device=positions.device)
             positions[row + n_new : row + n_new + n] = first + depth
-        row += n_new + n
+        row += num_query[b]
     return attrs.evolve(meta, mask=mask), positions
 
 
