@@ -267,6 +267,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     )
     print(f"extra slots:    {described['max_num_new_slots_for_drafting']} per request (drafter side)")
     print(f"verification:   {spec.rejection_sample_method}{' (LOSSY)' if spec.is_lossy else ''}")
+    if "draft_shape" in described:
+        print(f"drafts:         {described['draft_shape']}")
     print(f"hash:           {data['hash']}")
     for w in data["warnings"]:
         print(f"warning:        {w}")

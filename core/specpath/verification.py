@@ -26,6 +26,10 @@ LOSSLESS_METHODS = frozenset({"standard", "block"})
 LOSSY_METHODS = frozenset(VERIFICATION_MODES) - LOSSLESS_METHODS
 """Modes that may change the output distribution (warned about, and marked)."""
 
+TREE_VERIFY_METHODS = frozenset({"standard"})
+"""Modes in which the reference engine verifies token trees (``DraftProposal.tree``); block,
+FLy and synthetic verification are defined on chains, so drafters propose chains there."""
+
 
 def acceptance_length_to_rates(length: float, num_positions: int) -> list[float]:
     """Minimum-variance unconditional rates whose mean emitted length is ``length``.

@@ -33,12 +33,13 @@ DSPARK_SMOLLM2_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "d
 class DSparkSpeculatorConfig(BlockDrafterConfig):
     """DSpark (see the module docstring). ``dspark_anchor_sampling`` defaults to the layout the
     checkpoint records; ``dspark_draft_topk`` keeps only the top-k base candidates per position
-    before the Markov bias."""
+    before the Markov bias; ``xpress_topc`` proposes best-first trees of the top-c candidates per
+    node when the engine verifies trees (``specpath_dspark.tree``)."""
 
     base_method = "dspark"
     speculator_class = "specpath_dspark.speculator:DSparkSpeculator"
     supported_options = frozenset({
-        "dspark_draft_topk", "dspark_anchor_sampling",
+        "dspark_draft_topk", "dspark_anchor_sampling", "xpress_topc",
         "enable_adaptive_verification", "adaptive_verification_threshold",
     })
     uses_separate_workspace_lane = True
@@ -57,7 +58,24 @@ class DSparkSpeculatorConfig(BlockDrafterConfig):
         return self.anchor_sampling_default if value is None else bool(value)
 
     def hash_factors(self) -> tuple[Any, ...]:
-        return (*super().hash_factors(), ("dspark_draft_topk", self.spec.dspark_draft_topk))
+        # xpress_topc turns the verify pass's causal mask into a tree mask: a backend that
+        # compiles attention for causal chains must not reuse its graph.
+        return (*super().hash_factors(), ("dspark_draft_topk", self.spec.dspark_draft_topk),
+                ("xpress_topc", self.spec.xpress_topc))
+
+    def describe(self) -> dict[str, Any]:
+        from specpath.verification import TREE_VERIFY_METHODS
+
+        out = super().describe()
+        c, method = self.spec.xpress_topc, self.spec.rejection_sample_method
+        if c is None:
+            out["draft_shape"] = "chain (top-1)"
+        elif method not in TREE_VERIFY_METHODS:
+            out["draft_shape"] = f"chain (top-1): xpress_topc={c} has no effect, {method} verification verifies chains"
+        else:
+            out["draft_shape"] = (f"tree: best-first, top-{c} children per node, at most K nodes, when the engine "
+                                  "verifies trees (the reference engine does); otherwise the top-1 chain")
+        return out
 
     @classmethod
     def serves_unmarked_checkpoint(cls, hf: Mapping[str, Any]) -> bool:

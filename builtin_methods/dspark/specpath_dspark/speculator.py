@@ -6,6 +6,11 @@ verification); with ``draft_sample_method = "random"`` a request with temperatur
 from ``softmax((U_k + W1[x_{k-1}] W2) / t)`` and hands that exact distribution to the
 verifier. ``enable_adaptive_verification`` keeps the prefix the scheduler picks from the
 confidences (:mod:`specpath_drafting.block.adaptive`).
+
+With ``xpress_topc = c`` and an engine that verifies trees (``SpeculatorContext.verifies_trees``),
+each proposal also carries a best-first tree of the top-c candidates per node
+(:mod:`specpath_dspark.tree`), with as many nodes as the chain has drafts; otherwise the
+option has no effect and the top-1 chain is verified.
 """
 
 from __future__ import annotations
@@ -13,11 +18,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import torch
 
 from specpath_drafting.block.speculator import DFlashSpeculator
 from specpath_dspark.drafter import DSparkDrafter
+from specpath.speculator import DraftProposal, DraftTree
 from specpath_dspark.reference import markov_sample_reference, topk_floor
+from specpath_dspark.tree import best_first_trees
 
 
 def markov_sample_fn(device: torch.device):
@@ -37,6 +45,10 @@ class DSparkSpeculator(DFlashSpeculator):
         self.topk = config.dspark_draft_topk
         self.sample = markov_sample_fn(self.device)
         self.temps = self.drafter.temperatures(self.k).float()
+        topc = config.xpress_topc
+        self.tree_c = int(topc) if topc is not None and getattr(context, "verifies_trees", False) else None
+        """Children per tree node (``xpress_topc``) when the engine verifies trees, else None: chains."""
+        self._tree_inputs: tuple | None = None
 
     def drafter_class(self) -> type[DSparkDrafter]:
         return DSparkDrafter
@@ -46,6 +58,8 @@ class DSparkSpeculator(DFlashSpeculator):
         logits = d.logits(hidden)  # [R, K, V] base logits U_k
         r, k, _ = logits.shape
         dev = logits.device
+        floor = topk_floor(logits, self.topk)
+        self._tree_inputs = (logits, floor, list(anchors)) if self.tree_c is not None else None
         random_rows = [self.random_drafts and t > 0 for t in temps]
         inv_t = torch.tensor([1.0 / t if rnd else 0.0 for t, rnd in zip(temps, random_rows)], device=dev)
         uniforms = torch.zeros(r, k, device=dev)
@@ -53,7 +67,7 @@ class DSparkSpeculator(DFlashSpeculator):
             if rnd:
                 uniforms[i] = torch.rand(k, generator=g, device=dev)
         tokens, probs, conf = self.sample(
-            logits, topk_floor(logits, self.topk), d.markov_w1, d.markov_w2,
+            logits, floor, d.markov_w1, d.markov_w2,
             torch.tensor(list(anchors), dtype=torch.int64, device=dev), d.confidence_base(hidden),
             d.confidence_markov, self.temps[:k], inv_t, uniforms)
         if not any(random_rows):
@@ -62,3 +76,25 @@ class DSparkSpeculator(DFlashSpeculator):
             if not rnd:  # greedy rows verify as one-hot drafts
                 probs[i] = torch.nn.functional.one_hot(tokens[i], probs.shape[-1]).to(probs.dtype)
         return tokens, probs, conf
+
+    def proposal(self, num_reqs: int, drafting: Sequence[int], counts: Sequence[int], tokens: torch.Tensor,
+                 probs: torch.Tensor | None, conf: torch.Tensor | None) -> DraftProposal:
+        """The chain proposal, plus (``xpress_topc``) each drafting request's tree of as many nodes."""
+        chain = super().proposal(num_reqs, drafting, counts, tokens, probs, conf)
+        if self._tree_inputs is None:
+            return chain
+        logits, floor, anchors = self._tree_inputs
+        self._tree_inputs = None
+        d = self.drafter
+        grown = best_first_trees(logits, floor, d.markov_w1, d.markov_w2, anchors, [int(n) for n in counts], self.tree_c)
+        sizes = [0] * num_reqs
+        flat_tokens: list[int] = []
+        flat_parents: list[int] = []
+        flat_probs: list[float] = []
+        for i, (t, p, q) in zip(drafting, grown):
+            sizes[i] = len(t)
+            flat_tokens += t
+            flat_parents += p
+            flat_probs += q
+        tree = DraftTree(token_ids=flat_tokens, parents=flat_parents, probs=flat_probs, num_tree_tokens=sizes)
+        return attrs.evolve(chain, tree=tree)

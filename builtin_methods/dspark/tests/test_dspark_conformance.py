@@ -39,18 +39,21 @@ class DSparkConformance(SpeculatorConformance):
         {"enable_adaptive_verification": True},
         {"enable_adaptive_verification": True, "adaptive_verification_threshold": 0.5},
         {"attention_backend": "torch_sdpa"},
+        {"xpress_topc": 2},
+        {"xpress_topc": 4, "enable_adaptive_verification": True},
     ]
     invalid_options = [
         ({"dspark_draft_topk": 0}, "dspark_draft_topk"),
         ({"dspark_draft_topk": 1000}, "vocabulary size"),
         ({"attention_backend": "flash_decoding"}, "causal-only"),
-        ({"xpress_topc": 4}, "xpress_topc"),
+        ({"xpress_topc": 0}, "xpress_topc"),
         ({"draft_lm_head_quantization": "fp8"}, "draft_lm_head_quantization"),
         ({"parallel_drafting": True}, "parallel_drafting"),
     ]
     hash_sensitive_options = [
         ({}, {"enable_adaptive_verification": True}),
         ({}, {"dspark_draft_topk": 4}),
+        ({}, {"xpress_topc": 2}),
     ]
 
 

@@ -147,7 +147,7 @@ def test_layout_mismatch_is_one_line_at_start_up(setup):
 
 @pytest.mark.parametrize("options", [{}, {"enable_adaptive_verification": True},
                                      {"enable_adaptive_verification": True, "adaptive_verification_threshold": 0.5},
-                                     {"dspark_draft_topk": 3}])
+                                     {"dspark_draft_topk": 3}, {"xpress_topc": 2}])
 def test_sampled_output_follows_the_target_distribution(tmp_path, options):
     chi_square_of_two_tokens(tmp_path, {"method": "dspark", **options}, build=strong_heads, markov_rank=4)
 

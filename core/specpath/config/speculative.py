@@ -296,7 +296,11 @@ class SpeculativeConfig:
         method_specific=True,
     )
     xpress_topc: int | None = _field(
-        group="special", doc="dspark: top-c candidates of the xpress verifier.", check=_AT_LEAST_1, method_specific=True
+        group="special",
+        doc="dspark: propose a token tree with the top-c candidates of each node (best-first, at most K nodes) "
+            "when the engine verifies trees (the reference engine does in standard verification); "
+            "otherwise, or with c = 1, the top-1 chain.",
+        check=_AT_LEAST_1, method_specific=True
     )
     speculator_options: Mapping[str, Any] | None = _field(
         group="special",

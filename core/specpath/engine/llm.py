@@ -133,7 +133,7 @@ def _eos_ids(model_config: Any, tokenizer: Any) -> tuple[int, ...]:
     return tuple(eos) if isinstance(eos, (list, tuple)) else (int(eos),)
 
 
-def speculation_settings(engine_config: Any, speculator: Any) -> SpeculationSettings:
+def speculation_settings(engine_config: Any, speculator: Any, *, verify_trees: bool = True) -> SpeculationSettings:
     """The engine's view of a resolved ``EngineConfig``: forwarding properties and flags only."""
     spec = engine_config.speculative_config
     flags = spec.speculator_config
@@ -158,6 +158,7 @@ def speculation_settings(engine_config: Any, speculator: Any) -> SpeculationSett
         uses_target_hidden_states=flags.uses_target_hidden_states,
         verify_method=spec.rejection_sample_method,
         verify_options=verify_options,
+        verify_trees=verify_trees,
     )
 
 
@@ -179,6 +180,9 @@ class LLM:
         block_size / num_kv_blocks / enable_prefix_caching: the paged KV cache.
         kv_cache_memory: most bytes of the KV pool (int or ``"64MiB"``); default
             ``DEFAULT_KV_CACHE_MEMORY`` unless ``num_kv_blocks`` is given.
+        tree_verification: verify the token trees of drafters that build them (suffix, DSpark
+            with ``xpress_topc``) in standard verification; False (or another verification mode):
+            every drafter proposes chains.
         trust_remote_code: passed to ``transformers`` when a tokenizer needs it (default False).
         quantization: ``"int8"``: weight-only int8 target matrices (``specpath.engine.quantization``);
             speculation is then lossless with respect to the int8 model. None: the weights as loaded.
@@ -210,6 +214,7 @@ class LLM:
         runner: str = "v2",
         trust_remote_code: bool = False,
         quantization: str | None = None,
+        tree_verification: bool = True,
     ) -> None:
         from specpath.config.engine import EngineConfig
         from specpath.config.model import CacheConfig, ModelConfig, load_hf_config
@@ -273,7 +278,10 @@ class LLM:
             from specpath.factory import create_speculator
             from specpath.speculator import SpeculatorContext
 
+            from specpath.engine.tree_layout import verifies_trees
+
             target = self.model
+            trees = verifies_trees(engine_config.speculative_config.rejection_sample_method, tree_verification)
             context = SpeculatorContext(
                 device=device,
                 dtype=torch_dtype,
@@ -284,9 +292,10 @@ class LLM:
                 embed_tokens=target.embed,
                 lm_head=target.lm_head_logits,
                 load_model=lambda p, **options: _load_draft(p, **{"dtype": torch_dtype, "device": device, **options}),
+                verifies_trees=trees,
             )
             speculator = create_speculator(engine_config.speculative_config, context)
-            speculation = speculation_settings(engine_config, speculator)
+            speculation = speculation_settings(engine_config, speculator, verify_trees=trees)
 
         self.engine = LLMEngine(
             self.model,

@@ -65,6 +65,10 @@ class SpeculationSettings:
     uses_target_hidden_states: bool = False
     verify_method: str = "standard"
     verify_options: dict = attrs.field(factory=dict)
+    verify_trees: bool = True
+    """Verify the speculator's ``DraftProposal.tree`` where ``verify_method`` allows (standard);
+    False: chains only. ``SpeculatorContext.verifies_trees`` must agree
+    (``specpath.engine.tree_layout.verifies_trees``)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -164,6 +168,7 @@ class LLMEngine:
             uses_target_hidden_states=spec.uses_target_hidden_states if spec else False,
             verify_method=spec.verify_method if spec else "standard",
             verify_options=spec.verify_options if spec else None,
+            verify_trees=spec.verify_trees if spec else False,
             tokenizer=tokenizer,
             device=self.device,
         )

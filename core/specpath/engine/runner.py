@@ -25,6 +25,7 @@ from specpath.engine.request import Request
 from specpath.engine.sampling import sample_tokens
 from specpath.sample.randomness import position_generator
 from specpath.engine.scheduler import ScheduledRequest, Scheduler, SchedulerOutput
+from specpath.engine import tree_layout
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftRequest
 
 
@@ -40,6 +41,7 @@ class ModelRunner:
         uses_target_hidden_states: the speculator's config flag; its ``hidden_state_layers`` are
             then stored per slot and handed over for every newly committed position.
         verify_method / verify_options: ``rejection_sample``'s mode and options.
+        verify_trees: verify ``DraftProposal.tree`` where the mode allows (``tree_layout``).
         tokenizer: decodes output for stop strings (optional).
     """
 
@@ -53,6 +55,7 @@ class ModelRunner:
         uses_target_hidden_states: bool = False,
         verify_method: str = "standard",
         verify_options: dict | None = None,
+        verify_trees: bool = True,
         tokenizer: Any = None,
         device: str | torch.device = "cpu",
     ) -> None:
@@ -63,6 +66,10 @@ class ModelRunner:
         self.speculator = speculator
         self.verify_method = verify_method
         self.verify_options = dict(verify_options or {})
+        self.verifies_trees = tree_layout.verifies_trees(verify_method, verify_trees)
+        """Whether ``DraftProposal.tree`` is verified (standard verification); the speculator's
+        ``SpeculatorContext.verifies_trees`` must say the same (``LLM`` builds both from one rule)."""
+        self._trees: list[tree_layout.Tree | None] = []
         self.tokenizer = tokenizer
         self.device = torch.device(device)
         self.vocab_size = model.config.vocab_size
@@ -105,6 +112,7 @@ class ModelRunner:
         ]
         if not picked:
             return drafts, None
+        self._trees = [None] * len(scheduled)
         entries, slots = [], []
         for i in picked:
             s = scheduled[i]
@@ -139,16 +147,27 @@ class ModelRunner:
         if flat and (min(flat) < 0 or max(flat) >= self.vocab_size):
             raise ValueError(f"{name}.propose drafted token ids outside [0, {self.vocab_size})")
         probs = proposal.draft_probs if flat else None
+        trees = [None] * len(entries)
+        if self.verifies_trees and proposal.tree is not None:
+            trees = tree_layout.take_trees(proposal.tree, len(entries), [e.max_draft_tokens for e in entries],
+                                           self.vocab_size, name)
         # The runner trims drafts to each request's budget itself (a per-step K needs nothing
-        # from the speculator): keep the first max_draft_tokens of each request.
+        # from the speculator): keep the first max_draft_tokens of each request. A request with a
+        # tree puts its nodes where the chain would go (and drops the chain's rows).
         kept_rows: list[int] = []
         start = 0
-        for i, n, e in zip(picked, counts, entries):
+        for i, n, e, tree in zip(picked, counts, entries, trees):
             keep = min(n, e.max_draft_tokens)
-            drafts[i] = flat[start : start + keep]
-            kept_rows.extend(range(start, start + keep))
+            if tree is not None:
+                drafts[i] = tree.tokens
+                if probs is not None or tree.branches:
+                    self._trees[i] = tree
+                # else: a tree without branches is verified as a one-hot chain (no tree layout)
+            else:
+                drafts[i] = flat[start : start + keep]
+                kept_rows.extend(range(start, start + keep))
             start += n
-        if probs is not None and len(kept_rows) != len(flat):
+        if probs is not None and kept_rows and len(kept_rows) != len(flat):
             probs = probs.index_select(0, torch.tensor(kept_rows, dtype=torch.int64, device=probs.device))
         return drafts, probs if kept_rows else None
 
@@ -163,7 +182,9 @@ class ModelRunner:
         scheduled = out.scheduled
         if not scheduled:
             return []
+        self._trees = []
         drafts, draft_probs = self._propose(scheduled)
+        trees = self._trees if any(t is not None for t in self._trees) else None
 
         input_ids: list[int] = []
         logits_rows: list[int] = []
@@ -190,6 +211,11 @@ class ModelRunner:
             num_query_groups=self.num_query_groups,
             device=self.device,
         )
+        if trees is not None:
+            meta, positions = tree_layout.apply_tree_attention(
+                meta, positions, trees=trees, num_computed=[s.request.num_computed_tokens for s in scheduled],
+                num_new=[s.num_new_tokens for s in scheduled], num_query=num_query,
+                num_query_groups=self.num_query_groups)
         ids = torch.tensor(input_ids, dtype=torch.int64, device=self.device)
         logits_index = torch.tensor(logits_rows, dtype=torch.int64, device=self.device) if sampling else None
         if not sampling:  # a step of prefill chunks only: no logits needed, keep one row
@@ -205,7 +231,7 @@ class ModelRunner:
         if self.features is not None:
             self.features.write(meta.slot_mapping, output.hidden_states)
 
-        emitted = self._verify(scheduled, sampling, drafts, draft_probs, output.logits) if sampling else []
+        emitted = self._verify(scheduled, sampling, drafts, draft_probs, output.logits, trees) if sampling else []
 
         finished: list[Request] = []
         verified_ids, verified_counts = [], []
@@ -247,8 +273,62 @@ class ModelRunner:
         drafts: Sequence[Sequence[int]],
         draft_probs: torch.Tensor | None,
         logits: torch.Tensor,
+        trees: Sequence[tree_layout.Tree | None] | None = None,
     ) -> list[list[int]]:
         """Emitted tokens of each sampling request: accepted drafts then one new token."""
+        if trees is None:
+            return self._verify_chains(scheduled, sampling, drafts, draft_probs, logits)
+        # Requests with a tree are verified as trees, the others as chains (their own logits rows).
+        starts, row = [], 0
+        for i in sampling:
+            starts.append(row)
+            row += len(drafts[i]) + 1
+        tree_at = [j for j, i in enumerate(sampling) if trees[i] is not None]
+        chain_at = [j for j, i in enumerate(sampling) if trees[i] is None]
+        emitted: list[list[int]] = [[] for _ in sampling]
+
+        def rows_of(js):
+            return torch.tensor([r for j in js for r in range(starts[j], starts[j] + len(drafts[sampling[j]]) + 1)],
+                                dtype=torch.int64, device=self.device)
+
+        if chain_at:
+            chain = [sampling[j] for j in chain_at]
+            for j, tokens in zip(chain_at, self._verify_chains(scheduled, chain, drafts, draft_probs,
+                                                                          logits.index_select(0, rows_of(chain_at)))):
+                emitted[j] = tokens
+        from specpath.sample.tree import verify_trees
+
+        requests = [scheduled[sampling[j]].request for j in tree_at]
+        params = [r.params for r in requests]
+        gens = [position_generator(r.seed, len(r.token_ids), self.device) if p.samples else None
+                for r, p in zip(requests, params)]
+        chosen = [trees[sampling[j]] for j in tree_at]
+        results = verify_trees([(t.tokens, t.parents) for t in chosen], logits.index_select(0, rows_of(tree_at)),
+                               [p.temperature for p in params], [p.top_k for p in params] if any(p.top_k for p in params) else None,
+                               [p.top_p for p in params] if any(p.top_p < 1 for p in params) else None, gens)
+        for j, tree, (path, final) in zip(tree_at, chosen, results):
+            s = scheduled[sampling[j]]
+            r = s.request
+            emitted[j] = [tree.tokens[n] for n in path] + [final]
+            first = r.num_computed_tokens + s.num_new_tokens  # position (and slot order) of node 0
+            tree_layout.compact_path(self.cache.data, None if self.features is None else self.features.data,
+                                     self._slots_at(r, [first + n for n in path]),
+                                     self._slots_at(r, [first + d for d in range(len(path))]))
+        return emitted
+
+    def _slots_at(self, request: Request, positions: Sequence[int]) -> list[int]:
+        bs, blocks = self.block_size, request.table.block_ids
+        return [blocks[p // bs] * bs + p % bs for p in positions]
+
+    def _verify_chains(
+        self,
+        scheduled: Sequence[ScheduledRequest],
+        sampling: Sequence[int],
+        drafts: Sequence[Sequence[int]],
+        draft_probs: torch.Tensor | None,
+        logits: torch.Tensor,
+    ) -> list[list[int]]:
+        """Chains: ``rejection_sample`` over the accepted prefix, then the bonus token."""
         requests = [scheduled[i].request for i in sampling]
         counts = [len(drafts[i]) for i in sampling]
         params = [r.params for r in requests]
