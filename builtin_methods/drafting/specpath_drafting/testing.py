@@ -8,13 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from specpath_drafting.heads import HiddenStateHead, save_head
 from specpath_drafting.heads import HeadConfig
 
+
+TARGET_STATE_FLAGS: Mapping[str, Any] = {"uses_target_hidden_states": True, "draft_has_own_vocab": False}
+"""The capability flags every drafter on the target's hidden states declares (it reads them and
+drafts in the target's vocabulary): the table the hidden-state plugins' conformance tests extend."""
 
 TINY_PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] * 3, [5, 9, 3, 1] * 6, [7, 7, 7], list(range(20, 50))]
 """Token prompts for the tiny targets: periodic, repeated, short and a run."""
@@ -37,6 +41,37 @@ def tiny_llm(target_path: str | Path, spec: Mapping[str, Any] | None = None, **o
 def baseline_tokens(target_path: str | Path, prompts: Sequence[Sequence[int]] = TINY_PROMPTS) -> list[list[int]]:
     """Plain greedy outputs (no speculation) of the tiny target."""
     return [o.token_ids for o in tiny_llm(target_path).generate([list(p) for p in prompts], greedy())]
+
+
+class DraftingSetup(NamedTuple):
+    """What a drafting test module shares: a tiny target saved under ``root / "target"``, the
+    drafter(s) made for it and the target's plain greedy outputs on :data:`TINY_PROMPTS`."""
+
+    root: Path
+    target: Any
+    drafter: Any
+    baseline: list[list[int]]
+
+    def llm(self, spec: Mapping[str, Any] | None, **options: Any) -> Any:
+        """An ``LLM`` over the setup's target speculating with ``spec`` (see :func:`tiny_llm`)."""
+        return tiny_llm(self.root / "target", spec, **options)
+
+
+def drafting_setup(name: str, make_drafter: Callable[[Path, Any], Any], *, num_layers: int = 4) -> Any:
+    """A module-scoped pytest fixture giving a :class:`DraftingSetup`: a float64 tiny target with
+    ``num_layers`` layers and ``make_drafter(root, target)`` (a path, or a dict of them)::
+
+        setup = drafting_setup("eagle", lambda root, target: random_head(EagleHead, target, root / "head"))
+    """
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def setup(tmp_path_factory: Any) -> DraftingSetup:
+        root = tmp_path_factory.mktemp(name)
+        target = tiny_target(root / "target", num_layers=num_layers)
+        return DraftingSetup(root, target, make_drafter(root, target), baseline_tokens(root / "target"))
+
+    return setup
 
 
 def check_every_proposal(speculator: Any, want: Callable[[Any, int], list[int]]) -> list[int]:
