@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from engine_helpers import OracleSpeculator, baseline, make_engine, random_prompts
 from specpath.engine.request import SamplingParams
-from specpath.engine.scheduler import SchedulerConfig
+from specpath.engine.scheduler import SchedulerSettings
 
 
 def _audit(engine, k_table=None, log=None):
@@ -128,9 +128,9 @@ def test_chunked_prefill_respects_budget_and_prefill_lookahead(model):
 
 def test_chunked_prefill_disabled_needs_full_prompt_budget():
     with pytest.raises(ValueError, match="chunked prefill"):
-        SchedulerConfig(max_num_batched_tokens=16, max_model_len=64, enable_chunked_prefill=False)
+        SchedulerSettings(max_num_batched_tokens=16, max_model_len=64, enable_chunked_prefill=False)
     with pytest.raises(ValueError, match="num_prefill_lookahead_tokens"):
-        SchedulerConfig(max_num_batched_tokens=2, num_prefill_lookahead_tokens=2)
+        SchedulerSettings(max_num_batched_tokens=2, num_prefill_lookahead_tokens=2)
 
 
 def test_prompt_longer_than_context_is_a_clear_error(model):
