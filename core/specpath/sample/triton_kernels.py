@@ -23,16 +23,31 @@ def _launch_options(device: torch.device) -> dict:
 
 
 @triton.jit
+def _request_span(cu):
+    """This program's request and the half-open range ``[start, end)`` of its draft positions."""
+    r = tl.program_id(0)
+    return r, tl.load(cu + r), tl.load(cu + r + 1)
+
+
+@triton.jit
+def _draft_token_probs(t, x, target_probs, draft_probs, V, HAS_DRAFT_PROBS: tl.constexpr):
+    """``(p, q)``: the target's and the drafter's probability of draft token ``x`` at position
+    ``t`` (q = 1 for a drafter that gives no probabilities: a one-hot proposal)."""
+    p = tl.load(target_probs + t * V + x)
+    if HAS_DRAFT_PROBS:
+        q = tl.load(draft_probs + t * V + x)
+    else:
+        q = tl.full([], 1.0, tl.float32)
+    return p, q
+
+
+@triton.jit
 def _native_ok(t, draft_ids, target_argmax, target_probs, draft_probs, uniforms, greedy, V,
                HAS_PROBS: tl.constexpr, HAS_DRAFT_PROBS: tl.constexpr):
     x = tl.load(draft_ids + t).to(tl.int64)
     ok = x == tl.load(target_argmax + t).to(tl.int64)
     if HAS_PROBS:
-        p = tl.load(target_probs + t * V + x)
-        if HAS_DRAFT_PROBS:
-            q = tl.load(draft_probs + t * V + x)
-        else:
-            q = tl.full([], 1.0, tl.float32)
+        p, q = _draft_token_probs(t, x, target_probs, draft_probs, V, HAS_DRAFT_PROBS)
         u = tl.load(uniforms + t)
         ok = tl.where(greedy != 0, ok, u * q < p)
     return ok
@@ -41,9 +56,7 @@ def _native_ok(t, draft_ids, target_argmax, target_probs, draft_probs, uniforms,
 @triton.jit
 def _accept_standard_kernel(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy,
                             out_num, V, HAS_PROBS: tl.constexpr, HAS_DRAFT_PROBS: tl.constexpr):
-    r = tl.program_id(0)
-    start = tl.load(cu + r)
-    end = tl.load(cu + r + 1)
+    r, start, end = _request_span(cu)
     greedy = tl.load(is_greedy + r)
     alive = tl.full([], 1, tl.int32)
     n = tl.full([], 0, tl.int32)
@@ -57,9 +70,7 @@ def _accept_standard_kernel(draft_ids, cu, target_argmax, target_probs, draft_pr
 
 @triton.jit
 def _accept_synthetic_kernel(cu, conditional_rates, uniforms, out_num):
-    r = tl.program_id(0)
-    start = tl.load(cu + r)
-    end = tl.load(cu + r + 1)
+    r, start, end = _request_span(cu)
     alive = tl.full([], 1, tl.int32)
     n = tl.full([], 0, tl.int32)
     for t in range(start, end):
@@ -72,9 +83,7 @@ def _accept_synthetic_kernel(cu, conditional_rates, uniforms, out_num):
 @triton.jit
 def _accept_fly_kernel(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy,
                        high_entropy, window, out_num, V, HAS_DRAFT_PROBS: tl.constexpr):
-    r = tl.program_id(0)
-    start = tl.load(cu + r)
-    end = tl.load(cu + r + 1)
+    r, start, end = _request_span(cu)
     greedy = tl.load(is_greedy + r)
     w = tl.load(window + r).to(tl.int64)
     alive = tl.full([], 1, tl.int32)
@@ -83,11 +92,7 @@ def _accept_fly_kernel(draft_ids, cu, target_argmax, target_probs, draft_probs, 
         ok = _native_ok(t, draft_ids, target_argmax, target_probs, draft_probs, uniforms, greedy, V,
                         True, HAS_DRAFT_PROBS)
         x = tl.load(draft_ids + t).to(tl.int64)
-        p = tl.load(target_probs + t * V + x)
-        if HAS_DRAFT_PROBS:
-            q = tl.load(draft_probs + t * V + x)
-        else:
-            q = tl.full([], 1.0, tl.float32)
+        p, q = _draft_token_probs(t, x, target_probs, draft_probs, V, HAS_DRAFT_PROBS)
         fits = (w >= 1) & (t + w <= end - 1)
         possible = (p > 0) & ((greedy != 0) | (q > 0))
         gate = (tl.load(high_entropy + t) != 0) & fits & possible
@@ -105,9 +110,7 @@ def _accept_fly_kernel(draft_ids, cu, target_argmax, target_probs, draft_probs, 
 @triton.jit
 def _accept_block_kernel(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy,
                          out_num, out_scale, V, HAS_DRAFT_PROBS: tl.constexpr, BLOCK: tl.constexpr):
-    r = tl.program_id(0)
-    start = tl.load(cu + r)
-    end = tl.load(cu + r + 1)
+    r, start, end = _request_span(cu)
     greedy = tl.load(is_greedy + r)
     prev = tl.full([], 1.0, tl.float32)
     tau = tl.full([], 0, tl.int32)
@@ -118,11 +121,7 @@ def _accept_block_kernel(draft_ids, cu, target_argmax, target_probs, draft_probs
         x = tl.load(draft_ids + t).to(tl.int64)
         alive = alive * (x == tl.load(target_argmax + t).to(tl.int64)).to(tl.int32)
         matched += alive
-        p = tl.load(target_probs + t * V + x)
-        if HAS_DRAFT_PROBS:
-            q = tl.load(draft_probs + t * V + x)
-        else:
-            q = tl.full([], 1.0, tl.float32)
+        p, q = _draft_token_probs(t, x, target_probs, draft_probs, V, HAS_DRAFT_PROBS)
         num = prev * p
         w = tl.where(num <= 0, 0.0, tl.where(num >= q, 1.0, tl.math.div_rn(num, tl.maximum(q, 1e-38))))
         prev = w

@@ -23,6 +23,18 @@ def tiny_drafter(kind: str, target_path: str | Path, out: str | Path, *, seed: i
     return str(random_drafter(config, out, seed=seed, build=build))
 
 
+def training_batch(target: Any, config: DrafterConfig, *, rows: int = 2, length: int = 24,
+                   seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(tokens [rows, length], taps)``: random tokens and the target states a block drafter's
+    training loss reads (its tap layers and the last layer), as the recipes cache them."""
+    tokens = torch.randint(0, target.config.vocab_size, (rows, length), generator=torch.Generator().manual_seed(seed))
+    layers = (*config.target_layer_ids, target.config.num_hidden_layers - 1)
+    with torch.no_grad():
+        taps = torch.stack([target.forward(t, torch.arange(length), hidden_layers=layers).hidden_states
+                            for t in tokens])
+    return tokens, taps
+
+
 @torch.inference_mode()
 def reference_block(drafter: DFlashDrafter, target: Any, token_ids: Sequence[int], k: int) -> torch.Tensor:
     """The block outputs ``[k, d]`` that predict drafts 1..k after ``token_ids`` (the last one
