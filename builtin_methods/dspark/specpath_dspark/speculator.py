@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from specpath.modeling.dispatch import triton_or_reference
 from specpath_drafting.block.speculator import DFlashSpeculator
 from specpath_dspark.drafter import DSparkDrafter
 from specpath_dspark.reference import markov_sample_reference, topk_floor
@@ -22,11 +23,7 @@ from specpath_dspark.reference import markov_sample_reference, topk_floor
 
 def markov_sample_fn(device: torch.device):
     """The Triton kernel on CUDA, its torch reference elsewhere."""
-    if device.type == "cuda":
-        from specpath_dspark.kernels import markov_sample
-
-        return markov_sample
-    return markov_sample_reference
+    return triton_or_reference(device, "specpath_dspark.kernels:markov_sample", markov_sample_reference)
 
 
 class DSparkSpeculator(DFlashSpeculator):
