@@ -18,10 +18,8 @@ class EagleSpeculator(HiddenStateSpeculator):
 
     def build_head(self) -> HiddenStateHead:
         path = self.config.model
-        config = read_head_config(path)
-        if config.kind != "eagle":
-            raise ValueError(f"{path}: an {config.kind!r} head; method 'eagle' needs an EAGLE-1 head")
-        head = EagleHead(config, embed_tokens=self.context.embed_tokens, lm_head=self.context.lm_head)
+        head = EagleHead(read_head_config(path, "eagle"), embed_tokens=self.context.embed_tokens,
+                         lm_head=self.context.lm_head)
         return load_head_weights(head, path)
 
     @property

@@ -167,6 +167,18 @@ def _residual_tile(target_probs, draft_probs, row, x, w, v0, V, use_p,
 
 
 @triton.jit
+def _residual_total(target_probs, draft_probs, row, x, w, V, use_p,
+                    SUBTRACT: tl.constexpr, HAS_DRAFT_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+    """The residual distribution's mass over the whole vocabulary, in float64 (tile by tile)."""
+    total = tl.full([], 0.0, tl.float64)
+    for v0 in range(0, V, BLOCK):
+        offs, weights = _residual_tile(target_probs, draft_probs, row, x, w, v0, V, use_p,
+                                       SUBTRACT, HAS_DRAFT_PROBS, BLOCK)
+        total += tl.sum(weights.to(tl.float64), axis=0)
+    return total
+
+
+@triton.jit
 def _recover_kernel(target_probs, draft_probs, draft_ids, rows, scale, uniforms, out_token, V,
                     SUBTRACT: tl.constexpr, HAS_DRAFT_PROBS: tl.constexpr, BLOCK: tl.constexpr):
     i = tl.program_id(0)
@@ -174,18 +186,10 @@ def _recover_kernel(target_probs, draft_probs, draft_ids, rows, scale, uniforms,
     w = tl.load(scale + i)
     x = tl.load(draft_ids + row).to(tl.int64)
     use_p = tl.full([], 0, tl.int1)
-    total = tl.full([], 0.0, tl.float64)
-    for v0 in range(0, V, BLOCK):
-        offs, weights = _residual_tile(target_probs, draft_probs, row, x, w, v0, V, use_p,
-                                       SUBTRACT, HAS_DRAFT_PROBS, BLOCK)
-        total += tl.sum(weights.to(tl.float64), axis=0)
+    total = _residual_total(target_probs, draft_probs, row, x, w, V, use_p, SUBTRACT, HAS_DRAFT_PROBS, BLOCK)
     if total <= 0:  # an empty residual falls back to p
         use_p = tl.full([], 1, tl.int1)
-        total = tl.full([], 0.0, tl.float64)
-        for v0 in range(0, V, BLOCK):
-            offs, weights = _residual_tile(target_probs, draft_probs, row, x, w, v0, V, use_p,
-                                           SUBTRACT, HAS_DRAFT_PROBS, BLOCK)
-            total += tl.sum(weights.to(tl.float64), axis=0)
+        total = _residual_total(target_probs, draft_probs, row, x, w, V, use_p, SUBTRACT, HAS_DRAFT_PROBS, BLOCK)
     target = tl.load(uniforms + i).to(tl.float64) * total
     running = tl.full([], 0.0, tl.float64)
     count = tl.full([], 0, tl.int64)
@@ -228,19 +232,23 @@ def _flat(*tensors):
     return tuple(t.contiguous() if t is not None else None for t in tensors)
 
 
-def accept_standard(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy):
+def _verify_inputs(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy):
+    """What every acceptance kernel takes first: the tensors contiguous, an absent probability
+    table replaced by a dummy the kernel never reads (its ``HAS_*`` flag is off), the greedy
+    flags as int8; and the batch size and the vocabulary size (1 without probabilities)."""
     draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms = _flat(
         draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms)
-    batch = cu.numel() - 1
+    vocab = target_probs.shape[1] if target_probs is not None else 1
+    tables = [t if t is not None else _dummy(cu) for t in (target_probs, draft_probs)]
+    return (draft_ids, cu, target_argmax, *tables, uniforms, is_greedy.to(torch.int8)), cu.numel() - 1, vocab
+
+
+def accept_standard(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy):
+    inputs, batch, vocab = _verify_inputs(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy)
     out = torch.empty(batch, dtype=torch.int32, device=cu.device)
     if batch:
         _accept_standard_kernel[(batch,)](
-            draft_ids, cu, target_argmax,
-            target_probs if target_probs is not None else _dummy(cu),
-            draft_probs if draft_probs is not None else _dummy(cu),
-            uniforms, is_greedy.to(torch.int8), out,
-            target_probs.shape[1] if target_probs is not None else 1,
-            HAS_PROBS=target_probs is not None, HAS_DRAFT_PROBS=draft_probs is not None,
+            *inputs, out, vocab, HAS_PROBS=target_probs is not None, HAS_DRAFT_PROBS=draft_probs is not None,
             **_launch_options(cu.device),
         )
     return out
@@ -257,35 +265,27 @@ def accept_synthetic(cu, conditional_rates, uniforms):
 
 
 def accept_fly(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy, high_entropy, window):
-    draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms = _flat(
-        draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms)
-    batch = cu.numel() - 1
+    inputs, batch, vocab = _verify_inputs(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy)
     out = torch.empty(batch, dtype=torch.int32, device=cu.device)
     if batch:
         _accept_fly_kernel[(batch,)](
-            draft_ids, cu, target_argmax, target_probs,
-            draft_probs if draft_probs is not None else _dummy(cu),
-            uniforms, is_greedy.to(torch.int8), high_entropy.to(torch.int8), window.to(torch.int32), out,
-            target_probs.shape[1], HAS_DRAFT_PROBS=draft_probs is not None, **_launch_options(cu.device),
+            *inputs, high_entropy.to(torch.int8), window.to(torch.int32), out, vocab,
+            HAS_DRAFT_PROBS=draft_probs is not None, **_launch_options(cu.device),
         )
     return out
 
 
 def accept_block(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy):
-    draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms = _flat(
-        draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms)
-    batch = cu.numel() - 1
+    if target_probs is None:  # every row greedy: the standard kernel counts the matches
+        num = accept_standard(draft_ids, cu, target_argmax, None, None, uniforms, is_greedy)
+        return num, torch.ones(num.numel(), dtype=torch.float32, device=cu.device)
+    inputs, batch, vocab = _verify_inputs(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy)
     num = torch.empty(batch, dtype=torch.int32, device=cu.device)
     scale = torch.empty(batch, dtype=torch.float32, device=cu.device)
-    if target_probs is None:  # every row greedy: the standard kernel counts the matches
-        return accept_standard(draft_ids, cu, target_argmax, None, None, uniforms, is_greedy), scale.fill_(1.0)
     if batch:
-        vocab = target_probs.shape[1]
         _accept_block_kernel[(batch,)](
-            draft_ids, cu, target_argmax, target_probs,
-            draft_probs if draft_probs is not None else _dummy(cu),
-            uniforms, is_greedy.to(torch.int8), num, scale, vocab,
-            HAS_DRAFT_PROBS=draft_probs is not None, BLOCK=_block(vocab), **_launch_options(cu.device),
+            *inputs, num, scale, vocab, HAS_DRAFT_PROBS=draft_probs is not None, BLOCK=_block(vocab),
+            **_launch_options(cu.device),
         )
     return num, scale
 
