@@ -1,4 +1,7 @@
-"""Test-only config classes reproducing the method table of DESIGN.md (no real drafters)."""
+"""Test-only config classes for the core's tests: each built-in's behaviour reduced to what the
+core's rules need (no real drafter, toy checkpoints recognised by path), with its capability
+table -- flags, ``base_method``, ``supported_options`` -- taken from the installed built-in's
+real config class (:func:`capabilities_of`), so there is one table, the plugins'."""
 
 from __future__ import annotations
 
@@ -6,10 +9,40 @@ from typing import Any
 
 import attrs
 
-from specpath.config.speculator import DraftModelSpeculatorConfig, SpeculatorConfig
+from specpath.config.speculator import CAPABILITY_FLAGS, DraftModelSpeculatorConfig, SpeculatorConfig
 from specpath.hookspecs import hookimpl
 from specpath.methods import MTP_ALIASES
 from specpath.speculator import BaseSpeculator, DraftProposal
+from specpath_dflash.config import DFlashSpeculatorConfig
+from specpath_draft_model.config import StandaloneARSpeculatorConfig
+from specpath_dspark.config import DSparkSpeculatorConfig
+from specpath_eagle.config import EagleSpeculatorConfig, ExtractHiddenStatesSpeculatorConfig
+from specpath_eagle3.config import Eagle3SpeculatorConfig
+from specpath_mtp.config import MTPSpeculatorConfig, MultiModuleMTPSpeculatorConfig
+from specpath_ngram.config import NgramGPUSpeculatorConfig, NgramSpeculatorConfig
+
+CAPABILITIES = (*CAPABILITY_FLAGS, "base_method", "supported_options", "supports_parallel_drafting")
+"""The ``ClassVar`` declarations a fake takes from the real class."""
+
+
+def capabilities_of(real: type) -> Any:
+    """Class decorator: the fake declares ``real``'s capabilities (never its own copy), then is
+    frozen like every config class."""
+
+    def apply(cls: type) -> type:
+        for name in CAPABILITIES:
+            setattr(cls, name, getattr(real, name))
+        return attrs.frozen(kw_only=True)(cls)
+
+    return apply
+
+
+def _path_hint(word: str) -> Any:
+    """``matches``: recognise a toy checkpoint by a word in its path (the tests name them so)."""
+    return classmethod(lambda cls, checkpoint: word in (checkpoint.path or "").lower())
+
+
+_K_AHEAD = property(lambda self: self.spec.num_speculative_tokens, doc="K: the drafter's KV runs K ahead.")
 
 
 class FakeSpeculator(BaseSpeculator):
@@ -17,12 +50,9 @@ class FakeSpeculator(BaseSpeculator):
         return DraftProposal(token_ids=None, num_draft_tokens=[0] * len(batch.requests))
 
 
-@attrs.frozen(kw_only=True)
+@capabilities_of(NgramSpeculatorConfig)
 class FakeNgram(SpeculatorConfig):
-    base_method = "ngram"
     speculator_class = "core_fakes:FakeSpeculator"
-    prefer_dense_token_history = True
-    supports_variable_draft_length = True
 
     @classmethod
     def configure(cls, spec):
@@ -33,75 +63,43 @@ class FakeNgram(SpeculatorConfig):
         }
 
 
-@attrs.frozen(kw_only=True)
+@capabilities_of(NgramGPUSpeculatorConfig)
 class FakeNgramGPU(FakeNgram):
-    base_method = "ngram_gpu"
+    """The n-gram fake under the GPU method's name."""
 
 
-@attrs.frozen(kw_only=True)
+@capabilities_of(StandaloneARSpeculatorConfig)
 class FakeStandalone(DraftModelSpeculatorConfig):
-    base_method = "draft_model"
-    draft_has_own_vocab = True
-
-    @property
-    def num_lookahead_tokens(self) -> int:
-        return self.spec.num_speculative_tokens
+    num_lookahead_tokens = _K_AHEAD
 
     @property
     def max_num_new_slots_for_drafting(self) -> int:
         return self.spec.num_speculative_tokens if self.spec.parallel_drafting else 1
 
 
-@attrs.frozen(kw_only=True)
+@capabilities_of(EagleSpeculatorConfig)
 class FakeEagle(DraftModelSpeculatorConfig):
-    base_method = "eagle"
-    uses_target_hidden_states = True
-    draft_kv_depends_on_next_token = True
-    supports_watermarking = True
-    supported_options = frozenset({"draft_lm_head_quantization"})
-
-    @property
-    def num_lookahead_tokens(self) -> int:
-        return self.spec.num_speculative_tokens
-
-    @classmethod
-    def matches(cls, checkpoint):
-        return "eagle-" in (checkpoint.path or "").lower()
+    num_lookahead_tokens = _K_AHEAD
+    matches = _path_hint("eagle-")
 
 
-@attrs.frozen(kw_only=True)
+@capabilities_of(Eagle3SpeculatorConfig)
 class FakeEagle3(FakeEagle):
-    base_method = "eagle3"
-    uses_aux_hidden_states = True
-
     @property
     def max_num_new_slots_for_drafting(self) -> int:
         return self.spec.num_speculative_tokens - 1 if self.spec.parallel_drafting else 0
 
-    @classmethod
-    def matches(cls, checkpoint):
-        return "eagle3" in (checkpoint.path or "").lower()
+    matches = _path_hint("eagle3")
 
 
-@attrs.frozen(kw_only=True)
+@capabilities_of(ExtractHiddenStatesSpeculatorConfig)
 class FakeExtractHiddenStates(SpeculatorConfig):
-    base_method = "extract_hidden_states"
-    uses_target_hidden_states = True
-    uses_aux_hidden_states = True
-    proposes_draft_tokens = False
+    """Captures target states, drafts nothing (all in its flags)."""
 
 
-@attrs.frozen(kw_only=True)
+@capabilities_of(MTPSpeculatorConfig)
 class FakeMTP(DraftModelSpeculatorConfig):
-    base_method = "mtp"
-    uses_target_hidden_states = True
-    draft_kv_depends_on_next_token = True
-    supports_pcp = True
-    supported_options = frozenset({"index_share_for_mtp_iteration"})
-
-    @property
-    def num_lookahead_tokens(self) -> int:
-        return self.spec.num_speculative_tokens
+    num_lookahead_tokens = _K_AHEAD
 
     @classmethod
     def default_model(cls, spec):
@@ -121,49 +119,30 @@ class FakeMTP(DraftModelSpeculatorConfig):
         return (self.spec.index_share_for_mtp_iteration,)
 
 
-@attrs.frozen(kw_only=True)
+@capabilities_of(MultiModuleMTPSpeculatorConfig)
 class FakeMultiModuleMTP(FakeMTP):
-    supports_pcp = False
-
     @property
     def num_prefill_lookahead_tokens(self) -> int:
         return self.spec.num_speculative_tokens
 
 
-@attrs.frozen(kw_only=True)
+@capabilities_of(DFlashSpeculatorConfig)
 class FakeDFlash(DraftModelSpeculatorConfig):
-    base_method = "dflash"
-    uses_target_hidden_states = True
-    supports_watermarking = True
-    supported_options = frozenset({"enable_adaptive_verification", "adaptive_verification_threshold"})
-
     @property
     def num_lookahead_tokens(self) -> int:
         return self.spec.num_speculative_tokens + 1
 
-    @classmethod
-    def matches(cls, checkpoint):
-        return "dflash" in (checkpoint.path or "").lower()
+    matches = _path_hint("dflash")
 
 
-@attrs.frozen(kw_only=True)
+@capabilities_of(DSparkSpeculatorConfig)
 class FakeDSpark(FakeDFlash):
-    base_method = "dspark"
-    uses_separate_workspace_lane = True
-    adaptive_verification_uses_draft_logits = False
-    supports_watermarking = False
-    supports_pcp = True
-    supported_options = frozenset({"dspark_draft_topk", "dspark_anchor_sampling", "xpress_topc",
-                                   "enable_adaptive_verification", "adaptive_verification_threshold"})
-
     @property
     def num_lookahead_tokens(self) -> int:
         k = self.spec.num_speculative_tokens
         return k if self.spec.dspark_anchor_sampling else k + 1
 
-    @classmethod
-    def matches(cls, checkpoint):
-        return "dspark" in (checkpoint.path or "").lower()
+    matches = _path_hint("dspark")
 
     def hash_factors(self) -> tuple[Any, ...]:
         return (self.spec.enable_adaptive_verification,)

@@ -14,6 +14,8 @@ import numpy as np
 import torch
 import transformers
 
+from specpath.testing.engine import tiny_llama_config
+
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MERGES = ["Ġ t", "h e", "Ġt he", "1 2", "d e", "de f"]
 CHAT_TEMPLATE = (
@@ -51,21 +53,8 @@ def llama_cpp_permute(weights: np.ndarray, n_head: int) -> np.ndarray:
 
 
 def hf_model(*, arch: str = "llama", tied: bool = True, seed: int = 0) -> torch.nn.Module:
-    base = dict(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=96,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        rms_norm_eps=1e-5,
-        rope_theta=10000.0,
-        tie_word_embeddings=tied,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
-    )
+    base = tiny_llama_config(vocab_size=VOCAB, rope_theta=10000.0, tie_word_embeddings=tied, bos_token_id=1,
+                             eos_token_id=2, pad_token_id=2)
     torch.manual_seed(seed)
     if arch == "qwen3":
         model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(head_dim=32, **base))

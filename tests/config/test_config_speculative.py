@@ -385,13 +385,18 @@ def test_trace_and_to_dict_are_json_friendly():
     assert spec.resolution_trace[0][0] == "input" and spec.resolution_trace[-1][0] == "result"
 
 
-def test_resolved_configs_are_hashable(make_checkpoint, target):
+def _my_eagle3_with_options(make_checkpoint, target):
+    """A resolved third-party method with a mapping option (the values hashing and pickling walk)."""
     register_speculative_method("my_eagle3", core_fakes.MyEagle3)
-    spec = SpeculativeConfig.from_dict(
+    return SpeculativeConfig.from_dict(
         {"method": "my_eagle3", "model": make_checkpoint("h"), "num_speculative_tokens": 2,
          "speculator_options": {"depth": 2}},
         target_model_config=target,
     )
+
+
+def test_resolved_configs_are_hashable(make_checkpoint, target):
+    spec = _my_eagle3_with_options(make_checkpoint, target)
     assert hash(spec) == hash(spec.replace()) and spec == spec.replace()
     assert {spec: 1}[spec.replace()] == 1
 
@@ -441,12 +446,7 @@ def test_properties_must_be_non_negative_ints():
 def test_resolved_configs_pickle(make_checkpoint, target):
     import pickle
 
-    register_speculative_method("my_eagle3", core_fakes.MyEagle3)
-    spec = SpeculativeConfig.from_dict(
-        {"method": "my_eagle3", "model": make_checkpoint("h"), "num_speculative_tokens": 2,
-         "speculator_options": {"depth": 2}},
-        target_model_config=target,
-    )
+    spec = _my_eagle3_with_options(make_checkpoint, target)
     again = pickle.loads(pickle.dumps(spec))
     assert again == spec and again.compute_hash() == spec.compute_hash()
     assert again.speculator_config.spec is again and dict(again.speculator_options) == {"depth": 2}
@@ -514,5 +514,6 @@ def test_method_specific_options_are_declared_by_the_schema():
     assert {"prompt_lookup_min", "parallel_drafting", "enable_adaptive_verification",
             "suffix_decoding_max_tree_depth", "dspark_draft_topk"} <= set(METHOD_SPECIFIC_OPTIONS)
     assert supports_option(core_fakes.FakeEagle3, "disable_eagle_block_drop")  # by capability
-    assert supports_option(core_fakes.FakeDSpark, "xpress_topc")  # by supported_options
+    assert supports_option(core_fakes.FakeDSpark, "dspark_draft_topk")  # by supported_options
+    assert not supports_option(core_fakes.FakeDSpark, "xpress_topc")  # declared by no built-in
     assert not supports_option(core_fakes.FakeNgram, "parallel_drafting")

@@ -10,10 +10,11 @@ import random
 
 import torch
 
-from specpath.engine.llm_engine import CacheSettings, LLMEngine, SpeculationSettings
+from specpath.config.model import CacheConfig
+from specpath.engine.llm_engine import LLMEngine, SpeculationSettings
 from specpath.engine.model import LlamaModel
 from specpath.engine.request import SamplingParams
-from specpath.engine.scheduler import SchedulerConfig
+from specpath.engine.scheduler import SchedulerSettings
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal
 from specpath.testing.engine import random_llama, save_with_byte_tokenizer
 
@@ -94,12 +95,12 @@ def make_engine(model, *, speculator=None, k=4, block_size=4, num_blocks=None, p
         )
     return LLMEngine(
         model,
-        scheduler=SchedulerConfig(
+        scheduler=SchedulerSettings(
             max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens,
             max_model_len=max_model_len or model.config.max_position_embeddings,
         ),
-        cache=CacheSettings(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=prefix_caching),
+        cache=CacheConfig(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=prefix_caching),
         speculation=spec,
     )
 

@@ -45,22 +45,27 @@ def test_partially_correct_drafts(model, workload, k, prefix_caching):
         assert metrics.num_cached_tokens > 0
 
 
-@pytest.mark.parametrize("k", [1, 3, 8])
-def test_random_drafts(model, workload, k):
+def decode_as_without_speculation(model, workload, speculator, *, k):
+    """Greedy-decode the workload's prompts speculating with ``speculator`` at K = ``k``: the
+    outputs must be the plain ones; returns the run's metrics."""
     prompts, outputs = workload
-    speculator = OracleSpeculator([], seed=k)  # no reference: every draft is a random token
     engine = make_engine(model, speculator=speculator, k=k)
     requests, metrics = engine.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS))
     assert [r.output_token_ids for r in requests] == outputs
+    return metrics
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_random_drafts(model, workload, k):
+    speculator = OracleSpeculator([], seed=k)  # no reference: every draft is a random token
+    metrics = decode_as_without_speculation(model, workload, speculator, k=k)
     assert metrics.num_draft_tokens > 0
 
 
 def test_perfect_drafts_accept_everything(model, workload):
     prompts, outputs = workload
     speculator = OracleSpeculator([p + o for p, o in zip(prompts, outputs)], corrupt=0.0)
-    engine = make_engine(model, speculator=speculator, k=4)
-    requests, metrics = engine.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS))
-    assert [r.output_token_ids for r in requests] == outputs
+    metrics = decode_as_without_speculation(model, workload, speculator, k=4)
     assert metrics.num_accepted_tokens == metrics.num_draft_tokens
     assert metrics.acceptance_rate_by_position == [1.0] * len(metrics.acceptance_rate_by_position)
     # Each verification step emits its drafts plus the bonus token.
@@ -81,9 +86,7 @@ class OverDrafter(OracleSpeculator):
 def test_runner_trims_drafts_to_the_step_budget(model, workload):
     prompts, outputs = workload
     speculator = OverDrafter([p + o for p, o in zip(prompts, outputs)], corrupt=0.2)
-    engine = make_engine(model, speculator=speculator, k=2)
-    requests, metrics = engine.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS))
-    assert [r.output_token_ids for r in requests] == outputs
+    metrics = decode_as_without_speculation(model, workload, speculator, k=2)
     assert len(metrics.drafted_by_position) <= 2
 
 

@@ -6,22 +6,15 @@ import attrs
 import pytest
 
 from engine_helpers import save_tiny_checkpoint
-from specpath.config.speculator import SpeculatorConfig
+from lookup_methods import LookupConfig
 from specpath.engine.llm import LLM, SamplingParams
 from specpath.registry import get_registry, register_speculative_method
 
 
 @attrs.frozen(kw_only=True)
-class LookupConfig(SpeculatorConfig):
-    base_method = "ngram"
-    speculator_class = "engine_helpers:LookupSpeculator"
-
-
-@attrs.frozen(kw_only=True)
-class HiddenLookupConfig(SpeculatorConfig):
+class HiddenLookupConfig(LookupConfig):
     """Reads target hidden states and its draft KV depends on the next token (EAGLE-like flags)."""
 
-    base_method = "ngram"
     speculator_class = "engine_helpers:HiddenLookupSpeculator"
     uses_target_hidden_states = True
     draft_kv_depends_on_next_token = True
@@ -32,11 +25,8 @@ class HiddenLookupConfig(SpeculatorConfig):
 
 
 @attrs.frozen(kw_only=True)
-class SlotsLookupConfig(SpeculatorConfig):
+class SlotsLookupConfig(LookupConfig):
     """Declares extra draft rows in the target batch (like P-EAGLE's K-1)."""
-
-    base_method = "ngram"
-    speculator_class = "engine_helpers:LookupSpeculator"
 
     @property
     def max_num_new_slots_for_drafting(self):

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from specpath.engine.model import BlockCausalAttention, LlamaConfig, LlamaModel, causal_attention
+from specpath.testing.engine import tiny_llama_config
 
 VOCAB = 61
 
@@ -11,17 +12,8 @@ VOCAB = 61
 @pytest.fixture(scope="module")
 def tiny():
     torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=48,
-        intermediate_size=80,
-        num_hidden_layers=3,
-        num_attention_heads=6,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=128,
-        rms_norm_eps=1e-6,
-    )
+    config = LlamaConfig(**tiny_llama_config(vocab_size=VOCAB, hidden_size=48, intermediate_size=80, num_hidden_layers=3,
+                                             num_attention_heads=6, head_dim=8, rms_norm_eps=1e-6))
     model = LlamaModel(config).eval()
     with torch.no_grad():
         for p in model.parameters():

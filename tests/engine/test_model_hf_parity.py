@@ -5,6 +5,7 @@ import torch
 import transformers
 
 from specpath.engine.model import LlamaModel
+from specpath.testing.engine import tiny_llama_config
 
 VOCAB = 97
 
@@ -21,18 +22,8 @@ def _randomise(model: torch.nn.Module, seed: int) -> None:
 
 
 def _hf_checkpoint(tmp_path, *, qwen3=False, seed=0, **overrides):
-    base = dict(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=96,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=False,
-    )
-    base.update(overrides)
+    base = tiny_llama_config(**{"vocab_size": VOCAB, "num_hidden_layers": 3, "max_position_embeddings": 64,
+                                "rms_norm_eps": 1e-6, "tie_word_embeddings": False, **overrides})
     if qwen3:
         hf = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(head_dim=16, **base))
     else:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from engine_helpers import OracleSpeculator, baseline, make_engine, random_prompts
 from specpath.engine.request import SamplingParams
-from specpath.engine.scheduler import SchedulerConfig
+from specpath.engine.scheduler import SchedulerSettings
 
 
 def _audit(engine, k_table=None, log=None):
@@ -128,9 +128,9 @@ def test_chunked_prefill_respects_budget_and_prefill_lookahead(model):
 
 def test_chunked_prefill_disabled_needs_full_prompt_budget():
     with pytest.raises(ValueError, match="chunked prefill"):
-        SchedulerConfig(max_num_batched_tokens=16, max_model_len=64, enable_chunked_prefill=False)
+        SchedulerSettings(max_num_batched_tokens=16, max_model_len=64, enable_chunked_prefill=False)
     with pytest.raises(ValueError, match="num_prefill_lookahead_tokens"):
-        SchedulerConfig(max_num_batched_tokens=2, num_prefill_lookahead_tokens=2)
+        SchedulerSettings(max_num_batched_tokens=2, num_prefill_lookahead_tokens=2)
 
 
 def test_prompt_longer_than_context_is_a_clear_error(model):
@@ -155,3 +155,15 @@ def test_preemption_under_a_small_cache_keeps_output(model):
 def test_a_cache_too_small_for_one_request_is_refused_at_start(model):
     with pytest.raises(ValueError, match="cannot hold one request"):
         make_engine(model, block_size=4, num_blocks=3, max_model_len=64)
+
+
+def test_the_old_engine_names_still_work_with_a_deprecation_warning():
+    """``SchedulerConfig`` (engine) and ``CacheSettings`` moved; the old names are shims."""
+    from specpath.config.model import CacheConfig
+    from specpath.engine import llm_engine, scheduler
+
+    with pytest.warns(DeprecationWarning, match="SchedulerSettings"):
+        assert scheduler.SchedulerConfig is SchedulerSettings
+    with pytest.warns(DeprecationWarning, match="CacheConfig"):
+        cache = llm_engine.CacheSettings(block_size=8, memory_bytes=1 << 20, enable_prefix_caching=True)
+    assert cache == CacheConfig(block_size=8, kv_cache_memory_bytes=1 << 20, enable_prefix_caching=True)

@@ -11,15 +11,8 @@ from hypothesis import strategies as st
 
 import gguf_helpers
 from specpath.modeling.checkpoint import CheckpointError
+from specpath.testing.fixtures import one_torch_thread  # noqa: F401  (autouse)
 from specpath.modeling.gguf import convert_gguf, hf_tensor_name, is_gguf, read_gguf, unpermute_rows
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 IDS = torch.tensor([5, 70, 3, 100, 262, 1, 44, 9, 200, 17, 63, 2])

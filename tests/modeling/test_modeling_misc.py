@@ -1,5 +1,6 @@
 """torch_dtype, the embedded-target helpers and the draft layer's shape fields."""
 
+import pytest
 import torch
 
 from specpath.engine.model import default_model_path
@@ -39,3 +40,15 @@ def test_layer_shape_defaults_and_the_layer_it_builds():
     assert layer.q_proj.in_features == 64 and layer.o_proj.out_features == 32
     names = {n for n, _ in layer.named_parameters()}
     assert {"q_proj.weight", "post_attention_layernorm.weight", "down_proj.weight"} <= names
+
+
+def test_triton_or_reference_picks_by_device_and_imports_the_kernel_only_on_cuda():
+    from specpath.modeling.dispatch import triton_or_reference
+
+    def reference():
+        return "reference"
+
+    assert triton_or_reference("cpu", "no_such_module_xyz:kernel", reference) is reference
+    assert triton_or_reference("cpu", "no_such_module_xyz:kernel", "math:sqrt")(4.0) == 2.0
+    with pytest.raises(ModuleNotFoundError):
+        triton_or_reference("cuda", "no_such_module_xyz:kernel", reference)

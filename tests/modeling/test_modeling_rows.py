@@ -38,3 +38,13 @@ def test_lowest_free_row_first_and_growth():
     assert rows.num_rows == 4 and rows.row("c") == 2
     rows.release("a")
     assert rows.row("d") == 0 and rows.get("a") is None
+
+
+def test_grow_doubles_the_rows_when_every_row_is_taken():
+    """``row(req, grow=...)``: the owner's buffers double only when no row is free."""
+    grown = []
+    rows = RowAllocator(2)
+    assert [rows.row(r, grow=grown.append) for r in ("a", "b")] == [0, 1] and grown == []
+    assert rows.row("c", grow=grown.append) == 2 and grown == [2] and rows.num_rows == 4
+    assert rows.row("d", grow=grown.append) == 3 and grown == [2]
+    assert rows.row("e", grow=grown.append) == 4 and grown == [2, 4] and rows.num_rows == 8

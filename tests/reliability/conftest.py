@@ -6,9 +6,10 @@ import os
 import sys
 
 import pytest
-import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+from specpath.testing.fixtures import one_torch_thread  # noqa: F401,E402  (autouse: one torch thread a test)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -19,14 +20,6 @@ def _installed_plugins():
 
     plugins.reset()
     yield
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ import attrs
 import numpy as np
 import torch
 
+from specpath.modeling.rows import RowAllocator
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
 
 
@@ -96,21 +97,19 @@ class VllmProposerAdapter(BaseSpeculator):
         slots = max(int(context.max_num_seqs), 1)
         self.tokens = np.zeros((slots, int(context.max_model_len)), np.int32)
         self.lengths = np.zeros(slots, np.int64)
-        self._rows: dict[str, int] = {}
-        self._free = list(range(slots - 1, -1, -1))
+        self.rows = RowAllocator(slots, owner=self.name)
 
     def _row(self, req_id: str) -> int:
-        row = self._rows.get(req_id)
-        if row is None:
-            if not self._free:
-                slots = self.tokens.shape[0]
-                self.tokens = np.concatenate([self.tokens, np.zeros_like(self.tokens)])
-                self.lengths = np.concatenate([self.lengths, np.zeros_like(self.lengths)])
-                self._free = list(range(2 * slots - 1, slots - 1, -1))
-            row = self._free.pop()
-            self._rows[req_id] = row
-            self.lengths[row] = 0
+        """The request's row of the token buffer (a new one starts empty; rows double when full)."""
+        if req_id in self.rows:
+            return self.rows.row(req_id)
+        row = self.rows.row(req_id, grow=self._add_rows)
+        self.lengths[row] = 0
         return row
+
+    def _add_rows(self, slots: int) -> None:
+        self.tokens = np.concatenate([self.tokens, np.zeros_like(self.tokens)])
+        self.lengths = np.concatenate([self.lengths, np.zeros_like(self.lengths)])
 
     def propose(self, batch: DraftBatch) -> DraftProposal:
         requests = batch.requests
@@ -161,7 +160,6 @@ class VllmProposerAdapter(BaseSpeculator):
         return DraftProposal(token_ids=torch.tensor(flat, dtype=torch.int32), num_draft_tokens=counts)
 
     def remove_request(self, req_id: str) -> None:
-        row = self._rows.pop(req_id, None)
+        row = self.rows.release(req_id)
         if row is not None:
             self.lengths[row] = 0
-            self._free.append(row)

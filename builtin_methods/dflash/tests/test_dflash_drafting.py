@@ -6,50 +6,23 @@ follows the target's distribution."""
 import pytest
 
 from specpath_drafting.block.testing import chi_square_of_two_tokens, reference_block, tiny_drafter
-from specpath_drafting.testing import (
-    TINY_PROMPTS,
-    baseline_tokens,
-    check_every_proposal,
-    greedy,
-    make_engine,
-    resolve,
-    tiny_llm,
-    tiny_target,
-)
+from specpath_drafting.testing import TINY_PROMPTS as PROMPTS
+from specpath_drafting.testing import DraftingSetup, drafting_setup, drafts_equal_a_from_scratch_computation, greedy
 
-PROMPTS = TINY_PROMPTS
 GREEDY = greedy()
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("dflash")
-    target = tiny_target(root / "target", num_layers=4)
-    drafter = tiny_drafter("dflash", root / "target", root / "drafter", seed=3, num_layers=2)
-    return root, target, drafter, baseline_tokens(root / "target")
+setup = drafting_setup("dflash", lambda root, target: tiny_drafter(
+    "dflash", root / "target", root / "drafter", seed=3, num_layers=2))
+llm = DraftingSetup.llm
 
 
 def spec_for(setup, k, **extra):
-    return {"method": "dflash", "model": setup[2], "num_speculative_tokens": k, **extra}
-
-
-def llm(setup, spec, **options):
-    return tiny_llm(setup[0] / "target", spec, **options)
+    return {"method": "dflash", "model": setup.drafter, "num_speculative_tokens": k, **extra}
 
 
 @pytest.mark.parametrize("num_blocks", [None, 14])  # 14 blocks of 8: requests get preempted and recomputed
 def test_drafts_equal_a_from_scratch_computation(setup, num_blocks):
-    root, target, _, baseline = setup
-    spec = resolve(spec_for(setup, 4), root / "target")
-    engine = make_engine(target, spec, prefix_caching=True, max_num_batched_tokens=24, block_size=8,
-                         num_blocks=num_blocks, max_model_len=80)
-    speculator = engine.runner.speculator
-    drafter = speculator.drafter
-    checked = check_every_proposal(speculator, lambda r, n: drafter.logits(
-        reference_block(drafter, target, r.token_ids, speculator.k)[:n]).argmax(-1).tolist())
-    requests, _ = engine.generate(PROMPTS + PROMPTS[:2], GREEDY)
-    assert [r.output_token_ids for r in requests] == baseline + baseline[:2]
-    assert len(checked) > 20
+    _, requests = drafts_equal_a_from_scratch_computation(setup, spec_for(setup, 4), lambda s, r, n: s.drafter.logits(
+        reference_block(s.drafter, setup.target, r.token_ids, s.k)[:n]).argmax(-1).tolist(), num_blocks=num_blocks)
     if num_blocks is not None:
         assert sum(r.num_preemptions for r in requests) > 0
 

@@ -21,7 +21,7 @@ imports no engine.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -192,10 +192,11 @@ class DraftModelSpeculator(BaseSpeculator):
             probs[i] = p
         return tokens, probs
 
-    # ------------------------------------------------------------------ autoregressive
-    def _propose_autoregressive(self, batch: DraftBatch, active: list[int], counts: list[int]) -> DraftProposal:
-        ids: list[int] = []
-        rows, starts, lengths, ends, ks, temps, gens = [], [], [], [], [], [], []
+    def _claim(self, batch: DraftBatch, active: list[int],
+               counts: list[int]) -> Iterator[tuple[Any, int, int, int, int]]:
+        """The active requests of ``batch`` that can draft now, as ``(request, KV row, length n,
+        k, start)``: their drafts run from ``n``, their KV is re-read from ``start`` (at least the
+        last token, to get its logits); their state and ``counts`` are updated as they are claimed."""
         for i in active:
             r = batch.requests[i]
             state, row = self._request(r.req_id)
@@ -204,11 +205,18 @@ class DraftModelSpeculator(BaseSpeculator):
             if k <= 0:
                 continue
             start = min(state.cached, n - 1)
+            state.cached, state.pending = n, (n, k)
+            counts[i] = k
+            yield r, row, n, k, start
+
+    # ------------------------------------------------------------------ autoregressive
+    def _propose_autoregressive(self, batch: DraftBatch, active: list[int], counts: list[int]) -> DraftProposal:
+        ids: list[int] = []
+        rows, starts, lengths, ends, ks, temps, gens = [], [], [], [], [], [], []
+        for r, row, n, k, start in self._claim(batch, active, counts):
             ids.extend(r.token_ids[start:n])
             rows.append(row), starts.append(start), lengths.append(n - start), ends.append(n), ks.append(k)
             temps.append(r.temperature), gens.append(r.generator)
-            state.cached, state.pending = n, (n, k)
-            counts[i] = k
         if not rows:
             return self._empty(counts)
         last = torch.tensor(lengths, device=self.device).cumsum(0) - 1
@@ -257,14 +265,7 @@ class DraftModelSpeculator(BaseSpeculator):
         ids: list[int] = []
         rows, starts, lengths, picks, temps, gens = [], [], [], [], [], []
         offset = 0
-        for i in active:
-            r = batch.requests[i]
-            state, row = self._request(r.req_id)
-            n = len(r.token_ids)
-            k = min(r.max_draft_tokens, self.k_max, self.kv.max_len - n + 1)
-            if k <= 0:
-                continue
-            start = min(state.cached, n - 1)
+        for r, row, n, k, start in self._claim(batch, active, counts):
             ids.extend(r.token_ids[start:n])
             ids.extend([self.mask_token] * (k - 1))
             length = n - start + k - 1
@@ -272,8 +273,6 @@ class DraftModelSpeculator(BaseSpeculator):
             offset += length
             rows.append(row), starts.append(start), lengths.append(length)
             temps.extend([r.temperature] * k), gens.extend([r.generator] * k)
-            state.cached, state.pending = n, (n, k)
-            counts[i] = k
         if not rows:
             return self._empty(counts)
         logits = self._forward(ids, rows, starts, lengths, torch.tensor(picks, device=self.device))

@@ -9,6 +9,7 @@ from safetensors.torch import load_file
 from specpath.engine.llm import LLM
 from specpath.engine.model import LlamaModel, default_model_path
 from specpath.engine.request import SamplingParams
+from specpath_drafting.testing import train_steps
 from specpath_draft_model.train_shared import SHARES_TARGET_EMBEDDINGS, distill_loss, draft_from_target, save_shared_draft
 
 PROMPTS = [list(b"def main():\n    "), list(b"import os\nimport sys\n"), list(b"x = [i for i in ")]
@@ -43,15 +44,8 @@ def test_distillation_loss_trains_the_layers_not_the_borrowed_embedding():
     loss_fn = distill_loss(draft, target.model.norm.weight.detach(), rows, 1e-5, reg_weight=0.1)
     params = [p for p in draft.parameters() if p.requires_grad]
     assert all(p is not draft.model.embed_tokens.weight for p in params)
-    opt = torch.optim.Adam(params, lr=1e-3)
-    first = None
-    for _ in range(8):
-        loss, info = loss_fn(tokens, final)
-        first = loss.item() if first is None else first
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    assert loss.item() < first and {"ce", "reg", "acc"} <= set(info)
+    before, after, info = train_steps(loss_fn, draft, tokens, final, steps=8, lr=1e-3)
+    assert after < before and {"ce", "reg", "acc"} <= set(info)
 
 
 def test_the_smollm2_draft_is_the_default_for_smollm2(tmp_path):

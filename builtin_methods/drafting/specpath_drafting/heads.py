@@ -169,8 +169,18 @@ class HiddenStateHead(nn.Module):
 # -- checkpoints ----------------------------------------------------------------------------
 
 
-def read_head_config(path: str | Path) -> HeadConfig:
-    return read_drafter_config(path, HeadConfig.from_dict, "hidden-state head")
+HEAD_NAMES = {"eagle": "EAGLE-1", "eagle3": "EAGLE-3"}
+"""What each head ``kind`` is called in errors."""
+
+
+def read_head_config(path: str | Path, kind: str | None = None) -> HeadConfig:
+    """The head checkpoint's config; with ``kind``, a head of another kind is refused (the
+    method ``kind`` cannot run it)."""
+    config = read_drafter_config(path, HeadConfig.from_dict, "hidden-state head")
+    if kind is not None and config.kind != kind:
+        raise ValueError(f"{path}: an {config.kind!r} head; method {kind!r} needs an {HEAD_NAMES.get(kind, kind)} "
+                         "head")
+    return config
 
 
 def save_head(head: HiddenStateHead, path: str | Path, *, extra_config: dict | None = None,

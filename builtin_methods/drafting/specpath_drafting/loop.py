@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from specpath.modeling.dispatch import triton_or_reference
 from specpath.modeling.dtypes import torch_dtype
 from specpath.modeling.rows import RowAllocator
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
@@ -40,11 +41,8 @@ def target_layers(context: SpeculatorContext) -> int:
 
 def prepare_inputs_fn(device: torch.device):
     """The Triton kernel on CUDA, its torch reference elsewhere."""
-    if device.type == "cuda":
-        from specpath_drafting.kernels import prepare_drafter_inputs
-
-        return prepare_drafter_inputs
-    return prepare_drafter_inputs_reference
+    return triton_or_reference(device, "specpath_drafting.kernels:prepare_drafter_inputs",
+                               prepare_drafter_inputs_reference)
 
 
 class HiddenStateSpeculator(BaseSpeculator):

@@ -245,9 +245,9 @@ def generate(target: Any, prompts: Sequence[Sequence[int]], *, max_new_tokens: i
     """Prompt + continuation ids of every prompt (stopping at EOS, kept as the last token)."""
     from specpath.engine.llm_engine import LLMEngine
     from specpath.engine.request import SamplingParams
-    from specpath.engine.scheduler import SchedulerConfig
+    from specpath.engine.scheduler import SchedulerSettings
 
-    engine = LLMEngine(target, scheduler=SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=2048,
+    engine = LLMEngine(target, scheduler=SchedulerSettings(max_num_seqs=max_num_seqs, max_num_batched_tokens=2048,
                                                          max_model_len=max_model_len),
                        eos_token_ids=tuple(eos_token_ids), seed=seed)
     params = [SamplingParams(temperature=temperatures[i % len(temperatures)], seed=seed * 100003 + i,

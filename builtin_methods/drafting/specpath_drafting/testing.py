@@ -8,13 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from specpath_drafting.heads import HiddenStateHead, save_head
 from specpath_drafting.heads import HeadConfig
 
+
+TARGET_STATE_FLAGS: Mapping[str, Any] = {"uses_target_hidden_states": True, "draft_has_own_vocab": False}
+"""The capability flags every drafter on the target's hidden states declares (it reads them and
+drafts in the target's vocabulary): the table the hidden-state plugins' conformance tests extend."""
 
 TINY_PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] * 3, [5, 9, 3, 1] * 6, [7, 7, 7], list(range(20, 50))]
 """Token prompts for the tiny targets: periodic, repeated, short and a run."""
@@ -37,6 +41,37 @@ def tiny_llm(target_path: str | Path, spec: Mapping[str, Any] | None = None, **o
 def baseline_tokens(target_path: str | Path, prompts: Sequence[Sequence[int]] = TINY_PROMPTS) -> list[list[int]]:
     """Plain greedy outputs (no speculation) of the tiny target."""
     return [o.token_ids for o in tiny_llm(target_path).generate([list(p) for p in prompts], greedy())]
+
+
+class DraftingSetup(NamedTuple):
+    """What a drafting test module shares: a tiny target saved under ``root / "target"``, the
+    drafter(s) made for it and the target's plain greedy outputs on :data:`TINY_PROMPTS`."""
+
+    root: Path
+    target: Any
+    drafter: Any
+    baseline: list[list[int]]
+
+    def llm(self, spec: Mapping[str, Any] | None, **options: Any) -> Any:
+        """An ``LLM`` over the setup's target speculating with ``spec`` (see :func:`tiny_llm`)."""
+        return tiny_llm(self.root / "target", spec, **options)
+
+
+def drafting_setup(name: str, make_drafter: Callable[[Path, Any], Any], *, num_layers: int = 4) -> Any:
+    """A module-scoped pytest fixture giving a :class:`DraftingSetup`: a float64 tiny target with
+    ``num_layers`` layers and ``make_drafter(root, target)`` (a path, or a dict of them)::
+
+        setup = drafting_setup("eagle", lambda root, target: random_head(EagleHead, target, root / "head"))
+    """
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def setup(tmp_path_factory: Any) -> DraftingSetup:
+        root = tmp_path_factory.mktemp(name)
+        target = tiny_target(root / "target", num_layers=num_layers)
+        return DraftingSetup(root, target, make_drafter(root, target), baseline_tokens(root / "target"))
+
+    return setup
 
 
 def check_every_proposal(speculator: Any, want: Callable[[Any, int], list[int]]) -> list[int]:
@@ -97,54 +132,27 @@ def random_head(head_class: type[HiddenStateHead], target: Any, path: str | Path
 
 
 def context_for(model: Any, *, max_num_seqs: int = 8, max_model_len: int | None = None) -> Any:
-    """The ``SpeculatorContext`` an engine lends: the target's embedding and its head on
-    final-normed states (per the contract)."""
-    from specpath.speculator import SpeculatorContext
+    """The ``SpeculatorContext`` an engine lends (``specpath.engine.llm_engine.speculator_context``)."""
+    from specpath.engine.llm_engine import speculator_context
 
-    cfg = model.config
-    return SpeculatorContext(
-        device="cpu",
-        dtype=next(model.parameters()).dtype,
-        vocab_size=cfg.vocab_size,
-        max_model_len=max_model_len or cfg.max_position_embeddings,
-        max_num_seqs=max_num_seqs,
-        target_config=cfg.to_hf_dict(),
-        embed_tokens=model.embed,
-        lm_head=model.lm_head_logits,
-    )
+    return speculator_context(model, max_num_seqs=max_num_seqs, max_model_len=max_model_len)
 
 
 def make_engine(model: Any, spec: Any, *, prefix_caching: bool = False, max_num_seqs: int = 4,
                 max_num_batched_tokens: int = 48, block_size: int = 16, num_blocks: int | None = None,
                 max_model_len: int | None = None, speculator: Any = None) -> Any:
-    """An ``LLMEngine`` over ``model`` speculating with the resolved ``spec`` (or plain, when None)."""
-    from specpath.config.engine import CacheConfig, EngineConfig
-    from specpath.engine.llm_engine import CacheSettings, LLMEngine, SpeculationSettings
-    from specpath.engine.scheduler import SchedulerConfig
-    from specpath.factory import create_speculator
+    """An ``LLMEngine`` over ``model`` speculating with the resolved ``spec`` (or plain, when None),
+    built the way ``LLM`` builds one (``LLMEngine.from_config``)."""
+    from specpath.config.engine import EngineConfig
+    from specpath.config.model import CacheConfig, SchedulerConfig
+    from specpath.engine.llm_engine import LLMEngine
 
-    cfg = model.config
-    scheduler = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                                max_model_len=max_model_len or cfg.max_position_embeddings)
-    cache = CacheSettings(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=prefix_caching)
-    if spec is None:
-        return LLMEngine(model, scheduler=scheduler, cache=cache)
-    engine_config = EngineConfig(speculative_config=spec, cache_config=CacheConfig(enable_prefix_caching=prefix_caching))
-    sc = engine_config.speculator
-    if speculator is None:
-        speculator = create_speculator(spec, context_for(model, max_num_seqs=max_num_seqs))
-    speculation = SpeculationSettings(
-        speculator=speculator,
-        num_speculative_tokens=spec.num_speculative_tokens,
-        num_lookahead_tokens=engine_config.num_lookahead_tokens,
-        num_prefill_lookahead_tokens=engine_config.num_prefill_lookahead_tokens,
-        num_hash_lookahead_tokens=engine_config.num_hash_lookahead_tokens,
-        use_eagle_block_drop=engine_config.use_eagle_block_drop,
-        num_extra_draft_slots=0 if sc.uses_separate_workspace_lane else engine_config.max_num_new_slots_for_drafting,
-        uses_target_hidden_states=sc.uses_target_hidden_states,
-        verify_method=spec.rejection_sample_method,
+    engine_config = EngineConfig(
+        speculative_config=spec,
+        cache_config=CacheConfig(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=prefix_caching),
+        scheduler_config=SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens),
     )
-    return LLMEngine(model, scheduler=scheduler, cache=cache, speculation=speculation)
+    return LLMEngine.from_config(model, engine_config, speculator=speculator, max_model_len=max_model_len)
 
 
 def resolve(fields: Mapping[str, Any], target_path: str | Path | None = None) -> Any:
@@ -191,6 +199,68 @@ def reference_drafts(head: HiddenStateHead, target: Any, token_ids: Sequence[int
         drafts.append(token)
         ids[n + j] = token
     return drafts
+
+
+def drafts_equal_a_from_scratch_computation(setup: DraftingSetup, spec_fields: Mapping[str, Any],
+                                            want: Callable[[Any, Any, int], list[int]], *, repeat: bool = True,
+                                            **engine_options: Any) -> tuple[Any, list[Any]]:
+    """Greedy-decode :data:`TINY_PROMPTS` (and, with ``repeat``, the first two again: prefix-cache
+    hits) through ``make_engine`` with prefix caching, checking every proposal against
+    ``want(speculator, request, n)`` as it is made; the outputs must equal the baseline and more
+    than 20 proposals must have been checked. ``engine_options`` override the engine's small
+    defaults (24 tokens a step, blocks of 8, 80-token context). Returns the speculator and the
+    finished requests."""
+    spec = resolve(spec_fields, setup.root / "target")
+    options = {"max_num_batched_tokens": 24, "block_size": 8, "max_model_len": 80, **engine_options}
+    engine = make_engine(setup.target, spec, prefix_caching=True, **options)
+    speculator = engine.runner.speculator
+    checked = check_every_proposal(speculator, lambda r, n: want(speculator, r, n))
+    prompts, baseline = (TINY_PROMPTS + TINY_PROMPTS[:2], setup.baseline + setup.baseline[:2]) if repeat else (
+        TINY_PROMPTS, setup.baseline)
+    requests, _ = engine.generate(prompts, greedy())
+    assert [r.output_token_ids for r in requests] == baseline
+    assert len(checked) > 20, checked
+    return speculator, requests
+
+
+def chi_square_of_two_tokens(tmp_path: Path, spec_fields: Mapping[str, Any], make_drafter: Callable[[Path, Any], Any],
+                             *, num_layers: int, head_scale: float = 0.25, seed: int = 11) -> None:
+    """Random drafts at temperature 1 on a 6-token target: the (2nd, 3rd) output tokens, which
+    pass through speculative verification, must follow the target's exact joint distribution
+    (chi-square at the 0.999 quantile). ``make_drafter(target_path, target)`` writes the drafter."""
+    from specpath.engine.llm import LLM
+    from specpath.engine.request import SamplingParams
+
+    vocab = 6
+    target = tiny_target(tmp_path / "t", vocab_size=vocab, num_layers=num_layers, hidden_size=16)
+    with torch.no_grad():
+        target.lm_head.weight.mul_(head_scale)  # back to spread-out distributions
+    target.save_pretrained(tmp_path / "t")
+    drafter = make_drafter(tmp_path / "t", target)
+    prompt = [1, 2, 3]
+    engine = LLM(str(tmp_path / "t"), {"model": str(drafter), "num_speculative_tokens": 3,
+                                       "draft_sample_method": "random", **spec_fields},
+                 num_threads=1, max_num_seqs=64, seed=seed)
+    n = 1200
+    outputs = engine.generate([prompt] * n, SamplingParams(temperature=1.0, max_tokens=3, ignore_eos=True))
+    assert engine.metrics.num_draft_tokens > 0 and engine.metrics.num_accepted_tokens > 0
+    counts = torch.zeros(vocab, vocab, dtype=torch.float64)
+    for o in outputs:
+        counts[o.token_ids[1], o.token_ids[2]] += 1
+    target = target.double()
+    with torch.no_grad():
+        p1 = torch.softmax(target(torch.tensor(prompt), torch.arange(3)).logits[-1], -1)
+        one = torch.tensor([prompt + [a] for a in range(vocab)])
+        p2 = torch.softmax(target.forward_batch(one)[:, 3].double(), -1)
+        two = torch.tensor([prompt + [a, b] for a in range(vocab) for b in range(vocab)])
+        p3 = torch.softmax(target.forward_batch(two)[:, 4].double(), -1).view(vocab, vocab, vocab)
+    joint = torch.einsum("a,ab,abc->bc", p1.double(), p2, p3)  # P(t2, t3)
+    expected = joint * n
+    keep = expected >= 5
+    chi2 = float((((counts - expected) ** 2) / expected)[keep].sum())
+    dof = int(keep.sum()) - 1
+    critical = dof * (1 - 2 / (9 * dof) + 3.09 * (2 / (9 * dof)) ** 0.5) ** 3  # 0.999 quantile (Wilson-Hilferty)
+    assert chi2 < critical, (chi2, critical, dof)
 
 
 def train_steps(loss_fn: Callable, model: torch.nn.Module, tokens: torch.Tensor, taps: torch.Tensor, *,

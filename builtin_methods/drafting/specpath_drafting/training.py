@@ -191,12 +191,12 @@ def generated_windows(target: Any, num_windows: int, window: int, *, prompt_len:
     bytes (default: a quarter of the window) then the rest generated (half greedy, half sampled)."""
     from specpath.engine.llm_engine import LLMEngine
     from specpath.engine.request import SamplingParams
-    from specpath.engine.scheduler import SchedulerConfig
+    from specpath.engine.scheduler import SchedulerSettings
 
     prompt_len = prompt_len or max(1, window // 4)
     prompts = corpus_windows(num_windows, prompt_len, seed=seed + 1).tolist()
-    engine = LLMEngine(target, scheduler=SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=2048,
-                                                         max_model_len=window + 8), seed=seed)
+    engine = LLMEngine(target, scheduler=SchedulerSettings(max_num_seqs=max_num_seqs, max_num_batched_tokens=2048,
+                                                           max_model_len=window + 8), seed=seed)
     params = [SamplingParams(temperature=temperatures[i % len(temperatures)], max_tokens=window - prompt_len,
                              ignore_eos=True) for i in range(num_windows)]
     requests, _ = engine.generate(prompts, params)

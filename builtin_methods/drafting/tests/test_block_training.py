@@ -5,7 +5,7 @@ the loss on a tiny problem."""
 import torch
 
 from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig
-from specpath_drafting.block.testing import reference_block
+from specpath_drafting.block.testing import reference_block, training_batch
 from specpath_drafting.block.training import block_batch, dflash_loss, position_weights
 from specpath_drafting.testing import tiny_target, train_steps
 
@@ -18,11 +18,7 @@ def setup(tmp_path, anchor_sampling=False):
     drafter = DFlashDrafter(config, embed_tokens=target.embed, lm_head=target.lm_head_logits)
     with torch.no_grad():
         drafter.mask_embedding.normal_()
-    tokens = torch.randint(0, target.config.vocab_size, (2, 24), generator=torch.Generator().manual_seed(1))
-    layers = (*config.target_layer_ids, target.config.num_hidden_layers - 1)
-    with torch.no_grad():
-        taps = torch.stack([target.forward(t, torch.arange(24), hidden_layers=layers).hidden_states for t in tokens])
-    return target, drafter, tokens, taps
+    return (target, drafter, *training_batch(target, config))
 
 
 def test_training_blocks_equal_the_serving_computation(tmp_path):

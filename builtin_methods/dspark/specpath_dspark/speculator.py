@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 import torch
 
+from specpath.modeling.dispatch import triton_or_reference
 from specpath_drafting.block.speculator import DFlashSpeculator
 from specpath_dspark.drafter import DSparkDrafter
 from specpath.speculator import DraftProposal, DraftTree
@@ -30,11 +31,7 @@ from specpath_dspark.tree import best_first_trees
 
 def markov_sample_fn(device: torch.device):
     """The Triton kernel on CUDA, its torch reference elsewhere."""
-    if device.type == "cuda":
-        from specpath_dspark.kernels import markov_sample
-
-        return markov_sample
-    return markov_sample_reference
+    return triton_or_reference(device, "specpath_dspark.kernels:markov_sample", markov_sample_reference)
 
 
 class DSparkSpeculator(DFlashSpeculator):

@@ -14,40 +14,27 @@ from specpath.config.speculative import SpeculativeConfig
 from specpath.errors import SpeculativeConfigError
 from specpath_drafting.block.testing import chi_square_of_two_tokens, reference_block, tiny_drafter
 from specpath_dspark.testing import strong_heads
-from specpath_drafting.testing import (
-    TINY_PROMPTS,
-    baseline_tokens,
-    check_every_proposal,
-    greedy,
-    make_engine,
-    resolve,
-    tiny_llm,
-    tiny_target,
-)
-
-PROMPTS = TINY_PROMPTS
-GREEDY = greedy()
+from specpath_drafting.testing import TINY_PROMPTS as PROMPTS
+from specpath_drafting.testing import DraftingSetup, drafting_setup, drafts_equal_a_from_scratch_computation, greedy
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("dspark")
-    target = tiny_target(root / "target", num_layers=4)
-    drafters = {
+def _drafters(root, target):
+    """One drafter of each layout, keyed by ``anchor_first``."""
+    return {
         True: tiny_drafter("dspark", root / "target", root / "anchor-first", seed=3, num_layers=2, markov_rank=8,
                            build=strong_heads),
         False: tiny_drafter("dspark", root / "target", root / "fill-in", seed=4, markov_rank=8,
                             anchor_sampling=False, build=strong_heads),
     }
-    return root, target, drafters, baseline_tokens(root / "target")
+
+
+GREEDY = greedy()
+setup = drafting_setup("dspark", _drafters)
+llm = DraftingSetup.llm
 
 
 def spec_for(setup, k, anchor_first=True, **extra):
-    return {"method": "dspark", "model": setup[2][anchor_first], "num_speculative_tokens": k, **extra}
-
-
-def llm(setup, spec, **options):
-    return tiny_llm(setup[0] / "target", spec, **options)
+    return {"method": "dspark", "model": setup.drafter[anchor_first], "num_speculative_tokens": k, **extra}
 
 
 def markov_drafts(drafter, hidden, anchor, topk=None):
@@ -68,17 +55,10 @@ def markov_drafts(drafter, hidden, anchor, topk=None):
 
 @pytest.mark.parametrize("anchor_first,topk", [(True, None), (False, None), (True, 3)])
 def test_drafts_equal_a_from_scratch_computation(setup, anchor_first, topk):
-    root, target, _, baseline = setup
-    spec = resolve(spec_for(setup, 4, anchor_first, dspark_draft_topk=topk), root / "target")
-    engine = make_engine(target, spec, prefix_caching=True, max_num_batched_tokens=24, block_size=8,
-                         num_blocks=14, max_model_len=80)
-    speculator = engine.runner.speculator
-    drafter = speculator.drafter
-    checked = check_every_proposal(speculator, lambda r, n: markov_drafts(
-        drafter, reference_block(drafter, target, r.token_ids, speculator.k)[:n], r.token_ids[-1], topk))
-    requests, _ = engine.generate(PROMPTS + PROMPTS[:2], GREEDY)
-    assert [r.output_token_ids for r in requests] == baseline + baseline[:2]
-    assert len(checked) > 20
+    drafts_equal_a_from_scratch_computation(
+        setup, spec_for(setup, 4, anchor_first, dspark_draft_topk=topk), lambda s, r, n: markov_drafts(
+            s.drafter, reference_block(s.drafter, setup.target, r.token_ids, s.k)[:n], r.token_ids[-1], topk),
+        num_blocks=14)
 
 
 @pytest.mark.parametrize("k", range(2, 9))

@@ -5,6 +5,7 @@ temperature scaling lowers the calibration error of the cumulative confidence.""
 import torch
 
 from specpath_drafting.block.drafter import DrafterConfig
+from specpath_drafting.block.testing import training_batch
 from specpath_drafting.block.training import block_batch
 from specpath_dspark.drafter import DSparkDrafter
 from specpath_dspark.reference import markov_sample_reference, topk_floor
@@ -19,11 +20,7 @@ def setup(tmp_path):
     drafter = DSparkDrafter(config, embed_tokens=target.embed, lm_head=target.lm_head_logits)
     with torch.no_grad():
         drafter.markov_w2.normal_(0, 0.5)
-    tokens = torch.randint(0, target.config.vocab_size, (2, 24), generator=torch.Generator().manual_seed(1))
-    layers = (*config.target_layer_ids, target.config.num_hidden_layers - 1)
-    with torch.no_grad():
-        taps = torch.stack([target.forward(t, torch.arange(24), hidden_layers=layers).hidden_states for t in tokens])
-    return target, drafter, tokens, taps
+    return (target, drafter, *training_batch(target, config))
 
 
 def test_a_few_steps_lower_the_loss(tmp_path):

@@ -19,9 +19,7 @@ class EagleSpeculator(HiddenStateSpeculator):
 
     def build_head(self) -> HiddenStateHead:
         path = self.config.model
-        config = read_head_config(path)
-        if config.kind != "eagle":
-            raise ValueError(f"{path}: an {config.kind!r} head; method 'eagle' needs an EAGLE-1 head")
+        config = read_head_config(path, "eagle")
         lm_head = serving_lm_head(self.context.lm_head, path, self.context.vocab_size)
         head = EagleHead(config, embed_tokens=self.context.embed_tokens, lm_head=lm_head)
         return load_head_weights(head, path)

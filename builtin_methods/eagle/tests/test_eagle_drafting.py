@@ -9,56 +9,27 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specpath.engine.llm import LLM
 from specpath.engine.request import SamplingParams
 from specpath_drafting.numerics import NVFP4_BLOCK, nvfp4_weight, sharded_argmax
-from specpath_drafting.testing import (
-    TINY_PROMPTS,
-    baseline_tokens,
-    check_every_proposal,
-    greedy,
-    make_engine,
-    random_head,
-    reference_drafts,
-    resolve,
-    tiny_llm,
-    tiny_target,
-)
+from specpath_drafting.testing import TINY_PROMPTS as PROMPTS
+from specpath_drafting.testing import DraftingSetup, drafting_setup, greedy, make_engine
+from specpath_drafting.testing import chi_square_of_two_tokens, drafts_equal_a_from_scratch_computation
+from specpath_drafting.testing import random_head, reference_drafts, resolve
 from specpath_eagle.head import EagleHead
 
-PROMPTS = TINY_PROMPTS
 GREEDY = greedy()
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("eagle")
-    target = tiny_target(root / "target", num_layers=3)
-    head = random_head(EagleHead, target, root / "head", seed=3)
-    return root, target, head, baseline_tokens(root / "target")
+setup = drafting_setup("eagle", lambda root, target: random_head(EagleHead, target, root / "head", seed=3), num_layers=3)
+llm = DraftingSetup.llm
 
 
 def spec_for(setup, k, **extra):
-    root, _, head, _ = setup
-    return {"method": "eagle", "model": str(head), "num_speculative_tokens": k, **extra}
-
-
-def llm(setup, spec, **options):
-    return tiny_llm(setup[0] / "target", spec, **options)
+    return {"method": "eagle", "model": str(setup.drafter), "num_speculative_tokens": k, **extra}
 
 
 @pytest.mark.parametrize("num_blocks", [None, 14])  # 14 blocks of 8: requests get preempted and recomputed
 def test_drafts_equal_a_from_scratch_computation(setup, num_blocks):
-    root, target, _, baseline = setup
-    spec = resolve(spec_for(setup, 4), root / "target")
-    engine = make_engine(target, spec, prefix_caching=True, max_num_batched_tokens=24, block_size=8,
-                         num_blocks=num_blocks, max_model_len=80)
-    speculator = engine.runner.speculator
-    checked = check_every_proposal(speculator, lambda r, n: reference_drafts(
-        speculator.head, target, r.token_ids, speculator.hidden_state_layers, n))
-    requests, _ = engine.generate(PROMPTS + PROMPTS[:2], GREEDY)
-    assert [r.output_token_ids for r in requests] == baseline + baseline[:2]
-    assert len(checked) > 20
+    _, requests = drafts_equal_a_from_scratch_computation(setup, spec_for(setup, 4), lambda s, r, n: reference_drafts(
+        s.head, setup.target, r.token_ids, s.hidden_state_layers, n), num_blocks=num_blocks)
     if num_blocks is not None:
         assert sum(r.num_preemptions for r in requests) > 0
 
@@ -129,37 +100,8 @@ def test_sharded_argmax_equals_argmax_with_ties():
 def test_sampled_output_follows_the_target_distribution(tmp_path):
     """Random drafts at temperature 1: the (2nd, 3rd) output tokens, which pass through
     speculative verification, must follow the target's exact joint distribution."""
-    vocab = 6
-    target = tiny_target(tmp_path / "t", vocab_size=vocab, num_layers=2, hidden_size=16)
-    with torch.no_grad():
-        target.lm_head.weight.mul_(0.25)  # back to spread-out distributions
-    target.save_pretrained(tmp_path / "t")
-    head = random_head(EagleHead, target, tmp_path / "h", seed=5)
-    prompt = [1, 2, 3]
-    engine = LLM(str(tmp_path / "t"), {"method": "eagle", "model": str(head), "num_speculative_tokens": 3,
-                                       "draft_sample_method": "random"},
-                 num_threads=1, max_num_seqs=64, seed=11)
-    n = 1200
-    outputs = engine.generate([prompt] * n, SamplingParams(temperature=1.0, max_tokens=3, ignore_eos=True))
-    assert engine.metrics.num_draft_tokens > 0
-    counts = torch.zeros(vocab, vocab, dtype=torch.float64)
-    for o in outputs:
-        counts[o.token_ids[1], o.token_ids[2]] += 1
-    target = target.double()
-    with torch.no_grad():
-        p1 = torch.softmax(target(torch.tensor(prompt), torch.arange(3)).logits[-1], -1)  # [t1]
-        one = torch.tensor([prompt + [a] for a in range(vocab)])
-        p2 = torch.softmax(target.forward_batch(one)[:, 3].double(), -1)  # [t1, t2]
-        two = torch.tensor([prompt + [a, b] for a in range(vocab) for b in range(vocab)])
-        p3 = torch.softmax(target.forward_batch(two)[:, 4].double(), -1).view(vocab, vocab, vocab)  # [t1, t2, t3]
-    joint = torch.einsum("a,ab,abc->bc", p1.double(), p2, p3)  # P(t2, t3)
-    expected = joint * n
-    keep = expected >= 5
-    chi2 = float((((counts - expected) ** 2) / expected)[keep].sum())
-    dof = int(keep.sum()) - 1
-    # 0.999 quantile of chi-square via the Wilson-Hilferty approximation
-    critical = dof * (1 - 2 / (9 * dof) + 3.09 * (2 / (9 * dof)) ** 0.5) ** 3
-    assert chi2 < critical, (chi2, critical, dof)
+    chi_square_of_two_tokens(tmp_path, {"method": "eagle"}, lambda path, target: random_head(
+        EagleHead, target, tmp_path / "h", seed=5), num_layers=2)
 
 
 def test_extract_hidden_states_returns_the_target_states(setup):

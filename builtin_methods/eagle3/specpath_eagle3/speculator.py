@@ -12,9 +12,7 @@ from specpath_eagle3.head import Eagle3Head
 class Eagle3Speculator(HiddenStateSpeculator):
     def build_head(self) -> HiddenStateHead:
         path = self.config.model
-        config = read_head_config(path)
-        if config.kind != "eagle3":
-            raise ValueError(f"{path}: an {config.kind!r} head; method 'eagle3' needs an EAGLE-3 head")
+        config = read_head_config(path, "eagle3")
         taps = self.hidden_state_layers
         if len(taps) != config.num_taps:
             raise ValueError(

@@ -24,7 +24,6 @@ checkpoint that carries its MTP modules) are ignored.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from specpath_drafting.checkpoints import read_drafter_config
 from specpath_drafting.heads import HiddenStateHead
 from specpath.modeling.layers import DraftLayer
 from specpath_drafting.heads import HeadConfig
@@ -137,16 +137,8 @@ def save_mtp_checkpoint(modules: Sequence[MTPModule], path: str | Path, target_c
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
-    config_path = Path(path) / "config.json"
-    try:
-        raw = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{config_path}: cannot read the MTP checkpoint's config: {exc}") from None
-    if isinstance(raw, dict):
-        from specpath.modeling.memory import require_config_memory
-
-        require_config_memory(raw, str(config_path), "the MTP modules")
-    return raw
+    """An MTP checkpoint's ``config.json`` (read as every drafter checkpoint's is)."""
+    return read_drafter_config(path, dict, "MTP checkpoint")
 
 
 def load_mtp_modules(path: str | Path, *, embed_tokens=None, lm_head=None) -> list[MTPModule]:

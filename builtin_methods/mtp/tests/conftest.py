@@ -4,16 +4,7 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
-import torch  # noqa: E402
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run several times faster on one torch thread on a shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from specpath.testing.fixtures import one_torch_thread  # noqa: F401,E402  (autouse: one torch thread a test)
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from specpath.modeling.rows import RowAllocator
+
 
 class TokenHistory:
     """Request id -> a row of :attr:`tokens`; lengths of what each row holds."""
@@ -21,11 +23,10 @@ class TokenHistory:
         self.tokens = np.zeros((max(slots, 1), max(width, 1)), dtype=np.int32)
         """``[slots, width]``: row ``r`` holds a request's tokens in ``[:lengths[r]]``."""
         self.lengths = np.zeros(self.tokens.shape[0], dtype=np.int64)
-        self._rows: dict[str, int] = {}
-        self._free = list(range(self.tokens.shape[0] - 1, -1, -1))
+        self.rows = RowAllocator(self.tokens.shape[0], owner="ngram token history")
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self.rows)
 
     def update(self, requests: Sequence, appended: list | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Bring every request's row up to date; ``(rows, lengths)`` int32, in batch order.
@@ -37,9 +38,7 @@ class TokenHistory:
         rows = np.empty(len(requests), dtype=np.int32)
         lengths = np.empty(len(requests), dtype=np.int32)
         for i, request in enumerate(requests):
-            row = self._rows.get(request.req_id)
-            if row is None:
-                row = self._allocate(request.req_id)
+            row = self.rows.row(request.req_id, grow=self._add_rows)
             token_ids = request.token_ids
             length = len(token_ids)
             have = int(self.lengths[row])
@@ -59,20 +58,14 @@ class TokenHistory:
 
     def remove(self, req_id: str) -> None:
         """Free a finished request's row (unknown ids are ignored)."""
-        row = self._rows.pop(req_id, None)
+        row = self.rows.release(req_id)
         if row is not None:
             self.lengths[row] = 0
-            self._free.append(row)
 
-    def _allocate(self, req_id: str) -> int:
-        if not self._free:
-            slots = self.tokens.shape[0]
-            self.tokens = np.concatenate([self.tokens, np.zeros_like(self.tokens)])
-            self.lengths = np.concatenate([self.lengths, np.zeros_like(self.lengths)])
-            self._free = list(range(2 * slots - 1, slots - 1, -1))
-        row = self._free.pop()
-        self._rows[req_id] = row
-        return row
+    def _add_rows(self, slots: int) -> None:
+        """Double the buffers' rows (every row is taken)."""
+        self.tokens = np.concatenate([self.tokens, np.zeros_like(self.tokens)])
+        self.lengths = np.concatenate([self.lengths, np.zeros_like(self.lengths)])
 
     def _widen(self, length: int) -> None:
         slots, width = self.tokens.shape

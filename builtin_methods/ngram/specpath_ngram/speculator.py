@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from specpath.modeling.dispatch import triton_or_reference
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
 from specpath_ngram.history import TokenHistory
 
@@ -97,13 +98,8 @@ class NgramGPUSpeculator(NgramSpeculator):
 
 def _device_kernel(device: torch.device):
     """The Triton kernel on CUDA, its torch reference anywhere else (same signature)."""
-    if device.type == "cuda":
-        from specpath_ngram.kernels import propose_ngram_triton
-
-        return propose_ngram_triton
-    from specpath_ngram.reference import propose_ngram_reference
-
-    return propose_ngram_reference
+    return triton_or_reference(device, "specpath_ngram.kernels:propose_ngram_triton",
+                               "specpath_ngram.reference:propose_ngram_reference")
 
 
 class _DeviceMirror:

@@ -41,18 +41,17 @@ PATHS = pytest.mark.parametrize(
 )
 
 
+def as_tensors(*arrays):
+    """The kernels' torch view of a numpy batch (no copy)."""
+    return [torch.from_numpy(a) for a in arrays]
+
+
 @pytest.mark.slow  # several seconds each: 550 interpreted programs
 @PATHS
 def test_triton_kernel_matches_rule(seed, min_n, max_n):
     sequences, buffer, rows, lengths, ks = random_batch(seed, 550, 60)
     drafts, counts = propose_ngram_triton(
-        torch.from_numpy(buffer),
-        torch.from_numpy(rows),
-        torch.from_numpy(lengths),
-        torch.from_numpy(ks),
-        min_n,
-        max_n,
-        k_max=5,
+        *as_tensors(buffer, rows, lengths, ks), min_n, max_n, k_max=5,
         block=32,  # several blocks per request, so the cross-block tie rule is exercised
     )
     assert drafts.dtype == counts.dtype == torch.int32
@@ -65,15 +64,7 @@ def test_triton_kernel_matches_rule(seed, min_n, max_n):
 def test_torch_reference_and_batch_proposer_match_rule(seed, min_n, max_n):
     sequences, buffer, rows, lengths, ks = random_batch(seed + 100, 1000, 70)
     expected = expected_drafts(sequences, ks, min_n, max_n)
-    drafts, counts = propose_ngram_reference(
-        torch.from_numpy(buffer),
-        torch.from_numpy(rows),
-        torch.from_numpy(lengths),
-        torch.from_numpy(ks),
-        min_n,
-        max_n,
-        k_max=5,
-    )
+    drafts, counts = propose_ngram_reference(*as_tensors(buffer, rows, lengths, ks), min_n, max_n, k_max=5)
     assert as_lists(drafts.numpy(), counts.numpy()) == expected
     drafts, counts = np.zeros((1000, 5), np.int32), np.zeros(1000, np.int32)
     propose_batch_into(buffer, rows, lengths, ks, min_n, max_n, drafts, counts)

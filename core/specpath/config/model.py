@@ -183,7 +183,11 @@ class CacheConfig:
     kv_connector: str | None = None
     """An external KV transfer connector; it keeps the plain block hashes (no lookahead)."""
     num_blocks: int | None = None
-    """KV blocks to allocate; None lets the engine size the pool."""
+    """KV blocks to allocate; None lets the engine size the pool: ``max_num_seqs`` requests of
+    ``max_model_len`` always fit, capped by ``kv_cache_memory_bytes``."""
+    kv_cache_memory_bytes: int | None = None
+    """Most bytes the pool may take when ``num_blocks`` is None (at least one request of
+    ``max_model_len`` always fits: the scheduler preempts when more do not); None: no cap."""
 
 
 @attrs.frozen(kw_only=True)

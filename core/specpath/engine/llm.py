@@ -24,10 +24,9 @@ from typing import Any
 import attrs
 import torch
 
-from specpath.engine.llm_engine import CacheSettings, LLMEngine, RequestFailedError, SpeculationSettings
+from specpath.engine.llm_engine import LLMEngine, RequestFailedError, speculation_settings  # noqa: F401 (re-exported)
 from specpath.engine.metrics import SpecMetrics
 from specpath.engine.request import SamplingParams, as_token_lists
-from specpath.engine.scheduler import SchedulerConfig
 
 __all__ = ["LLM", "RequestFailedError", "RequestOutput", "SamplingParams", "SpecMetrics"]
 
@@ -133,35 +132,6 @@ def _eos_ids(model_config: Any, tokenizer: Any) -> tuple[int, ...]:
     return tuple(eos) if isinstance(eos, (list, tuple)) else (int(eos),)
 
 
-def speculation_settings(engine_config: Any, speculator: Any, *, verify_trees: bool = True) -> SpeculationSettings:
-    """The engine's view of a resolved ``EngineConfig``: forwarding properties and flags only."""
-    spec = engine_config.speculative_config
-    flags = spec.speculator_config
-    proposes = flags.proposes_draft_tokens
-    verify_options: dict[str, Any] = {}
-    if spec.rejection_sample_method == "synthetic":
-        verify_options["acceptance_rates"] = spec.synthetic_rates
-    elif spec.rejection_sample_method == "fly":
-        if spec.fly_window_size is not None:
-            verify_options["window"] = spec.fly_window_size
-        if spec.fly_entropy_threshold is not None:
-            verify_options["entropy_threshold"] = spec.fly_entropy_threshold
-    return SpeculationSettings(
-        speculator=speculator,
-        num_speculative_tokens=engine_config.num_speculative_tokens if proposes else 0,
-        k_for_batch_size=engine_config.num_speculative_tokens_for_batch if proposes else (lambda n: 0),
-        num_lookahead_tokens=engine_config.num_lookahead_tokens,
-        num_prefill_lookahead_tokens=engine_config.num_prefill_lookahead_tokens,
-        num_hash_lookahead_tokens=engine_config.num_hash_lookahead_tokens,
-        use_eagle_block_drop=engine_config.use_eagle_block_drop,
-        num_extra_draft_slots=0 if flags.uses_separate_workspace_lane else engine_config.max_num_new_slots_for_drafting,
-        uses_target_hidden_states=flags.uses_target_hidden_states,
-        verify_method=spec.rejection_sample_method,
-        verify_options=verify_options,
-        verify_trees=verify_trees,
-    )
-
-
 class LLM:
     """A target model, an optional speculator and the engine that serves them.
 
@@ -257,7 +227,8 @@ class LLM:
             ),
             speculative_config,
             cache_config=CacheConfig(
-                block_size=block_size, enable_prefix_caching=enable_prefix_caching, num_blocks=num_kv_blocks
+                block_size=block_size, enable_prefix_caching=enable_prefix_caching, num_blocks=num_kv_blocks,
+                kv_cache_memory_bytes=kv_bytes,
             ),
             scheduler_config=CoreSchedulerConfig(
                 max_num_seqs=max_num_seqs,
@@ -271,47 +242,12 @@ class LLM:
         torch_dtype = getattr(torch, engine_config.model_config.dtype)  # resolved: "auto" -> the checkpoint's
         self.model = _load_target(path, torch_dtype, device, quantization)
         self.tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code)
-        context_len = engine_config.model_config.max_model_len
 
-        speculation = None
-        if engine_config.speculative_config is not None:
-            from specpath.factory import create_speculator
-            from specpath.speculator import SpeculatorContext
-
-            from specpath.engine.tree_layout import verifies_trees
-
-            target = self.model
-            trees = verifies_trees(engine_config.speculative_config.rejection_sample_method, tree_verification)
-            context = SpeculatorContext(
-                device=device,
-                dtype=torch_dtype,
-                vocab_size=target.config.vocab_size,
-                max_model_len=context_len,
-                max_num_seqs=max_num_seqs,
-                target_config=engine_config.model_config.hf_config.to_dict(),
-                embed_tokens=target.embed,
-                lm_head=target.lm_head_logits,
-                load_model=lambda p, **options: _load_draft(p, **{"dtype": torch_dtype, "device": device, **options}),
-                verifies_trees=trees,
-            )
-            speculator = create_speculator(engine_config.speculative_config, context)
-            speculation = speculation_settings(engine_config, speculator, verify_trees=trees)
-
-        self.engine = LLMEngine(
+        self.engine = LLMEngine.from_config(
             self.model,
-            scheduler=SchedulerConfig(
-                max_num_seqs=max_num_seqs,
-                max_num_batched_tokens=max_num_batched_tokens,
-                max_model_len=context_len,
-                enable_chunked_prefill=enable_chunked_prefill,
-            ),
-            cache=CacheSettings(
-                block_size=block_size,
-                num_blocks=num_kv_blocks,
-                memory_bytes=kv_bytes,
-                enable_prefix_caching=enable_prefix_caching,
-            ),
-            speculation=speculation,
+            engine_config,
+            tree_verification=tree_verification,
+            load_model=lambda p, **options: _load_draft(p, **{"dtype": torch_dtype, "device": device, **options}),
             tokenizer=self.tokenizer,
             eos_token_ids=_eos_ids(self.model.config, self.tokenizer),
             seed=seed,

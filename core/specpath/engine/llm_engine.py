@@ -21,8 +21,9 @@ from specpath.engine.kv_cache import KVCache
 from specpath.engine.metrics import SpecMetrics
 from specpath.engine.request import Request, SamplingParams
 from specpath.engine.runner import ModelRunner
-from specpath.engine.scheduler import Scheduler, SchedulerConfig
-from specpath.speculator import BaseSpeculator
+from specpath.config.model import CacheConfig
+from specpath.engine.scheduler import Scheduler, SchedulerSettings
+from specpath.speculator import BaseSpeculator, SpeculatorContext
 
 
 def _one_line(exc: BaseException) -> str:
@@ -71,16 +72,74 @@ class SpeculationSettings:
     (``specpath.engine.tree_layout.verifies_trees``)."""
 
 
-@attrs.frozen(kw_only=True)
-class CacheSettings:
-    block_size: int = 16
-    num_blocks: int | None = None
-    """KV blocks; None sizes the pool so ``max_num_seqs`` requests of ``max_model_len`` always fit,
-    capped by ``memory_bytes``."""
-    memory_bytes: int | None = None
-    """Most bytes the pool may take when ``num_blocks`` is None (at least one request of
-    ``max_model_len`` always fits: the scheduler preempts when more do not); None: no cap."""
-    enable_prefix_caching: bool = False
+def CacheSettings(*, memory_bytes: int | None = None, **fields: Any) -> CacheConfig:  # noqa: N802
+    """Deprecated: the engine reads ``specpath.config.model.CacheConfig`` (``memory_bytes`` is its
+    ``kv_cache_memory_bytes``); this builds one and warns."""
+    import warnings
+
+    warnings.warn("specpath.engine.llm_engine.CacheSettings is deprecated: use specpath.config.model.CacheConfig "
+                  "(memory_bytes -> kv_cache_memory_bytes)", DeprecationWarning, stacklevel=2)
+    return CacheConfig(kv_cache_memory_bytes=memory_bytes, **fields)
+
+
+def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
+                       max_model_len: int | None = None, max_num_seqs: int = 8,
+                       target_config: dict | None = None, verifies_trees: bool = False,
+                       load_model: Callable[..., Any] | None = None) -> SpeculatorContext:
+    """The one ``SpeculatorContext`` a reference-engine target lends its speculator: the target's
+    config (its checkpoint's ``config.json`` when given, else the model's), embedding and head on
+    final-normed states (per the contract), and a loader of drafter models on the target's
+    device and dtype (default: the dtype of its first parameter; ``load_model`` replaces it, e.g.
+    ``LLM``'s, which packs drafts like the target). ``verifies_trees``: whether the engine will
+    verify token trees (:func:`specpath.engine.tree_layout.verifies_trees`)."""
+    from specpath.engine.model import LlamaModel
+
+    cfg = model.config
+    dtype = dtype if dtype is not None else next(model.parameters()).dtype
+    return SpeculatorContext(
+        device=str(device),
+        dtype=dtype,
+        vocab_size=cfg.vocab_size,
+        max_model_len=max_model_len or cfg.max_position_embeddings,
+        max_num_seqs=max_num_seqs,
+        target_config=dict(target_config) if target_config is not None else cfg.to_hf_dict(),
+        embed_tokens=model.embed,
+        lm_head=model.lm_head_logits,
+        load_model=load_model if load_model is not None else lambda path, **options: LlamaModel.from_pretrained(
+            path, **{"dtype": dtype, "device": device, **options}
+        ),
+        verifies_trees=verifies_trees,
+    )
+
+
+def speculation_settings(engine_config: Any, speculator: BaseSpeculator, *,
+                         verify_trees: bool = True) -> SpeculationSettings:
+    """The engine's view of a resolved ``EngineConfig``: forwarding properties and flags only."""
+    spec = engine_config.speculative_config
+    flags = spec.speculator_config
+    proposes = flags.proposes_draft_tokens
+    verify_options: dict[str, Any] = {}
+    if spec.rejection_sample_method == "synthetic":
+        verify_options["acceptance_rates"] = spec.synthetic_rates
+    elif spec.rejection_sample_method == "fly":
+        if spec.fly_window_size is not None:
+            verify_options["window"] = spec.fly_window_size
+        if spec.fly_entropy_threshold is not None:
+            verify_options["entropy_threshold"] = spec.fly_entropy_threshold
+    return SpeculationSettings(
+        speculator=speculator,
+        num_speculative_tokens=engine_config.num_speculative_tokens if proposes else 0,
+        k_for_batch_size=engine_config.num_speculative_tokens_for_batch if proposes else (lambda n: 0),
+        num_lookahead_tokens=engine_config.num_lookahead_tokens,
+        num_prefill_lookahead_tokens=engine_config.num_prefill_lookahead_tokens,
+        num_hash_lookahead_tokens=engine_config.num_hash_lookahead_tokens,
+        use_eagle_block_drop=engine_config.use_eagle_block_drop,
+        num_extra_draft_slots=0 if flags.uses_separate_workspace_lane else engine_config.max_num_new_slots_for_drafting,
+        uses_target_hidden_states=flags.uses_target_hidden_states,
+        verify_method=spec.rejection_sample_method,
+        verify_options=verify_options,
+        verify_trees=verify_trees,
+    )
 
 
 class LLMEngine:
@@ -90,34 +149,33 @@ class LLMEngine:
         self,
         model: Any,
         *,
-        scheduler: SchedulerConfig | None = None,
-        cache: CacheSettings | None = None,
+        scheduler: SchedulerSettings | None = None,
+        cache: CacheConfig | None = None,
         speculation: SpeculationSettings | None = None,
         tokenizer: Any = None,
         eos_token_ids: Sequence[int] = (),
         seed: int = 0,
         device: str | torch.device = "cpu",
     ) -> None:
-        cache = cache or CacheSettings()
-        spec = speculation
+        cache = cache or CacheConfig()
         cfg = model.config
-        base = scheduler or SchedulerConfig(max_model_len=cfg.max_position_embeddings)
-        if spec is not None:
+        base = scheduler or SchedulerSettings(max_model_len=cfg.max_position_embeddings)
+        if speculation is not None:
             base = attrs.evolve(
                 base,
                 speculative=True,
-                num_lookahead_tokens=spec.num_lookahead_tokens,
-                num_prefill_lookahead_tokens=spec.num_prefill_lookahead_tokens,
-                num_extra_draft_slots=spec.num_extra_draft_slots,
+                num_lookahead_tokens=speculation.num_lookahead_tokens,
+                num_prefill_lookahead_tokens=speculation.num_prefill_lookahead_tokens,
+                num_extra_draft_slots=speculation.num_extra_draft_slots,
             )
         self.config = base
-        k_max = spec.num_speculative_tokens if spec else 0
+        k_max = speculation.num_speculative_tokens if speculation else 0
         dtype = next(model.parameters()).dtype
         num_blocks = cache.num_blocks
         if num_blocks is None:
             per_request = -(-(base.max_model_len + base.num_lookahead_tokens + k_max + 1) // cache.block_size)
             num_blocks = base.max_num_seqs * per_request
-            if cache.memory_bytes is not None:
+            if cache.kv_cache_memory_bytes is not None:
                 block_bytes = KVCache.bytes_per_block(
                     num_layers=cfg.num_hidden_layers,
                     block_size=cache.block_size,
@@ -125,7 +183,7 @@ class LLMEngine:
                     head_dim=cfg.head_dim,
                     dtype=dtype,
                 )
-                num_blocks = min(num_blocks, max(per_request, cache.memory_bytes // block_bytes))
+                num_blocks = min(num_blocks, max(per_request, cache.kv_cache_memory_bytes // block_bytes))
         # Refuse an impossible pool before the block manager or the cache allocates anything.
         from specpath.modeling.memory import require_memory
 
@@ -141,15 +199,15 @@ class LLMEngine:
             num_blocks,
             cache.block_size,
             enable_prefix_caching=cache.enable_prefix_caching,
-            num_hash_lookahead_tokens=spec.num_hash_lookahead_tokens if spec else 0,
-            use_eagle_block_drop=spec.use_eagle_block_drop if spec else False,
+            num_hash_lookahead_tokens=speculation.num_hash_lookahead_tokens if speculation else 0,
+            use_eagle_block_drop=speculation.use_eagle_block_drop if speculation else False,
         )
-        if spec is None:
+        if speculation is None:
             k_for = lambda n: 0  # noqa: E731
-        elif spec.k_for_batch_size is None:
-            k_for = lambda n, k=spec.num_speculative_tokens: k  # noqa: E731
+        elif speculation.k_for_batch_size is None:
+            k_for = lambda n, k=speculation.num_speculative_tokens: k  # noqa: E731
         else:
-            k_for = spec.k_for_batch_size
+            k_for = speculation.k_for_batch_size
         self.scheduler = Scheduler(base, self.blocks, k_for)
         self.kv_cache = KVCache(
             num_layers=cfg.num_hidden_layers,
@@ -164,15 +222,61 @@ class LLMEngine:
             model,
             self.scheduler,
             self.kv_cache,
-            speculator=spec.speculator if spec else None,
-            uses_target_hidden_states=spec.uses_target_hidden_states if spec else False,
-            verify_method=spec.verify_method if spec else "standard",
-            verify_options=spec.verify_options if spec else None,
-            verify_trees=spec.verify_trees if spec else False,
+            speculator=speculation.speculator if speculation else None,
+            uses_target_hidden_states=speculation.uses_target_hidden_states if speculation else False,
+            verify_method=speculation.verify_method if speculation else "standard",
+            verify_options=speculation.verify_options if speculation else None,
+            verify_trees=speculation.verify_trees if speculation else False,
             tokenizer=tokenizer,
             device=self.device,
         )
         self._ids = itertools.count()
+
+    @classmethod
+    def from_config(
+        cls,
+        model: Any,
+        engine_config: Any,
+        *,
+        speculator: BaseSpeculator | None = None,
+        max_model_len: int | None = None,
+        tree_verification: bool = True,
+        load_model: Callable[..., Any] | None = None,
+        **options: Any,
+    ) -> LLMEngine:
+        """The one path from an ``EngineConfig`` to the engine's settings: its scheduler budgets
+        and context length (``max_model_len`` overrides the model config's, else the target's
+        own), its ``cache_config`` as is, and, with a ``speculative_config``, the speculator
+        (built with :func:`speculator_context` unless given) and its forwarding properties.
+        ``tree_verification``: verify drafters' token trees where the verification mode allows;
+        ``load_model``: the drafter-model loader lent to the speculator. ``options`` go to the
+        engine (``tokenizer``, ``eos_token_ids``, ``seed``, ``device``)."""
+        budgets = engine_config.scheduler_config
+        model_config = engine_config.model_config
+        if max_model_len is None and model_config is not None:
+            max_model_len = model_config.max_model_len
+        scheduler = SchedulerSettings(
+            max_num_seqs=budgets.max_num_seqs,
+            max_num_batched_tokens=budgets.max_num_batched_tokens,
+            max_model_len=max_model_len or model.config.max_position_embeddings,
+            enable_chunked_prefill=budgets.enable_chunked_prefill,
+        )
+        speculation = None
+        if engine_config.speculative_config is not None:
+            from specpath.engine.tree_layout import verifies_trees
+
+            trees = verifies_trees(engine_config.speculative_config.rejection_sample_method, tree_verification)
+            if speculator is None:
+                from specpath.factory import create_speculator
+
+                target = {} if model_config is None else dict(
+                    dtype=getattr(torch, model_config.dtype), target_config=model_config.hf_config.to_dict())
+                context = speculator_context(model, device=options.get("device", "cpu"), **target,
+                                             max_model_len=scheduler.max_model_len, max_num_seqs=scheduler.max_num_seqs,
+                                             verifies_trees=trees, load_model=load_model)
+                speculator = create_speculator(engine_config.speculative_config, context)
+            speculation = speculation_settings(engine_config, speculator, verify_trees=trees)
+        return cls(model, scheduler=scheduler, cache=engine_config.cache_config, speculation=speculation, **options)
 
     # ------------------------------------------------------------------------------ API
     def add_request(self, prompt_token_ids: Sequence[int], params: SamplingParams, req_id: str | None = None) -> Request:

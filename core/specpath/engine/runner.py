@@ -100,8 +100,8 @@ class ModelRunner:
     def _propose(self, scheduled: Sequence[ScheduledRequest]) -> tuple[list[list[int]], torch.Tensor | None]:
         """Drafts per scheduled request (empty lists when none) and their probabilities."""
         drafts: list[list[int]] = [[] for _ in scheduled]
-        spec = self.speculator
-        if spec is None:
+        speculator = self.speculator
+        if speculator is None:
             return drafts, None
         feeding = self.features is not None
         picked = [
@@ -135,10 +135,10 @@ class ModelRunner:
         hidden = None
         if feeding:
             hidden = self.features.read(torch.tensor(slots, dtype=torch.int64, device=self.device))
-        proposal = spec.propose(DraftBatch(requests=tuple(entries), hidden_states=hidden))
+        proposal = speculator.propose(DraftBatch(requests=tuple(entries), hidden_states=hidden))
 
         counts = [int(n) for n in proposal.num_draft_tokens]
-        name = type(spec).__name__
+        name = type(speculator).__name__
         if len(counts) != len(entries) or min(counts, default=0) < 0:
             raise ValueError(f"{name}.propose returned draft counts {counts} for {len(entries)} requests")
         flat = proposal.token_ids.tolist() if sum(counts) else []
@@ -175,10 +175,10 @@ class ModelRunner:
     @torch.inference_mode()
     def execute(self, out: SchedulerOutput) -> list[Request]:
         """Run one scheduled step; returns the requests that finished in it."""
-        spec = self.speculator
-        if spec is not None:
+        speculator = self.speculator
+        if speculator is not None:
             for r in out.preempted:
-                spec.remove_request(r.req_id)
+                speculator.remove_request(r.req_id)
         scheduled = out.scheduled
         if not scheduled:
             return []
@@ -253,17 +253,17 @@ class ModelRunner:
                 r.metrics.elapsed_s = now - r.arrival_time
                 self.scheduler.finish(r, reason)
                 finished.append(r)
-        if spec is not None and verified_ids:
-            spec.on_verified(verified_ids, verified_counts)
+        if speculator is not None and verified_ids:
+            speculator.on_verified(verified_ids, verified_counts)
         blocks = self.scheduler.blocks
         if blocks.enable_prefix_caching:
             for s in scheduled:
                 r = s.request
                 if not r.is_finished:
                     blocks.register_computed(r.table, r.token_ids, r.num_computed_tokens)
-        if spec is not None:
+        if speculator is not None:
             for r in finished:
-                spec.remove_request(r.req_id)
+                speculator.remove_request(r.req_id)
         return finished
 
     def _verify(

@@ -40,8 +40,10 @@ def _non_negative(instance, attribute, value) -> None:
 
 
 @attrs.frozen(kw_only=True)
-class SchedulerConfig:
-    """The numbers the scheduler obeys (resolved from ``EngineConfig`` by the LLM)."""
+class SchedulerSettings:
+    """The numbers the scheduler obeys: the user's budgets (``specpath.config.model.SchedulerConfig``)
+    with the context length and the speculative reservations filled in, built from an
+    ``EngineConfig`` by :meth:`specpath.engine.llm_engine.LLMEngine.from_config`."""
 
     max_num_seqs: int = attrs.field(default=8, validator=_at_least_one)
     max_num_batched_tokens: int = attrs.field(default=512, validator=_at_least_one)
@@ -98,7 +100,7 @@ class Scheduler:
 
     def __init__(
         self,
-        config: SchedulerConfig,
+        config: SchedulerSettings,
         block_manager: BlockManager,
         k_for_batch_size: Callable[[int], int] = lambda n: 0,
     ) -> None:
@@ -234,3 +236,15 @@ class Scheduler:
         request.status = RequestStatus.FINISHED
         request.finish_reason = reason
         self.blocks.free(request.table)
+
+
+def __getattr__(name: str) -> object:
+    """``SchedulerConfig`` was this module's name for :class:`SchedulerSettings` (deprecated: it
+    collided with the user-facing ``specpath.config.model.SchedulerConfig``)."""
+    if name == "SchedulerConfig":
+        import warnings
+
+        warnings.warn("specpath.engine.scheduler.SchedulerConfig is deprecated: use SchedulerSettings",
+                      DeprecationWarning, stacklevel=2)
+        return SchedulerSettings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

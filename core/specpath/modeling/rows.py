@@ -7,6 +7,8 @@ it finishes. Growing buffers (a draft model's KV) add rows with :meth:`add_rows`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class RowAllocator:
     def __init__(self, num_rows: int = 0, *, owner: str = "drafter") -> None:
@@ -30,10 +32,15 @@ class RowAllocator:
         """The request's row, or None when it holds none."""
         return self._row_of.get(req_id)
 
-    def row(self, req_id: str) -> int:
-        """The request's row, taken on first use."""
+    def row(self, req_id: str, *, grow: Callable[[int], None] | None = None) -> int:
+        """The request's row, taken on first use. With every row taken, ``grow(n)`` (when given)
+        doubles the owner's buffers from ``n`` rows to ``2n`` and the ``n`` new rows are added;
+        without it that is an error."""
         row = self._row_of.get(req_id)
         if row is None:
+            if not self._free and grow is not None:
+                grow(self.num_rows)
+                self.add_rows(self.num_rows)
             if not self._free:
                 raise RuntimeError(f"{self.owner}: more live requests than its {self.num_rows} rows (max_num_seqs)")
             row = self._row_of[req_id] = self._free.pop()

@@ -333,26 +333,28 @@ def _counts(num_draft_tokens) -> list[int]:
     return counts
 
 
-def _int_vector(name: str, value, length: int, device) -> torch.Tensor:
+def _vector(name: str, value, length: int, device, *, integer: bool) -> torch.Tensor:
+    """``value`` (a tensor or a sequence) as a 1-D tensor of ``length`` on ``device``: integer
+    (any integer dtype, never bool or float) or float32; anything else is a one-line error."""
     if not isinstance(value, torch.Tensor):
         try:
-            value = torch.tensor(list(value), dtype=torch.long)
+            value = torch.tensor(list(value), dtype=torch.long if integer else torch.float32)
         except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a 1-D integer tensor of length {length}") from None
-    if value.dim() != 1 or value.numel() != length or value.is_floating_point() or value.dtype == torch.bool:
-        raise ValueError(f"{name} must be a 1-D integer tensor of length {length}, got {_describe(value)}")
-    return value.to(device)
+            kind = "integer" if integer else "float"
+            raise ValueError(f"{name} must be a 1-D {kind} tensor of length {length}") from None
+    wrong_dtype = integer and (value.is_floating_point() or value.dtype == torch.bool)
+    if value.dim() != 1 or value.numel() != length or wrong_dtype:
+        what = "integer tensor" if integer else "tensor"
+        raise ValueError(f"{name} must be a 1-D {what} of length {length}, got {_describe(value)}")
+    return value.to(device) if integer else value.to(device=device, dtype=torch.float32)
+
+
+def _int_vector(name: str, value, length: int, device) -> torch.Tensor:
+    return _vector(name, value, length, device, integer=True)
 
 
 def _float_vector(name: str, value, length: int, device) -> torch.Tensor:
-    if not isinstance(value, torch.Tensor):
-        try:
-            value = torch.tensor(list(value), dtype=torch.float32)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a 1-D float tensor of length {length}") from None
-    if value.dim() != 1 or value.numel() != length:
-        raise ValueError(f"{name} must be a 1-D tensor of length {length}, got {_describe(value)}")
-    return value.to(device=device, dtype=torch.float32)
+    return _vector(name, value, length, device, integer=False)
 
 
 def _describe(value) -> str:

@@ -23,16 +23,31 @@ def _launch_options(device: torch.device) -> dict:
 
 
 @triton.jit
+def _request_span(cu):
+    """This program's request and the half-open range ``[start, end)`` of its draft positions."""
+    r = tl.program_id(0)
+    return r, tl.load(cu + r), tl.load(cu + r + 1)
+
+
+@triton.jit
+def _draft_token_probs(t, x, target_probs, draft_probs, V, HAS_DRAFT_PROBS: tl.constexpr):
+    """``(p, q)``: the target's and the drafter's probability of draft token ``x`` at position
+    ``t`` (q = 1 for a drafter that gives no probabilities: a one-hot proposal)."""
+    p = tl.load(target_probs + t * V + x)
+    if HAS_DRAFT_PROBS:
+        q = tl.load(draft_probs + t * V + x)
+    else:
+        q = tl.full([], 1.0, tl.float32)
+    return p, q
+
+
+@triton.jit
 def _native_ok(t, draft_ids, target_argmax, target_probs, draft_probs, uniforms, greedy, V,
                HAS_PROBS: tl.constexpr, HAS_DRAFT_PROBS: tl.constexpr):
     x = tl.load(draft_ids + t).to(tl.int64)
     ok = x == tl.load(target_argmax + t).to(tl.int64)
     if HAS_PROBS:
-        p = tl.load(target_probs + t * V + x)
-        if HAS_DRAFT_PROBS:
-            q = tl.load(draft_probs + t * V + x)
-        else:
-            q = tl.full([], 1.0, tl.float32)
+        p, q = _draft_token_probs(t, x, target_probs, draft_probs, V, HAS_DRAFT_PROBS)
         u = tl.load(uniforms + t)
         ok = tl.where(greedy != 0, ok, u * q < p)
     return ok
@@ -41,9 +56,7 @@ def _native_ok(t, draft_ids, target_argmax, target_probs, draft_probs, uniforms,
 @triton.jit
 def _accept_standard_kernel(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy,
                             out_num, V, HAS_PROBS: tl.constexpr, HAS_DRAFT_PROBS: tl.constexpr):
-    r = tl.program_id(0)
-    start = tl.load(cu + r)
-    end = tl.load(cu + r + 1)
+    r, start, end = _request_span(cu)
     greedy = tl.load(is_greedy + r)
     alive = tl.full([], 1, tl.int32)
     n = tl.full([], 0, tl.int32)
@@ -57,9 +70,7 @@ def _accept_standard_kernel(draft_ids, cu, target_argmax, target_probs, draft_pr
 
 @triton.jit
 def _accept_synthetic_kernel(cu, conditional_rates, uniforms, out_num):
-    r = tl.program_id(0)
-    start = tl.load(cu + r)
-    end = tl.load(cu + r + 1)
+    r, start, end = _request_span(cu)
     alive = tl.full([], 1, tl.int32)
     n = tl.full([], 0, tl.int32)
     for t in range(start, end):
@@ -72,9 +83,7 @@ def _accept_synthetic_kernel(cu, conditional_rates, uniforms, out_num):
 @triton.jit
 def _accept_fly_kernel(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy,
                        high_entropy, window, out_num, V, HAS_DRAFT_PROBS: tl.constexpr):
-    r = tl.program_id(0)
-    start = tl.load(cu + r)
-    end = tl.load(cu + r + 1)
+    r, start, end = _request_span(cu)
     greedy = tl.load(is_greedy + r)
     w = tl.load(window + r).to(tl.int64)
     alive = tl.full([], 1, tl.int32)
@@ -83,11 +92,7 @@ def _accept_fly_kernel(draft_ids, cu, target_argmax, target_probs, draft_probs, 
         ok = _native_ok(t, draft_ids, target_argmax, target_probs, draft_probs, uniforms, greedy, V,
                         True, HAS_DRAFT_PROBS)
         x = tl.load(draft_ids + t).to(tl.int64)
-        p = tl.load(target_probs + t * V + x)
-        if HAS_DRAFT_PROBS:
-            q = tl.load(draft_probs + t * V + x)
-        else:
-            q = tl.full([], 1.0, tl.float32)
+        p, q = _draft_token_probs(t, x, target_probs, draft_probs, V, HAS_DRAFT_PROBS)
         fits = (w >= 1) & (t + w <= end - 1)
         possible = (p > 0) & ((greedy != 0) | (q > 0))
         gate = (tl.load(high_entropy + t) != 0) & fits & possible
@@ -105,9 +110,7 @@ def _accept_fly_kernel(draft_ids, cu, target_argmax, target_probs, draft_probs, 
 @triton.jit
 def _accept_block_kernel(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy,
                          out_num, out_scale, V, HAS_DRAFT_PROBS: tl.constexpr, BLOCK: tl.constexpr):
-    r = tl.program_id(0)
-    start = tl.load(cu + r)
-    end = tl.load(cu + r + 1)
+    r, start, end = _request_span(cu)
     greedy = tl.load(is_greedy + r)
     prev = tl.full([], 1.0, tl.float32)
     tau = tl.full([], 0, tl.int32)
@@ -118,11 +121,7 @@ def _accept_block_kernel(draft_ids, cu, target_argmax, target_probs, draft_probs
         x = tl.load(draft_ids + t).to(tl.int64)
         alive = alive * (x == tl.load(target_argmax + t).to(tl.int64)).to(tl.int32)
         matched += alive
-        p = tl.load(target_probs + t * V + x)
-        if HAS_DRAFT_PROBS:
-            q = tl.load(draft_probs + t * V + x)
-        else:
-            q = tl.full([], 1.0, tl.float32)
+        p, q = _draft_token_probs(t, x, target_probs, draft_probs, V, HAS_DRAFT_PROBS)
         num = prev * p
         w = tl.where(num <= 0, 0.0, tl.where(num >= q, 1.0, tl.math.div_rn(num, tl.maximum(q, 1e-38))))
         prev = w
@@ -168,6 +167,18 @@ def _residual_tile(target_probs, draft_probs, row, x, w, v0, V, use_p,
 
 
 @triton.jit
+def _residual_total(target_probs, draft_probs, row, x, w, V, use_p,
+                    SUBTRACT: tl.constexpr, HAS_DRAFT_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+    """The residual distribution's mass over the whole vocabulary, in float64 (tile by tile)."""
+    total = tl.full([], 0.0, tl.float64)
+    for v0 in range(0, V, BLOCK):
+        offs, weights = _residual_tile(target_probs, draft_probs, row, x, w, v0, V, use_p,
+                                       SUBTRACT, HAS_DRAFT_PROBS, BLOCK)
+        total += tl.sum(weights.to(tl.float64), axis=0)
+    return total
+
+
+@triton.jit
 def _recover_kernel(target_probs, draft_probs, draft_ids, rows, scale, uniforms, out_token, V,
                     SUBTRACT: tl.constexpr, HAS_DRAFT_PROBS: tl.constexpr, BLOCK: tl.constexpr):
     i = tl.program_id(0)
@@ -175,18 +186,10 @@ def _recover_kernel(target_probs, draft_probs, draft_ids, rows, scale, uniforms,
     w = tl.load(scale + i)
     x = tl.load(draft_ids + row).to(tl.int64)
     use_p = tl.full([], 0, tl.int1)
-    total = tl.full([], 0.0, tl.float64)
-    for v0 in range(0, V, BLOCK):
-        offs, weights = _residual_tile(target_probs, draft_probs, row, x, w, v0, V, use_p,
-                                       SUBTRACT, HAS_DRAFT_PROBS, BLOCK)
-        total += tl.sum(weights.to(tl.float64), axis=0)
+    total = _residual_total(target_probs, draft_probs, row, x, w, V, use_p, SUBTRACT, HAS_DRAFT_PROBS, BLOCK)
     if total <= 0:  # an empty residual falls back to p
         use_p = tl.full([], 1, tl.int1)
-        total = tl.full([], 0.0, tl.float64)
-        for v0 in range(0, V, BLOCK):
-            offs, weights = _residual_tile(target_probs, draft_probs, row, x, w, v0, V, use_p,
-                                           SUBTRACT, HAS_DRAFT_PROBS, BLOCK)
-            total += tl.sum(weights.to(tl.float64), axis=0)
+        total = _residual_total(target_probs, draft_probs, row, x, w, V, use_p, SUBTRACT, HAS_DRAFT_PROBS, BLOCK)
     target = tl.load(uniforms + i).to(tl.float64) * total
     running = tl.full([], 0.0, tl.float64)
     count = tl.full([], 0, tl.int64)
@@ -229,19 +232,23 @@ def _flat(*tensors):
     return tuple(t.contiguous() if t is not None else None for t in tensors)
 
 
-def accept_standard(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy):
+def _verify_inputs(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy):
+    """What every acceptance kernel takes first: the tensors contiguous, an absent probability
+    table replaced by a dummy the kernel never reads (its ``HAS_*`` flag is off), the greedy
+    flags as int8; and the batch size and the vocabulary size (1 without probabilities)."""
     draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms = _flat(
         draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms)
-    batch = cu.numel() - 1
+    vocab = target_probs.shape[1] if target_probs is not None else 1
+    tables = [t if t is not None else _dummy(cu) for t in (target_probs, draft_probs)]
+    return (draft_ids, cu, target_argmax, *tables, uniforms, is_greedy.to(torch.int8)), cu.numel() - 1, vocab
+
+
+def accept_standard(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy):
+    inputs, batch, vocab = _verify_inputs(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy)
     out = torch.empty(batch, dtype=torch.int32, device=cu.device)
     if batch:
         _accept_standard_kernel[(batch,)](
-            draft_ids, cu, target_argmax,
-            target_probs if target_probs is not None else _dummy(cu),
-            draft_probs if draft_probs is not None else _dummy(cu),
-            uniforms, is_greedy.to(torch.int8), out,
-            target_probs.shape[1] if target_probs is not None else 1,
-            HAS_PROBS=target_probs is not None, HAS_DRAFT_PROBS=draft_probs is not None,
+            *inputs, out, vocab, HAS_PROBS=target_probs is not None, HAS_DRAFT_PROBS=draft_probs is not None,
             **_launch_options(cu.device),
         )
     return out
@@ -258,35 +265,27 @@ def accept_synthetic(cu, conditional_rates, uniforms):
 
 
 def accept_fly(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy, high_entropy, window):
-    draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms = _flat(
-        draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms)
-    batch = cu.numel() - 1
+    inputs, batch, vocab = _verify_inputs(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy)
     out = torch.empty(batch, dtype=torch.int32, device=cu.device)
     if batch:
         _accept_fly_kernel[(batch,)](
-            draft_ids, cu, target_argmax, target_probs,
-            draft_probs if draft_probs is not None else _dummy(cu),
-            uniforms, is_greedy.to(torch.int8), high_entropy.to(torch.int8), window.to(torch.int32), out,
-            target_probs.shape[1], HAS_DRAFT_PROBS=draft_probs is not None, **_launch_options(cu.device),
+            *inputs, high_entropy.to(torch.int8), window.to(torch.int32), out, vocab,
+            HAS_DRAFT_PROBS=draft_probs is not None, **_launch_options(cu.device),
         )
     return out
 
 
 def accept_block(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy):
-    draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms = _flat(
-        draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms)
-    batch = cu.numel() - 1
+    if target_probs is None:  # every row greedy: the standard kernel counts the matches
+        num = accept_standard(draft_ids, cu, target_argmax, None, None, uniforms, is_greedy)
+        return num, torch.ones(num.numel(), dtype=torch.float32, device=cu.device)
+    inputs, batch, vocab = _verify_inputs(draft_ids, cu, target_argmax, target_probs, draft_probs, uniforms, is_greedy)
     num = torch.empty(batch, dtype=torch.int32, device=cu.device)
     scale = torch.empty(batch, dtype=torch.float32, device=cu.device)
-    if target_probs is None:  # every row greedy: the standard kernel counts the matches
-        return accept_standard(draft_ids, cu, target_argmax, None, None, uniforms, is_greedy), scale.fill_(1.0)
     if batch:
-        vocab = target_probs.shape[1]
         _accept_block_kernel[(batch,)](
-            draft_ids, cu, target_argmax, target_probs,
-            draft_probs if draft_probs is not None else _dummy(cu),
-            uniforms, is_greedy.to(torch.int8), num, scale, vocab,
-            HAS_DRAFT_PROBS=draft_probs is not None, BLOCK=_block(vocab), **_launch_options(cu.device),
+            *inputs, num, scale, vocab, HAS_DRAFT_PROBS=draft_probs is not None, BLOCK=_block(vocab),
+            **_launch_options(cu.device),
         )
     return num, scale
 

@@ -1,7 +1,8 @@
 """The plugin authors' kit: a conformance suite and helpers, shipped with the core.
 
-``from specpath.testing import SpeculatorConformance`` in a plugin's tests; subclass it and
-name your method (see :mod:`specpath.testing.conformance`). Nothing here is a pytest plugin
+``from specpath.testing import conformance_tests`` in a plugin's tests and give it the method's
+table (or subclass ``SpeculatorConformance`` and set the same table as class attributes; see
+:mod:`specpath.testing.conformance`). Nothing here is a pytest plugin
 that loads itself: pytest is imported only when the suite is, so importing ``specpath`` or
 running ``specpath new-plugin`` never touches it.
 """
@@ -12,6 +13,8 @@ from typing import Any
 
 _EXPORTS = {
     "SpeculatorConformance": "specpath.testing.conformance",
+    "conformance_tests": "specpath.testing.conformance",
+    "MODEL_FREE_FLAGS": "specpath.testing.conformance",
     "check_plugin_hooks": "specpath.testing.hooks",
     "HookCheckError": "specpath.testing.hooks",
     "check_proposal": "specpath.testing.synthetic",

@@ -427,3 +427,74 @@ class SpeculatorConformance:
     def resolve_engine_config(self, **fields: Any) -> dict[str, Any]:
         """The ``speculative_config`` dict handed to the reference engine."""
         return {"method": self.method, **self.base_config, **fields}
+
+
+LOOKAHEAD_PROPERTIES = ("num_lookahead_tokens", "max_num_new_slots_for_drafting", "num_prefill_lookahead_tokens")
+"""The K-dependent properties of a ``SpeculatorConfig``, in the order :func:`conformance_tests`
+takes their expected values."""
+
+MODEL_FREE_FLAGS: Mapping[str, Any] = {
+    "uses_target_hidden_states": False,
+    "uses_separate_workspace_lane": False,
+    "draft_has_own_vocab": False,
+    "supports_pcp": False,
+}
+"""The capability flags of a drafter that reads token ids only and has no model (n-gram, suffix,
+a custom proposer): one table the model-free plugins' conformance tests extend."""
+
+
+def _per_k(value: int | Callable[[int], int]) -> Callable[[int], int]:
+    return value if callable(value) else (lambda k, n=int(value): n)
+
+
+def conformance_tests(
+    method: str,
+    config_class: type,
+    *,
+    lookahead: Sequence[int | Callable[[int], int]],
+    flags: Mapping[str, Any],
+    valid: Sequence[Mapping[str, Any]] = (),
+    invalid: Sequence[tuple[Mapping[str, Any], str]] = (),
+    hash_sensitive: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]] = (),
+    distribution: str | None = None,
+    base: type[SpeculatorConformance] | None = None,
+    name: str | None = None,
+    **settings: Any,
+) -> type[SpeculatorConformance]:
+    """A conformance test class built from one declarative table; bind it to a ``Test*`` name::
+
+        TestMine = conformance_tests(
+            "mine", MineSpeculatorConfig,
+            lookahead=(0, 0, 0),             # num_lookahead_tokens, new drafting slots, prefill lookahead
+            flags={**MODEL_FREE_FLAGS, "base_method": "mine"},
+            valid=[{"speculator_options": {"depth": 2}}],
+            invalid=[({"speculator_options": {"depth": 0}}, "depth")],
+        )
+
+    ``lookahead`` gives the three :data:`LOOKAHEAD_PROPERTIES` in order, each an int (the same
+    for every K) or a function of K. ``distribution`` defaults to the installed distribution
+    that ships ``config_class``'s package. ``base`` is a :class:`SpeculatorConformance`
+    subclass whose hooks (``resolve``, ...) the tests use; every other keyword is a class
+    attribute of the kit (``base_config``, ``engine_model``, ``k_values``, ``known_failures``, ...).
+    """
+    if len(lookahead) != len(LOOKAHEAD_PROPERTIES):
+        raise TypeError(f"lookahead gives {', '.join(LOOKAHEAD_PROPERTIES)}: 3 values, got {len(lookahead)}")
+    if distribution is None:
+        package = config_class.__module__.partition(".")[0]
+        distribution = (metadata.packages_distributions().get(package) or [None])[0]
+    table = {
+        "method": method,
+        "config_class": config_class,
+        "distribution": distribution,
+        "expected": {prop: _per_k(v) for prop, v in zip(LOOKAHEAD_PROPERTIES, lookahead)},
+        "expected_flags": dict(flags),
+        "valid_options": list(valid),
+        "invalid_options": list(invalid),
+        "hash_sensitive_options": list(hash_sensitive),
+        **settings,
+    }
+    import sys
+
+    cls_name = name or f"Test{config_class.__name__.removesuffix('Config')}Conformance"
+    table["__module__"] = sys._getframe(1).f_globals.get("__name__", __name__)  # the calling test module
+    return type(cls_name, (base or SpeculatorConformance,), table)

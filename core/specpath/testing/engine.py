@@ -35,6 +35,15 @@ class GreedyIdentity:
         return f"identical ({self.num_accepted_tokens}/{self.num_draft_tokens} drafts accepted)"
 
 
+def tiny_llama_config(**overrides: Any) -> dict[str, Any]:
+    """The ``config.json`` fields of a tiny Llama (64 wide, 2 layers, 4 query and 2 KV heads),
+    with ``overrides``: the one shape table the tests' random models start from, for
+    ``specpath.engine.model.LlamaConfig`` and ``transformers.LlamaConfig`` alike."""
+    return {"vocab_size": 256, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
+            "rms_norm_eps": 1e-5, **overrides}
+
+
 def random_llama(seed: int = 0, *, vocab_size: int = 256, hidden_size: int = 64, num_layers: int = 2,
                  num_heads: int = 4, num_kv_heads: int = 2, max_len: int = 512, head_scale: float = 1.0,
                  embed_scale: float = 1.0, tie_word_embeddings: bool = False, rms_norm_eps: float = 1e-6,
@@ -107,26 +116,13 @@ def target_context(model: str | None = None, max_num_seqs: int = 8) -> Any:
     embedding, head and a model loader. The target is loaded once per process."""
     import torch
 
+    from specpath.engine.llm_engine import speculator_context
     from specpath.engine.model import LlamaModel
-    from specpath.speculator import SpeculatorContext
 
     path = model if model is not None else tiny_checkpoint()
     if path not in _TARGETS:
         _TARGETS[path] = LlamaModel.from_pretrained(path, dtype=torch.float32, device="cpu")
-    target = _TARGETS[path]
-    return SpeculatorContext(
-        device="cpu",
-        dtype=torch.float32,
-        vocab_size=target.config.vocab_size,
-        max_model_len=target.config.max_position_embeddings,
-        max_num_seqs=max_num_seqs,
-        target_config=target.config.to_hf_dict(),
-        embed_tokens=target.embed,
-        lm_head=target.lm_head_logits,
-        load_model=lambda p, **options: LlamaModel.from_pretrained(
-            p, **{"dtype": torch.float32, "device": "cpu", **options}
-        ),
-    )
+    return speculator_context(_TARGETS[path], max_num_seqs=max_num_seqs)
 
 
 def greedy_identity(

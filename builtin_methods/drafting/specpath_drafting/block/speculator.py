@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from specpath.modeling.dispatch import triton_or_reference
 from specpath.modeling.dtypes import torch_dtype
 from specpath.modeling.rows import RowAllocator
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
@@ -34,11 +35,8 @@ from specpath_drafting.vocab import serving_lm_head
 
 def block_queries_fn(device: torch.device):
     """The Triton kernel on CUDA, its torch reference elsewhere."""
-    if device.type == "cuda":
-        from specpath_drafting.block.kernels import build_block_queries
-
-        return build_block_queries
-    return build_block_queries_reference
+    return triton_or_reference(device, "specpath_drafting.block.kernels:build_block_queries",
+                               build_block_queries_reference)
 
 
 class DFlashSpeculator(BaseSpeculator):

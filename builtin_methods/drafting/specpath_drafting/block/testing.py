@@ -23,6 +23,18 @@ def tiny_drafter(kind: str, target_path: str | Path, out: str | Path, *, seed: i
     return str(random_drafter(config, out, seed=seed, build=build))
 
 
+def training_batch(target: Any, config: DrafterConfig, *, rows: int = 2, length: int = 24,
+                   seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(tokens [rows, length], taps)``: random tokens and the target states a block drafter's
+    training loss reads (its tap layers and the last layer), as the recipes cache them."""
+    tokens = torch.randint(0, target.config.vocab_size, (rows, length), generator=torch.Generator().manual_seed(seed))
+    layers = (*config.target_layer_ids, target.config.num_hidden_layers - 1)
+    with torch.no_grad():
+        taps = torch.stack([target.forward(t, torch.arange(length), hidden_layers=layers).hidden_states
+                            for t in tokens])
+    return tokens, taps
+
+
 @torch.inference_mode()
 def reference_block(drafter: DFlashDrafter, target: Any, token_ids: Sequence[int], k: int) -> torch.Tensor:
     """The block outputs ``[k, d]`` that predict drafts 1..k after ``token_ids`` (the last one
@@ -51,40 +63,9 @@ def reference_block(drafter: DFlashDrafter, target: Any, token_ids: Sequence[int
 
 def chi_square_of_two_tokens(tmp_path: Path, spec_fields: dict, build: Callable[[DrafterConfig], Any] | None = None,
                              head_scale: float = 0.25, **drafter_options: Any) -> None:
-    """Random drafts at temperature 1: the (2nd, 3rd) output tokens, which pass through
-    speculative verification, must follow the target's exact joint distribution."""
-    from specpath.engine.llm import LLM
-    from specpath.engine.request import SamplingParams
-    from specpath_drafting.testing import tiny_target
+    """:func:`specpath_drafting.testing.chi_square_of_two_tokens` with a random block drafter."""
+    from specpath_drafting.testing import chi_square_of_two_tokens as check
 
-    vocab = 6
-    target = tiny_target(tmp_path / "t", vocab_size=vocab, num_layers=4, hidden_size=16)
-    with torch.no_grad():
-        target.lm_head.weight.mul_(head_scale)
-    target.save_pretrained(tmp_path / "t")
-    drafter = tiny_drafter(spec_fields["method"], tmp_path / "t", tmp_path / "d", seed=5, build=build,
-                           **drafter_options)
-    prompt = [1, 2, 3]
-    engine = LLM(str(tmp_path / "t"), {"model": drafter, "num_speculative_tokens": 3,
-                                       "draft_sample_method": "random", **spec_fields},
-                 num_threads=1, max_num_seqs=64, seed=11)
-    n = 1200
-    outputs = engine.generate([prompt] * n, SamplingParams(temperature=1.0, max_tokens=3, ignore_eos=True))
-    assert engine.metrics.num_draft_tokens > 0 and engine.metrics.num_accepted_tokens > 0
-    counts = torch.zeros(vocab, vocab, dtype=torch.float64)
-    for o in outputs:
-        counts[o.token_ids[1], o.token_ids[2]] += 1
-    target = target.double()
-    with torch.no_grad():
-        p1 = torch.softmax(target(torch.tensor(prompt), torch.arange(3)).logits[-1], -1)
-        one = torch.tensor([prompt + [a] for a in range(vocab)])
-        p2 = torch.softmax(target.forward_batch(one)[:, 3].double(), -1)
-        two = torch.tensor([prompt + [a, b] for a in range(vocab) for b in range(vocab)])
-        p3 = torch.softmax(target.forward_batch(two)[:, 4].double(), -1).view(vocab, vocab, vocab)
-    joint = torch.einsum("a,ab,abc->bc", p1.double(), p2, p3)  # P(t2, t3)
-    expected = joint * n
-    keep = expected >= 5
-    chi2 = float((((counts - expected) ** 2) / expected)[keep].sum())
-    dof = int(keep.sum()) - 1
-    critical = dof * (1 - 2 / (9 * dof) + 3.09 * (2 / (9 * dof)) ** 0.5) ** 3  # 0.999 quantile (Wilson-Hilferty)
-    assert chi2 < critical, (chi2, critical, dof)
+    check(tmp_path, spec_fields, lambda path, target: tiny_drafter(
+        spec_fields["method"], path, tmp_path / "d", seed=5, build=build, **drafter_options),
+        num_layers=4, head_scale=head_scale)
