@@ -515,5 +515,6 @@ def test_method_specific_options_are_declared_by_the_schema():
             "suffix_decoding_max_tree_depth", "dspark_draft_topk"} <= set(METHOD_SPECIFIC_OPTIONS)
     assert supports_option(core_fakes.FakeEagle3, "disable_eagle_block_drop")  # by capability
     assert supports_option(core_fakes.FakeDSpark, "dspark_draft_topk")  # by supported_options
-    assert not supports_option(core_fakes.FakeDSpark, "xpress_topc")  # declared by no built-in
+    assert supports_option(core_fakes.FakeDSpark, "xpress_topc")  # DSpark's tree drafts
+    assert not supports_option(core_fakes.FakeEagle3, "xpress_topc")
     assert not supports_option(core_fakes.FakeNgram, "parallel_drafting")

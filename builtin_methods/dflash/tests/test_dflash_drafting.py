@@ -66,7 +66,7 @@ def test_sampled_output_with_adaptive_verification_follows_the_target_distributi
 def test_a_recorded_training_vocabulary_restricts_the_drafts(setup, tmp_path):
     """A drafter trained with ``--train-vocab`` drafts its recorded ids only: each draft is the
     best of them under the full head (masked), and greedy output stays the baseline's."""
-    from specpath_drafting.testing import masked_head, with_train_vocab
+    from specpath_drafting.testing import check_every_proposal, make_engine, masked_head, resolve, with_train_vocab
 
     root, target, drafter_path, baseline = setup
     keep = list(range(1, 64, 3))

@@ -135,7 +135,7 @@ def test_sampled_output_follows_the_target_distribution(tmp_path, options):
 def test_a_recorded_training_vocabulary_restricts_the_drafts(setup, tmp_path):
     """A drafter trained with ``--train-vocab`` drafts its recorded ids only (the Markov head's
     bias cannot lift an id outside them), and greedy output stays the baseline's."""
-    from specpath_drafting.testing import masked_head, with_train_vocab
+    from specpath_drafting.testing import check_every_proposal, make_engine, masked_head, resolve, with_train_vocab
 
     root, target, drafters, baseline = setup
     keep = list(range(0, 64, 2))
