@@ -7,32 +7,11 @@ import pytest
 
 from specpath.engine import runner as runner_module
 from specpath.engine.llm import LLM, RequestFailedError, SamplingParams
+from reliability_helpers import Boom, assert_clean, fail_on_call
 
 PROMPTS = ["def main():\n    return ", "import os\nimport sys\n", "class A:\n    def f(self):\n"]
 GREEDY = SamplingParams(max_tokens=24)
 SAMPLED = SamplingParams(max_tokens=24, temperature=0.9, seed=5)
-
-
-class Boom(RuntimeError):
-    pass
-
-
-def _fail_on_call(n: int, original):
-    calls = {"n": 0}
-
-    def wrapper(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == n:
-            raise Boom(f"injected failure on call {n}")
-        return original(*args, **kwargs)
-
-    return wrapper
-
-
-def _assert_clean(llm: LLM) -> None:
-    engine = llm.engine
-    assert engine.blocks.num_free_blocks == engine.blocks.num_blocks
-    assert not engine.scheduler.running and not engine.scheduler.waiting
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +27,7 @@ def expected(plain_llm):
 @pytest.mark.parametrize("call", [1, 3, 7])
 def test_speculator_failure_mid_step_aborts_and_recovers(ngram_llm, expected, monkeypatch, call):
     spec = ngram_llm.speculator
-    monkeypatch.setattr(spec, "propose", _fail_on_call(call, spec.propose))
+    monkeypatch.setattr(spec, "propose", fail_on_call(call, spec.propose))
     with pytest.raises(RequestFailedError, match="injected failure") as failure:
         ngram_llm.generate(PROMPTS, GREEDY)
     assert isinstance(failure.value.__cause__, Boom)
@@ -56,32 +35,32 @@ def test_speculator_failure_mid_step_aborts_and_recovers(ngram_llm, expected, mo
     assert "\n" not in message and "engine is still usable" in message
     assert all(r.finish_reason in ("error", "abort") for r in failure.value.all_requests)
     assert any(r.finish_reason == "error" and r.error.startswith("Boom:") for r in failure.value.all_requests)
-    _assert_clean(ngram_llm)
+    assert_clean(ngram_llm)
     monkeypatch.undo()
     assert [o.token_ids for o in ngram_llm.generate(PROMPTS, GREEDY)] == expected
-    _assert_clean(ngram_llm)
+    assert_clean(ngram_llm)
 
 
 @pytest.mark.parametrize("target", ["sample_tokens", "rejection_sample", "forward"])
 def test_sampler_and_model_failures_abort_and_recover(ngram_llm, expected, monkeypatch, target):
     if target == "sample_tokens":
-        monkeypatch.setattr(runner_module, "sample_tokens", _fail_on_call(4, runner_module.sample_tokens))
+        monkeypatch.setattr(runner_module, "sample_tokens", fail_on_call(4, runner_module.sample_tokens))
         params = SAMPLED
     elif target == "rejection_sample":
         import specpath.sample as sample
 
-        monkeypatch.setattr(sample, "rejection_sample", _fail_on_call(2, sample.rejection_sample))
+        monkeypatch.setattr(sample, "rejection_sample", fail_on_call(2, sample.rejection_sample))
         params = SAMPLED
     else:
         model = ngram_llm.engine.runner.model
-        monkeypatch.setattr(model, "forward", _fail_on_call(5, model.forward))
+        monkeypatch.setattr(model, "forward", fail_on_call(5, model.forward))
         params = GREEDY
     with pytest.raises(RequestFailedError, match="injected failure"):
         ngram_llm.generate(PROMPTS, params)
-    _assert_clean(ngram_llm)
+    assert_clean(ngram_llm)
     monkeypatch.undo()
     assert [o.token_ids for o in ngram_llm.generate(PROMPTS, GREEDY)] == expected
-    _assert_clean(ngram_llm)
+    assert_clean(ngram_llm)
 
 
 def test_drafter_state_is_dropped_for_failed_requests(expected, monkeypatch):
@@ -90,11 +69,11 @@ def test_drafter_state_is_dropped_for_failed_requests(expected, monkeypatch):
     removed: list[str] = []
     original_remove = spec.remove_request
     monkeypatch.setattr(spec, "remove_request", lambda rid: (removed.append(rid), original_remove(rid)))
-    monkeypatch.setattr(spec, "on_verified", _fail_on_call(2, spec.on_verified))
+    monkeypatch.setattr(spec, "on_verified", fail_on_call(2, spec.on_verified))
     with pytest.raises(RequestFailedError) as failure:
         llm.generate(PROMPTS, GREEDY)
     assert {r.req_id for r in failure.value.all_requests} <= set(removed)
-    _assert_clean(llm)
+    assert_clean(llm)
     monkeypatch.undo()
     assert [o.token_ids for o in llm.generate(PROMPTS, GREEDY)] == expected
 
@@ -102,7 +81,7 @@ def test_drafter_state_is_dropped_for_failed_requests(expected, monkeypatch):
 def test_a_bad_request_in_a_call_leaves_nothing_queued(ngram_llm, expected):
     with pytest.raises(ValueError, match="does not fit"):
         ngram_llm.generate([PROMPTS[0], "x" * 10_000], GREEDY)
-    _assert_clean(ngram_llm)
+    assert_clean(ngram_llm)
     assert [o.token_ids for o in ngram_llm.generate(PROMPTS, GREEDY)] == expected
 
 
@@ -112,5 +91,5 @@ def test_bad_sampling_params_never_reach_the_engine(ngram_llm, expected, bad):
     with pytest.raises(ValueError) as failure:
         ngram_llm.generate(PROMPTS, SamplingParams(**bad))
     assert str(failure.value).startswith("SamplingParams.") and "\n" not in str(failure.value)
-    _assert_clean(ngram_llm)
+    assert_clean(ngram_llm)
     assert [o.token_ids for o in ngram_llm.generate(PROMPTS, GREEDY)] == expected

@@ -9,6 +9,7 @@ import pytest
 from specpath.engine import tree_layout
 from specpath.engine.llm import LLM, RequestFailedError, SamplingParams
 import specpath.sample.tree as tree_module
+from reliability_helpers import Boom, assert_clean, fail_on_call
 
 # Prompts with several continuations of the same context, so both drafters propose branching trees.
 PROMPTS = [
@@ -18,28 +19,6 @@ PROMPTS = [
 ]
 GREEDY = SamplingParams(max_tokens=24)
 SAMPLED = SamplingParams(max_tokens=24, temperature=0.9, seed=5)
-
-
-class Boom(RuntimeError):
-    pass
-
-
-def _fail_on_call(n, original):
-    calls = {"n": 0}
-
-    def wrapper(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == n:
-            raise Boom(f"injected failure on call {n}")
-        return original(*args, **kwargs)
-
-    return wrapper
-
-
-def _assert_clean(llm):
-    engine = llm.engine
-    assert engine.blocks.num_free_blocks == engine.blocks.num_blocks
-    assert not engine.scheduler.running and not engine.scheduler.waiting
 
 
 @pytest.fixture(scope="module", params=[{"method": "dspark", "xpress_topc": 2},
@@ -61,22 +40,22 @@ def expected():
 @pytest.mark.parametrize("where", ["verify_trees", "compact_path", "propose"])
 def test_a_failure_mid_step_aborts_the_call_and_the_engine_recovers(tree_llm, expected, monkeypatch, where):
     if where == "verify_trees":
-        monkeypatch.setattr(tree_module, "verify_trees", _fail_on_call(1, tree_module.verify_trees))
+        monkeypatch.setattr(tree_module, "verify_trees", fail_on_call(1, tree_module.verify_trees))
     elif where == "compact_path":
-        monkeypatch.setattr(tree_layout, "compact_path", _fail_on_call(1, tree_layout.compact_path))
+        monkeypatch.setattr(tree_layout, "compact_path", fail_on_call(1, tree_layout.compact_path))
     else:
         spec = tree_llm.speculator
-        monkeypatch.setattr(spec, "propose", _fail_on_call(4, spec.propose))
+        monkeypatch.setattr(spec, "propose", fail_on_call(4, spec.propose))
     params = SAMPLED if where == "verify_trees" else GREEDY
     with pytest.raises(RequestFailedError, match="injected failure") as failure:
         tree_llm.generate(PROMPTS, params)
     assert isinstance(failure.value.__cause__, Boom) and "\n" not in str(failure.value)
     assert failure.value.requests and all(r.finish_reason == "error" for r in failure.value.requests)
     assert all(r.is_finished for r in failure.value.all_requests)  # finished earlier, or aborted
-    _assert_clean(tree_llm)
+    assert_clean(tree_llm)
     monkeypatch.undo()
     assert [o.token_ids for o in tree_llm.generate(PROMPTS, GREEDY)] == expected
-    _assert_clean(tree_llm)
+    assert_clean(tree_llm)
 
 
 def test_seeded_sampling_with_trees_does_not_depend_on_the_batch(tree_llm):
