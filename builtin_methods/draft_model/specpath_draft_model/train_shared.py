@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resume", action="store_true")
     p.add_argument("--warmup", type=int, default=50, help="learning-rate warm-up steps")
     p.add_argument("--eval-every", type=float, default=60.0, help="seconds between held-out evaluations (and at the end)")
+    p.add_argument("--bf16", action="store_true", help="train under torch.autocast(bfloat16) (see specpath_drafting)")
     args = p.parse_args(argv)
     out, log = start_run(args)
     target = LlamaModel.from_pretrained(args.target)
@@ -134,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     metrics = train_loop(draft, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
                          lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]),
-                         resume=out / "resume.pt" if args.resume else None, warmup=args.warmup, eval_every_s=args.eval_every)
+                         resume=out / "resume.pt" if args.resume else None, warmup=args.warmup, eval_every_s=args.eval_every,
+                         bf16=args.bf16)
     log(f"draft: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
     extra = {"specpath_draft": {"recipe": "shared_embeddings", "script": "python -m specpath_draft_model.train_shared",
                                 "seed": args.seed, "minutes": args.minutes, "argv": sys.argv[1:] if argv is None else argv,

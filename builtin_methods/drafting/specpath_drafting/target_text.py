@@ -87,6 +87,57 @@ GENERAL_FILLERS: dict[str, tuple[str, ...]] = {
 }
 """What :data:`GENERAL_TASKS` are filled with (no evaluation prompt of the demo among them)."""
 
+WIDER_GENERAL_TASKS = GENERAL_TASKS + (
+    "What is the difference between {topic} and {topic2}?",
+    "Can you give me an example of {topic}?",
+    "I want to start {activity}. Where should I begin?",
+    "Write a haiku about {thing}.",
+    "List {n} interesting facts about {thing}.",
+    "What does {a_thing} eat?",
+    "Explain how {topic} works step by step.",
+    "Write an email to a friend about {activity}.",
+    "Write a Python class that {code_task}.",
+    "Explain this Python error: {error}",
+)
+""":data:`GENERAL_TASKS` and ten more kinds of request: the wider pool (``wider=True``) of the
+second round of SmolLM2 training text. The first pool stays as it was, so the held-out prompts
+the drafters are evaluated on, and the first round's text, are reproduced unchanged."""
+
+_MORE_FILLERS: dict[str, tuple[str, ...]] = {
+    "topic": ("artificial intelligence", "nutrition", "the Renaissance", "quantum computing", "the economy",
+              "magnetism", "the periodic table", "plate tectonics", "photography", "the human skeleton",
+              "cloud computing", "meditation", "the speed of light", "ancient Egypt", "probability", "poetry",
+              "the Industrial Revolution", "supply and demand", "the food chain", "bitcoin", "the carbon cycle",
+              "operating systems", "the metric system", "recursion", "global warming", "the seasons"),
+    "activity": ("baking bread", "learning to draw", "writing a resume", "preparing for a job interview",
+                 "starting a small business", "learning chess", "hiking", "meditating", "painting", "doing yoga",
+                 "learning Python", "eating healthy", "sleeping better", "writing poetry", "teaching kids to read",
+                 "organizing a closet", "planning a trip", "riding a bike", "learning to sing", "making new habits"),
+    "thing": ("sharks", "volcanoes", "the Moon", "dolphins", "chocolate", "pyramids", "tigers", "rainforests",
+              "snowflakes", "jellyfish", "the Pacific ocean", "giraffes", "mushrooms", "bats", "comets", "koalas"),
+    "a_thing": ("a rabbit", "a turtle", "a lion", "a parrot", "a dragon", "a mouse", "an elephant", "a whale",
+                "a squirrel", "a penguin", "a computer", "a train", "a boat", "a duck", "a goat"),
+    "part": ("fins", "toes", "ears", "doors", "strings", "keys"),
+    "code_task": ("reverses the words in a sentence", "counts the words in a text", "checks whether a year is a leap year",
+                  "returns the greatest common divisor of two numbers", "converts a binary string to an integer",
+                  "finds all even numbers in a list", "computes the area of a circle", "generates a random password",
+                  "checks whether a list is sorted", "rotates a list by k positions", "finds the longest word in a sentence",
+                  "computes the median of a list", "implements a simple queue", "parses a CSV line into fields",
+                  "computes the power of a number without using **", "returns the unique characters of a string"),
+}
+
+WIDER_GENERAL_FILLERS: dict[str, tuple[str, ...]] = {
+    **{key: values + _MORE_FILLERS.get(key, ()) for key, values in GENERAL_FILLERS.items()},
+    "topic2": ("weather", "climate", "a virus", "bacteria", "a planet", "a star", "a list", "a tuple", "speed",
+               "velocity", "a loan", "a mortgage", "a lake", "a river", "a comet", "an asteroid", "a noun", "a verb"),
+    "error": ("IndexError: list index out of range", "KeyError: 'name'", "TypeError: 'int' object is not iterable",
+              "ZeroDivisionError: division by zero", "NameError: name 'x' is not defined",
+              "AttributeError: 'NoneType' object has no attribute 'split'", "ValueError: invalid literal for int()",
+              "RecursionError: maximum recursion depth exceeded", "ModuleNotFoundError: No module named 'numpy'"),
+}
+"""What :data:`WIDER_GENERAL_TASKS` are filled with: :data:`GENERAL_FILLERS` with more entries
+in every list (appended, in the same key order) and two new lists."""
+
 
 # -- tokenizer and chat template ------------------------------------------------------------
 
@@ -182,20 +233,22 @@ def chat_instructions(split: str, n: int, *, seed: int, max_lines: int = 25) -> 
     return out
 
 
-def general_instructions(split: str, n: int, *, seed: int) -> list[str]:
-    """``n`` distinct everyday chat requests from :data:`GENERAL_TASKS`; a request is held out
-    when the hash of its text says so (1 in 5), so the two splits never share one."""
+def general_instructions(split: str, n: int, *, seed: int, wider: bool = False) -> list[str]:
+    """``n`` distinct everyday chat requests from :data:`GENERAL_TASKS` (``wider``: from
+    :data:`WIDER_GENERAL_TASKS`); a request is held out when the hash of its text says so (1 in
+    5), so the two splits never share one, whichever pool made them."""
     import hashlib
 
     rng = random.Random(seed)
+    tasks, fillers = (WIDER_GENERAL_TASKS, WIDER_GENERAL_FILLERS) if wider else (GENERAL_TASKS, GENERAL_FILLERS)
     want_heldout = split == "heldout"
     out: list[str] = []
     seen: set[str] = set()
     for _ in range(200 * max(n, 1)):
         if len(out) == n:
             break
-        task = rng.choice(GENERAL_TASKS)
-        text = task.format(**{k: rng.choice(v) for k, v in GENERAL_FILLERS.items()})
+        task = rng.choice(tasks)
+        text = task.format(**{k: rng.choice(v) for k, v in fillers.items()})
         text = text[0].upper() + text[1:]
         heldout = int(hashlib.sha1(text.encode("utf-8")).hexdigest(), 16) % 5 == 0
         if heldout == want_heldout and text not in seen:
@@ -205,12 +258,13 @@ def general_instructions(split: str, n: int, *, seed: int) -> list[str]:
 
 
 def build_prompts(tokenizer: Any, template: str | None, *, split: str, num_code: int, num_chat: int, seed: int,
-                  num_general: int = 0, max_prompt_tokens: int = 240) -> list[list[int]]:
+                  num_general: int = 0, max_prompt_tokens: int = 240, wider_general: bool = False) -> list[list[int]]:
     """Token ids of ``num_code`` code prompts then ``num_chat`` chat prompts about stdlib code and
     ``num_general`` everyday chat requests (templated; plain text when the checkpoint has no
-    template), each cut to ``max_prompt_tokens``."""
+    template; ``wider_general``: from the wider pool), each cut to ``max_prompt_tokens``."""
     prompts = [tokenizer.encode(s).ids[:max_prompt_tokens] for s in code_snippets(split, num_code, seed=seed)]
-    messages = chat_instructions(split, num_chat, seed=seed + 1) + general_instructions(split, num_general, seed=seed + 2)
+    messages = (chat_instructions(split, num_chat, seed=seed + 1)
+                + general_instructions(split, num_general, seed=seed + 2, wider=wider_general))
     for message in messages:
         text = render_chat(template, [{"role": "user", "content": message}]) if template else message + "\n"
         ids = tokenizer.encode(text).ids
@@ -295,7 +349,8 @@ def build_dataset(target_path: str | Path, data_dir: str | Path, layers: Sequenc
                   window: int = 256, max_new_tokens: int = 192,
                   temperatures: Sequence[float] = (0.0, 0.0, 0.7), top_k: int = 8, seed: int = 0,
                   chunk: int = 48, dtype: torch.dtype = torch.bfloat16, max_num_seqs: int = 24,
-                  raw_windows: int = 0, max_chunks: int | None = None, log: Callable[[str], None] = print) -> Path:
+                  raw_windows: int = 0, max_chunks: int | None = None, wider_general: bool = False,
+                  log: Callable[[str], None] = print) -> Path:
     """Generate (chunk by chunk, resumable), pack, run the target, and write the cache in
     ``data_dir``; returns it. Held-out windows come first (``features.json``: ``heldout``).
 
@@ -322,7 +377,8 @@ def build_dataset(target_path: str | Path, data_dir: str | Path, layers: Sequenc
     parts: dict[str, list[list[int]]] = {}
     for split, n_code, n_chat, n_general, s in (("heldout", heldout_code, heldout_chat, heldout_general, seed + 7),
                                                 ("train", num_code, num_chat, num_general, seed)):
-        prompts = build_prompts(tok, template, split=split, num_code=n_code, num_chat=n_chat, num_general=n_general, seed=s)
+        prompts = build_prompts(tok, template, split=split, num_code=n_code, num_chat=n_chat, num_general=n_general,
+                                seed=s, wider_general=wider_general)
         order = list(range(len(prompts)))
         random.Random(s).shuffle(order)  # mix code and chat in every chunk
         prompts = [prompts[i] for i in order]
@@ -368,7 +424,8 @@ def build_dataset(target_path: str | Path, data_dir: str | Path, layers: Sequenc
             "top_k": top_k, "seed": seed, "dtype": str(dtype).removeprefix("torch."),
             "prompts": {"train": [num_code, num_chat, num_general], "heldout": [heldout_code, heldout_chat, heldout_general]},
             "sequences": {k: len(v) for k, v in parts.items()}, "raw_windows": raw_windows, "max_chunks": max_chunks, "chunk": chunk,
-            "temperatures": list(temperatures), "max_new_tokens": max_new_tokens}
+            "temperatures": list(temperatures), "max_new_tokens": max_new_tokens,
+            "wider_general": wider_general}
     (data / "features.json").write_text(json.dumps(meta) + "\n")
     for f in list(data.glob("feat-*.safetensors")):
         f.unlink()
@@ -430,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--heldout-chat", type=int, default=24)
     p.add_argument("--general", type=int, default=0, help="training everyday chat requests (GENERAL_TASKS)")
     p.add_argument("--heldout-general", type=int, default=0)
+    p.add_argument("--wider-general", action="store_true", help="everyday requests from WIDER_GENERAL_TASKS")
     p.add_argument("--window", type=int, default=256)
     p.add_argument("--max-new-tokens", type=int, default=192)
     p.add_argument("--top-k", type=int, default=8)
@@ -448,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
                   heldout_general=args.heldout_general, window=args.window,
                   max_new_tokens=args.max_new_tokens, top_k=args.top_k, seed=args.seed, chunk=args.chunk,
                   dtype=getattr(torch, args.dtype), max_num_seqs=args.max_num_seqs,
-                  raw_windows=args.raw_windows, max_chunks=args.max_chunks, log=log)
+                  raw_windows=args.raw_windows, max_chunks=args.max_chunks, wider_general=args.wider_general, log=log)
     log("target_text: done")
     return 0
 

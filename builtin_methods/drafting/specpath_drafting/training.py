@@ -79,6 +79,9 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vocab-corpus", type=int, default=0,
                    help="rank reduced vocabularies by the training tokens plus N stdlib slices (and N/6 chat "
                         "instructions) tokenised by the target's tokenizer (0: the training tokens only)")
+    p.add_argument("--bf16", action="store_true",
+                   help="run each training step under torch.autocast(bfloat16): ~1.8x faster steps on a CPU "
+                        "with AVX512_BF16; weights, optimizer and held-out evaluation stay float32")
 
 
 def features_dir(args: argparse.Namespace) -> Path:
@@ -327,13 +330,14 @@ def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Ten
                tokens: torch.Tensor, taps: torch.Tensor, *, minutes: float, batch: int, lr: float, seed: int,
                log: Callable[[str], None] = print, eval_every_s: float = 60.0,
                heldout: tuple[torch.Tensor, torch.Tensor] | None = None, warmup: int = 50,
-               resume: str | Path | None = None, save_every_s: float = 120.0) -> dict:
+               resume: str | Path | None = None, save_every_s: float = 120.0, bf16: bool = False) -> dict:
     """AdamW with warm-up and cosine decay over a wall-clock budget; ``loss_fn(tokens, taps)``
     returns the loss and float metrics of one batch. Returns the last held-out metrics.
 
     With ``resume`` (a file), the weights, optimizer, step, elapsed time and sampler state are
     saved there every ``save_every_s`` seconds and picked up again by a restarted run, which
-    then only spends what is left of the budget."""
+    then only spends what is left of the budget. ``bf16``: the steps' forward runs under
+    ``torch.autocast`` (bfloat16 matmuls, float32 master weights)."""
     gen = torch.Generator().manual_seed(seed)
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
@@ -362,7 +366,8 @@ def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Ten
         for group in opt.param_groups:
             group["lr"] = warmup_cosine(step, elapsed / budget, peak=lr, warmup=warmup)
         idx = torch.randint(0, tokens.shape[0], (batch,), generator=gen)
-        loss, info = loss_fn(tokens[idx], taps[idx].float())
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss, info = loss_fn(tokens[idx], taps[idx].float())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -437,7 +442,7 @@ def fit(name: str, model: torch.nn.Module, loss_fn: Callable, tokens: torch.Tens
     metrics = train_loop(model, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
                          lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]),
                          resume=resume_file(args), warmup=getattr(args, "warmup", 50),
-                         eval_every_s=getattr(args, "eval_every", 60.0))
+                         eval_every_s=getattr(args, "eval_every", 60.0), bf16=getattr(args, "bf16", False))
     log(f"{name}: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
     return metrics
 

@@ -86,6 +86,25 @@ def test_the_demo_prompts_are_not_training_requests():
 
     demo = {m[0]["content"] for kind, m in REAL_DEMO_PROMPTS if kind == "chat"}
     assert demo and not demo & set(tt.general_instructions("train", 2000, seed=2))
+    assert not demo & set(tt.general_instructions("train", 4000, seed=3, wider=True))
+
+
+@given(st.integers(0, 10_000))
+@settings(max_examples=10, deadline=None)
+def test_the_wider_pool_keeps_the_held_out_split_of_the_first(seed):
+    held = set(tt.general_instructions("heldout", 200, seed=seed))
+    wider_train = tt.general_instructions("train", 300, seed=seed, wider=True)
+    assert len(set(wider_train)) == 300 and not held & set(wider_train)  # one split rule for both pools
+    assert all(t[0].isupper() and "{" not in t for t in wider_train)
+    assert wider_train == tt.general_instructions("train", 300, seed=seed, wider=True)
+
+
+def test_the_wider_pool_is_the_first_one_extended():
+    assert tt.WIDER_GENERAL_TASKS[:len(tt.GENERAL_TASKS)] == tt.GENERAL_TASKS
+    for key, values in tt.GENERAL_FILLERS.items():  # appended, so old entries keep their place
+        assert tt.WIDER_GENERAL_FILLERS[key][:len(values)] == values
+    assert len(set(tt.general_instructions("train", 5000, seed=1, wider=True))) > \
+        3 * len(set(tt.general_instructions("train", 5000, seed=1)))
 
 
 def test_general_requests_are_templated_after_the_stdlib_chats(byte_target):

@@ -56,3 +56,22 @@ def test_extra_counts_rank_ids_the_training_tokens_never_show():
     extra[7] = 100.0  # scaled to the training total: 6 counts for id 7, more than id 5 has
     assert vocab_by_frequency(tokens, 12, 2, extra_counts=extra).tolist() == [5, 7]
     assert vocab_by_frequency(tokens, 12, 2, extra_counts=torch.zeros(12)).tolist() == [2, 5]
+
+
+def test_bf16_steps_run_under_autocast_and_keep_float32_weights():
+    model, _, x, _ = _problem()
+    dtypes = []
+
+    def loss_fn(batch, _unused):
+        out = model(batch).squeeze(-1)
+        dtypes.append(out.dtype)
+        loss = (out.float() - (batch @ torch.tensor([1.0, -2.0, 0.5, 3.0]))).pow(2).mean()
+        return loss, {"mse": loss.item()}
+
+    before = loss_fn(x, x)[0].item()
+    dtypes.clear()
+    metrics = train_loop(model, loss_fn, x, x, minutes=0.01, batch=8, lr=1e-2, seed=0, log=lambda s: None,
+                         heldout=(x, x), warmup=1, bf16=True)
+    assert metrics["steps"] > 0 and metrics["mse"] < before
+    assert dtypes[0] is torch.bfloat16 and dtypes[-1] is torch.float32  # training steps in bf16, held-out in fp32
+    assert model.weight.dtype is torch.float32
