@@ -72,16 +72,6 @@ def _params(rng: random.Random, SamplingParams: Any) -> Any:
     return SamplingParams(**kw)
 
 
-def _margin(model: Any, ids: list[int]) -> float:
-    """Top-2 logit margin of the target's greedy choice after ``ids``."""
-    import torch
-
-    with torch.inference_mode():
-        logits = model.forward_batch(torch.tensor([ids]))[0, -1]
-    top = logits.topk(2).values
-    return float(top[0] - top[1])
-
-
 class Soak:
     def __init__(self, args: argparse.Namespace) -> None:
         from specpath.engine.cli_run import demo_configs
@@ -113,6 +103,7 @@ class Soak:
         return self.plain[prefix_caching]
 
     def round(self, rng: random.Random) -> None:
+        from specpath.engine.harness import first_difference, top2_margin
         from specpath.engine.llm import LLM, SamplingParams
         from specpath.errors import SpeculativeConfigError
 
@@ -149,9 +140,9 @@ class Soak:
                 continue
             ref = plain.generate([prompt], p)[0].token_ids
             self.counts["greedy_checked"] += 1
-            if ref != out.token_ids:
-                at = next((i for i, (a, b) in enumerate(zip(ref, out.token_ids)) if a != b), min(len(ref), len(out.token_ids)))
-                margin = _margin(plain.model, out.prompt_token_ids + ref[:at])
+            at = first_difference(ref, out.token_ids)
+            if at is not None:
+                margin = top2_margin(plain.model, out.prompt_token_ids + ref[:at])
                 if margin < NEAR_TIE:
                     self.counts["greedy_near_ties"] += 1
                     self.counts["near_tie_margins"].append(margin)

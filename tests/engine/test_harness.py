@@ -3,6 +3,9 @@ table, and the quiet-machine gate (no timing assertions: only what the rows are 
 
 from types import SimpleNamespace
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from specpath.engine import harness
 
 
@@ -45,3 +48,26 @@ def test_gate_waits_no_longer_than_told_and_says_when_noisy(monkeypatch):
     assert len(said) == 1 and "noisy" in said[0]
     monkeypatch.setattr(harness, "machine_load", lambda: 0.1)
     assert harness.wait_for_quiet(0.5, timeout_s=0, log=said.append) == 0.1 and len(said) == 1
+
+
+@given(st.lists(st.integers(0, 3), max_size=8), st.lists(st.integers(0, 3), max_size=8))
+def test_first_difference_is_the_first_index_where_the_outputs_part(a, b):
+    at = harness.first_difference(a, b)
+    if a == b:
+        assert at is None
+    else:
+        assert a[:at] == b[:at] and (at == min(len(a), len(b)) or a[at] != b[at])
+
+
+def test_top2_margin_is_the_gap_between_the_two_best_next_token_logits():
+    import torch
+
+    from specpath.testing.engine import random_llama
+
+    model = random_llama(3)
+    ids = [5, 17, 42, 7, 99]
+    every = model.forward_batch(torch.tensor([ids]))[0, -1]
+    logits = model.forward_batch(torch.tensor([ids]), last_only=True)[0, -1]
+    torch.testing.assert_close(logits, every)  # the head over one row instead of all (not bit-equal in fp32)
+    top = logits.topk(2).values
+    assert harness.top2_margin(model, ids) == float(top[0] - top[1]) > 0

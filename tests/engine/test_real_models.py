@@ -176,6 +176,7 @@ def test_cli_run_chat_and_demo_on_a_gguf(tiny_gguf, capsys, test_methods):
     data = json.loads(capsys.readouterr().out)
     rows = {r["method"]: r for r in data["rows"]}
     assert set(rows) == {"baseline", LOOKUP} and rows[LOOKUP]["greedy_identical"]
+    assert rows[LOOKUP]["divergence_margins"] == []  # nothing parts, nothing to explain
     assert rows["baseline"]["num_prompts"] == 6  # code and chat prompts
     reasons = {s["method"]: s["reason"] for s in data["skipped"]}
     assert "does not resolve for this model" in reasons[NEEDS_DRAFT]  # no drafter for this target

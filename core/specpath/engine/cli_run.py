@@ -308,6 +308,7 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
         bar.update(1)
     parts: dict[str, list] = {name: [] for name, _, _ in engines}
     tokens: dict[str, list] = {name: [] for name, _, _ in engines}
+    prompt_ids: list[list[int]] = []
     elapsed: dict[str, float] = {name: 0.0 for name, _, _ in engines}
     for kind, prompt in prompts:  # batch 1, one prompt at a time: the latency setting
         for name, _, llm in engines:
@@ -317,8 +318,11 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
             elapsed[name] += time.perf_counter() - start
             parts[name].append(out.metrics)
             tokens[name].append(out.token_ids)
+            if name == "baseline":
+                prompt_ids.append(list(out.prompt_token_ids))
             bar.update(1)
     bar.close()
+    margins = _divergence_margins(baseline.model, prompt_ids, tokens)
     baseline_tps = SpecMetrics.total(parts["baseline"], elapsed_s=elapsed["baseline"]).tokens_per_s
     dtype = engines[0][2].engine_config.model_config.dtype
     rows: list[dict] = []
@@ -335,11 +339,44 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
             "target_steps": total.num_steps,
             "greedy_identical": tokens[name] == tokens["baseline"],
             "identical_prompts": same,
+            "divergence_margins": margins[name],
             "num_prompts": len(prompts),
             "model": model or "embedded",
             "dtype": dtype,
         })
     return rows, skipped
+
+
+def _divergence_margins(model: Any, prompt_ids: list[list[int]], tokens: dict[str, list]) -> dict[str, list[dict]]:
+    """Per method, where each prompt's greedy output parts from the baseline's (token index) and
+    the baseline target's top-2 logit margin there: in bf16 a near-tie, which a verification pass
+    over several tokens may round the other way (one pass per distinct prefix)."""
+    from specpath.engine.harness import first_difference, top2_margin
+
+    cache: dict[tuple[int, ...], float] = {}
+    out: dict[str, list[dict]] = {}
+    for name, outputs in tokens.items():
+        out[name] = []
+        for i, (ids, ref) in enumerate(zip(outputs, tokens["baseline"])):
+            at = first_difference(ref, ids)
+            if at is None or at >= len(ref):
+                continue
+            prefix = (*prompt_ids[i], *ref[:at])
+            if prefix not in cache:
+                cache[prefix] = top2_margin(model, prefix)
+            out[name].append({"prompt": i, "token": at, "margin": cache[prefix]})
+    return out
+
+
+def _identity_cell(row: dict) -> str:
+    """"yes", or how many prompts differ and the baseline's top-2 margins where they part."""
+    if row["greedy_identical"]:
+        return "yes"
+    cell = f"NO ({row['num_prompts'] - row['identical_prompts']}/{row['num_prompts']} differ"
+    margins = row.get("divergence_margins") or []
+    if margins:
+        cell += "; top-2 margin " + " ".join(f"{m['margin']:.2f}" for m in margins)
+    return cell + ")"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -355,7 +392,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             _fmt_rates(r["acceptance_rate_by_position"]),
             f"{r['tokens_per_s']:.0f}" if r["tokens_per_s"] >= 100 else f"{r['tokens_per_s']:.1f}",
             f"{r['speedup']:.2f}x",
-            "yes" if r["greedy_identical"] else f"NO ({r['num_prompts'] - r['identical_prompts']}/{r['num_prompts']} differ)",
+            _identity_cell(r),
         ]
         for r in rows
     ]
@@ -372,7 +409,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
           "(bonus included).".replace("  ", " "))
     if first["dtype"] != "float32" and not all(r["greedy_identical"] for r in rows):
         print(f"{first['dtype']}: a verification pass over several tokens rounds differently from one-token steps, "
-              "so greedy output can part ways after a near-tie (see docs/real-models.md); --dtype float32 is exact.")
+              "so greedy output can part ways at a near-tie (see docs/real-models.md); --dtype float32 is exact. "
+              "Top-2 margin: the baseline's gap between its two best logits where a prompt's output parts "
+              "(bf16 logits here are rounded to steps of 1/16-1/8).")
     for name, reason in skipped:
         print(f"skipped {name}: {reason}")
     return 0

@@ -9,6 +9,8 @@
   baseline of the same round (medians over rounds), target steps, per-prompt tokens/s, and
   whether the output is identical to the baseline's;
 - :func:`machine_load` / :func:`wait_for_quiet`: the quiet-machine gate (load average per core);
+- :func:`first_difference` / :func:`top2_margin`: where a method's greedy output parts from the
+  baseline's, and how close the target's choice was there (a near-tie in low precision, or a bug);
 - :func:`format_table`: the printed table; :func:`timed_call`: the GPU check scripts' timer.
 """
 
@@ -134,6 +136,26 @@ def compare(runs: Iterable[tuple[str, Mapping | None]], *, model: str | None = N
 
 
 # -- the quiet-machine gate ----------------------------------------------------------------
+
+
+def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """Index of the first token where ``a`` and ``b`` differ (the shorter length when one is a
+    prefix of the other); None when they are equal."""
+    if list(a) == list(b):
+        return None
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def top2_margin(model: Any, ids: Sequence[int]) -> float:
+    """The target's top-2 logit margin for the token after ``ids`` (one causal pass, in the
+    model's own dtype): the gap a greedy divergence there had to cross. bf16 rounds logits of
+    SmolLM2's size to 1/16-1/8, so margins of that order are near-ties; a large one is a bug."""
+    import torch
+
+    with torch.inference_mode():
+        logits = model.forward_batch(torch.tensor([list(ids)]), last_only=True)[0, -1]
+    top = logits.topk(2).values
+    return float(top[0] - top[1])
 
 
 def machine_load() -> float:

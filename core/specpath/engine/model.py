@@ -414,13 +414,16 @@ class LlamaModel(nn.Module):
             h = h.index_select(0, logits_indices)
         return ModelOutput(logits=self.lm_head_logits(self.model.norm(h)), hidden_states=hidden)
 
-    def forward_batch(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Causal logits [B, T, V] for equal-length rows starting at position 0 (training, perplexity)."""
+    def forward_batch(self, input_ids: torch.Tensor, *, last_only: bool = False) -> torch.Tensor:
+        """Causal logits [B, T, V] for equal-length rows starting at position 0 (training, perplexity);
+        ``last_only``: [B, 1, V], the last position's only (no head product for the others)."""
         positions = torch.arange(input_ids.shape[-1], device=input_ids.device)
         cos, sin = self.model.rotary_emb(positions)
         h = self.model.embed_tokens(input_ids)
         for layer in self.model.layers:
             h = layer(h, cos, sin, _batched_causal)
+        if last_only:
+            h = h[:, -1:]
         return self.lm_head(self.model.norm(h)).float()
 
     def _check_layers(self, hidden_layers: Sequence[int]) -> None:

@@ -26,9 +26,11 @@ class GreedyIdentity:
 
     def describe(self) -> str:
         """Where the two runs first differ (for an assertion message)."""
+        from specpath.engine.harness import first_difference
+
         for i, (a, b) in enumerate(zip(self.plain, self.speculative)):
-            if a != b:
-                at = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            at = first_difference(a, b)
+            if at is not None:
                 return (f"prompt {i}: first difference at output token {at}: plain {a[at:at + 8]} vs "
                         f"speculative {b[at:at + 8]} ({self.num_accepted_tokens}/{self.num_draft_tokens} "
                         "drafts accepted)")
