@@ -118,6 +118,10 @@ class SpeculatorContext:
     drafters that run a model of their own."""
     verifies_trees: bool = False
     """The engine verifies ``DraftProposal.tree``: drafters that can build trees fill it."""
+    prepare_module: Callable[[Any], Any] | None = None
+    """``prepare_module(module) -> module`` readies a drafter's inference module (loaded, in
+    ``dtype``, weights final) the way the engine readies its target, e.g. its low-precision
+    ``nn.Linear`` layers pre-packed for the CPU's matmul; None: use the module as it is."""
 
 
 class BaseSpeculator(abc.ABC):

@@ -81,3 +81,9 @@ def test_a_recorded_training_vocabulary_restricts_the_drafts(setup, tmp_path):
     requests, _ = engine.generate(PROMPTS, GREEDY)
     assert [r.output_token_ids for r in requests] == baseline
     assert len(checked) > 10
+
+
+def test_bf16_drafting_with_the_packed_drafter_matches_the_unpacked_one(setup, monkeypatch):
+    from specpath_drafting.testing import packed_drafting_matches_unpacked
+
+    packed_drafting_matches_unpacked(setup, spec_for(setup, 4), monkeypatch)

@@ -103,6 +103,9 @@ class HiddenStateHead(nn.Module):
     kind: ClassVar[str] = ""
     """The ``HeadConfig.kind`` this class builds (``"eagle"``, ``"eagle3"``)."""
     config: HeadConfig
+    norm: nn.Module
+    """The final norm before the head's logits (every head has one; a plain parameter, read
+    for :attr:`dtype` because the linears may be pre-packed)."""
 
     def __init__(self, config: HeadConfig, embed_tokens: Embed | None) -> None:
         super().__init__()
@@ -159,7 +162,7 @@ class HiddenStateHead(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.fc.weight.dtype  # every head fuses its inputs through ``fc``
+        return self.norm.weight.dtype  # norms keep plain parameters (linears may be pre-packed)
 
     def quantize_lm_head(self, method: str) -> None:
         """Apply ``draft_lm_head_quantization`` to the head the drafts use."""

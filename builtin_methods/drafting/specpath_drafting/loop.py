@@ -64,6 +64,8 @@ class HiddenStateSpeculator(BaseSpeculator):
         self.head.layer.fuse_projections()
         if config.draft_lm_head_quantization is not None:
             self.head.quantize_lm_head(config.draft_lm_head_quantization)
+        if context.prepare_module is not None:  # e.g. pre-packed bf16 linears, like the target's
+            self.head = context.prepare_module(self.head)
         hc = self.head.config
         target_hidden = context.target_config.get("hidden_size")
         if target_hidden is not None and hc.target_hidden_size not in (None, target_hidden):

@@ -74,6 +74,25 @@ def drafting_setup(name: str, make_drafter: Callable[[Path, Any], Any], *, num_l
     return setup
 
 
+def packed_drafting_matches_unpacked(setup: DraftingSetup, spec: Mapping[str, Any], monkeypatch: Any) -> None:
+    """In bf16, drafting with the engine's pre-packed drafter (``SpeculatorContext.prepare_module``)
+    emits the tokens and draft/accept counts of the unpacked one, and is packed where this CPU
+    packs bf16 (``specpath.engine.packed_linear``: the same products as ``F.linear``, to the bit)."""
+    from specpath.engine.packed_linear import ENV_SWITCH, PackedLinear, packing_enabled
+
+    prompts = [list(p) for p in TINY_PROMPTS]
+    monkeypatch.setenv(ENV_SWITCH, "0")
+    plain = setup.llm(spec, dtype="bfloat16")
+    monkeypatch.delenv(ENV_SWITCH)
+    packed = setup.llm(spec, dtype="bfloat16")
+    want, got = plain.generate(prompts, greedy()), packed.generate(prompts, greedy())
+    assert [o.token_ids for o in got] == [o.token_ids for o in want]
+    counts = lambda outs: [(o.metrics.num_draft_tokens, o.metrics.num_accepted_tokens) for o in outs]  # noqa: E731
+    assert counts(got) == counts(want) and sum(d for d, _ in counts(got)) > 0
+    module = getattr(packed.speculator, "head", None) or packed.speculator.drafter
+    assert any(isinstance(m, PackedLinear) for m in module.modules()) == packing_enabled(torch.bfloat16)
+
+
 def check_every_proposal(speculator: Any, want: Callable[[Any, int], list[int]]) -> list[int]:
     """Wrap ``speculator.propose`` so each request's drafts are compared, as they are proposed,
     with ``want(request, n)``; returns the (growing) list of the draft counts checked."""

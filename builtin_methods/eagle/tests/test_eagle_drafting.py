@@ -117,3 +117,9 @@ def test_extract_hidden_states_returns_the_target_states(setup):
         want = target(torch.tensor(ids), torch.arange(len(ids)), hidden_layers=(0, 1)).hidden_states  # entering layers 1, 2
         assert got.shape[0] >= len(r.prompt_token_ids)
         assert torch.allclose(got, want, atol=1e-9)
+
+
+def test_bf16_drafting_with_the_packed_drafter_matches_the_unpacked_one(setup, monkeypatch):
+    from specpath_drafting.testing import packed_drafting_matches_unpacked
+
+    packed_drafting_matches_unpacked(setup, spec_for(setup, 4), monkeypatch)

@@ -122,3 +122,9 @@ def test_restricted_targets_are_the_full_ones_over_a_full_draft_vocabulary(setup
         never = eagle3_loss(small, norm, head_w, 1e-5, restricted=True, heldout_argmax=torch.full_like(top, -1),
                             **kw)(tokens, taps)[1]
     assert given == computed and never["acc0"] == never["acc1"] == 0.0
+
+
+def test_bf16_drafting_with_the_packed_drafter_matches_the_unpacked_one(setup, monkeypatch):
+    from specpath_drafting.testing import packed_drafting_matches_unpacked
+
+    packed_drafting_matches_unpacked(setup, spec_for(setup, 4), monkeypatch)

@@ -74,7 +74,7 @@ class MTPModule(HiddenStateHead):
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.eh_proj.weight.dtype
+        return self.norm.weight.dtype  # norms keep plain parameters (linears may be pre-packed)
 
     def layer_input(self, embeds: torch.Tensor, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         parts = {"embedding": self.enorm(embeds), "hidden": self.hnorm(features)}

@@ -62,11 +62,14 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
     def __init__(self, config: Any, context: SpeculatorContext) -> None:
         super().__init__(config, context)
         mods: list[MTPModule] = self.mtp_modules
-        for module in mods[1:]:
+        mods[0] = self.head  # as the base class readied it (prepare_module may return another module)
+        for i, module in enumerate(mods[1:], start=1):
             module.to(device=self.device, dtype=self.dtype).eval()
             for p in module.parameters():
                 p.requires_grad_(False)
             module.layer.fuse_projections()  # as the base class does for module 0
+            if context.prepare_module is not None:
+                module = mods[i] = context.prepare_module(module)
             module.rotary.ensure_length(self.row_len)
         hc = self.head.config
         rows = self.kv.num_rows

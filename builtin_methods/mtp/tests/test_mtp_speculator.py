@@ -124,3 +124,13 @@ def test_a_recorded_training_vocabulary_restricts_the_drafts(tiny, tmp_path):
 
     checked = drive(speculator, target, prompts, [3, 2, 1], steps=5, chunk=4, vocab_size=64, seed=7, check=check)
     assert checked == 15 and set(seen) <= set(keep)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_bf16_drafting_with_the_packed_modules_matches_the_unpacked_ones(tiny, n, monkeypatch):
+    from specpath_drafting.testing import DraftingSetup, packed_drafting_matches_unpacked
+
+    _, paths = tiny
+    setup = DraftingSetup(paths["target"].parent, None, None, [])
+    packed_drafting_matches_unpacked(setup, {"method": "mtp", "model": str(paths[n]), "num_speculative_tokens": 4},
+                                     monkeypatch)

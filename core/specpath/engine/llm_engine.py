@@ -90,9 +90,12 @@ def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype:
     config (its checkpoint's ``config.json`` when given, else the model's), embedding and head on
     final-normed states (per the contract), and a loader of drafter models on the target's
     device and dtype (default: the dtype of its first parameter; ``load_model`` replaces it, e.g.
-    ``LLM``'s, which packs drafts like the target). ``verifies_trees``: whether the engine will
-    verify token trees (:func:`specpath.engine.tree_layout.verifies_trees`)."""
+    ``LLM``'s, which packs drafts like the target), and ``prepare_module``, which pre-packs a
+    drafter head's linears where the target's would be (:mod:`specpath.engine.packed_linear`).
+    ``verifies_trees``: whether the engine will verify token trees
+    (:func:`specpath.engine.tree_layout.verifies_trees`)."""
     from specpath.engine.model import LlamaModel
+    from specpath.engine.packed_linear import pack_linears_, packing_enabled
 
     cfg = model.config
     dtype = dtype if dtype is not None else next(model.parameters()).dtype
@@ -109,6 +112,7 @@ def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype:
             path, **{"dtype": dtype, "device": device, **options}
         ),
         verifies_trees=verifies_trees,
+        prepare_module=pack_linears_ if packing_enabled(dtype, device) else None,
     )
 
 

@@ -84,6 +84,13 @@ class LayerShape:
         )
 
 
+def _linear_of(weight: torch.Tensor) -> nn.Linear:
+    """A bias-free ``nn.Linear`` holding ``weight`` (its device and dtype), not trained."""
+    linear = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device=weight.device, dtype=weight.dtype)
+    linear.weight = nn.Parameter(weight.detach(), requires_grad=False)
+    return linear
+
+
 class DraftLayer(nn.Module):
     """A Llama decoder layer whose q/k/v project from ``attn_in`` features (d for EAGLE-1,
     2d for EAGLE-3) while the residual stream stays d wide. ``config`` is any object with the
@@ -102,21 +109,23 @@ class DraftLayer(nn.Module):
         self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
         self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
         self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
-        self._fused: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.fused_qkv: nn.Linear | None = None
+        self.fused_gate_up: nn.Linear | None = None
 
     def fuse_projections(self) -> None:
         """Inference: q/k/v and gate/up as one matmul each (fewer calls: on CPU a drafting step
-        is dominated by per-call overhead). Call again after the weights change."""
+        is dominated by per-call overhead). Call again after the weights change. The fused
+        copies are ``nn.Linear`` submodules, so an engine can pre-pack them like any other
+        (``SpeculatorContext.prepare_module``); they join the state dict."""
         with torch.no_grad():
-            qkv = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
-            gate_up = torch.cat([self.gate_proj.weight, self.up_proj.weight])
-        self._fused = (qkv, gate_up)
+            self.fused_qkv = _linear_of(torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight]))
+            self.fused_gate_up = _linear_of(torch.cat([self.gate_proj.weight, self.up_proj.weight]))
 
     def qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         lead = x.shape[:-1]
         h, kv, d = self.n_heads, self.n_kv_heads, self.head_dim
-        if self._fused is not None:
-            q, k, v = F.linear(x, self._fused[0]).split([h * d, kv * d, kv * d], dim=-1)
+        if self.fused_qkv is not None:
+            q, k, v = self.fused_qkv(x).split([h * d, kv * d, kv * d], dim=-1)
         else:
             q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         q, k, v = q.view(*lead, h, d), k.view(*lead, kv, d), v.reshape(*lead, kv, d)
@@ -126,8 +135,8 @@ class DraftLayer(nn.Module):
         """o_proj + residual, then the MLP block."""
         h = residual + self.o_proj(attn.reshape(*residual.shape[:-1], -1))
         x = self.post_attention_layernorm(h)
-        if self._fused is not None:
-            gate, up = F.linear(x, self._fused[1]).chunk(2, dim=-1)
+        if self.fused_gate_up is not None:
+            gate, up = self.fused_gate_up(x).chunk(2, dim=-1)
         else:
             gate, up = self.gate_proj(x), self.up_proj(x)
         return h + self.down_proj(F.silu(gate) * up)

@@ -154,7 +154,7 @@ class DFlashDrafter(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.fc.weight.dtype
+        return self.norm.weight.dtype  # norms keep plain parameters (linears may be pre-packed)
 
     # -- inputs ----------------------------------------------------------------------------
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
@@ -178,8 +178,8 @@ class DFlashDrafter(nn.Module):
 
         m = self.layers[layer]
         lead = ctx.shape[:-1]
-        k = F.linear(ctx, m.k_proj.weight).view(*lead, m.n_kv_heads, m.head_dim)
-        v = F.linear(ctx, m.v_proj.weight).view(*lead, m.n_kv_heads, m.head_dim)
+        k = m.k_proj(ctx).view(*lead, m.n_kv_heads, m.head_dim)
+        v = m.v_proj(ctx).view(*lead, m.n_kv_heads, m.head_dim)
         return apply_rope(k, cos, sin), v
 
     def block_embeds(self, ids: torch.Tensor) -> torch.Tensor:

@@ -55,6 +55,8 @@ class DFlashSpeculator(BaseSpeculator):
         self.drafter = self.build_drafter().to(device=self.device, dtype=self.dtype).eval()
         for p in self.drafter.parameters():
             p.requires_grad_(False)
+        if context.prepare_module is not None:  # e.g. pre-packed bf16 linears, like the target's
+            self.drafter = context.prepare_module(self.drafter)
         dc = self.drafter.config
         self.check_target(dc, context)
         self.adaptive = bool(config.enable_adaptive_verification)
