@@ -13,14 +13,17 @@ from pathlib import Path
 
 import attrs
 
-from specpath.config.shipped import EMBEDDED_TARGET, ShippedCheckpoint
+from specpath.config.shipped import EMBEDDED_TARGET, SMOLLM2_135M, ShippedCheckpoint
 from specpath_drafting.block.config import BlockDrafterConfig, build_target_layer_ids, checkpoint_kind
 
-__all__ = ["DFLASH_CHECKPOINT", "DFlashSpeculatorConfig", "build_target_layer_ids", "checkpoint_kind"]
+__all__ = ["DFLASH_CHECKPOINT", "DFLASH_SMOLLM2_CHECKPOINT", "DFlashSpeculatorConfig", "build_target_layer_ids",
+           "checkpoint_kind"]
 
 CHECKPOINTS_DIR = Path(__file__).resolve().parent / "checkpoints"
 DFLASH_CHECKPOINT = CHECKPOINTS_DIR / "dflash-byte-llama"
 """The DFlash drafter trained for specpath's embedded default target (package data)."""
+DFLASH_SMOLLM2_CHECKPOINT = CHECKPOINTS_DIR / "dflash-smollm2"
+"""The DFlash drafter trained for SmolLM2-135M-Instruct (its README says how)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -32,5 +35,6 @@ class DFlashSpeculatorConfig(BlockDrafterConfig):
     speculator_class = "specpath_drafting.block.speculator:DFlashSpeculator"
     supports_watermarking = True
     """Drafts come from the target's own head over its vocabulary, so a watermark can bias them."""
-    shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, DFLASH_CHECKPOINT),)
+    shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, DFLASH_CHECKPOINT),
+                           ShippedCheckpoint(SMOLLM2_135M, DFLASH_SMOLLM2_CHECKPOINT))
     anchor_sampling_default = False
