@@ -5,37 +5,49 @@
 #
 # TARGET_DIR: the HF checkpoint (`specpath convert SmolLM2-135M-Instruct.Q4_1.gguf DIR`; default
 # /work/models/smollm2-135m). RUN_DIR: data, logs, resume files (default runs/smollm2). STAGES:
-# data, eagle3, draft, mtp, dflash (default: all, in that order). Two jobs at a time, one torch
-# thread each, each in its own session (setsid: with the kernel's autogroup scheduling a job's
-# CPU share is set per session, not by nice); NICE=10 to run them niced. Every stage resumes
-# from its own files when restarted. Drafters are exported to RUN_DIR/export/NAME (fp16); the
-# shipped copies under builtin_methods/ are those that beat the previous ones (docs/benchmarks.md):
-# eagle3, draft (smollm2-shared) and mtp (mtp1-smollm2) from this script; dflash is not shipped;
-# the shipped DSpark was not retrained (stage dspark of `git show cfb2d94:scripts/train_smollm2_drafters.sh`,
-# its train_vocab_ids added afterwards). Evaluate with benchmarks/smollm2_drafters.py (see the docs).
+# data, more, eagle3, draft, mtp, dspark, dflash (default: all, in that order). Two jobs at a
+# time, one torch thread each, each in its own session (setsid: with the kernel's autogroup
+# scheduling a job's CPU share is set per session, not by nice); NICE=10 to run them niced.
+# Every stage resumes from its own files when restarted. Drafters are exported to
+# RUN_DIR/export/NAME (fp16); the shipped copies under builtin_methods/ are those that beat the
+# previous ones (docs/benchmarks.md). Evaluate with benchmarks/smollm2_drafters.py (see the docs).
 #
-# Data (2026-12-01 14:00-14:31, two processes): shard A (seed 1) = the held-out windows (16 code
-# slices + 16 chat instructions from the held-out stdlib files) and the target's continuations
-# of the first 3 chunks (144) of 480 shuffled training prompts (240 stdlib code slices + 240 chat
-# instructions about stdlib functions, ChatML), plus 400 windows of plain stdlib text; shard B
-# (seed 2) = 16 held-out everyday chat requests and the continuations of the first 6 chunks (288)
-# of 480 training ones (target_text.GENERAL_TASKS). bf16, greedy/greedy/T=0.7, up to 192 new
-# tokens, EOS honoured; 256-token windows: 42 held out + 759 training (194k tokens); taps 1, 14,
-# 26 (EAGLE-3 / DFlash) and 29 (the last layer: targets, MTP, draft model) and the target's
-# top-8 next tokens. (--max-chunks is the time budget: generation ran at 25-80 tok/s per process
-# on the shared machine, features at 110-150 tok/s.)
+# Round 1 (stage data -> RUN_DIR/data/all, 2026-12-01 14:00-14:31, two processes): shard A
+# (seed 1) = the held-out windows (16 code slices + 16 chat instructions from the held-out
+# stdlib files) and the target's continuations of the first 3 chunks (144) of 480 shuffled
+# training prompts (240 stdlib code slices + 240 chat instructions about stdlib functions,
+# ChatML), plus 400 windows of plain stdlib text; shard B (seed 2) = 16 held-out everyday chat
+# requests and the continuations of the first 6 chunks (288) of 480 training ones
+# (target_text.GENERAL_TASKS). bf16, greedy/greedy/T=0.7, up to 192 new tokens, EOS honoured;
+# 256-token windows: 42 held out + 759 training (194k tokens); taps 1, 14, 26 (EAGLE-3 / DFlash /
+# DSpark) and 29 (the last layer: targets, MTP, draft model) and the target's top-8 next tokens.
+# draft was trained on it (and round 1's eagle3 and mtp, since replaced).
+#
+# Round 2 (stage more -> RUN_DIR/data/more = round 1 + shards C and D, 2026-12-01 16:49-17:27,
+# two processes, 96 sequences per batch): shard C (seed 3) = continuations of the first 18
+# chunks (1,728) of 3,000 everyday requests from the wider pool (target_text.WIDER_GENERAL_TASKS;
+# its held-out rule is the first pool's, so the 42 held-out windows stay held out); shard D
+# (seed 4) = the first 9 chunks (864) of 1,200 stdlib code/chat prompts, plus 400 windows of
+# plain stdlib text. 1,316 + 1,322 new windows: 42 held out + 3,397 training (870k tokens).
+# eagle3 (60 min), dspark (30 min), dflash (20 min) and mtp (15 min) were trained on it, with
+# --bf16 (autocast; ~1.8x faster steps), 2026-12-01 17:27-18:35: eagle3 beside dspark then
+# dflash, then mtp alone. draft (16 min) is still round 1's. Shipped: all five.
+# (--max-chunks is the time budget: generation ran at ~200 tok/s (C) and ~100 tok/s (D, longer
+# prompts) per process, features at ~450 tok/s per process.)
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 T=${1:-/work/models/smollm2-135m}
 R=${2:-runs/smollm2}
 shift $(( $# > 2 ? 2 : $# )) || true
-STAGES=${*:-data eagle3 draft mtp dflash}
+STAGES=${*:-data more eagle3 draft mtp dspark dflash}
 export OMP_NUM_THREADS=1
 run() { setsid nice -n "${NICE:-0}" python -m "$@" < /dev/null; }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 mkdir -p "$R/logs"
 X=$R/export
 COMMON=(--target "$T" --data "$R/data/all" --train-vocab 4096 --batch 4 --seed 0 --threads 1 --resume --warmup 10)
+MORE=(--target "$T" --data "$R/data/more" --train-vocab 4096 --batch 8 --seed 0 --threads 1 --resume --warmup 20 --bf16 \
+  --eval-every 300)
 
 if has data; then
   run specpath_drafting.target_text --target "$T" --out "$R/data/shardA" --layers 1 14 26 29 --code 240 --chat 240 \
@@ -48,9 +60,20 @@ if has data; then
   python -c "import sys; from specpath_drafting.target_text import merge_datasets; merge_datasets(sys.argv[1:3], sys.argv[3])" \
     "$R/data/shardA" "$R/data/shardB" "$R/data/all"
 fi
+if has more; then
+  run specpath_drafting.target_text --target "$T" --out "$R/data/shardC" --layers 1 14 26 29 --code 0 --chat 0 \
+    --heldout-code 0 --heldout-chat 0 --general 3000 --heldout-general 0 --wider-general --max-chunks 18 --chunk 96 \
+    --max-num-seqs 96 --seed 3 --threads 1 > "$R/logs/data_shardC.log" 2>&1 &
+  run specpath_drafting.target_text --target "$T" --out "$R/data/shardD" --layers 1 14 26 29 --code 600 --chat 600 \
+    --heldout-code 0 --heldout-chat 0 --raw-windows 400 --max-chunks 9 --chunk 96 --max-num-seqs 96 --seed 4 \
+    --threads 1 > "$R/logs/data_shardD.log" 2>&1 &
+  wait
+  python -c "import sys; from specpath_drafting.target_text import merge_datasets; merge_datasets(sys.argv[1:5], sys.argv[5])" \
+    "$R/data/shardA" "$R/data/shardB" "$R/data/shardC" "$R/data/shardD" "$R/data/more"
+fi
 if has eagle3; then  # EAGLE-3: 1 layer, draft vocabulary = the 4,096 most frequent training ids, TTT over 3 depths
-  run specpath_eagle3.train_eagle3 "${COMMON[@]}" --out "$R/eagle3" --draft-vocab 4096 --ttt-steps 3 --parallel-depths 0 \
-    --lr 2e-3 --minutes 48 --eval-every 300 --export "$X/eagle3" > "$R/logs/eagle3.log" 2>&1 &
+  run specpath_eagle3.train_eagle3 "${MORE[@]}" --out "$R/eagle3" --draft-vocab 4096 --ttt-steps 3 --parallel-depths 0 \
+    --lr 2e-3 --minutes 60 --export "$X/eagle3" > "$R/logs/eagle3.log" 2>&1 &
 fi
 (  # beside EAGLE-3, one after the other
   if has draft; then  # 2 layers copied from the target's first two, the target's embedding borrowed at load
@@ -58,12 +81,17 @@ fi
       --eval-every 240 --export "$X/draft" > "$R/logs/draft.log" 2>&1
   fi
   if has mtp; then  # one MTP module reused for every draft (chain depths 3), target embedding and head shared
-    run specpath_mtp.train_mtp "${COMMON[@]}" --modules 1 --out "$R/mtp1" --depth 3 --lr 2e-3 --minutes 15 \
-      --eval-every 240 --export "$X/mtp1" > "$R/logs/mtp.log" 2>&1
+    run specpath_mtp.train_mtp "${MORE[@]}" --modules 1 --out "$R/mtp1" --depth 3 --lr 2e-3 --minutes 15 \
+      --export "$X/mtp1" > "$R/logs/mtp.log" 2>&1
+  fi
+  if has dspark; then  # DSpark: the DFlash backbone (1 layer, taps 1/14/26, K=4 blocks) + Markov head rank 16, soft CE
+    run specpath_dspark.train_dspark "${MORE[@]}" --out "$R/dspark" --k 4 --layers 1 --tap-ids 1 14 26 --anchors 16 \
+      --markov-rank 16 --soft-ce --loss-weights 1.0 0.9 1.0 --lr 2e-3 --minutes 30 --export "$X/dspark" \
+      > "$R/logs/dspark.log" 2>&1
   fi
   if has dflash; then  # DFlash: 1 layer, taps 1/14/26, K=4 blocks
-    run specpath_dflash.train_dflash "${COMMON[@]}" --out "$R/dflash" --k 4 --layers 1 --tap-ids 1 14 26 --anchors 16 \
-      --lr 2e-3 --minutes 15 --eval-every 240 --export "$X/dflash" > "$R/logs/dflash.log" 2>&1
+    run specpath_dflash.train_dflash "${MORE[@]}" --out "$R/dflash" --k 4 --layers 1 --tap-ids 1 14 26 --anchors 16 \
+      --lr 2e-3 --minutes 20 --export "$X/dflash" > "$R/logs/dflash.log" 2>&1
   fi
 ) &
 wait
