@@ -25,7 +25,6 @@ from typing import Any
 
 import attrs
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from specpath.modeling.layers import DraftLayer, LayerShape, layer_shape
