@@ -103,7 +103,9 @@ class SpecpathWorker(Worker):
         self.skipped = skipped
         int8 = set(o["int8_methods"].split(",")) if o.get("int8_methods") else set()
         for name, config in runs:
-            variants = [(f"specpath {name}", {})] + ([(f"{INT8} + {name}", {"quantization": "int8"})] if name in int8 else [])
+            variants = [(f"specpath {name}", {})]
+            if name in int8:
+                variants.append((f"{INT8} + {name}", {"quantization": "int8"}))
             for mode, extra in variants:
                 try:
                     with warnings.catch_warnings():
