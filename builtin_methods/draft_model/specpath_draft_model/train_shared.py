@@ -13,6 +13,13 @@ EAGLE's feature loss) and, through the shared head, matches the target's next-to
 (soft cross-entropy over the ``--train-vocab`` most frequent training tokens: scoring all 49,152
 would cost several times the layers themselves). AdamW, warm-up and cosine decay over a
 wall-clock budget, resumable (``specpath_drafting.training.train_loop``).
+
+With ``--pard-depth D`` the same draft learns PARD as well: every window is replicated with D
+copies whose inputs are the mask token ``--pard-token`` (``specpath_draft_model.train.pard_layout``:
+copy ``c`` at position ``i`` sees the real tokens up to ``i - c`` and its own masks), and every
+copy is scored against the target's distribution at ``i``. Copy 0 is the autoregressive
+objective, so one checkpoint serves both ``parallel_drafting`` and plain drafting. ``--init``
+starts from a trained draft (such as the autoregressive one) instead of the target's layers.
 """
 
 from __future__ import annotations
@@ -48,15 +55,21 @@ def draft_from_target(target, layers: list[int]):
     return draft
 
 
-def hidden_states(draft, tokens: torch.Tensor) -> torch.Tensor:
-    """The draft's pre-norm outputs ``[B, W, d]`` over windows ``tokens`` [B, W] (causal)."""
+def hidden_states(draft, tokens: torch.Tensor, positions: torch.Tensor | None = None,
+                  mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The draft's pre-norm outputs ``[B, N, d]`` over ``tokens`` [B, N]: causal windows, or
+    ``positions`` [N] with a boolean ``mask`` [N, N] (True: may attend) such as PARD's layout."""
     backbone = draft.model
-    cos, sin = backbone.rotary_emb(torch.arange(tokens.shape[1]))
+    cos, sin = backbone.rotary_emb(torch.arange(tokens.shape[1]) if positions is None else positions)
     h = backbone.embed_tokens(tokens)
 
     def attend(q, k, v):
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).transpose(1, 2)
+        if mask is None:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        return out.transpose(1, 2)
 
     for layer in backbone.layers:
         h = layer(h, cos, sin, attend)
@@ -77,6 +90,48 @@ def distill_loss(draft, norm_w: torch.Tensor, rows: torch.Tensor, eps: float, *,
         return ce + reg_weight * reg, {"ce": ce.item(), "reg": reg.item(), "acc": acc}
 
     return loss_fn
+
+
+def pard_distill_loss(draft, norm_w: torch.Tensor, rows: torch.Tensor, eps: float, *, reg_weight: float,
+                      depth: int, mask_token: int, window: int):
+    """:func:`distill_loss` over PARD's ``depth + 1`` copies of each window (see the module
+    docstring); ``acc{c}`` is the top-1 agreement of draft depth ``c + 1``."""
+    from specpath_draft_model.train import pard_layout
+    from specpath_drafting.training import soft_cross_entropy, target_probs_from_final
+
+    positions, mask, valid = pard_layout(window, depth)
+    copies = depth + 1
+
+    def loss_fn(tokens: torch.Tensor, taps: torch.Tensor):
+        final = taps[:, :, -1]
+        ids = tokens.repeat(1, copies)
+        ids[:, window:] = mask_token
+        h = hidden_states(draft, ids, positions, mask)[:, valid]
+        probs = target_probs_from_final(norm_w, rows, final, eps)
+        want = probs.repeat(1, copies, 1)[:, valid]
+        logits = (draft.model.norm(h) @ rows.T).float()
+        ce = soft_cross_entropy(logits, want)
+        reg = F.smooth_l1_loss(h, final.repeat(1, copies, 1)[:, valid])
+        hit = (logits.argmax(-1) == want.argmax(-1)).float().mean(0)
+        info = {"ce": ce.item(), "reg": reg.item()}
+        which = (torch.arange(window * copies) // window)[valid]
+        for c in range(copies):
+            info[f"acc{c}"] = hit[which == c].mean().item()
+        return ce + reg_weight * reg, info
+
+    return loss_fn
+
+
+def load_draft_layers(draft, path: str | Path) -> None:
+    """Copy a saved shared-embedding draft's own weights (its layers and norm) into ``draft``."""
+    from safetensors.torch import load_file
+
+    state = load_file(str(Path(path) / "model.safetensors"))
+    own = {k: v.float() for k, v in state.items() if k not in ("model.embed_tokens.weight", "lm_head.weight")}
+    result = draft.load_state_dict(own, strict=False)
+    if result.unexpected_keys or any(k.startswith("model.layers") or k == "model.norm.weight" for k in result.missing_keys):
+        raise ValueError(f"{path}: not a draft of {len(draft.model.layers)} layers of this shape "
+                         f"(missing {result.missing_keys}, unexpected {result.unexpected_keys})")
 
 
 def save_shared_draft(draft, out: str | Path, *, extra: dict, dtype: torch.dtype = torch.float16) -> Path:
@@ -113,7 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=50, help="learning-rate warm-up steps")
     p.add_argument("--eval-every", type=float, default=60.0, help="seconds between held-out evaluations (and at the end)")
     p.add_argument("--bf16", action="store_true", help="train under torch.autocast(bfloat16) (see specpath_drafting)")
+    p.add_argument("--init", default=None, help="start from this shared-embedding draft checkpoint")
+    p.add_argument("--pard-depth", type=int, default=0, help="PARD: also train draft depths 2..D+1 from mask tokens")
+    p.add_argument("--pard-token", type=int, default=None, help="PARD: the mask token's input id (a special token)")
     args = p.parse_args(argv)
+    if args.pard_depth and args.pard_token is None:
+        p.error("--pard-depth needs --pard-token (the id of a token the target's text never holds)")
     out, log = start_run(args)
     target = LlamaModel.from_pretrained(args.target)
     n = target.config.num_hidden_layers
@@ -131,7 +191,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = target.lm_head.weight.detach()[ids]
     norm_w = target.model.norm.weight.detach().clone()
     draft = draft_from_target(target, args.init_layers)
-    loss_fn = distill_loss(draft, norm_w, rows, target.config.rms_norm_eps, reg_weight=args.reg_weight)
+    if args.init:
+        load_draft_layers(draft, args.init)
+        log(f"draft: initialised from {args.init}")
+    if args.pard_depth:
+        if not 0 <= args.pard_token < target.config.vocab_size:
+            p.error(f"--pard-token {args.pard_token} is not an id of the target's vocabulary")
+        loss_fn = pard_distill_loss(draft, norm_w, rows, target.config.rms_norm_eps, reg_weight=args.reg_weight,
+                                    depth=args.pard_depth, mask_token=args.pard_token, window=tokens.shape[1])
+    else:
+        loss_fn = distill_loss(draft, norm_w, rows, target.config.rms_norm_eps, reg_weight=args.reg_weight)
     t0 = time.time()
     metrics = train_loop(draft, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
                          lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]),
@@ -140,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     log(f"draft: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
     extra = {"specpath_draft": {"recipe": "shared_embeddings", "script": "python -m specpath_draft_model.train_shared",
                                 "seed": args.seed, "minutes": args.minutes, "argv": sys.argv[1:] if argv is None else argv,
-                                "init_layers": args.init_layers, "train_vocab": args.train_vocab,
+                                "init_layers": args.init_layers, "init": args.init, "train_vocab": args.train_vocab,
+                                "pard_depth": args.pard_depth,
                                 "vocab_corpus": args.vocab_corpus,
                                 "target": {"path": str(args.target),
                                            "weights_sha256_16": file_digest(Path(args.target) / "model.safetensors")},
@@ -148,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
                                 "heldout_note": "top-1 agreement within the training vocabulary, teacher forced"},
              # the ids the head was scored on, where serving reads them (specpath_drafting.vocab)
              "specpath_training": {"script": "specpath_draft_model.train_shared", **train_vocab_record(ids)}}
+    if args.pard_depth:
+        from specpath_draft_model.config import PARD_TOKEN_KEY
+
+        extra[PARD_TOKEN_KEY] = args.pard_token
     save_shared_draft(draft, out / "checkpoint", extra=extra, dtype=torch.float32)
     if args.export:
         save_shared_draft(draft, args.export, extra=extra)

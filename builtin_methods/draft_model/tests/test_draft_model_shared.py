@@ -90,3 +90,60 @@ def test_a_draft_with_a_recorded_training_vocabulary_drafts_only_those_ids(tmp_p
     outs = llm.generate(PROMPTS, greedy)
     assert [o.token_ids for o in outs] == plain
     assert drafted and set(drafted) <= set(keep)
+
+
+def test_pard_copy_zero_is_the_causal_draft():
+    """Under PARD's layout the real copy sees exactly its causal prefix, so its outputs are the
+    plain draft's; the mask copies see their own masks and differ."""
+    from specpath_draft_model.train import pard_layout
+    from specpath_draft_model.train_shared import hidden_states
+
+    target = LlamaModel.from_pretrained(default_model_path())
+    draft = draft_from_target(target, [0, 1])
+    tokens = torch.randint(0, 255, (2, 24), generator=torch.Generator().manual_seed(1))
+    positions, mask, _ = pard_layout(24, 3)
+    ids = tokens.repeat(1, 4)
+    ids[:, 24:] = 255
+    with torch.no_grad():
+        pard = hidden_states(draft, ids, positions, mask)
+        causal = hidden_states(draft, tokens)
+    torch.testing.assert_close(pard[:, :24], causal, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(pard[:, 24:48], causal, atol=1e-3)
+
+
+def test_pard_distillation_trains_every_depth_and_records_its_mask_token(tmp_path):
+    from specpath_draft_model.config import PARD_TOKEN_KEY
+    from specpath_draft_model.train_shared import load_draft_layers, pard_distill_loss
+
+    target = LlamaModel.from_pretrained(default_model_path())
+    draft = draft_from_target(target, [0, 1])
+    tokens = torch.randint(0, 255, (2, 32), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        final = target.forward(tokens, torch.arange(32), hidden_layers=(5,)).hidden_states
+    rows = target.lm_head.weight.detach()[:200]
+    loss_fn = pard_distill_loss(draft, target.model.norm.weight.detach(), rows, 1e-5, reg_weight=0.1,
+                                depth=3, mask_token=255, window=32)
+    before, after, info = train_steps(loss_fn, draft, tokens, final, steps=8, lr=1e-3)
+    assert after < before and {"ce", "reg", "acc0", "acc1", "acc2", "acc3"} <= set(info)
+
+    save_shared_draft(draft, tmp_path / "pard", extra={PARD_TOKEN_KEY: 255}, dtype=torch.float32)
+    again = draft_from_target(target, [2, 3])
+    load_draft_layers(again, tmp_path / "pard")
+    assert torch.equal(again.model.layers[1].mlp.up_proj.weight, draft.model.layers[1].mlp.up_proj.weight)
+    greedy = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+    plain = [o.token_ids for o in LLM(None, num_threads=1).generate(PROMPTS, greedy)]
+    for parallel in (False, True):  # one checkpoint, both drafting shapes, both lossless
+        spec = {"method": "draft_model", "model": str(tmp_path / "pard"), "num_speculative_tokens": 3,
+                "parallel_drafting": parallel}
+        assert [o.token_ids for o in LLM(None, spec, num_threads=1).generate(PROMPTS, greedy)] == plain
+
+
+def test_loading_layers_of_another_shape_is_refused(tmp_path):
+    import pytest
+
+    from specpath_draft_model.train_shared import load_draft_layers
+
+    target = LlamaModel.from_pretrained(default_model_path())
+    save_shared_draft(draft_from_target(target, [0]), tmp_path / "one", extra={}, dtype=torch.float32)
+    with pytest.raises(ValueError, match="not a draft of 2 layers"):
+        load_draft_layers(draft_from_target(target, [0, 1]), tmp_path / "one")

@@ -116,6 +116,17 @@ def eagle3_loss(head: Eagle3Head, norm_w: torch.Tensor, head_w: torch.Tensor, ep
     return loss_fn
 
 
+MASK_PARAMETERS = ("mask_hidden", "mask_embedding")
+"""P-EAGLE's own parameters: the rest of the head is the chain head's."""
+
+
+def train_only_mask(head: Eagle3Head) -> None:
+    """Freeze everything but P-EAGLE's mask parameters, so the chain head it starts from stays as
+    it was and drafting in a chain keeps its acceptance."""
+    for name, param in head.named_parameters():
+        param.requires_grad_(name in MASK_PARAMETERS)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_arguments(p)
@@ -124,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parallel-depths", type=int, default=4, help="P-EAGLE: train drafts 1..N-1 from mask slots (0: off)")
     p.add_argument("--parallel-weight", type=float, default=0.5)
     p.add_argument("--init", default=None, help="start from this EAGLE-3 head (e.g. train P-EAGLE on a chain head)")
+    p.add_argument("--train-only", choices=("all", "mask"), default="all",
+                   help="mask: train only P-EAGLE's mask parameters, the --init chain head frozen")
     args = p.parse_args(argv)
     out, log = start_run(args)
     config, emb_w, norm_w, head_w = load_target_parts(args.target)
@@ -154,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         missing = head.load_state_dict(start, strict=False).missing_keys
         ids = head.draft_ids
         log(f"eagle3: initialised from {args.init} (new: {missing or 'none'})")
+    if args.train_only == "mask":
+        if not (head_config.parallel_drafting and args.init):
+            p.error("--train-only mask needs --init (a chain head) and --parallel-depths > 1")
+        train_only_mask(head)
     covered = float(torch.isin(tokens[held:], ids).float().mean())
     log(f"eagle3: draft vocabulary {draft_vocab}/{vocab} ids covers {covered:.4%} of training tokens")
     loss_fn = eagle3_loss(head, norm_w, head_w, config.get("rms_norm_eps", 1e-6), ttt_steps=args.ttt_steps,

@@ -94,6 +94,28 @@ def test_training_losses_run_and_learn(setup):
     assert {"acc0", "acc2", "par1", "par2"} <= set(info)
 
 
+def test_p_eagle_on_a_frozen_chain_head_trains_only_its_mask(setup):
+    """``--train-only mask``: the P-EAGLE loss moves the mask parameters and nothing else."""
+    import torch.nn.functional as F
+
+    from specpath_drafting.heads import HeadConfig
+    from specpath_eagle3.train_eagle3 import MASK_PARAMETERS, draft_vocabulary, eagle3_loss, train_only_mask
+
+    cfg, emb, norm, head_w, tokens, taps = _training_batch(setup.target, rows=4, length=24, seed=0)
+    h3 = Eagle3Head(HeadConfig.for_target("eagle3", cfg, draft_vocab_size=48, parallel_drafting=True),
+                    embed_tokens=lambda i: F.embedding(i, emb))
+    h3.set_vocab_map(draft_vocabulary(tokens, 64, 48))
+    with torch.no_grad():
+        h3.mask_hidden.normal_(0, 0.02)
+    train_only_mask(h3)
+    start = {k: v.detach().clone() for k, v in h3.named_parameters()}
+    loss_fn = eagle3_loss(h3, norm, head_w, 1e-5, ttt_steps=1, parallel_depths=3, parallel_weight=1.0)
+    before, after, _ = train_steps(loss_fn, h3, tokens, taps, steps=10)
+    assert after < before
+    for name, value in h3.named_parameters():
+        assert torch.equal(value, start[name]) != (name in MASK_PARAMETERS), name
+
+
 def test_restricted_targets_are_the_full_ones_over_a_full_draft_vocabulary(setup):
     """``restricted`` scores the target's distribution over the draft vocabulary's head rows only
     (SmolLM2: 4,096 of 49,152); with a draft vocabulary covering everything it is the same loss.
