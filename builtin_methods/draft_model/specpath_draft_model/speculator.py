@@ -66,7 +66,7 @@ def load_draft(context: SpeculatorContext, path: str, hf_config: Any = None) -> 
     return context.load_model(path)
 
 
-def restrict_draft_head(model: Any, path: str, vocab_size: int) -> None:
+def restrict_draft_head(model: Any, path: str, vocab_size: int, prepare: Any = None) -> None:
     """A draft trained on a reduced vocabulary (``train_shared --train-vocab``: its training
     record names the ids) drafts over those ids only: the other logits were never trained, and
     the kept rows are a fraction of the head's cost per draft token."""
@@ -74,7 +74,7 @@ def restrict_draft_head(model: Any, path: str, vocab_size: int) -> None:
 
     head = getattr(model, "lm_head", None)
     if isinstance(head, torch.nn.Module):
-        model.lm_head = serving_lm_head(head, path, vocab_size)
+        model.lm_head = serving_lm_head(head, path, vocab_size, prepare=prepare)
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -111,7 +111,8 @@ class DraftModelSpeculator(BaseSpeculator):
             self.vocab = ByteStringVocab.from_checkpoint(draft.tokenizer or draft.model)
         self.mask_token = parallel_drafting_token_id(hf) if self.parallel else None
         self.model = load_draft(context, draft.model, hf)
-        restrict_draft_head(self.model, draft.model, int(hf.get("vocab_size") or context.vocab_size))
+        restrict_draft_head(self.model, draft.model, int(hf.get("vocab_size") or context.vocab_size),
+                            prepare=context.prepare_module)
         heads = hf["num_attention_heads"]
         head_dim = hf.get("head_dim") or hf["hidden_size"] // heads
         max_len = context.max_model_len + self.k_max + 2

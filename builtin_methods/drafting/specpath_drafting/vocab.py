@@ -11,7 +11,10 @@ kept ids), so every caller (argmax, sampling, Markov biases) keeps indexing targ
 lent head is affine (``h -> h W^T + b``, as a plain or weight-only-quantised linear is, checked
 on a random probe) only the kept rows are multiplied: for SmolLM2 a twelfth of the head's
 weight reads per draft, which is most of a draft step's cost. Otherwise the full logits are
-computed and masked.
+computed and masked. The kept rows form a linear layer that ``prepare`` (the engine's
+``SpeculatorContext.prepare_module``) readies like the target's own: on a bf16 CPU target that is
+a pre-packed oneDNN weight, ~7x faster for one row than a plain ``h @ W`` (which reorders the
+weight on every call), with the same products.
 """
 
 from __future__ import annotations
@@ -60,17 +63,27 @@ class RestrictedLMHead(torch.nn.Module):
     """``lm_head`` with every logit outside ``ids`` at ``-inf`` (see the module docstring). A
     module, so it can also stand in for a draft model's own ``lm_head``."""
 
-    def __init__(self, lm_head: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor, vocab_size: int) -> None:
+    def __init__(self, lm_head: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor, vocab_size: int,
+                 prepare: Callable[[torch.nn.Module], torch.nn.Module] | None = None) -> None:
         super().__init__()
         self.lm_head = lm_head
         self.ids = ids
         self.vocab_size = vocab_size
-        self._rows: dict[tuple[torch.dtype, torch.device], tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None] = {}
+        self.prepare = prepare
+        self._rows: dict[tuple[torch.dtype, torch.device], tuple[torch.nn.Module, torch.Tensor, torch.Tensor] | None] = {}
 
-    def _affine_rows(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-        """(``W^T`` columns of the kept ids [d, n], their bias [n], the ids on h's device), read
-        off the head once per dtype/device by feeding it the identity; None when the head is
-        not affine on a random probe (then every call computes the full logits)."""
+    def _kept_linear(self, cols: torch.Tensor) -> torch.nn.Module:
+        """The kept rows ``cols`` [d, n] as a bias-free linear layer, readied by ``prepare``."""
+        d, n = cols.shape
+        linear = torch.nn.Linear(d, n, bias=False, device="meta")
+        linear.weight = torch.nn.Parameter(cols.T.contiguous(), requires_grad=False)
+        holder = torch.nn.Sequential(linear)  # prepare_module readies the linears inside a module
+        return holder if self.prepare is None else self.prepare(holder)
+
+    def _affine_rows(self, h: torch.Tensor) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor] | None:
+        """(the kept ids' rows as a linear layer [d -> n], their bias [n], the ids on h's device),
+        read off the head once per dtype/device by feeding it the identity; None when the head
+        is not affine on a random probe (then every call computes the full logits)."""
         key = (h.dtype, h.device)
         if key not in self._rows:
             d = h.shape[-1]
@@ -85,7 +98,7 @@ class RestrictedLMHead(torch.nn.Module):
             got = probe.float() @ cols + bias
             tol = (3e-2 if h.element_size() <= 2 else 1e-4) * (float(want.abs().max()) + 1e-6)  # rounding of the dtype
             affine = bool(((got - want).abs() <= tol).all())
-            self._rows[key] = (cols.to(h.dtype), bias, ids) if affine else None
+            self._rows[key] = (self._kept_linear(cols.to(h.dtype)), bias, ids) if affine else None
         return self._rows[key]
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
@@ -96,18 +109,22 @@ class RestrictedLMHead(torch.nn.Module):
             ids = self.ids.to(h.device)
             out[..., ids] = full[..., ids]
             return out
-        cols, bias, ids = rows
-        kept = (h @ cols).float() + bias
+        kept_linear, bias, ids = rows
+        kept = kept_linear(h).float() + bias
         out = kept.new_full((*h.shape[:-1], self.vocab_size), float("-inf"))
         out[..., ids] = kept
         return out
 
 
 def serving_lm_head(lm_head: Callable[[torch.Tensor], torch.Tensor] | None, checkpoint: str | Path | None,
-                    vocab_size: int) -> Callable[[torch.Tensor], torch.Tensor] | None:
+                    vocab_size: int, *, prepare: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
+                    ) -> Callable[[torch.Tensor], torch.Tensor] | None:
     """The head a shared-head drafter from ``checkpoint`` should draft with: ``lm_head`` itself,
-    or a :class:`RestrictedLMHead` over the ids its training record names."""
+    or a :class:`RestrictedLMHead` over the ids its training record names (its kept rows readied
+    by ``prepare``, the engine's ``SpeculatorContext.prepare_module``)."""
     if lm_head is None or checkpoint is None:
         return lm_head
     ids = checkpoint_train_vocab(checkpoint, vocab_size)
-    return lm_head if ids is None or ids.numel() >= vocab_size else RestrictedLMHead(lm_head, ids, vocab_size)
+    if ids is None or ids.numel() >= vocab_size:
+        return lm_head
+    return RestrictedLMHead(lm_head, ids, vocab_size, prepare=prepare)

@@ -107,3 +107,27 @@ def test_serving_lm_head_restricts_only_with_a_record(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(record([0, 5])))
     restricted = serving_lm_head(lin, tmp_path, VOCAB)
     assert isinstance(restricted, RestrictedLMHead) and restricted.ids.tolist() == [0, 5]
+
+
+def test_the_kept_rows_are_readied_by_prepare_and_give_the_same_logits():
+    """``prepare`` (the engine's ``prepare_module``) gets the kept rows as a linear layer; with
+    the engine's bf16 packing the logits are the unpacked head's, bit for bit."""
+    from specpath.engine.packed_linear import PackedLinear, pack_linears_, packing_enabled
+
+    lin = torch.nn.Linear(64, VOCAB, bias=False).to(torch.bfloat16)
+    keep = torch.tensor([1, 4, 9, 30, 49])
+    seen = []
+
+    def prepare(module):
+        seen.append(module)
+        return pack_linears_(module) if packing_enabled(torch.bfloat16) else module
+
+    plain, readied = RestrictedLMHead(lin, keep, VOCAB), RestrictedLMHead(lin, keep, VOCAB, prepare=prepare)
+    h = torch.randn(3, 64, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    with torch.inference_mode():
+        want, got = plain(h), readied(h)
+        assert torch.equal(readied(h[:1]), got[:1])
+    assert torch.equal(got, want)
+    assert len(seen) == 1  # once per dtype and device
+    if packing_enabled(torch.bfloat16):
+        assert any(isinstance(m, PackedLinear) for m in seen[0].modules())

@@ -20,7 +20,8 @@ class EagleSpeculator(HiddenStateSpeculator):
     def build_head(self) -> HiddenStateHead:
         path = self.config.model
         config = read_head_config(path, "eagle")
-        lm_head = serving_lm_head(self.context.lm_head, path, self.context.vocab_size)
+        lm_head = serving_lm_head(self.context.lm_head, path, self.context.vocab_size,
+                                  prepare=self.context.prepare_module)
         head = EagleHead(config, embed_tokens=self.context.embed_tokens, lm_head=lm_head)
         return load_head_weights(head, path)
 

@@ -42,7 +42,8 @@ class MTPSpeculator(HiddenStateSpeculator):
     expected_modules: int | None = 1
 
     def build_head(self) -> HiddenStateHead:
-        lm_head = serving_lm_head(self.context.lm_head, self.config.model, self.context.vocab_size)
+        lm_head = serving_lm_head(self.context.lm_head, self.config.model, self.context.vocab_size,
+                                  prepare=self.context.prepare_module)
         self.mtp_modules = load_mtp_modules(self.config.model, embed_tokens=self.context.embed_tokens, lm_head=lm_head)
         n = len(self.mtp_modules)
         if self.expected_modules is not None and n != self.expected_modules:

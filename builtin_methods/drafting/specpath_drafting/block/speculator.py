@@ -79,7 +79,8 @@ class DFlashSpeculator(BaseSpeculator):
         dc = read_config(path)
         if dc.kind != self.kind:
             raise ValueError(f"{path}: a {dc.kind!r} drafter; method {self.kind!r} needs a {self.kind} drafter")
-        lm_head = serving_lm_head(self.context.lm_head, path, self.context.vocab_size)
+        lm_head = serving_lm_head(self.context.lm_head, path, self.context.vocab_size,
+                                  prepare=self.context.prepare_module)
         drafter = self.drafter_class()(dc, embed_tokens=self.context.embed_tokens, lm_head=lm_head)
         return load_weights(drafter, path)
 
