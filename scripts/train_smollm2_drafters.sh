@@ -5,7 +5,7 @@
 #
 # TARGET_DIR: the HF checkpoint (`specpath convert SmolLM2-135M-Instruct.Q4_1.gguf DIR`; default
 # /work/models/smollm2-135m). RUN_DIR: data, logs, resume files (default runs/smollm2). STAGES:
-# data, more, eagle3, draft, mtp, dspark, dflash (default: all, in that order). Two jobs at a
+# data, more, eagle3, draft, mtp, dspark, dflash, pard, peagle (default: all, in that order). Two jobs at a
 # time, one torch thread each, each in its own session (setsid: with the kernel's autogroup
 # scheduling a job's CPU share is set per session, not by nice); NICE=10 to run them niced.
 # Every stage resumes from its own files when restarted. Drafters are exported to
@@ -39,7 +39,7 @@ cd "$(git rev-parse --show-toplevel)"
 T=${1:-/work/models/smollm2-135m}
 R=${2:-runs/smollm2}
 shift $(( $# > 2 ? 2 : $# )) || true
-STAGES=${*:-data more eagle3 draft mtp dspark dflash}
+STAGES=${*:-data more eagle3 draft mtp dspark dflash pard peagle}
 export OMP_NUM_THREADS=1
 run() { setsid nice -n "${NICE:-0}" python -m "$@" < /dev/null; }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
@@ -94,4 +94,20 @@ fi
       --lr 2e-3 --minutes 20 --export "$X/dflash" > "$R/logs/dflash.log" 2>&1
   fi
 ) &
+wait
+# Round 3 (2026-12-01 19:24-20:04, beside each other). pard: the draft above (16 min) fine-tuned
+# 40 min on round 2's text with PARD's mask copies (depths 2-4 from the mask token 16,
+# <empty_output>, which the target's text never holds) and the autoregressive depth 1 kept, so
+# one checkpoint serves plain and parallel drafting. peagle: P-EAGLE measured, not shipped
+# (docs/benchmarks.md): the chain head above fine-tuned 20 min with the mask slots (a first try
+# training only the mask parameters, --train-only mask, stayed at ~5% agreement at depths 1-3).
+if has pard; then
+  run specpath_draft_model.train_shared --target "$T" --data "$R/data/more" --out "$R/pard" --init "$X/draft" \
+    --pard-depth 3 --pard-token 16 --train-vocab 4096 --batch 4 --minutes 40 --threads 1 --bf16 --warmup 20 \
+    --eval-every 300 --lr 5e-4 --seed 0 --resume --export "$X/pard" > "$R/logs/pard.log" 2>&1 &
+fi
+if has peagle; then
+  run specpath_eagle3.train_eagle3 "${MORE[@]}" --out "$R/peagle" --draft-vocab 4096 --ttt-steps 1 --parallel-depths 4 \
+    --parallel-weight 1.0 --init "$X/eagle3" --lr 1e-3 --minutes 20 --export "$X/peagle" > "$R/logs/peagle.log" 2>&1 &
+fi
 wait

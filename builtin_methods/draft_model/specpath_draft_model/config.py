@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from specpath.config.parallel_drafting import PARALLEL_DRAFTING_TOKEN_KEYS, parallel_drafting_token_id
-from specpath.config.shipped import EMBEDDED_TARGET, SMOLLM2_135M, ShippedCheckpoint
+from specpath.config.shipped import EMBEDDED_TARGET, SMOLLM2_135M, ShippedCheckpoint, find_shipped, target_fingerprint
 from specpath.config.speculator import DraftModelSpeculatorConfig
 from specpath.errors import SpeculativeConfigError
 
@@ -127,6 +127,18 @@ class StandaloneARSpeculatorConfig(DraftModelSpeculatorConfig):
     def shipped_variant(cls, spec: Any) -> str:
         """The drafting shape asked for; the demo (no configuration) runs the autoregressive draft."""
         return "autoregressive" if spec is None else draft_kind(spec)
+
+    @classmethod
+    def demo_config(cls, target: Any = None) -> dict[str, Any] | None:
+        """The embedded target: the shipped autoregressive draft at K=6. Another target: PARD
+        where a parallel draft ships for it (one pass instead of K: it pays on SmolLM2, see
+        docs/benchmarks.md), else the autoregressive default."""
+        if target is None:
+            return super().demo_config()
+        fingerprint = target_fingerprint(target)
+        if find_shipped(cls.shipped_checkpoints, fingerprint, "parallel") is not None:
+            return {"parallel_drafting": True}
+        return {}
 
     @classmethod
     def verify(cls, spec: Any) -> None:

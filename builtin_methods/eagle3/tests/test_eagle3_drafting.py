@@ -94,6 +94,60 @@ def test_training_losses_run_and_learn(setup):
     assert {"acc0", "acc2", "par1", "par2"} <= set(info)
 
 
+def _causal_pass(head, embeds, features):
+    """The head's layer over rows at positions 0..N-1, causal: what serving computes."""
+    import torch.nn.functional as F
+
+    cos, sin = head.rope(torch.arange(embeds.shape[0]))
+    x, residual = head.layer_input(embeds[None], features[None])
+    q, k, v = (t.transpose(1, 2) for t in head.layer.qkv(x, cos, sin))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).transpose(1, 2)
+    return head.layer.finish(out, residual)[0]
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_training_rollouts_see_what_serving_sees(setup, parallel):
+    """The training-time-test and P-EAGLE rollouts (``rollout_attention``) give, at depth j of row
+    q, the output serving computes after the real rows up to q - j and j drafting rows: the
+    chain fed its own outputs, or P-EAGLE's mask rows."""
+    import torch.nn.functional as F
+
+    from specpath_drafting.heads import HeadConfig
+    from specpath_drafting.training import depth_pass
+
+    cfg, emb, _, _, tokens, taps = _training_batch(setup.target, rows=1, length=20, seed=3)
+    head = Eagle3Head(HeadConfig.for_target("eagle3", cfg, parallel_drafting=True), embed_tokens=lambda i: F.embedding(i, emb))
+    with torch.no_grad():
+        for param in head.parameters():
+            param.normal_(0, 0.3)
+        p = tokens.shape[1] - 2
+        cos, sin = head.rope(torch.arange(p))
+        real_embeds, real_features = head.embed(tokens[:, 1:p + 1]), head.fuse(taps[:, :p, :-1])
+        cache: list = []
+        outs = [depth_pass(head, real_embeds, real_features, cos, sin, cache)]
+        if parallel:
+            cache = cache[:1]
+            masks = head.mask_embeds(1).expand(1, p, -1), head.mask_features(1).expand(1, p, -1)
+        for j in range(1, 4):
+            if parallel:
+                outs.append(depth_pass(head, *masks, cos, sin, cache))
+            else:
+                shifted = torch.cat([outs[-1][:, :1] * 0, outs[-1][:, :-1]], dim=1)
+                outs.append(depth_pass(head, real_embeds, shifted, cos, sin, cache))
+        for last in (3, 9, 14):
+            embeds, features = real_embeds[0, :last + 1], real_features[0, :last + 1]
+            for j in range(1, 4):
+                if parallel:
+                    embeds = torch.cat([embeds, masks[0][0, :1]])
+                    features = torch.cat([features, masks[1][0, :1]])
+                else:  # the draft at depth j is the real token there (an accepted chain)
+                    previous = _causal_pass(head, embeds, features)[-1]
+                    embeds = torch.cat([embeds, real_embeds[0, last + j:last + j + 1]])
+                    features = torch.cat([features, previous[None]])
+                served = _causal_pass(head, embeds, features)[-1]
+                torch.testing.assert_close(outs[j][0, last + j], served, rtol=1e-4, atol=1e-4)
+
+
 def test_p_eagle_on_a_frozen_chain_head_trains_only_its_mask(setup):
     """``--train-only mask``: the P-EAGLE loss moves the mask parameters and nothing else."""
     import torch.nn.functional as F
