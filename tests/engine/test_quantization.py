@@ -1,4 +1,5 @@
-"""Weight-only int8: the layer computes with its own dequantised weight; speculation stays exact."""
+"""Weight-only int8 and int4: each layer computes with its own dequantised weight; speculation
+stays exact against the quantised model; int4 holds GGUF Q4_1 blocks as they are."""
 
 import pytest
 import torch
@@ -9,7 +10,7 @@ from torch import nn
 import gguf_helpers
 from lookup_methods import LOOKUP, NEEDS_DRAFT, test_methods  # noqa: F401 - fixture
 from specpath.engine.llm import LLM, SamplingParams
-from specpath.engine.quantization import Int8Linear, quantize_model_
+from specpath.engine.quantization import Int4Linear, Int8Linear, quantize_model_
 
 
 @given(out_features=st.integers(1, 24), in_features=st.integers(1, 40), rows=st.integers(1, 5),
@@ -35,8 +36,8 @@ def test_quantize_model_replaces_every_linear(tmp_path):
     model = quantize_model_(LlamaModel.from_pretrained(file), "int8")
     assert not any(isinstance(m, nn.Linear) for m in model.modules())
     assert isinstance(model.lm_head, Int8Linear)
-    with pytest.raises(ValueError, match="'int4' is not supported; allowed: int8"):
-        quantize_model_(model, "int4")
+    with pytest.raises(ValueError, match="'fp4' is not supported; allowed: int8, int4"):
+        quantize_model_(model, "fp4")
 
 
 def test_bf16_activations_use_the_same_weight():
@@ -62,3 +63,57 @@ def test_greedy_speculation_is_exact_against_the_int8_model(tmp_path, test_metho
     assert spec.engine_config.model_config.quantization == "int8"
     with pytest.raises(ValueError, match="quantization"):
         LLM(str(file), quantization="fp4")
+
+
+@given(groups=st.integers(1, 4), sixteens=st.integers(1, 3), rows=st.integers(1, 6), bias=st.booleans(),
+       dtype=st.sampled_from([torch.float32, torch.bfloat16]), seed=st.integers(0, 2**16))
+@settings(max_examples=30, deadline=None)
+def test_int4_linear_multiplies_by_its_dequantised_weight(groups, sixteens, rows, bias, dtype, seed):
+    torch.manual_seed(seed)
+    linear = nn.Linear(32 * groups, 16 * sixteens, bias=bias).to(dtype)
+    q = Int4Linear(linear)
+    weight = q.dequantized_weight().float()
+    # round-to-nearest on 16 levels per group of 32: within half a step (plus the dtype's rounding)
+    blocks = linear.weight.detach().float().reshape(16 * sixteens, groups, 32)
+    step = (blocks.amax(-1) - blocks.amin(-1)) / 15
+    slack = 1e-6 if dtype == torch.float32 else 2e-2 * float(blocks.abs().max())
+    err = (weight.reshape_as(blocks) - blocks).abs()
+    assert (err <= step[..., None] / 2 + slack).all()
+    x = torch.randn(2, rows, 32 * groups).to(dtype)
+    expected = torch.nn.functional.linear(x.float(), weight, None if linear.bias is None else linear.bias.float())
+    tol = 1e-4 if dtype == torch.float32 else 5e-2
+    torch.testing.assert_close(q(x).float(), expected, rtol=tol, atol=tol)
+    assert q(x).dtype == dtype
+
+
+def test_int4_holds_q4_1_blocks_as_they_are():
+    """A weight made of Q4_1 blocks (d * level + m, levels spanning 0..15) is recovered."""
+    g = torch.Generator().manual_seed(0)
+    d = torch.rand(32, 3, 1, generator=g) * 0.01 + 1e-3
+    m = torch.randn(32, 3, 1, generator=g) * 0.05
+    levels = torch.randint(0, 16, (32, 3, 32), generator=g)
+    levels[..., 0], levels[..., 1] = 0, 15
+    weight = (d * levels + m).reshape(32, 96)
+    linear = nn.Linear(96, 32, bias=False)
+    linear.weight.data = weight
+    torch.testing.assert_close(Int4Linear(linear).dequantized_weight(), weight, rtol=0, atol=1e-6)
+
+
+def test_int4_refuses_a_shape_it_cannot_hold_and_leaves_the_model_as_it_was():
+    model = nn.Sequential(nn.Linear(64, 32), nn.Linear(32, 24))
+    with pytest.raises(ValueError, match="int4 needs in_features divisible by 32 and out_features by 16; "
+                                         "a layer here is 24 x 32"):
+        quantize_model_(model, "int4")
+    assert all(type(m) is nn.Linear for m in model)
+
+
+def test_greedy_speculation_is_exact_against_the_int4_model(test_methods):
+    prompts = ["def main():\n    ", "import os\nimport sys\n"]
+    params = SamplingParams(max_tokens=24, ignore_eos=True)
+    plain = LLM(None, dtype="float32", quantization="int4", num_threads=1).generate(prompts, params)
+    spec = LLM(None, {"method": LOOKUP, "num_speculative_tokens": 4}, dtype="float32", quantization="int4",
+               num_threads=1)
+    outs = spec.generate(prompts, params)
+    assert [o.token_ids for o in outs] == [o.token_ids for o in plain]
+    assert isinstance(spec.model.lm_head, Int4Linear)
+    assert sum(o.metrics.num_accepted_tokens for o in outs) > 0

@@ -73,9 +73,10 @@ def _add_engine_args(p: argparse.ArgumentParser, *, model_help: str | None = Non
                    help="torch threads (default: 1 for the embedded model, whose steps lose time in thread "
                         "barriers; torch's default for real models)")
     p.add_argument("--enable-prefix-caching", action="store_true")
-    p.add_argument("--quantization", choices=["int8"], default=None,
-                   help="int8: weight-only int8 target matrices (half the bytes of bf16 per step; speculation "
-                        "stays lossless with respect to the int8 model)")
+    p.add_argument("--quantization", choices=["int8", "int4"], default=None,
+                   help="weight-only target matrices: int8 (half the bytes of bf16 per step) or int4 (a quarter; "
+                        "GGUF Q4_1's block of 32, best in bf16); speculation stays lossless with respect to the "
+                        "quantised model")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="allow code named by the configuration or shipped with a checkpoint to run "
                         "(custom_class proposers, a tokenizer's auto_map)")

@@ -154,8 +154,9 @@ class LLM:
             with ``xpress_topc``) in standard verification; False (or another verification mode):
             every drafter proposes chains.
         trust_remote_code: passed to ``transformers`` when a tokenizer needs it (default False).
-        quantization: ``"int8"``: weight-only int8 target matrices (``specpath.engine.quantization``);
-            speculation is then lossless with respect to the int8 model. None: the weights as loaded.
+        quantization: ``"int8"`` / ``"int4"``: weight-only target matrices
+            (``specpath.engine.quantization``); speculation is then lossless with respect to the
+            quantised model. None: the weights as loaded.
         seed: base seed of requests that give none.
         num_threads: set torch's intra-op threads (None leaves them); tiny models run best on 1.
         runner: ``"v2"`` (this runner trims drafts to each step's K centrally) or ``"v1"``.

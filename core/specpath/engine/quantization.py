@@ -1,9 +1,18 @@
-"""Weight-only int8 for the target's matrices (``--quantization int8``): half the bytes of bf16.
+"""Weight-only int8 and int4 for the target's matrices (``--quantization int8|int4``).
 
-Decoding a small model on a CPU is memory-bound: every token reads every weight. Storing each
-linear layer's weight as int8 with one scale per output row (symmetric, round-to-nearest) halves
-what a step reads against bf16; ``torch.ops.aten._weight_int8pack_mm`` multiplies bf16 (or
-fp32/fp16) activations by it without materialising a dequantised copy.
+Decoding a small model on a CPU is memory-bound: every token reads every weight.
+
+- ``int8``: each linear layer's weight as int8 with one scale per output row (symmetric,
+  round-to-nearest), half the bytes of bf16; ``torch.ops.aten._weight_int8pack_mm`` multiplies
+  bf16 (or fp32/fp16) activations by it without materialising a dequantised copy.
+- ``int4``: 4-bit weights with a scale and a minimum per group of 32 inputs (asymmetric,
+  round-to-nearest), a quarter of bf16's bytes; ``torch.ops.aten._weight_int4pack_mm_for_cpu``.
+  That is GGUF's Q4_1 block, so a target dequantised from a Q4_1 file (SmolLM2's) is re-quantised
+  to its own weights: in float32 they are recovered to float32 rounding (the minimum and maximum of
+  each block are its Q4_1 minimum and minimum + 15 steps whenever the block uses its whole range;
+  tested, and so for every block of SmolLM2's layer 0);
+  in bf16 the per-group scale and offset are rounded to bf16. bf16 activations are the kernel's
+  fast path (float32 runs, ~25x slower).
 
 The quantised weights *are* the target: speculative decoding verifies against them, so it stays
 lossless with respect to this model (greedy speculative output equals greedy plain output of
@@ -16,7 +25,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-QUANTIZATIONS = ("int8",)
+QUANTIZATIONS = ("int8", "int4")
+"""The ``quantization`` values the engine accepts."""
 
 
 class Int8Linear(nn.Module):
@@ -46,13 +56,62 @@ class Int8Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"
 
 
+class Int4Linear(nn.Module):
+    """``nn.Linear`` with 4-bit weights, a scale and a minimum per group of :attr:`GROUP` inputs
+    (GGUF Q4_1's layout), packed for ``aten._weight_int4pack_mm_for_cpu``."""
+
+    GROUP = 32
+    """Inputs per quantisation group (Q4_1's block)."""
+    OUT_MULTIPLE = 16
+    """The CPU kernel packs output rows in sixteens."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        n, k = linear.out_features, linear.in_features
+        if k % self.GROUP or n % self.OUT_MULTIPLE:
+            raise ValueError(f"quantization int4 needs in_features divisible by {self.GROUP} and out_features by "
+                             f"{self.OUT_MULTIPLE}; a layer here is {n} x {k}")
+        weight = linear.weight.detach().float().reshape(n, k // self.GROUP, self.GROUP)
+        low, high = weight.amin(-1, keepdim=True), weight.amax(-1, keepdim=True)
+        scales = ((high - low) / 15).clamp(min=torch.finfo(torch.float32).tiny)
+        levels = torch.round((weight - low) / scales).clamp(0, 15).to(torch.int32).reshape(n, k)
+        dtype = linear.weight.dtype
+        self.in_features, self.out_features = k, n
+        self.register_buffer("qweight", torch.ops.aten._convert_weight_to_int4pack_for_cpu(levels, 1))
+        # the kernel computes (level - 8) * scale + zero, so zero = minimum + 8 scales
+        scale_zeros = torch.stack([scales.squeeze(-1), (low + 8 * scales).squeeze(-1)], dim=-1)
+        self.register_buffer("scale_zeros", scale_zeros.transpose(0, 1).contiguous().to(dtype))
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[:-1]
+        rows = x.reshape(-1, self.in_features).to(self.scale_zeros.dtype)
+        out = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.qweight, self.GROUP, self.scale_zeros)
+        out = out.to(x.dtype).view(*lead, self.out_features)
+        return out if self.bias is None else out + self.bias
+
+    def dequantized_weight(self) -> torch.Tensor:
+        """The weight this layer multiplies by (for tests and reports), in the activation dtype."""
+        eye = torch.eye(self.in_features, dtype=self.scale_zeros.dtype)
+        return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.qweight, self.GROUP, self.scale_zeros).T
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int4 (group {self.GROUP})"
+
+
+_LAYERS = {"int8": Int8Linear, "int4": Int4Linear}
+
+
 def quantize_model_(model: nn.Module, method: str) -> nn.Module:
-    """Replace every ``nn.Linear`` of ``model`` (decoder layers and LM head) in place."""
+    """Replace every ``nn.Linear`` of ``model`` (decoder layers and LM head) in place; a model
+    with a layer the method cannot hold is refused before any layer is replaced."""
     if method not in QUANTIZATIONS:
         raise ValueError(f"quantization: {method!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}")
+    layer_class = _LAYERS[method]
     targets = [(name, module) for name, module in model.named_modules() if isinstance(module, nn.Linear)]
-    for name, linear in targets:
+    replacements = [(name, layer_class(linear)) for name, linear in targets]
+    for name, layer in replacements:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, Int8Linear(linear))
+        setattr(parent, child, layer)
     return model
