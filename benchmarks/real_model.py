@@ -1,4 +1,4 @@
-"""Decode speed on a real model (SmolLM2-135M by default): fp32, bf16, weight-only int8, ± ngram.
+"""Decode speed on a real model (SmolLM2-135M by default): fp32, bf16, weight-only int8/int4, ± ngram.
 
 Same GGUF, same six prompts (three code completions of held-out standard-library source, three
 chat requests through the model's template), greedy, exactly ``--new-tokens`` new tokens (EOS
@@ -35,6 +35,9 @@ MODES = {
     "fp32+ngram4": {"dtype": "float32", "spec": {"method": "ngram", "num_speculative_tokens": 4}},
     "bf16+ngram4": {"dtype": "bfloat16", "spec": {"method": "ngram", "num_speculative_tokens": 4}},
     "int8+ngram4": {"dtype": "bfloat16", "quantization": "int8",
+                    "spec": {"method": "ngram", "num_speculative_tokens": 4}},
+    "int4": {"dtype": "bfloat16", "quantization": "int4"},
+    "int4+ngram4": {"dtype": "bfloat16", "quantization": "int4",
                     "spec": {"method": "ngram", "num_speculative_tokens": 4}},
 }
 """Mode -> LLM arguments. A speculative mode is compared with the plain mode of its dtype."""

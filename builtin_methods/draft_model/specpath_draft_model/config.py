@@ -87,9 +87,11 @@ class StandaloneARSpeculatorConfig(DraftModelSpeculatorConfig):
     """PARD: one pass with K-1 mask tokens."""
     shipped_checkpoints = (*(ShippedCheckpoint(EMBEDDED_TARGET, CHECKPOINTS / sub, variant=kind)
                              for kind, sub in SHIPPED_DRAFTS.items()),
-                           ShippedCheckpoint(SMOLLM2_135M, CHECKPOINTS / "smollm2-shared", variant="autoregressive"))
-    """Variants by drafting shape (:func:`draft_kind`); the autoregressive one is the demo's.
-    SmolLM2-135M: a 2-layer autoregressive draft that borrows the target's embedding."""
+                           *(ShippedCheckpoint(SMOLLM2_135M, CHECKPOINTS / "smollm2-shared", variant=kind)
+                             for kind in ("autoregressive", "parallel")))
+    """Variants by drafting shape (:func:`draft_kind`); the autoregressive one is the embedded
+    demo's. SmolLM2-135M: one 2-layer draft that borrows the target's embedding, trained for
+    both shapes (PARD's mask copies with the autoregressive depth kept); its demo runs PARD."""
     demo_num_speculative_tokens = 6
     """Its best K in benchmarks/draft_model.py."""
 

@@ -191,8 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = target.lm_head.weight.detach()[ids]
     norm_w = target.model.norm.weight.detach().clone()
     draft = draft_from_target(target, args.init_layers)
+    init_record = None
     if args.init:
         load_draft_layers(draft, args.init)
+        init_record = json.loads((Path(args.init) / "config.json").read_text()).get("specpath_draft")
         log(f"draft: initialised from {args.init}")
     if args.pard_depth:
         if not 0 <= args.pard_token < target.config.vocab_size:
@@ -210,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = {"specpath_draft": {"recipe": "shared_embeddings", "script": "python -m specpath_draft_model.train_shared",
                                 "seed": args.seed, "minutes": args.minutes, "argv": sys.argv[1:] if argv is None else argv,
                                 "init_layers": args.init_layers, "init": args.init, "train_vocab": args.train_vocab,
-                                "pard_depth": args.pard_depth,
+                                "pard_depth": args.pard_depth, "init_record": init_record,
                                 "vocab_corpus": args.vocab_corpus,
                                 "target": {"path": str(args.target),
                                            "weights_sha256_16": file_digest(Path(args.target) / "model.safetensors")},

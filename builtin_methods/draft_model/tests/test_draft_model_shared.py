@@ -13,6 +13,10 @@ from specpath_drafting.testing import train_steps
 from specpath_draft_model.train_shared import SHARES_TARGET_EMBEDDINGS, distill_loss, draft_from_target, save_shared_draft
 
 PROMPTS = [list(b"def main():\n    "), list(b"import os\nimport sys\n"), list(b"x = [i for i in ")]
+SMOLLM2_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 49152, "hidden_size": 576,
+                  "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+                  "head_dim": 64, "max_position_embeddings": 8192, "tie_word_embeddings": True, "eos_token_id": 2}
+"""SmolLM2-135M-Instruct's shape: the fingerprint its shipped drafters are found by."""
 
 
 def test_shared_draft_checkpoint_omits_the_embedding_and_drafts_losslessly(tmp_path):
@@ -53,14 +57,27 @@ def test_the_smollm2_draft_is_the_default_for_smollm2(tmp_path):
     from specpath.config.speculative import SpeculativeConfig
     from specpath_draft_model import CHECKPOINTS
 
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 49152, "hidden_size": 576,
-              "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
-              "head_dim": 64, "max_position_embeddings": 8192, "tie_word_embeddings": True, "eos_token_id": 2}
-    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "config.json").write_text(json.dumps(SMOLLM2_CONFIG))
     spec = SpeculativeConfig.from_dict({"method": "draft_model", "num_speculative_tokens": 4},
                                        target_model_config=ModelConfig(model=str(tmp_path)))
     assert spec.model == str(CHECKPOINTS / "smollm2-shared")
     assert spec.draft_model_config.hf_config[SHARES_TARGET_EMBEDDINGS] is True
+    # the same draft serves PARD: it declares the mask token it was trained with
+    pard = SpeculativeConfig.from_dict({"method": "draft_model", "num_speculative_tokens": 4, "parallel_drafting": True},
+                                       target_model_config=ModelConfig(model=str(tmp_path)))
+    assert pard.model == spec.model and pard.speculator_config.pard_token_id == 16
+
+
+def test_the_demo_runs_pard_on_smollm2_and_the_autoregressive_draft_on_the_embedded_model(tmp_path):
+    from specpath.config.model import ModelConfig
+    from specpath.engine.cli_run import demo_configs
+    from specpath_draft_model.config import StandaloneARSpeculatorConfig
+
+    (tmp_path / "config.json").write_text(json.dumps(SMOLLM2_CONFIG))
+    runs, skipped = demo_configs(4, {"draft_model"}, target=ModelConfig(model=str(tmp_path)))
+    assert runs == [("draft_model", {"num_speculative_tokens": 4, "parallel_drafting": True, "method": "draft_model"})]
+    embedded = StandaloneARSpeculatorConfig.demo_config()
+    assert "parallel_drafting" not in embedded and embedded["num_speculative_tokens"] == 6
 
 
 def test_a_draft_with_a_recorded_training_vocabulary_drafts_only_those_ids(tmp_path):

@@ -226,6 +226,7 @@ def demo_configs(
         if config is None:
             skipped.append((name, "no demo config" + ("" if target is None else " for this model")))
             continue
+        config = {"num_speculative_tokens": k, **config, "method": name}
         if target is not None:
             from specpath import create_speculative_config
 
@@ -236,7 +237,7 @@ def demo_configs(
             except Exception as exc:  # noqa: BLE001 - the reason is shown, the demo goes on
                 skipped.append((name, "does not resolve for this model: " + (" ".join(str(exc).split()) or type(exc).__name__)))
                 continue
-        runs.append((name, {"num_speculative_tokens": k, **config, "method": name}))
+        runs.append((name, config))
     return runs, skipped
 
 
