@@ -26,7 +26,11 @@ engine (in its own venv where needed). After every worker has loaded and warmed 
 for a quiet machine (``specpath.engine.harness.wait_for_quiet``), then sends each prompt to every
 mode in turn, round-robin, for ``--repeats`` rounds, so load drifts hit all engines alike. Idle
 workers are stopped (SIGSTOP) while another engine runs, so an idle engine's threads cannot
-take CPU from the one being timed (not vLLM's: see ``PAUSABLE``). Each worker times its own ``generate`` call.
+take CPU from the one being timed. vLLM's cannot be stopped (see ``PAUSABLE``), and an idle vLLM
+worker does take CPU (measured on 2 cores: llama.cpp plain 84 tok/s with no vLLM worker alive,
+56 beside two; specpath bf16 halved beside two), so vLLM runs after the other engines' rounds,
+one worker at a time, each alone: started, its rounds, closed. The vLLM rows' speedups are
+against specpath bf16 of the first phase. Each worker times its own ``generate`` call.
 
 Printed: per mode tok/s (aggregate over the prompts, median over rounds), speedup over
 specpath bf16 plain (per round, median), per-prompt tok/s, whether greedy output is identical
@@ -61,8 +65,9 @@ ENGINES = ("specpath", "hf", "vllm", "llama")
 PLAIN = {"specpath": "specpath bf16", "hf": "hf greedy", "vllm": "vllm plain", "llama": "llama.cpp plain"}
 PAUSABLE = {"specpath", "hf", "llama"}
 """Workers that wait on stdin with no timers: stopped while idle. vLLM is not: its engine core
-times its RPCs by the wall clock (a stopped worker trips them), and its idle loop sleeps after
-spinning 0.1 s, so it takes no CPU from the engine being timed."""
+times its RPCs by the wall clock (a stopped worker trips them). An idle vLLM worker still takes
+CPU (measured: the other engines slowed by 1.5-2x beside two), so vLLM runs in a phase of its
+own, each worker alone (see the module docstring)."""
 """Each engine's plain mode: the reference of its greedy-identity column."""
 BASELINE = PLAIN["specpath"]
 QUANTIZED = {"int8": "specpath int8", "int4": "specpath int4"}
@@ -383,11 +388,11 @@ def summarise(engines: list[Engine], results: dict[str, list[list[dict]]]) -> li
         return sum(len(x["tokens"]) for x in rnd) / sum(x["seconds"] for x in rnd)
 
     healthy = {m for e in engines if e.error is None for m in e.modes}
-    base = results.get(BASELINE) if BASELINE in healthy else None
     rows = []
     for e in engines:
         if e.error is not None:
             continue
+        base = results.get(BASELINE) if BASELINE in healthy else None
         plain = results.get(PLAIN[e.kind]) if PLAIN[e.kind] in healthy else None
         for mode in e.modes:
             rounds = results[mode]
@@ -502,12 +507,13 @@ def main() -> int:
     if "llama" in wanted:
         plan.append(("llama", "llama", args.llama_python, common, {}))
 
-    engines: list[Engine] = []
     started_workers: list[Engine] = []
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the workers below are closed
     started = time.perf_counter()
-    try:
-        for name, kind, python, options, env in plan:  # loaded one after another: less memory at once
+
+    def start(phase: list) -> list[Engine]:
+        ready = []
+        for name, kind, python, options, env in phase:  # loaded one after another: less memory at once
             print(f"starting {name} ...", file=sys.stderr, flush=True)
             e = Engine(name, python, kind, options, {**base_env, **env}, log_dir)
             started_workers.append(e)
@@ -517,12 +523,23 @@ def main() -> int:
                 e.close()
                 continue
             print(f"{name}: {len(e.modes)} modes ready in {e.ready['load_s']:.0f} s", file=sys.stderr, flush=True)
-            engines.append(e)
+            ready.append(e)
+        return ready
+
+    try:
+        engines = start([row for row in plan if row[1] != "vllm"])
         loaded = time.perf_counter()
         load_rounds = machine_load()
         busy0, ours0, wall0 = _busy_seconds(), _tree_cpu_seconds(os.getpid()), time.monotonic()
         results = run_rounds(engines, prompts, args)
+        # other processes' CPU share over the first phase (a closed vLLM worker's CPU would read as theirs)
         busy1, ours1, wall1 = _busy_seconds(), _tree_cpu_seconds(os.getpid()), time.monotonic()
+        for row in (row for row in plan if row[1] == "vllm"):  # then each vLLM worker alone (see above)
+            for e in start([row]):
+                results.update(run_rounds([e], prompts, args))
+                e.close()
+                engines.append(e)
+        finished = time.monotonic()
     finally:
         for e in started_workers:
             e.close()
@@ -544,8 +561,8 @@ def main() -> int:
           f"tokens (EOS ignored), batch 1, greedy, {args.threads} threads per engine, K={args.k}; medians of "
           f"{args.repeats} interleaved round(s). Load average per core: {load_before:.2f} before loading, "
           f"{load_rounds:.2f} when the rounds began, {load_after:.2f} after; other processes took {others:.0%} of "
-          f"the CPUs during the rounds{' (noisy)' if max(load_before, others) > args.max_load else ''}. "
-          f"Loading {loaded - started:.0f} s, rounds {wall1 - wall0:.0f} s.")
+          f"the CPUs during the first phase's rounds{' (noisy)' if max(load_before, others) > args.max_load else ''}. "
+          f"Loading {loaded - started:.0f} s, rounds {wall1 - wall0:.0f} s, then vLLM {finished - wall1:.0f} s.")
     for e in engines:
         for name, reason in e.ready.get("skipped", []):
             print(f"skipped specpath {name}: {reason}")

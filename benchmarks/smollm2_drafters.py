@@ -103,22 +103,25 @@ def speed(target: str, specs: list[tuple[str, dict | None]], prompts: list[list[
 
     engines = [(name, make_llm(target, spec, dtype=dtype, threads=threads)) for name, spec in specs]
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
-    secs = {name: 0.0 for name, _ in engines}
-    toks = {name: 0 for name, _ in engines}
+    secs = {name: [0.0] * len(prompts) for name, _ in engines}
+    toks = {name: [0] * len(prompts) for name, _ in engines}
     load_before = os.getloadavg()
     for _ in range(rounds):
-        for p in prompts:
+        for i, p in enumerate(prompts):
             for name, llm in engines:
                 start = time.perf_counter()
                 out = llm.generate([p], params)[0]
-                secs[name] += time.perf_counter() - start
-                toks[name] += len(out.token_ids)
+                secs[name][i] += time.perf_counter() - start
+                toks[name][i] += len(out.token_ids)
     load_after = os.getloadavg()
-    base = toks["baseline"] / secs["baseline"]
+    base = sum(toks["baseline"]) / sum(secs["baseline"])
     for name, _ in engines:
-        rate = toks[name] / secs[name]
+        rate = sum(toks[name]) / sum(secs[name])
+        per_prompt = [round((t / s) / (bt / bs), 2) for t, s, bt, bs in
+                      zip(toks[name], secs[name], toks["baseline"], secs["baseline"])]
         print(json.dumps({"speed": name, "dtype": dtype, "tok_s": round(rate, 2), "vs_baseline": round(rate / base, 3),
-                          "rounds": rounds, "load_before": [round(x, 2) for x in load_before],
+                          "per_prompt_vs_baseline": per_prompt, "rounds": rounds,
+                          "load_before": [round(x, 2) for x in load_before],
                           "load_after": [round(x, 2) for x in load_after]}), flush=True)
 
 

@@ -64,6 +64,8 @@ def formats(weights, *, inductor: bool):
 
         inductor_config.max_autotune = True
         inductor_config.max_autotune_gemm_backends = "CPP,ATEN"
+        # 7 layers x every row count share Int8Linear.forward: room for a graph each
+        torch._dynamo.config.recompile_limit = 8 * len(SHAPES)
         out["int8-inductor"] = [torch.compile(m, dynamic=False) for m in out["int8"]]
     try:
         out["int4"] = [int4_layer(w) for w in weights]

@@ -115,5 +115,6 @@ def test_greedy_speculation_is_exact_against_the_int4_model(test_methods):
                num_threads=1)
     outs = spec.generate(prompts, params)
     assert [o.token_ids for o in outs] == [o.token_ids for o in plain]
-    assert isinstance(spec.model.lm_head, Int4Linear)
+    layers = spec.model.model.layers
+    assert isinstance(layers[0].mlp.down_proj, Int4Linear) and isinstance(spec.model.lm_head, Int8Linear)
     assert sum(o.metrics.num_accepted_tokens for o in outs) > 0

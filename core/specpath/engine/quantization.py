@@ -5,12 +5,13 @@ Decoding a small model on a CPU is memory-bound: every token reads every weight.
 - ``int8``: each linear layer's weight as int8 with one scale per output row (symmetric,
   round-to-nearest), half the bytes of bf16; ``torch.ops.aten._weight_int8pack_mm`` multiplies
   bf16 (or fp32/fp16) activations by it without materialising a dequantised copy.
-- ``int4``: 4-bit weights with a scale and a minimum per group of 32 inputs (asymmetric,
-  round-to-nearest), a quarter of bf16's bytes; ``torch.ops.aten._weight_int4pack_mm_for_cpu``.
+- ``int4``: the decoder layers' weights in 4 bits with a scale and a minimum per group of 32
+  inputs (asymmetric, round-to-nearest), a quarter of bf16's bytes
+  (``torch.ops.aten._weight_int4pack_mm_for_cpu``); the LM head in int8 (:data:`HEAD_NAME`).
   That is GGUF's Q4_1 block, so a target dequantised from a Q4_1 file (SmolLM2's) is re-quantised
   to its own weights: in float32 they are recovered to float32 rounding (the minimum and maximum of
   each block are its Q4_1 minimum and minimum + 15 steps whenever the block uses its whole range;
-  tested, and so for every block of SmolLM2's layer 0);
+  tested, and so for every block of SmolLM2's layer-0 gate projection);
   in bf16 the per-group scale and offset are rounded to bf16. bf16 activations are the kernel's
   fast path (float32 runs, ~25x slower).
 
@@ -99,7 +100,17 @@ class Int4Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int4 (group {self.GROUP})"
 
 
-_LAYERS = {"int8": Int8Linear, "int4": Int4Linear}
+HEAD_NAME = "lm_head"
+"""The LM head's module name: under ``int4`` it is int8, as GGUF's 4-bit files keep the output
+(and the tied token embedding: SmolLM2's is Q8_0) at 8 bits; 4 bits there cost most of int4's
+distance from the float model (``benchmarks/quantization_quality.py``)."""
+
+
+def layer_class(method: str, name: str) -> type[nn.Module]:
+    """The quantised layer ``method`` puts in place of the linear layer called ``name``."""
+    if method == "int4" and name == HEAD_NAME:
+        return Int8Linear
+    return {"int8": Int8Linear, "int4": Int4Linear}[method]
 
 
 def quantize_model_(model: nn.Module, method: str) -> nn.Module:
@@ -107,9 +118,8 @@ def quantize_model_(model: nn.Module, method: str) -> nn.Module:
     with a layer the method cannot hold is refused before any layer is replaced."""
     if method not in QUANTIZATIONS:
         raise ValueError(f"quantization: {method!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}")
-    layer_class = _LAYERS[method]
     targets = [(name, module) for name, module in model.named_modules() if isinstance(module, nn.Linear)]
-    replacements = [(name, layer_class(linear)) for name, linear in targets]
+    replacements = [(name, layer_class(method, name)(linear)) for name, linear in targets]
     for name, layer in replacements:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
