@@ -88,6 +88,7 @@ def test_yaml_file_config(monkeypatch, target, tmp_path):
         ("", "is not set"),
     ],
 )
+@pytest.mark.filterwarnings("ignore::specpath.config.rules.LossyVerificationWarning")  # the synthetic case warns first
 def test_start_up_errors_are_one_line(monkeypatch, target, config, match):
     with pytest.raises(SpeculativeConfigError, match=match) as err:
         make(monkeypatch, target, config)
