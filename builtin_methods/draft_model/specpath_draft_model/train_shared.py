@@ -101,6 +101,7 @@ def pard_distill_loss(draft, norm_w: torch.Tensor, rows: torch.Tensor, eps: floa
 
     positions, mask, valid = pard_layout(window, depth)
     copies = depth + 1
+    which = (torch.arange(window * copies) // window)[valid]  # the copy (depth - 1) of each scored position
 
     def loss_fn(tokens: torch.Tensor, taps: torch.Tensor):
         final = taps[:, :, -1]
@@ -114,7 +115,6 @@ def pard_distill_loss(draft, norm_w: torch.Tensor, rows: torch.Tensor, eps: floa
         reg = F.smooth_l1_loss(h, final.repeat(1, copies, 1)[:, valid])
         hit = (logits.argmax(-1) == want.argmax(-1)).float().mean(0)
         info = {"ce": ce.item(), "reg": reg.item()}
-        which = (torch.arange(window * copies) // window)[valid]
         for c in range(copies):
             info[f"acc{c}"] = hit[which == c].mean().item()
         return ce + reg_weight * reg, info

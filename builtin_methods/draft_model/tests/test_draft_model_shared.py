@@ -38,13 +38,18 @@ def test_shared_draft_checkpoint_omits_the_embedding_and_drafts_losslessly(tmp_p
     assert sum(o.metrics.num_accepted_tokens for o in outs) > 0
 
 
-def test_distillation_loss_trains_the_layers_not_the_borrowed_embedding():
+def distillation_batch():
+    """The embedded target, a 2-layer draft of it, a token batch (no 0xFF: PARD's mask byte),
+    the target's last-layer states over it and the head rows a loss scores."""
     target = LlamaModel.from_pretrained(default_model_path())
-    draft = draft_from_target(target, [0, 1])
-    tokens = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(0))
+    tokens = torch.randint(0, 255, (2, 32), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         final = target.forward(tokens, torch.arange(32), hidden_layers=(5,)).hidden_states
-    rows = target.lm_head.weight.detach()[:200]
+    return target, draft_from_target(target, [0, 1]), tokens, final, target.lm_head.weight.detach()[:200]
+
+
+def test_distillation_loss_trains_the_layers_not_the_borrowed_embedding():
+    target, draft, tokens, final, rows = distillation_batch()
     loss_fn = distill_loss(draft, target.model.norm.weight.detach(), rows, 1e-5, reg_weight=0.1)
     params = [p for p in draft.parameters() if p.requires_grad]
     assert all(p is not draft.model.embed_tokens.weight for p in params)
@@ -132,12 +137,7 @@ def test_pard_distillation_trains_every_depth_and_records_its_mask_token(tmp_pat
     from specpath_draft_model.config import PARD_TOKEN_KEY
     from specpath_draft_model.train_shared import load_draft_layers, pard_distill_loss
 
-    target = LlamaModel.from_pretrained(default_model_path())
-    draft = draft_from_target(target, [0, 1])
-    tokens = torch.randint(0, 255, (2, 32), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        final = target.forward(tokens, torch.arange(32), hidden_layers=(5,)).hidden_states
-    rows = target.lm_head.weight.detach()[:200]
+    target, draft, tokens, final, rows = distillation_batch()
     loss_fn = pard_distill_loss(draft, target.model.norm.weight.detach(), rows, 1e-5, reg_weight=0.1,
                                 depth=3, mask_token=255, window=32)
     before, after, info = train_steps(loss_fn, draft, tokens, final, steps=8, lr=1e-3)
