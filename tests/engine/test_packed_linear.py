@@ -39,6 +39,17 @@ def test_packing_applies_to_low_precision_cpu_models_only(monkeypatch):
     assert not packing_enabled(torch.bfloat16)
 
 
+def test_a_bare_linear_comes_back_packed():
+    """``SpeculatorContext.prepare_module`` may be handed one linear layer (a drafter's kept head rows)."""
+    if not BF16:
+        return
+    linear = nn.Linear(16, 32, bias=False).bfloat16()
+    packed = pack_linears_(linear)
+    assert isinstance(packed, PackedLinear) and packed.out_features == 32
+    x = torch.randn(3, 16).bfloat16()
+    assert torch.equal(packed(x), F.linear(x, linear.weight))
+
+
 def _tiny(tmp_path):
     file = tmp_path / "tiny.gguf"
     gguf_helpers.write_tiny_gguf(file)

@@ -118,3 +118,16 @@ def test_greedy_speculation_is_exact_against_the_int4_model(test_methods):
     layers = spec.model.model.layers
     assert isinstance(layers[0].mlp.down_proj, Int4Linear) and isinstance(spec.model.lm_head, Int8Linear)
     assert sum(o.metrics.num_accepted_tokens for o in outs) > 0
+
+
+def test_the_cli_offers_every_quantization():
+    """cli_run keeps torch out of its imports, so it spells the choices out: they must stay these."""
+    import argparse
+
+    from specpath.engine import cli_run
+    from specpath.engine.quantization import QUANTIZATIONS
+
+    parser = argparse.ArgumentParser()
+    cli_run._add_engine_args(parser)
+    action = next(a for a in parser._actions if a.dest == "quantization")
+    assert tuple(action.choices) == QUANTIZATIONS

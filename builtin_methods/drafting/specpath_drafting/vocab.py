@@ -77,8 +77,7 @@ class RestrictedLMHead(torch.nn.Module):
         d, n = cols.shape
         linear = torch.nn.Linear(d, n, bias=False, device="meta")
         linear.weight = torch.nn.Parameter(cols.T.contiguous(), requires_grad=False)
-        holder = torch.nn.Sequential(linear)  # prepare_module readies the linears inside a module
-        return holder if self.prepare is None else self.prepare(holder)
+        return linear if self.prepare is None else self.prepare(linear)
 
     def _affine_rows(self, h: torch.Tensor) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor] | None:
         """(the kept ids' rows as a linear layer [d -> n], their bias [n], the ids on h's device),

@@ -63,7 +63,9 @@ def pack_linears_(model: nn.Module) -> nn.Module:
 
     A head tied to the embedding gets its own packed copy; the embedding keeps its weight.
     Call only on a model that is no longer trained or saved (``state_dict`` loses the
-    replaced weights, as with ``--quantization``)."""
+    replaced weights, as with ``--quantization``). A bare ``nn.Linear`` comes back packed."""
+    if type(model) is nn.Linear:
+        return PackedLinear(model)
     targets = [(name, module) for name, module in model.named_modules() if type(module) is nn.Linear]
     for name, linear in targets:
         parent_name, _, child = name.rpartition(".")
