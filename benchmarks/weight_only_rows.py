@@ -1,19 +1,22 @@
-"""What verifying K drafts costs under each CPU weight format: one layer's matmuls at 1..K+1 rows.
+"""What verifying K drafts costs under each CPU weight format: the layers' matmuls at 1..K+1 rows.
 
 Speculation pays when a pass over K+1 query rows costs little more than a pass over one. On a
 memory-bound CPU that holds for a kernel that reads each weight once for all rows; this script
-measures, side by side in one process, the matmuls of one SmolLM2-135M decoder layer (q/k/v/o
-576->576/192/192/576, gate/up 576->1536 twice, down 1536->576; the target's real weights when
-``--target`` is given, else random ones of that shape) at each row count, for:
+measures, side by side in one process, the matmuls of ``--layers`` SmolLM2-135M decoder layers
+(q/k/v/o 576->576/192/192/576, gate/up 576->1536 twice, down 1536->576; the target's real weights
+when ``--target`` is given, else random ones of that shape) at each row count, all layers in turn
+as a decoding step reads them (30, the default: ~100 MB in bf16, far more than the caches, so the
+weights stream from memory as in a real step; one layer alone would sit in cache), for:
 
 - ``bf16``: the engine's pre-packed oneDNN weights (``specpath.engine.packed_linear``);
 - ``int8``: the engine's weight-only int8 (``--quantization int8``: ``aten._weight_int8pack_mm``);
 - ``int8-inductor`` (``--inductor``): the same op compiled by ``torch.compile`` with
   ``max_autotune``, which may pick inductor's C++ GEMM template instead of the aten kernel;
-- ``int4``: ``aten._weight_int4pack_mm_for_cpu``, group size 64 (not an engine mode: what an int4
-  target would cost).
+- ``int4``: the engine's weight-only int4 (``--quantization int4``: groups of 32,
+  ``aten._weight_int4pack_mm_for_cpu``).
 
-Prints µs per layer and the cost relative to one row, per format; after the quiet-machine gate.
+Prints µs per layer (a pass over all of them / ``--layers``) and the cost relative to one row,
+per format; after the quiet-machine gate.
 Not part of the tests.
 
     python benchmarks/weight_only_rows.py --rows 1 3 5 9 --inductor
@@ -30,19 +33,19 @@ SHAPES = (("q", 576, 576), ("k", 192, 576), ("v", 192, 576), ("o", 576, 576),
 """(name, out, in) of one SmolLM2-135M decoder layer's linear layers."""
 
 
-def layer_weights(target: str | None):
+def layer_weights(target: str | None, layers: int):
+    """The float32 weights of ``layers`` decoder layers, layer by layer in :data:`SHAPES` order."""
     import torch
 
     if target is None:
         g = torch.Generator().manual_seed(0)
-        return [torch.randn(o, i, generator=g) * 0.02 for _, o, i in SHAPES]
+        return [torch.randn(o, i, generator=g) * 0.02 for _ in range(layers) for _, o, i in SHAPES]
     from safetensors.torch import load_file
 
     state = load_file(f"{target}/model.safetensors")
-    prefix = "model.layers.0."
     names = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
              "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj"}
-    return [state[prefix + names[n] + ".weight"].float() for n, _, _ in SHAPES]
+    return [state[f"model.layers.{layer}.{names[n]}.weight"].float() for layer in range(layers) for n, _, _ in SHAPES]
 
 
 def formats(weights, *, inductor: bool):
@@ -51,7 +54,7 @@ def formats(weights, *, inductor: bool):
     from torch import nn
 
     from specpath.engine.packed_linear import PackedLinear
-    from specpath.engine.quantization import Int8Linear
+    from specpath.engine.quantization import Int4Linear, Int8Linear
 
     def linear(w):
         layer = nn.Linear(w.shape[1], w.shape[0], bias=False)
@@ -65,47 +68,32 @@ def formats(weights, *, inductor: bool):
         inductor_config.max_autotune = True
         inductor_config.max_autotune_gemm_backends = "CPP,ATEN"
         # 7 layers x every row count share Int8Linear.forward: room for a graph each
-        torch._dynamo.config.recompile_limit = 8 * len(SHAPES)
+        torch._dynamo.config.recompile_limit = 8 * len(weights)
         out["int8-inductor"] = [torch.compile(m, dynamic=False) for m in out["int8"]]
     try:
-        out["int4"] = [int4_layer(w) for w in weights]
+        out["int4"] = [Int4Linear(linear(w)) for w in weights]
     except (RuntimeError, AttributeError) as exc:  # an older torch without the CPU int4 kernels
         print(json.dumps({"int4": f"unavailable: {exc}"}))
     return out
 
 
-def int4_layer(w, group: int = 64):
-    """Asymmetric 4-bit per group of ``group`` inputs, packed for ``_weight_int4pack_mm_for_cpu``."""
-    import torch
-
-    n, k = w.shape
-    grouped = w.reshape(n, k // group, group)
-    lo, hi = grouped.amin(-1, keepdim=True), grouped.amax(-1, keepdim=True)
-    scale = (hi - lo).clamp_min(1e-8) / 15
-    q = torch.round((grouped - lo) / scale).clamp(0, 15).to(torch.int32).reshape(n, k)
-    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
-    scale_zeros = torch.stack([scale.squeeze(-1), (lo + 8 * scale).squeeze(-1)], -1).transpose(0, 1).contiguous()
-    scale_zeros = scale_zeros.to(torch.bfloat16)
-    return lambda x: torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, group, scale_zeros)
-
-
-def time_layer(fns, x, repeats: int) -> float:
-    """Median over ``repeats`` batches of 50 calls of the whole layer, in µs."""
+def time_pass(fns, x, repeats: int) -> float:
+    """Median over ``repeats`` batches of 10 passes over ``fns`` (every layer's matmuls), in µs per pass."""
     import statistics
 
     import torch
 
     with torch.inference_mode():
-        for _ in range(10):
+        for _ in range(2):
             for fn in fns:
                 fn(x)
         samples = []
         for _ in range(repeats):
             start = time.perf_counter()
-            for _ in range(50):
+            for _ in range(10):
                 for fn in fns:
                     fn(x)
-            samples.append((time.perf_counter() - start) / 50 * 1e6)
+            samples.append((time.perf_counter() - start) / 10 * 1e6)
     return statistics.median(samples)
 
 
@@ -113,6 +101,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default=None, help="an HF SmolLM2 checkpoint (its layer 0); default: random weights")
     ap.add_argument("--rows", type=int, nargs="+", default=[1, 3, 5, 9])
+    ap.add_argument("--layers", type=int, default=30, help="decoder layers streamed per pass (SmolLM2 has 30)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--inductor", action="store_true", help="also the int8 op compiled with max_autotune")
@@ -125,16 +114,17 @@ def main() -> int:
 
     torch.set_num_threads(args.threads)
     wait_for_quiet(args.max_load)
-    fmts = formats(layer_weights(args.target), inductor=args.inductor)
+    fmts = formats(layer_weights(args.target, args.layers), inductor=args.inductor)
     load_before = machine_load()
     table: dict[str, dict[int, float]] = {name: {} for name in fmts}
     for rows in args.rows:
         x = torch.randn(rows, 576, generator=torch.Generator().manual_seed(rows)).to(torch.bfloat16)
         down_x = torch.randn(rows, 1536, generator=torch.Generator().manual_seed(rows)).to(torch.bfloat16)
         for name, fns in fmts.items():  # interleaved: every format at this row count in turn
-            inputs = [down_x if i == len(SHAPES) - 1 else x for i in range(len(SHAPES))]
-            table[name][rows] = time_layer([lambda _, f=f, a=a: f(a) for f, a in zip(fns, inputs)], x, args.repeats)
-    print(f"one SmolLM2 layer's matmuls, µs (x cost of 1 row), {args.threads} thread(s), "
+            inputs = [down_x if i % len(SHAPES) == len(SHAPES) - 1 else x for i in range(len(fns))]
+            per_pass = time_pass([lambda _, f=f, a=a: f(a) for f, a in zip(fns, inputs)], x, args.repeats)
+            table[name][rows] = per_pass / args.layers
+    print(f"SmolLM2 decoder-layer matmuls over {args.layers} layers, µs per layer (x cost of 1 row), {args.threads} thread(s), "
           f"load per core {load_before:.2f} before / {machine_load():.2f} after")
     print(f"{'format':<15}" + "".join(f"{f'{r} rows':>18}" for r in args.rows))
     first = args.rows[0]
