@@ -38,7 +38,7 @@ from torch import nn
 
 from specpath.modeling import checkpoint
 from specpath.modeling.gguf import is_gguf, read_gguf
-from specpath.modeling.norm import RMSNorm
+from specpath.modeling.norm import RMSNorm, native_kernels
 from specpath.modeling.rope import RotaryEmbedding, apply_rope, normalize_rope_scaling
 
 Attention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -230,13 +230,22 @@ class SelfAttention(nn.Module):
             self.q_norm = RMSNorm(c.head_dim, c.rms_norm_eps)
             self.k_norm = RMSNorm(c.head_dim, c.rms_norm_eps)
         self.qk_norm = c.qk_norm
+        self.qkv_proj: nn.Linear | None = None
+
+    def fuse(self) -> None:
+        """q/k/v as one matmul (``qkv_proj``); the three layers are dropped."""
+        self.qkv_proj = _fused(self.q_proj, self.k_proj, self.v_proj)
+        del self.q_proj, self.k_proj, self.v_proj
 
     def qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         """q [..., T, H, D], k/v [..., T, KV, D], RoPE applied to q and k."""
         lead = x.shape[:-1]
-        q = self.q_proj(x).view(*lead, self.n_heads, self.head_dim)
-        k = self.k_proj(x).view(*lead, self.n_kv_heads, self.head_dim)
-        v = self.v_proj(x).view(*lead, self.n_kv_heads, self.head_dim)
+        h, kv, d = self.n_heads, self.n_kv_heads, self.head_dim
+        if self.qkv_proj is not None:
+            q, k, v = self.qkv_proj(x).split([h * d, kv * d, kv * d], dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q, k, v = q.view(*lead, h, d), k.view(*lead, kv, d), v.reshape(*lead, kv, d)
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
@@ -249,9 +258,33 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(d, f, bias=bias)
         self.up_proj = nn.Linear(d, f, bias=bias)
         self.down_proj = nn.Linear(f, d, bias=bias)
+        self.gate_up_proj: nn.Linear | None = None
+
+    def fuse(self) -> None:
+        """gate/up as one matmul (``gate_up_proj``); the two layers are dropped."""
+        self.gate_up_proj = _fused(self.gate_proj, self.up_proj)
+        del self.gate_proj, self.up_proj
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self.gate_up_proj is None:
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate_up = self.gate_up_proj(x)
+        if gate_up.shape[-1] % 32 == 0 and (native := native_kernels(gate_up)) is not None:
+            return self.down_proj(native.silu_mul(gate_up.contiguous()))
+        gate, up = gate_up.chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
+
+
+def _fused(*linears: nn.Linear) -> nn.Linear:
+    """One ``nn.Linear`` whose outputs are those of ``linears``, concatenated (weights and biases)."""
+    first = linears[0]
+    fused = nn.Linear(first.in_features, sum(l.out_features for l in linears), bias=first.bias is not None,
+                      device=first.weight.device, dtype=first.weight.dtype)
+    with torch.no_grad():
+        fused.weight.copy_(torch.cat([l.weight for l in linears]))
+        if first.bias is not None:
+            fused.bias.copy_(torch.cat([l.bias for l in linears]))
+    return fused.requires_grad_(False)
 
 
 class DecoderLayer(nn.Module):
@@ -261,6 +294,7 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(config)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self._native_plan: _NativeLayer | None | bool = False  # False: not looked at yet
 
     def forward(
         self,
@@ -269,10 +303,55 @@ class DecoderLayer(nn.Module):
         sin: torch.Tensor,
         attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
     ) -> torch.Tensor:
+        if h.dim() == 2 and (native := native_kernels(h, cos, sin)) is not None:
+            if self._native_plan is False:
+                self._native_plan = _NativeLayer.of(self)
+            if self._native_plan is not None:
+                return self._native_plan(native, h.contiguous(), cos.contiguous(), sin.contiguous(), attend)
         q, k, v = self.self_attn.qkv(self.input_layernorm(h), cos, sin)
         out = attend(q, k, v)
-        h = h + self.self_attn.o_proj(out.reshape(*h.shape[:-1], -1))
-        return h + self.mlp(self.post_attention_layernorm(h))
+        h, x = self.post_attention_layernorm.add_and_norm(h, self.self_attn.o_proj(out.reshape(*h.shape[:-1], -1)))
+        return h + self.mlp(x)
+
+
+    def _apply(self, fn, recurse=True):
+        self._native_plan = False  # tensors may move: look again
+        return super()._apply(fn, recurse)
+
+
+@attrs.frozen
+class _NativeLayer:
+    """A decoder layer whose four projections are native quantised weights (``native_linear``)
+    and whose shape the fused functions take (no biases, no q/k norm): its norm-QKV-RoPE and
+    o_proj-MLP halves run as one native call each, the attention in between stays the caller's."""
+
+    layer: DecoderLayer
+    qkv: Any
+    o_proj: Any
+    gate_up: Any
+    down: Any
+
+    @classmethod
+    def of(cls, layer: DecoderLayer) -> "_NativeLayer | None":
+        attn, mlp = layer.self_attn, layer.mlp
+        if attn.qk_norm or attn.qkv_proj is None or mlp.gate_up_proj is None or attn.head_dim % 32:
+            return None
+        linears = [getattr(m, "native_linear", lambda: None)() for m in
+                   (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)]
+        norms = (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)
+        if any(l is None for l in linears) or any(w.dtype is not torch.bfloat16 for w in norms):
+            return None
+        return cls(layer, *linears)
+
+    def __call__(self, native: Any, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend: Any) -> torch.Tensor:
+        layer, attn = self.layer, self.layer.self_attn
+        heads, kv_heads = attn.n_heads, attn.n_kv_heads
+        qkv = native.layer_pre(h, layer.input_layernorm.weight, layer.input_layernorm.eps, self.qkv, cos, sin,
+                               heads, kv_heads, attn.head_dim)
+        out = attend(qkv[:, :heads], qkv[:, heads : heads + kv_heads], qkv[:, heads + kv_heads :])
+        norm = layer.post_attention_layernorm
+        return native.layer_post(h, out.reshape(h.shape[0], -1).contiguous(), self.o_proj, norm.weight, norm.eps,
+                                 self.gate_up, self.down)
 
 
 class Backbone(nn.Module):
@@ -367,6 +446,18 @@ class LlamaModel(nn.Module):
         config = {**self.config.to_hf_dict(), **(extra_config or {})}
         config["torch_dtype"] = str(next(self.parameters()).dtype).removeprefix("torch.")
         return checkpoint.save_checkpoint(path, config=config, state_dict=state)
+
+    def fuse_projections(self) -> "LlamaModel":
+        """Inference only: each layer's q/k/v and gate/up projections as one matmul each (a decode
+        step on a CPU pays per call; the outputs are the same products). The state dict then has
+        ``qkv_proj``/``gate_up_proj`` in place of the HF names: fuse after loading, never before
+        saving."""
+        for layer in self.model.layers:
+            if layer.self_attn.qkv_proj is None:
+                layer.self_attn.fuse()
+            if layer.mlp.gate_up_proj is None:
+                layer.mlp.fuse()
+        return self
 
     # -- pieces shared with drafters ----------------------------------------------------------
 

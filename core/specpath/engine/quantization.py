@@ -15,6 +15,13 @@ Decoding a small model on a CPU is memory-bound: every token reads every weight.
   in bf16 the per-group scale and offset are rounded to bf16. bf16 activations are the kernel's
   fast path (float32 runs, ~25x slower).
 
+With bf16 activations both run on the engine's native kernels where they build
+(``specpath.modeling.native``: each weight read once for up to eight rows, so a verification step
+over K+1 tokens costs little more than one decode step; a row's result does not depend on the
+other rows). There the int4 scale and minimum stay fp32 and each weight is rounded to bf16 once
+(``level * scale + minimum``); :meth:`Int4Linear.dequantized_weight` is the weight multiplied by
+either way.
+
 The quantised weights *are* the target: speculative decoding verifies against them, so it stays
 lossless with respect to this model (greedy speculative output equals greedy plain output of
 the same int8 model); it is not the bf16 model's output. Embeddings stay in the engine dtype (a
@@ -25,6 +32,8 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+
+from specpath.modeling.native import Linear as NativeLinear, kernels
 
 QUANTIZATIONS = ("int8", "int4")
 """The ``quantization`` values the engine accepts."""
@@ -42,19 +51,35 @@ class Int8Linear(nn.Module):
         self.register_buffer("qweight", qweight.contiguous())
         self.register_buffer("scales", scales.to(linear.weight.dtype))
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        #: runs on the native kernel (bf16 activations, a shape it takes, the kernel built here)
+        self.native = (linear.weight.dtype == torch.bfloat16 and linear.in_features % 32 == 0
+                       and linear.out_features % 2 == 0 and kernels() is not None)
+        if self.native:
+            self.register_buffer("scales_f32", self.scales.float())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
-        out = torch.ops.aten._weight_int8pack_mm(x.reshape(-1, self.in_features), self.qweight, self.scales)
+        rows = x.reshape(-1, self.in_features)
+        if self.native and rows.dtype == torch.bfloat16:
+            out = kernels().q8(self.qweight, self.scales_f32, rows.contiguous(),
+                                   rows.new_empty(rows.shape[0], self.out_features))
+        else:
+            out = torch.ops.aten._weight_int8pack_mm(rows, self.qweight, self.scales)
         out = out.view(*lead, self.out_features)
         return out if self.bias is None else out + self.bias
+
+    def native_linear(self) -> NativeLinear | None:
+        """The layer as the native fused-layer functions take it, or ``None`` (not native, or a bias)."""
+        if not self.native or self.bias is not None:
+            return None
+        return NativeLinear.of(self.qweight, self.scales_f32, 8)
 
     def dequantized_weight(self) -> torch.Tensor:
         """The weight this layer multiplies by, in the activation dtype (for tests and reports)."""
         return (self.qweight.float() * self.scales.float()[:, None]).to(self.scales.dtype)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8{', native' * self.native}"
 
 
 class Int4Linear(nn.Module):
@@ -75,29 +100,53 @@ class Int4Linear(nn.Module):
         weight = linear.weight.detach().float().reshape(n, k // self.GROUP, self.GROUP)
         low, high = weight.amin(-1, keepdim=True), weight.amax(-1, keepdim=True)
         scales = ((high - low) / 15).clamp(min=torch.finfo(torch.float32).tiny)
-        levels = torch.round((weight - low) / scales).clamp(0, 15).to(torch.int32).reshape(n, k)
-        dtype = linear.weight.dtype
+        levels = torch.round((weight - low) / scales).clamp(0, 15).to(torch.int32)
+        self.dtype = linear.weight.dtype
         self.in_features, self.out_features = k, n
-        self.register_buffer("qweight", torch.ops.aten._convert_weight_to_int4pack_for_cpu(levels, 1))
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        #: runs on the native kernel (bf16 activations, a shape it takes, the kernel built here)
+        self.native = self.dtype == torch.bfloat16 and k % (2 * self.GROUP) == 0 and kernels() is not None
+        if self.native:
+            pairs = levels.to(torch.uint8).reshape(n, k // (2 * self.GROUP), 2, self.GROUP)
+            self.register_buffer("levels", (pairs[:, :, 0] | (pairs[:, :, 1] << 4)).reshape(n, k // 2).contiguous())
+            self.register_buffer("scale_mins", torch.cat([scales, low], dim=-1).contiguous())
+            return
+        self.register_buffer("qweight", torch.ops.aten._convert_weight_to_int4pack_for_cpu(levels.reshape(n, k), 1))
         # the kernel computes (level - 8) * scale + zero, so zero = minimum + 8 scales
         scale_zeros = torch.stack([scales.squeeze(-1), (low + 8 * scales).squeeze(-1)], dim=-1)
-        self.register_buffer("scale_zeros", scale_zeros.transpose(0, 1).contiguous().to(dtype))
-        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        self.register_buffer("scale_zeros", scale_zeros.transpose(0, 1).contiguous().to(self.dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
-        rows = x.reshape(-1, self.in_features).to(self.scale_zeros.dtype)
-        out = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.qweight, self.GROUP, self.scale_zeros)
+        rows = x.reshape(-1, self.in_features).to(self.dtype)
+        if self.native:
+            out = kernels().q4(self.levels, self.scale_mins, rows.contiguous(),
+                                   rows.new_empty(rows.shape[0], self.out_features))
+        else:
+            out = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.qweight, self.GROUP, self.scale_zeros)
         out = out.to(x.dtype).view(*lead, self.out_features)
         return out if self.bias is None else out + self.bias
 
+    def native_linear(self) -> NativeLinear | None:
+        """The layer as the native fused-layer functions take it, or ``None`` (not native, or a bias)."""
+        if not self.native or self.bias is not None:
+            return None
+        return NativeLinear.of(self.levels, self.scale_mins, 4)
+
     def dequantized_weight(self) -> torch.Tensor:
         """The weight this layer multiplies by (for tests and reports), in the activation dtype."""
+        if self.native:
+            n, k = self.out_features, self.in_features
+            packed = self.levels.view(n, k // (2 * self.GROUP), self.GROUP)
+            pairs = torch.stack([packed & 15, packed >> 4], dim=-2).reshape(n, k // self.GROUP, self.GROUP)
+            scales, mins = self.scale_mins.unbind(-1)
+            return torch.addcmul(mins[..., None], pairs.float(), scales[..., None]).reshape(n, k).to(self.dtype)
         eye = torch.eye(self.in_features, dtype=self.scale_zeros.dtype)
         return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.qweight, self.GROUP, self.scale_zeros).T
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, int4 (group {self.GROUP})"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, int4 (group {self.GROUP})"
+                f"{', native' * self.native}")
 
 
 HEAD_NAME = "lm_head"

@@ -3,6 +3,8 @@ feature is the target's, to the bit).
 
 float32 runs as one fused kernel; lower precision follows the Hugging Face order (normalise in
 float32, cast back, then scale), which is how the checkpoints these layers load were trained.
+bf16 inference runs on the native kernel where it is built (``specpath.modeling.native``: one
+call instead of five torch ops, same order of roundings).
 """
 
 from __future__ import annotations
@@ -10,6 +12,19 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from specpath.modeling.native import kernels
+
+
+def native_kernels(x: torch.Tensor, *others: torch.Tensor):
+    """The native kernels when they may take over from torch here: bf16 CPU tensors whose last
+    dimension is a multiple of 16, no autograd (the kernels have no backward), the kernels built;
+    otherwise ``None``."""
+    if x.dtype is not torch.bfloat16 or x.device.type != "cpu" or x.shape[-1] % 16 or torch.is_grad_enabled():
+        return None
+    if any(t.dtype is not torch.bfloat16 for t in others):
+        return None
+    return kernels()
 
 
 class RMSNorm(nn.Module):
@@ -19,8 +34,18 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if (native := native_kernels(x, self.weight)) is not None:
+            return native.rms_norm(x.contiguous(), self.weight, self.eps)
         if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
             return F.rms_norm(x, self.weight.shape, self.weight, self.eps)  # one kernel, same maths
         # Normalised in float32 by the fused kernel (bit-equal to x * rsqrt(mean(x^2) + eps) there,
         # tested), cast back, then scaled: half the element-wise calls of spelling it out.
         return self.weight * F.rms_norm(x.float(), self.weight.shape, None, self.eps).to(x.dtype)
+
+    def add_and_norm(self, x: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(x + delta, norm(x + delta))``: a residual add and the norm after it, in one native call
+        where it runs."""
+        if (native := native_kernels(x, delta, self.weight)) is not None and x.shape == delta.shape:
+            return native.add_rms_norm(x.contiguous(), delta.contiguous(), self.weight, self.eps)
+        total = x + delta
+        return total, self(total)

@@ -1,0 +1,201 @@
+"""Native CPU kernels for bf16 layers: C compiled on first use, loaded with ``ctypes``.
+
+- ``rows_matmul.c``: weight-only int4/int8 matmuls that read each weight once for up to eight
+  rows (AVX512-BF16). torch's CPU kernels (``_weight_int8pack_mm``,
+  ``_weight_int4pack_mm_for_cpu``) cost about as much per extra row as for the first, so
+  verifying K drafted tokens cost nearly K+1 decode steps.
+- ``layer_ops.c``: RMSNorm (optionally fused with the residual add), RoPE and SiLU-and-multiply
+  as one call each: a decode step of a small model on a CPU is dominated by per-op overhead.
+
+No library installable here offers these for torch's CPU build (torchao's CPU kernels are not in
+its PyPI wheel), so they are built from source: two C files, no torch headers, about two seconds
+with the system's C compiler, cached under :func:`cache_dir`.
+
+The kernels' threads are OpenMP's; the library links ``libgomp.so.1``, which resolves to the copy
+torch has already loaded, so they share torch's thread pool and ``torch.set_num_threads``.
+
+When there is no compiler, the CPU lacks AVX512-BF16, or ``SPECPATH_NATIVE=0``,
+:func:`kernels` returns ``None`` and :func:`unavailable_reason` says why; callers keep torch's
+kernels.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ENV_SWITCH = "SPECPATH_NATIVE"
+"""Set to ``0`` to use torch's kernels only."""
+
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("rows_matmul.c", "layer_ops.c", "decoder_layer.c"))
+FLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mf16c", "-mfma", "-fopenmp",
+         "-shared", "-fPIC")
+LIBS = ("-lm",)
+MAX_ROWS = 8
+"""Rows one pass of the kernels multiplies; more run in passes of this many (same result per row)."""
+
+_POINTER, _INT = ctypes.c_void_p, ctypes.c_int
+
+
+def cache_dir() -> Path:
+    """Where built libraries are kept: ``$SPECPATH_CACHE_DIR`` or ``~/.cache/specpath``, ``native/``."""
+    root = os.environ.get("SPECPATH_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "specpath")
+    return Path(root) / "native"
+
+
+def _function(library: ctypes.CDLL, name: str, *argtypes: Any) -> Any:
+    function = getattr(library, name)
+    function.argtypes, function.restype = list(argtypes), None
+    return function
+
+
+class Linear(ctypes.Structure):
+    """A quantised weight as the fused layer functions take it (``specpath_linear`` in C): 4 bits
+    (``levels``, ``scale_mins``) or 8 (int8 ``weight``, fp32 ``scales``). It holds raw pointers:
+    whoever holds it keeps the tensors alive and unmoved."""
+
+    _fields_ = [("weight", ctypes.c_void_p), ("scales", ctypes.c_void_p), ("bits", ctypes.c_int64),
+                ("out_features", ctypes.c_int64), ("in_features", ctypes.c_int64)]
+
+    @classmethod
+    def of(cls, weight: torch.Tensor, scales: torch.Tensor, bits: int) -> "Linear":
+        out_features, stored = weight.shape
+        return cls(weight.data_ptr(), scales.data_ptr(), bits, out_features, stored * 8 // bits)
+
+
+class NativeKernels:
+    """The loaded kernels. Tensors are CPU bf16 unless said otherwise, contiguous unless said
+    otherwise; ``out`` arguments are written in place and returned."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        P, I = _POINTER, _INT
+        self._q4 = _function(library, "specpath_q4_matmul", P, P, P, P, I, I, I, I)
+        self._q8 = _function(library, "specpath_q8_matmul", P, P, P, P, I, I, I, I)
+        self._rms_norm = _function(library, "specpath_rms_norm", P, P, P, P, P, I, I, ctypes.c_float)
+        self._rope = _function(library, "specpath_rope", P, I, P, P, P, I, I, I, I)
+        self._silu_mul = _function(library, "specpath_silu_mul", P, P, I, I)
+        L, F = ctypes.POINTER(Linear), ctypes.c_float
+        self._layer_pre = _function(library, "specpath_layer_pre", P, P, F, L, P, P, I, I, I, I, P)
+        self._layer_post = _function(library, "specpath_layer_post", P, P, L, P, F, L, L, I, P)
+
+    def q4(self, levels: torch.Tensor, scale_mins: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``out [M, N] = x [M, K] (bf16) @ w.T`` for 4-bit ``levels [N, K/2]`` (see the C file's
+        layout) and fp32 ``scale_mins [N, K/32, 2]``; ``out`` is bf16 or fp32."""
+        self._q4(levels.data_ptr(), scale_mins.data_ptr(), x.data_ptr(), out.data_ptr(),
+                 out.dtype == torch.float32, x.shape[0], levels.shape[0], x.shape[1])
+        return out
+
+    def q8(self, weight: torch.Tensor, scales: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``out [M, N] = x [M, K] (bf16) @ (weight * scales[:, None]).T`` for int8 ``weight [N, K]``
+        and fp32 ``scales [N]``; ``out`` is bf16 or fp32."""
+        self._q8(weight.data_ptr(), scales.data_ptr(), x.data_ptr(), out.data_ptr(),
+                 out.dtype == torch.float32, x.shape[0], weight.shape[0], x.shape[1])
+        return out
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        """``weight * bf16(x * rsqrt(mean(x^2) + eps))`` over the last dimension."""
+        out = torch.empty_like(x)
+        self._rms_norm(x.data_ptr(), None, None, weight.data_ptr(), out.data_ptr(), x.numel() // x.shape[-1],
+                       x.shape[-1], eps)
+        return out
+
+    def add_rms_norm(self, x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor,
+                     eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(s, rms_norm(s))`` for ``s = x + delta`` (the residual add and the next norm at once)."""
+        total, out = torch.empty_like(x), torch.empty_like(x)
+        self._rms_norm(x.data_ptr(), delta.data_ptr(), total.data_ptr(), weight.data_ptr(), out.data_ptr(),
+                       x.numel() // x.shape[-1], x.shape[-1], eps)
+        return total, out
+
+    def rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """Rotate-half RoPE of ``x [T, H, D]`` (any stride between tokens; heads and dims
+        contiguous) by ``cos``/``sin [T, D]``; a new contiguous tensor."""
+        t, h, d = x.shape
+        out = torch.empty((t, h, d), dtype=x.dtype)
+        self._rope(x.data_ptr(), x.stride(0), cos.data_ptr(), sin.data_ptr(), out.data_ptr(), h * d, t, h, d)
+        return out
+
+    def silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
+        """``bf16(silu(gate)) * up`` for ``gate_up [..., 2F]`` (gate first)."""
+        f = gate_up.shape[-1] // 2
+        out = gate_up.new_empty((*gate_up.shape[:-1], f))
+        self._silu_mul(gate_up.data_ptr(), out.data_ptr(), gate_up.numel() // (2 * f), f)
+        return out
+
+
+    def layer_pre(self, h: torch.Tensor, norm_weight: torch.Tensor, eps: float, qkv: Linear, cos: torch.Tensor,
+                  sin: torch.Tensor, heads: int, kv_heads: int, head_dim: int) -> torch.Tensor:
+        """``[T, heads + 2 kv_heads, head_dim]``: q, k (RoPE applied) and v of ``rms_norm(h) @ Wqkv``."""
+        t = h.shape[0]
+        out = h.new_empty((t, heads + 2 * kv_heads, head_dim))
+        self._layer_pre(h.data_ptr(), norm_weight.data_ptr(), eps, qkv, cos.data_ptr(), sin.data_ptr(), t, heads,
+                        kv_heads, head_dim, out.data_ptr())
+        return out
+
+    def layer_post(self, h: torch.Tensor, attn: torch.Tensor, o_proj: Linear, norm_weight: torch.Tensor, eps: float,
+                   gate_up: Linear, down: Linear) -> torch.Tensor:
+        """``h2 + down(silu(gate) * up)(rms_norm(h2))`` with ``h2 = h + attn @ Wo``: the rest of the layer."""
+        out = torch.empty_like(h)
+        self._layer_post(h.data_ptr(), attn.data_ptr(), o_proj, norm_weight.data_ptr(), eps, gate_up, down, h.shape[0],
+                         out.data_ptr())
+        return out
+
+
+def _compiler() -> str | None:
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+
+
+def _build(compiler: str) -> Path:
+    """The library for this source and these flags, compiled unless already in the cache."""
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES) + " ".join((compiler, *FLAGS)).encode())
+    target = cache_dir() / f"specpath_native-{digest.hexdigest()[:16]}.so"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        built = Path(tmp) / target.name
+        command = [compiler, *FLAGS, *map(str, SOURCES), "-o", str(built), *LIBS]
+        try:
+            result = subprocess.run(command, capture_output=True, text=True)
+        except OSError as exc:
+            raise RuntimeError(f"the C compiler {compiler} could not run: {exc.strerror or exc}") from None
+        if result.returncode != 0:
+            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise RuntimeError(f"{Path(compiler).name} could not build the native kernels: {last}")
+        os.replace(built, target)  # atomic: concurrent builders agree on the file
+    return target
+
+
+@functools.lru_cache(maxsize=None)
+def _load() -> tuple[NativeKernels | None, str | None]:
+    if os.environ.get(ENV_SWITCH, "1") == "0":
+        return None, f"{ENV_SWITCH}=0"
+    compiler = _compiler()
+    if compiler is None:
+        return None, "no C compiler found (set CC)"
+    try:
+        library = ctypes.CDLL(str(_build(compiler)))
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        return None, str(exc).splitlines()[0]
+    if not library.specpath_rows_matmul_supported():
+        return None, "this CPU lacks AVX512-BF16"
+    return NativeKernels(library), None
+
+
+def kernels() -> NativeKernels | None:
+    """The native kernels, built and loaded once per process; ``None`` where they cannot run."""
+    return _load()[0]
+
+
+def unavailable_reason() -> str | None:
+    """Why :func:`kernels` is ``None`` (``None`` when the kernels are available)."""
+    return _load()[1]

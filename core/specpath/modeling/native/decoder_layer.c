@@ -1,0 +1,65 @@
+/* A Llama decoder layer's two halves around attention, each one call from Python:
+ *
+ *   pre:  x = rms_norm(h); qkv = x @ Wqkv; RoPE on q and k (in place)
+ *   post: h2 = h + attn @ Wo; x = rms_norm(h2); y = down(silu(gate) * up); out = h2 + y
+ *
+ * built from the same kernels the per-op path calls (rows_matmul.c, layer_ops.c), in the same
+ * order, so the result is that path's to the bit; only the Python between them is gone (a CPU
+ * decode step of a small model spends as long there as in the matmuls). */
+#include <stdint.h>
+#include <stdlib.h>
+
+void specpath_q4_matmul(const uint8_t *levels, const float *scale_mins, const uint16_t *x, void *out,
+                        int out_f32, int M, int N, int K);
+void specpath_q8_matmul(const int8_t *weight, const float *scales, const uint16_t *x, void *out,
+                        int out_f32, int M, int N, int K);
+void specpath_rms_norm(const uint16_t *x, const uint16_t *delta, uint16_t *sum_out, const uint16_t *weight,
+                       uint16_t *out, int M, int D, float eps);
+void specpath_rope(const uint16_t *x, int x_stride, const uint16_t *cos, const uint16_t *sin, uint16_t *out,
+                   int out_stride, int T, int H, int D);
+void specpath_silu_mul(const uint16_t *gate_up, uint16_t *out, int M, int F);
+void specpath_add(const uint16_t *a, const uint16_t *b, uint16_t *out, int64_t n);
+
+/* A quantised weight: bits 4 (levels [N, K/2], scale_mins [N, K/32, 2]) or 8 (int8 [N, K],
+ * scales [N]). */
+typedef struct {
+    const void *weight;
+    const float *scales;
+    int64_t bits, out_features, in_features;
+} specpath_linear;
+
+static void linear(const specpath_linear *l, const uint16_t *x, uint16_t *out, int M) {
+    if (l->bits == 4)
+        specpath_q4_matmul((const uint8_t *)l->weight, l->scales, x, out, 0, M, (int)l->out_features, (int)l->in_features);
+    else
+        specpath_q8_matmul((const int8_t *)l->weight, l->scales, x, out, 0, M, (int)l->out_features, (int)l->in_features);
+}
+
+/* qkv_out [T, H + 2 KV, D]: q and k rotated, v as projected. */
+void specpath_layer_pre(const uint16_t *h, const uint16_t *norm_weight, float eps, const specpath_linear *qkv,
+                        const uint16_t *cos, const uint16_t *sin, int T, int H, int KV, int D, uint16_t *qkv_out) {
+    const int hidden = (int)qkv->in_features, width = (H + 2 * KV) * D;
+    uint16_t *x = malloc(sizeof(uint16_t) * (size_t)T * hidden);
+    specpath_rms_norm(h, 0, 0, norm_weight, x, T, hidden, eps);
+    linear(qkv, x, qkv_out, T);
+    free(x);
+    /* in place: each head's halves are read before either is written; q and k heads are adjacent */
+    specpath_rope(qkv_out, width, cos, sin, qkv_out, width, T, H + KV, D);
+}
+
+/* out [T, hidden] = h2 + down(silu(gate) * up)(rms_norm(h2)), h2 = h + attn [T, H*D] @ Wo. */
+void specpath_layer_post(const uint16_t *h, const uint16_t *attn, const specpath_linear *o_proj,
+                         const uint16_t *norm_weight, float eps, const specpath_linear *gate_up,
+                         const specpath_linear *down, int T, uint16_t *out) {
+    const int hidden = (int)o_proj->out_features, ffn = (int)down->in_features;
+    uint16_t *o = malloc(sizeof(uint16_t) * (size_t)T * (3 * (size_t)hidden + 3 * (size_t)ffn));
+    uint16_t *h2 = o + (size_t)T * hidden, *x = h2 + (size_t)T * hidden, *gu = x + (size_t)T * hidden;
+    uint16_t *act = gu + (size_t)T * 2 * ffn;
+    linear(o_proj, attn, o, T);
+    specpath_rms_norm(h, o, h2, norm_weight, x, T, hidden, eps);
+    linear(gate_up, x, gu, T);
+    specpath_silu_mul(gu, act, T, ffn);
+    linear(down, act, o, T);
+    specpath_add(h2, o, out, (int64_t)T * hidden);
+    free(o);
+}

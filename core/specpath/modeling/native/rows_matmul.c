@@ -1,0 +1,144 @@
+/* Weight-only matmuls for a few bf16 rows on AVX512-BF16 CPUs: each weight is read once and
+ * multiplied into every row, so verifying K+1 tokens costs little more than decoding one.
+ *
+ *   q4: 4-bit levels in groups of 32 inputs with an fp32 scale and minimum per group (GGUF
+ *       Q4_1's block): w = level * scale + minimum, rounded to bf16. Two groups share 32 bytes:
+ *       byte j holds level j of the first in its low nibble, level j of the second in its high.
+ *   q8: int8 weights with one fp32 scale per output row: w = q * scale.
+ *
+ * Products are bf16 x bf16 summed in fp32 (vdpbf16ps). Every (row, output) sum runs the same
+ * instructions in the same order whatever the number of rows or threads, so a row's result does
+ * not depend on what else is in the batch. Threads: the caller's OpenMP runtime (torch's). */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#define GROUP 32
+#define MAX_ROWS 8
+
+int specpath_rows_matmul_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16") &&
+           __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+}
+
+static inline uint16_t bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static inline void store(void *out, int out_f32, size_t index, float value) {
+    if (out_f32) ((float *)out)[index] = value;
+    else ((uint16_t *)out)[index] = bf16_round(value);
+}
+
+/* Two output rows n, n+1 at a time: two independent accumulator chains per input row.
+ * Levels come in pairs of groups: byte j of a 32-byte chunk holds level j of the first group in
+ * its low nibble and level j of the second in its high nibble. Each group's 16 possible weights
+ * are made once (fp32 fma, rounded to bf16) and looked up with vpermw. */
+static inline __attribute__((always_inline)) __m512bh q4_lookup(__m512i index, const float *sm) {
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m256bh table = _mm512_cvtneps_pbh(_mm512_fmadd_ps(iota, _mm512_set1_ps(sm[0]), _mm512_set1_ps(sm[1])));
+    return (__m512bh)_mm512_permutexvar_epi16(index, _mm512_castsi256_si512((__m256i)table));
+}
+
+static inline __attribute__((always_inline)) void q4_pair(
+    const uint8_t *levels, const float *scale_mins, const uint16_t *x,
+    void *out, int out_f32, int n, int N, int K, const int M) {
+    const int G = K / GROUP;
+    const __m512i nibble = _mm512_set1_epi16(0xF);
+    __m512 acc0[MAX_ROWS], acc1[MAX_ROWS];
+    for (int m = 0; m < M; m++) { acc0[m] = _mm512_setzero_ps(); acc1[m] = _mm512_setzero_ps(); }
+    const uint8_t *w0 = levels + (size_t)n * (K / 2), *w1 = w0 + K / 2;
+    const float *sm0 = scale_mins + (size_t)n * G * 2, *sm1 = sm0 + G * 2;
+    for (int g = 0; g < G; g += 2) {
+        __m512i v0 = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(w0 + g * 16)));
+        __m512i v1 = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(w1 + g * 16)));
+        __m512bh a0 = q4_lookup(_mm512_and_si512(v0, nibble), sm0 + 2 * g);
+        __m512bh b0 = q4_lookup(_mm512_srli_epi16(v0, 4), sm0 + 2 * g + 2);
+        __m512bh a1 = q4_lookup(_mm512_and_si512(v1, nibble), sm1 + 2 * g);
+        __m512bh b1 = q4_lookup(_mm512_srli_epi16(v1, 4), sm1 + 2 * g + 2);
+        for (int m = 0; m < M; m++) {
+            const uint16_t *xm = x + (size_t)m * K + g * GROUP;
+            __m512bh xa = (__m512bh)_mm512_loadu_si512((const void *)xm);
+            __m512bh xb = (__m512bh)_mm512_loadu_si512((const void *)(xm + GROUP));
+            acc0[m] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc0[m], a0, xa), b0, xb);
+            acc1[m] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc1[m], a1, xa), b1, xb);
+        }
+    }
+    for (int m = 0; m < M; m++) {
+        store(out, out_f32, (size_t)m * N + n, _mm512_reduce_add_ps(acc0[m]));
+        store(out, out_f32, (size_t)m * N + n + 1, _mm512_reduce_add_ps(acc1[m]));
+    }
+}
+
+static inline __attribute__((always_inline)) void q8_pair(
+    const int8_t *weight, const float *scales, const uint16_t *x,
+    void *out, int out_f32, int n, int N, int K, const int M) {
+    const int G = K / GROUP;
+    __m512 acc0[MAX_ROWS], acc1[MAX_ROWS];
+    for (int m = 0; m < M; m++) { acc0[m] = _mm512_setzero_ps(); acc1[m] = _mm512_setzero_ps(); }
+    const int8_t *w0 = weight + (size_t)n * K, *w1 = w0 + K;
+    for (int g = 0; g < G; g++) {
+        const int8_t *p0 = w0 + g * GROUP, *p1 = w1 + g * GROUP;
+        __m512bh b0 = _mm512_cvtne2ps_pbh(
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p0 + 16)))),
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p0))));
+        __m512bh b1 = _mm512_cvtne2ps_pbh(
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p1 + 16)))),
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p1))));
+        for (int m = 0; m < M; m++) {
+            __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + (size_t)m * K + g * GROUP));
+            acc0[m] = _mm512_dpbf16_ps(acc0[m], b0, xv);
+            acc1[m] = _mm512_dpbf16_ps(acc1[m], b1, xv);
+        }
+    }
+    for (int m = 0; m < M; m++) {
+        store(out, out_f32, (size_t)m * N + n, _mm512_reduce_add_ps(acc0[m]) * scales[n]);
+        store(out, out_f32, (size_t)m * N + n + 1, _mm512_reduce_add_ps(acc1[m]) * scales[n + 1]);
+    }
+}
+
+#define DISPATCH(CALL)                                                                   \
+    switch (rows) {                                                                      \
+    case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break;              \
+    case 4: CALL(4); break; case 5: CALL(5); break; case 6: CALL(6); break;              \
+    case 7: CALL(7); break; default: CALL(8); break;                                     \
+    }
+
+/* out [M, N] (bf16, or fp32 when out_f32) = x [M, K] (bf16) @ w.T; N even, K a multiple of 64
+ * (q4) or 32 (q8); scale_mins [N, K/32, 2].
+ * Rows beyond MAX_ROWS run in chunks of MAX_ROWS (same instructions per row). */
+void specpath_q4_matmul(const uint8_t *levels, const float *scale_mins, const uint16_t *x, void *out,
+                        int out_f32, int M, int N, int K) {
+    for (int r0 = 0; r0 < M; r0 += MAX_ROWS) {
+        const int rows = M - r0 < MAX_ROWS ? M - r0 : MAX_ROWS;
+        const uint16_t *xr = x + (size_t)r0 * K;
+        void *o = out_f32 ? (void *)((float *)out + (size_t)r0 * N) : (void *)((uint16_t *)out + (size_t)r0 * N);
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n += 2) {
+#define Q4(MM) q4_pair(levels, scale_mins, xr, o, out_f32, n, N, K, MM)
+            DISPATCH(Q4)
+#undef Q4
+        }
+    }
+}
+
+void specpath_q8_matmul(const int8_t *weight, const float *scales, const uint16_t *x, void *out,
+                        int out_f32, int M, int N, int K) {
+    for (int r0 = 0; r0 < M; r0 += MAX_ROWS) {
+        const int rows = M - r0 < MAX_ROWS ? M - r0 : MAX_ROWS;
+        const uint16_t *xr = x + (size_t)r0 * K;
+        void *o = out_f32 ? (void *)((float *)out + (size_t)r0 * N) : (void *)((uint16_t *)out + (size_t)r0 * N);
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n += 2) {
+#define Q8(MM) q8_pair(weight, scales, xr, o, out_f32, n, N, K, MM)
+            DISPATCH(Q8)
+#undef Q8
+        }
+    }
+}

@@ -1,0 +1,206 @@
+"""The native CPU kernels: each matmul row is its dequantised weight's product and does not depend
+on the other rows; the element-wise ops round as the torch code they replace; the fused decoder
+layer is the per-op path to the bit; without a compiler (or switched off) everything falls back
+to torch with a one-line reason."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from specpath.modeling import native
+from specpath.modeling.rope import rotate_half
+
+KERNELS = native.kernels()
+needs_kernels = pytest.mark.skipif(KERNELS is None, reason=f"native kernels unavailable: {native.unavailable_reason()}")
+
+
+def _q4_layer(out_features, in_features, seed):
+    from specpath.engine.quantization import Int4Linear
+
+    torch.manual_seed(seed)
+    return Int4Linear(nn.Linear(in_features, out_features, bias=False).bfloat16())
+
+
+def _q8_layer(out_features, in_features, seed):
+    from specpath.engine.quantization import Int8Linear
+
+    torch.manual_seed(seed)
+    return Int8Linear(nn.Linear(in_features, out_features, bias=False).bfloat16())
+
+
+def _rows_alone(layer, x):
+    return torch.cat([layer(x[i : i + 1]) for i in range(x.shape[0])])
+
+
+@needs_kernels
+@given(bits=st.sampled_from([4, 8]), pairs=st.integers(1, 8), k_groups=st.integers(1, 4), rows=st.integers(1, 19),
+       seed=st.integers(0, 2**16))
+@settings(max_examples=40, deadline=None)
+def test_each_row_is_its_dequantised_product_whatever_else_is_in_the_batch(bits, pairs, k_groups, rows, seed):
+    out_features, in_features = 16 * pairs, 64 * k_groups
+    layer = (_q4_layer if bits == 4 else _q8_layer)(out_features, in_features, seed)
+    assert layer.native
+    x = torch.randn(rows, in_features).bfloat16()
+    out = layer(x)
+    assert out.dtype == torch.bfloat16 and out.shape == (rows, out_features)
+    expected = x.float() @ layer.dequantized_weight().float().T
+    torch.testing.assert_close(out.float(), expected, rtol=1e-2, atol=1e-2 * float(expected.abs().max()))
+    # more than MAX_ROWS rows run in passes; every row gets the same bits alone or in any batch
+    assert torch.equal(_rows_alone(layer, x), out)
+
+
+@needs_kernels
+def test_fp32_output_is_the_unrounded_sum():
+    layer = _q4_layer(32, 128, 0)
+    x = torch.randn(3, 128).bfloat16()
+    full = KERNELS.q4(layer.levels, layer.scale_mins, x, torch.empty(3, 32))
+    torch.testing.assert_close(full, x.float() @ layer.dequantized_weight().float().T, rtol=1e-5, atol=1e-5)
+    assert torch.equal(full.bfloat16(), layer(x))
+
+
+@needs_kernels
+@given(rows=st.integers(1, 6), width=st.sampled_from([16, 64, 576]), scale=st.floats(0.01, 100.0),
+       seed=st.integers(0, 2**16))
+@settings(max_examples=30, deadline=None)
+def test_rms_norm_and_the_residual_add_round_as_torch(rows, width, scale, seed):
+    torch.manual_seed(seed)
+    x, delta = (torch.randn(rows, width) * scale).bfloat16(), torch.randn(rows, width).bfloat16()
+    weight = torch.randn(width).bfloat16()
+    expected = weight * F.rms_norm(x.float(), (width,), None, 1e-5).bfloat16()
+    # only the order of the sum of squares differs from torch: at most one bf16 step
+    torch.testing.assert_close(KERNELS.rms_norm(x, weight, 1e-5), expected, rtol=2**-7, atol=0)
+    total, normed = KERNELS.add_rms_norm(x, delta, weight, 1e-5)
+    assert torch.equal(total, x + delta)
+    torch.testing.assert_close(normed, KERNELS.rms_norm(total, weight, 1e-5), rtol=0, atol=0)
+
+
+@needs_kernels
+@given(tokens=st.integers(1, 5), heads=st.integers(1, 4), head_dim=st.sampled_from([32, 64, 128]),
+       seed=st.integers(0, 2**16))
+@settings(max_examples=30, deadline=None)
+def test_rope_is_torchs_to_the_bit_on_a_strided_view(tokens, heads, head_dim, seed):
+    torch.manual_seed(seed)
+    packed = torch.randn(tokens, (heads + 3) * head_dim).bfloat16()
+    x = packed[:, : heads * head_dim].view(tokens, heads, head_dim)  # q's view of a fused qkv row
+    cos, sin = torch.randn(tokens, head_dim).bfloat16(), torch.randn(tokens, head_dim).bfloat16()
+    expected = x * cos.unsqueeze(-2) + rotate_half(x) * sin.unsqueeze(-2)
+    assert torch.equal(KERNELS.rope(x, cos, sin), expected)
+
+
+@needs_kernels
+@given(rows=st.integers(1, 4), width=st.sampled_from([16, 48, 1536]), scale=st.floats(0.1, 30.0),
+       seed=st.integers(0, 2**16))
+@settings(max_examples=30, deadline=None)
+def test_silu_mul_rounds_as_torch(rows, width, scale, seed):
+    torch.manual_seed(seed)
+    gate_up = (torch.randn(rows, 2 * width) * scale).bfloat16()
+    gate, up = gate_up.chunk(2, dim=-1)
+    expected = F.silu(gate) * up
+    # the exponential may differ from torch's in its last fp32 bits: at most one bf16 step, rarely
+    out = KERNELS.silu_mul(gate_up)
+    torch.testing.assert_close(out, expected, rtol=2**-7, atol=1e-30)
+    assert (out != expected).float().mean() < 0.01
+
+
+def _tiny_int4_model(seed=0):
+    from specpath.engine.model import LlamaConfig, LlamaModel
+    from specpath.engine.quantization import quantize_model_
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=96, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=32, tie_word_embeddings=True)
+    model = LlamaModel(config).to(torch.bfloat16).eval()
+    return quantize_model_(model.fuse_projections(), "int4")
+
+
+@needs_kernels
+@pytest.mark.parametrize("tokens", [1, 5, 12])
+def test_the_fused_layer_is_the_per_op_path_to_the_bit(tokens):
+    model = _tiny_int4_model()
+    ids, positions = torch.randint(0, 96, (tokens,)), torch.arange(tokens)
+    with torch.inference_mode():
+        fused = model(ids, positions).logits
+        assert all(layer._native_plan for layer in model.model.layers)
+        for layer in model.model.layers:
+            layer._native_plan = None  # the per-op path: native matmuls, norms, RoPE, SiLU one by one
+        per_op = model(ids, positions).logits
+    assert torch.equal(fused, per_op)
+
+
+@needs_kernels
+def test_moving_the_model_makes_the_layers_look_again():
+    model = _tiny_int4_model()
+    with torch.inference_mode():
+        model(torch.tensor([1, 2]), torch.arange(2))
+    assert model.model.layers[0]._native_plan
+    model.to("cpu")
+    assert model.model.layers[0]._native_plan is False
+
+
+def test_projections_fuse_into_the_same_products():
+    from specpath.engine.model import LlamaConfig, LlamaModel
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, attention_bias=True)
+    model = LlamaModel(config).eval()
+    ids, positions = torch.randint(0, 50, (6,)), torch.arange(6)
+    with torch.no_grad():
+        before = model(ids, positions).logits
+        model.fuse_projections()
+        after = model(ids, positions).logits
+    assert not hasattr(model.model.layers[0].self_attn, "q_proj")
+    assert not hasattr(model.model.layers[0].mlp, "gate_proj")
+    torch.testing.assert_close(after, before, rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture
+def fresh_load(monkeypatch, tmp_path):
+    """A new build attempt with its own cache; the process's kernels come back afterwards."""
+    monkeypatch.setenv("SPECPATH_CACHE_DIR", str(tmp_path))
+    native._load.cache_clear()
+    yield monkeypatch
+    native._load.cache_clear()
+
+
+def test_switched_off_the_layers_keep_torchs_kernels(fresh_load):
+    from specpath.engine.quantization import Int4Linear, Int8Linear
+
+    fresh_load.setenv(native.ENV_SWITCH, "0")
+    assert native.kernels() is None and native.unavailable_reason() == "SPECPATH_NATIVE=0"
+    torch.manual_seed(0)
+    linear = nn.Linear(128, 32, bias=False).bfloat16()
+    for layer in (Int4Linear(linear), Int8Linear(linear)):
+        assert not layer.native and layer.native_linear() is None
+        x = torch.randn(3, 128).bfloat16()
+        expected = x.float() @ layer.dequantized_weight().float().T
+        torch.testing.assert_close(layer(x).float(), expected, rtol=5e-2, atol=5e-2)
+
+
+def test_without_a_compiler_the_reason_is_one_line(fresh_load):
+    fresh_load.setenv("CC", "/nonexistent/cc")
+    assert native.kernels() is None
+    reason = native.unavailable_reason()
+    assert reason == "the C compiler /nonexistent/cc could not run: No such file or directory"
+
+
+def test_a_failed_build_says_why_in_one_line(fresh_load, tmp_path):
+    compiler = tmp_path / "cc"
+    compiler.write_text("#!/bin/sh\necho 'cc: error: unrecognized option' >&2\nexit 1\n")
+    compiler.chmod(0o755)
+    fresh_load.setenv("CC", str(compiler))
+    assert native.kernels() is None
+    assert native.unavailable_reason() == "cc could not build the native kernels: cc: error: unrecognized option"
+
+
+@needs_kernels
+def test_a_build_is_cached_by_source_and_flags(fresh_load, tmp_path):
+    assert native.kernels() is not None
+    built = list((tmp_path / "native").glob("specpath_native-*.so"))
+    assert len(built) == 1
+    native._load.cache_clear()
+    assert native.kernels() is not None
+    assert list((tmp_path / "native").glob("*")) == built  # reused, nothing rebuilt beside it
