@@ -1,5 +1,7 @@
 """Paged attention gives the same logits as plain causal attention over the whole sequence."""
 
+import attrs
+import pytest
 import torch
 
 from specpath.engine.attention import PagedAttention, build_attention_metadata
@@ -78,3 +80,35 @@ def test_one_run_of_blocks_is_read_as_a_slice_and_matches_a_gather(model):
             assert (meta.gather_slots is None) == (blocks == [3, 4, 5])
             outputs.append(model(seq[start : start + n], positions, PagedAttention(cache, meta)).logits)
         torch.testing.assert_close(torch.cat(outputs), reference, rtol=1e-10, atol=1e-10)
+
+
+def test_the_layout_built_here_is_causal_and_a_trees_is_not():
+    """Only a causal layout may go to the native attention (it computes no other mask)."""
+    from specpath.engine.tree_layout import Tree, apply_tree_attention
+
+    meta, positions = build_attention_metadata(block_tables=[[0, 1]], num_computed=[3], num_query_tokens=[4],
+                                               block_size=4, num_query_groups=1)
+    assert meta.causal
+    tree = Tree(tokens=[5, 6, 7], parents=[-1, 0, 0])
+    tree_meta, _ = apply_tree_attention(meta, positions, trees=[tree], num_computed=[3], num_new=[1],
+                                        num_query=[4], num_query_groups=1)
+    assert not tree_meta.causal
+
+
+@torch.inference_mode()
+def test_bf16_paged_attention_on_the_native_kernel_matches_the_torch_path():
+    from specpath.modeling.native import kernels
+
+    if kernels() is None:
+        pytest.skip("native kernels unavailable here")
+    torch.manual_seed(0)
+    cache = KVCache(num_layers=1, num_blocks=8, block_size=4, num_kv_heads=2, head_dim=32, dtype=torch.bfloat16)
+    history, tokens = 9, 3
+    meta, _ = build_attention_metadata(block_tables=[[2, 3, 4, 5]], num_computed=[history], num_query_tokens=[tokens],
+                                       block_size=4, num_query_groups=2)
+    cache.keys(0)[8:8 + history] = torch.randn(history, 2, 32).bfloat16()
+    cache.values(0)[8:8 + history] = torch.randn(history, 2, 32).bfloat16()
+    q, k, v = (torch.randn(tokens, n, 32).bfloat16() for n in (4, 2, 2))
+    native_out = PagedAttention(cache, meta)(0, q, k, v)
+    torch_out = PagedAttention(cache, attrs.evolve(meta, causal=False))(0, q, k, v)  # same layout, torch's path
+    torch.testing.assert_close(native_out.float(), torch_out.float(), rtol=2e-2, atol=2e-2)

@@ -102,7 +102,7 @@ def test_silu_mul_rounds_as_torch(rows, width, scale, seed):
     # the exponential may differ from torch's in its last fp32 bits: at most one bf16 step, rarely
     out = KERNELS.silu_mul(gate_up)
     torch.testing.assert_close(out, expected, rtol=2**-7, atol=1e-30)
-    assert (out != expected).float().mean() < 0.01
+    assert int((out != expected).sum()) <= max(1, out.numel() // 200)
 
 
 def _tiny_int4_model(seed=0):
@@ -204,3 +204,35 @@ def test_a_build_is_cached_by_source_and_flags(fresh_load, tmp_path):
     native._load.cache_clear()
     assert native.kernels() is not None
     assert list((tmp_path / "native").glob("*")) == built  # reused, nothing rebuilt beside it
+
+
+def _reference_attention(q, key_cache, value_cache, length):
+    tokens, heads, _ = q.shape
+    group = heads // key_cache.shape[1]
+    keys = key_cache[:length].float().transpose(0, 1).repeat_interleave(group, 0)
+    values = value_cache[:length].float().transpose(0, 1).repeat_interleave(group, 0)
+    allowed = torch.arange(length)[None, :] <= (length - tokens + torch.arange(tokens))[:, None]
+    out = F.scaled_dot_product_attention(q.float().transpose(0, 1), keys, values, attn_mask=allowed)
+    return out.transpose(0, 1)
+
+
+@needs_kernels
+@given(history=st.integers(0, 40), tokens=st.integers(1, 6), kv_heads=st.integers(1, 3), group=st.integers(1, 3),
+       head_dim=st.sampled_from([32, 64]), seed=st.integers(0, 2**16))
+@settings(max_examples=40, deadline=None)
+def test_attention_writes_the_new_keys_and_attends_causally_row_by_row(history, tokens, kv_heads, group, head_dim, seed):
+    torch.manual_seed(seed)
+    heads, length = kv_heads * group, history + tokens
+    key_cache = torch.randn(length + 3, kv_heads, head_dim).bfloat16()
+    value_cache = torch.randn(length + 3, kv_heads, head_dim).bfloat16()
+    qkv = torch.randn(tokens, heads + 2 * kv_heads, head_dim).bfloat16()  # the fused layer's strided views
+    q, k, v = qkv[:, :heads], qkv[:, heads : heads + kv_heads], qkv[:, heads + kv_heads :]
+    beyond = key_cache[length:].clone()
+    out = KERNELS.attention(q, k, v, key_cache, value_cache, length)
+    assert torch.equal(key_cache[history:length], k) and torch.equal(value_cache[history:length], v)
+    assert torch.equal(key_cache[length:], beyond)
+    torch.testing.assert_close(out.float(), _reference_attention(q, key_cache, value_cache, length), rtol=2e-2, atol=2e-2)
+    # each new token alone, in order, gets the same bits as all of them at once
+    alone = [KERNELS.attention(q[i : i + 1], k[i : i + 1], v[i : i + 1], key_cache, value_cache, history + i + 1)
+             for i in range(tokens)]
+    assert torch.equal(torch.cat(alone), out)

@@ -44,6 +44,9 @@ class AttentionMetadata:
     mask: torch.Tensor | None
     """bool ``[B, 1, G * Q, L]`` (already repeated for the query-head groups); None when every query
     may see every gathered key (single-token queries over equal-length contexts)."""
+    causal: bool = False
+    """Each query sees exactly the keys at positions up to its own (the mask built here, or none):
+    the layout the native attention computes. A tree's mask is not."""
 
 
 def build_attention_metadata(
@@ -111,6 +114,7 @@ def build_attention_metadata(
         pad_index=None if pad_index is None else pad_index.to(device),
         unpad_index=None if unpad_index is None else unpad_index.to(device),
         mask=mask,
+        causal=True,
     )
     return meta, positions.to(device)
 
@@ -137,6 +141,10 @@ class PagedAttention:
         m = self.meta
         key_cache = self.cache.keys(layer)
         value_cache = self.cache.values(layer)
+        if m.causal and m.gather_slots is None and m.num_reqs == 1 and (native := _native_for(q, k, v, key_cache)):
+            end = m.first_slot + m.max_context_len
+            return native.attention(q, k, v, key_cache[m.first_slot : end], value_cache[m.first_slot : end],
+                                    m.max_context_len)
         key_cache.index_copy_(0, m.slot_mapping, k)
         value_cache.index_copy_(0, m.slot_mapping, v)
 
@@ -160,3 +168,14 @@ class PagedAttention:
         if m.unpad_index is not None:
             out = out.index_select(0, m.unpad_index)
         return out
+
+
+def _native_for(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_cache: torch.Tensor):
+    """The native kernels when they take these tensors (bf16, heads and dims contiguous, a width
+    of a multiple of 32), else ``None``."""
+    from specpath.modeling.norm import native_kernels
+
+    dim = q.shape[-1]
+    if dim % 32 or key_cache.dtype is not torch.bfloat16 or any(t.stride(-1) != 1 or t.stride(-2) != dim for t in (q, k, v)):
+        return None
+    return native_kernels(q, k, v)

@@ -96,7 +96,7 @@ def apply_tree_attention(
             depth = torch.tensor(depths(tree.parents), dtype=positions.dtype, device=positions.device)
             positions[row + n_new : row + n_new + n] = first + depth
         row += num_query[b]
-    return attrs.evolve(meta, mask=mask), positions
+    return attrs.evolve(meta, mask=mask, causal=False), positions
 
 
 def compact_path(kv_data: torch.Tensor, features: torch.Tensor | None, sources: list[int], targets: list[int]) -> None:
