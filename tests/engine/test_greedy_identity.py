@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from engine_helpers import OracleSpeculator, baseline, make_engine, random_prompts
+from lookup_methods import LOOKUP, test_methods  # noqa: F401 - fixture
 from specpath.engine.llm_engine import RequestFailedError
 from specpath.engine.request import SamplingParams
 
@@ -120,3 +121,26 @@ def test_abort_frees_blocks_and_tells_the_speculator(model, workload):
     kept = [(r, o) for r, o in zip(requests, outputs) if r.finish_reason != "abort"]
     assert [r.output_token_ids for r, _ in kept] == [o for _, o in kept]
     assert engine.blocks.num_free_blocks == engine.blocks.num_blocks
+
+
+@pytest.mark.parametrize("quantization", [None, "int8", "int4"])
+def test_bf16_speculation_is_exact_on_the_native_kernels(quantization, test_methods):
+    """The native kernels are row-invariant (matmuls, norms, attention of one request), so in bf16
+    too a verified token gets the logits a one-token step gives it: greedy speculation equals
+    greedy plain decoding, weight-only quantised or not."""
+    from specpath.engine.llm import LLM
+    from specpath.modeling.native import kernels
+
+    if kernels() is None:
+        pytest.skip("native kernels unavailable here")
+    params = SamplingParams(max_tokens=32, ignore_eos=True)
+    plain = LLM(None, dtype="bfloat16", quantization=quantization, num_threads=1)
+    spec = LLM(None, {"method": LOOKUP, "num_speculative_tokens": 4}, dtype="bfloat16", quantization=quantization,
+               num_threads=1)
+    accepted = 0
+    for prompt in ["def main():\n    ", "import os\nimport sys\n", "the 12 the 12 the 12"]:  # one request at a time
+        out = spec.generate([prompt], params)[0]
+        assert out.token_ids == plain.generate([prompt], params)[0].token_ids
+        accepted += out.metrics.num_accepted_tokens
+    assert accepted > 0
+    assert all(layer._native_plan for layer in spec.model.model.layers)

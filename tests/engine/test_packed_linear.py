@@ -1,5 +1,6 @@
-"""Pre-packed low-precision linears: the same products as ``F.linear``, to the bit, and only where
-they apply (bf16/fp16 on a CPU whose oneDNN has the kernels; never float32)."""
+"""Pre-packed low-precision linears: ``F.linear``'s products to one bf16 rounding (oneDNN's packed
+weight), or each row's fp32 sum rounded once (the native bf16 kernel, for the shapes it takes);
+only where they apply (bf16/fp16 on a CPU whose oneDNN has the kernels; never float32)."""
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ BF16 = packing_enabled(torch.bfloat16)
 @given(out_features=st.integers(1, 96), in_features=st.integers(1, 80), rows=st.integers(1, 9),
        lead=st.sampled_from([(), (2,)]), bias=st.booleans(), seed=st.integers(0, 2**16))
 @settings(max_examples=40, deadline=None)
-def test_packed_linear_is_f_linear_bit_for_bit(out_features, in_features, rows, lead, bias, seed):
+def test_packed_linear_is_f_linear_to_one_rounding(out_features, in_features, rows, lead, bias, seed):
     torch.manual_seed(seed)
     linear = nn.Linear(in_features, out_features, bias=bias).bfloat16()
     x = torch.randn(*lead, rows, in_features).bfloat16()
@@ -27,9 +28,19 @@ def test_packed_linear_is_f_linear_bit_for_bit(out_features, in_features, rows, 
     if not BF16:
         assert not packing_enabled(torch.bfloat16)
         return
-    got = PackedLinear(linear)(x)
+    layer = PackedLinear(linear)
+    got = layer(x)
     assert got.shape == want.shape and got.dtype == torch.bfloat16
-    assert torch.equal(got, want)
+    if not layer.native:
+        # oneDNN's packed kernel; at some widths (44 inputs) it sums in another order than F.linear
+        torch.testing.assert_close(got, want, rtol=2**-7, atol=1e-3)
+        return
+    assert in_features % 32 == 0
+    exact = F.linear(x.float(), linear.weight.float())  # fp32 sums, in another order than oneDNN's
+    rounded = exact.bfloat16() if linear.bias is None else exact.bfloat16() + linear.bias
+    torch.testing.assert_close(got, rounded, rtol=2**-7, atol=1e-3)
+    rows_alone = torch.cat([layer(r) for r in x.reshape(-1, in_features).split(1)]).view_as(got)
+    assert torch.equal(rows_alone, got)
 
 
 def test_packing_applies_to_low_precision_cpu_models_only(monkeypatch):

@@ -31,22 +31,33 @@ def _q8_layer(out_features, in_features, seed):
     return Int8Linear(nn.Linear(in_features, out_features, bias=False).bfloat16())
 
 
+def _bf16_layer(out_features, in_features, seed):
+    from specpath.engine.packed_linear import PackedLinear
+
+    torch.manual_seed(seed)
+    return PackedLinear(nn.Linear(in_features, out_features, bias=False).bfloat16())
+
+
+LAYERS = {4: _q4_layer, 8: _q8_layer, 16: _bf16_layer}
+
+
 def _rows_alone(layer, x):
     return torch.cat([layer(x[i : i + 1]) for i in range(x.shape[0])])
 
 
 @needs_kernels
-@given(bits=st.sampled_from([4, 8]), pairs=st.integers(1, 8), k_groups=st.integers(1, 4), rows=st.integers(1, 19),
+@given(bits=st.sampled_from(sorted(LAYERS)), pairs=st.integers(1, 8), k_groups=st.integers(1, 4), rows=st.integers(1, 19),
        seed=st.integers(0, 2**16))
 @settings(max_examples=40, deadline=None)
 def test_each_row_is_its_dequantised_product_whatever_else_is_in_the_batch(bits, pairs, k_groups, rows, seed):
     out_features, in_features = 16 * pairs, 64 * k_groups
-    layer = (_q4_layer if bits == 4 else _q8_layer)(out_features, in_features, seed)
-    assert layer.native
+    layer = LAYERS[bits](out_features, in_features, seed)
+    assert layer.native and layer.native_linear().bits == bits
     x = torch.randn(rows, in_features).bfloat16()
     out = layer(x)
     assert out.dtype == torch.bfloat16 and out.shape == (rows, out_features)
-    expected = x.float() @ layer.dequantized_weight().float().T
+    weight = layer.weight if bits == 16 else layer.dequantized_weight()
+    expected = x.float() @ weight.float().T
     torch.testing.assert_close(out.float(), expected, rtol=1e-2, atol=1e-2 * float(expected.abs().max()))
     # more than MAX_ROWS rows run in passes; every row gets the same bits alone or in any batch
     assert torch.equal(_rows_alone(layer, x), out)

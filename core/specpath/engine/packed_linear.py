@@ -4,12 +4,17 @@
 it into its blocked layout on every call: at batch 1 that reorder costs as much as the multiply
 (a decode step of SmolLM2-135M is ~80% matmul). Packing each weight once at load time
 (``torch.ops.mkldnn._reorder_linear_weight``, the op ``torch.compile``'s CPU backend uses when
-it freezes weights) halves a bf16 decode step on an AVX512-BF16 CPU; the products are the same
-oneDNN kernel's, so the outputs are bit-identical to ``F.linear``'s (tested).
+it freezes weights) halves a bf16 decode step on an AVX512-BF16 CPU; the products are oneDNN's,
+so the outputs agree with ``F.linear``'s to one bf16 rounding, and are mostly bit-identical
+(tested; some widths, e.g. 44 inputs, sum in another order).
 
 Only low-precision CPU models are packed: float32 keeps MKL's ``F.linear`` (its batch-1 and
 multi-token products agree to the bit, which the float32 greedy-identity tests rely on).
 ``SPECPATH_PREPACK=0`` turns packing off (to measure what it buys).
+
+Where the native kernels run (``specpath.modeling.native``), a bf16 layer keeps its plain weight
+for their bf16 matmul instead: it streams the weight at close to the memory bandwidth, reads it
+once for up to eight rows, and gives each row the same bits whatever else is in the batch.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import os
 
 import torch
 from torch import nn
+
+from specpath.modeling.native import Linear as NativeLinear, kernels
 
 ENV_SWITCH = "SPECPATH_PREPACK"
 """Set to ``0`` to keep plain ``F.linear`` layers."""
@@ -45,17 +52,35 @@ class PackedLinear(nn.Module):
         self.in_features, self.out_features = linear.in_features, linear.out_features
         weight = linear.weight.detach()
         self.dtype = weight.dtype
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        #: runs on the native bf16 kernel (a shape it takes, the kernels built here) on its plain weight
+        self.native = (self.dtype == torch.bfloat16 and self.in_features % 32 == 0 and self.out_features % 2 == 0
+                       and kernels() is not None)
+        if self.native:
+            self.register_buffer("weight", weight.contiguous().clone())
+            return
         # Packed for batch-1 steps (decode); any number of rows runs on it.
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), 1)
-        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dtype != self.dtype:
             x = x.to(self.dtype)
+        if self.native:
+            rows = x.reshape(-1, self.in_features).contiguous()
+            out = kernels().bf16(self.weight, rows, rows.new_empty(rows.shape[0], self.out_features))
+            out = out.view(*x.shape[:-1], self.out_features)
+            return out if self.bias is None else out + self.bias
         return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed, self.bias, "none", [], "")
 
+    def native_linear(self) -> NativeLinear | None:
+        """The layer as the native fused-layer functions take it, or ``None`` (not native, or a bias)."""
+        if not self.native or self.bias is not None:
+            return None
+        return NativeLinear.of(self.weight, None, 16)
+
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, packed {self.dtype}"
+        kind = "native" if self.native else "packed"
+        return f"in_features={self.in_features}, out_features={self.out_features}, {kind} {self.dtype}"
 
 
 def pack_linears_(model: nn.Module) -> nn.Module:

@@ -1,9 +1,10 @@
 """Native CPU kernels for bf16 layers: C compiled on first use, loaded with ``ctypes``.
 
-- ``rows_matmul.c``: weight-only int4/int8 matmuls that read each weight once for up to eight
-  rows (AVX512-BF16). torch's CPU kernels (``_weight_int8pack_mm``,
+- ``rows_matmul.c``: weight-only int4/int8 and bf16 matmuls that read each weight once for up to
+  eight rows (AVX512-BF16). torch's CPU weight-only kernels (``_weight_int8pack_mm``,
   ``_weight_int4pack_mm_for_cpu``) cost about as much per extra row as for the first, so
-  verifying K drafted tokens cost nearly K+1 decode steps.
+  verifying K drafted tokens cost nearly K+1 decode steps; oneDNN's bf16 matmul reads at about
+  half the memory bandwidth at one row.
 - ``layer_ops.c``: RMSNorm (optionally fused with the residual add), RoPE and SiLU-and-multiply
   as one call each: a decode step of a small model on a CPU is dominated by per-op overhead;
   ``decoder_layer.c`` runs a layer's two halves around attention as one call each.
@@ -62,17 +63,18 @@ def _function(library: ctypes.CDLL, name: str, *argtypes: Any) -> Any:
 
 
 class Linear(ctypes.Structure):
-    """A quantised weight as the fused layer functions take it (``specpath_linear`` in C): 4 bits
-    (``levels``, ``scale_mins``) or 8 (int8 ``weight``, fp32 ``scales``). It holds raw pointers:
-    whoever holds it keeps the tensors alive and unmoved."""
+    """A weight as the fused layer functions take it (``specpath_linear`` in C): 4 bits
+    (``levels``, ``scale_mins``), 8 (int8 ``weight``, fp32 ``scales``) or 16 (the bf16 weight, no
+    scales). It holds raw pointers: whoever holds it keeps the tensors alive and unmoved."""
 
     _fields_ = [("weight", ctypes.c_void_p), ("scales", ctypes.c_void_p), ("bits", ctypes.c_int64),
                 ("out_features", ctypes.c_int64), ("in_features", ctypes.c_int64)]
 
     @classmethod
-    def of(cls, weight: torch.Tensor, scales: torch.Tensor, bits: int) -> "Linear":
+    def of(cls, weight: torch.Tensor, scales: torch.Tensor | None, bits: int) -> "Linear":
         out_features, stored = weight.shape
-        return cls(weight.data_ptr(), scales.data_ptr(), bits, out_features, stored * 8 // bits)
+        in_features = stored * weight.element_size() * 8 // bits
+        return cls(weight.data_ptr(), None if scales is None else scales.data_ptr(), bits, out_features, in_features)
 
 
 class NativeKernels:
@@ -83,6 +85,7 @@ class NativeKernels:
         P, I = _POINTER, _INT
         self._q4 = _function(library, "specpath_q4_matmul", P, P, P, P, I, I, I, I)
         self._q8 = _function(library, "specpath_q8_matmul", P, P, P, P, I, I, I, I)
+        self._bf16 = _function(library, "specpath_bf16_matmul", P, P, P, I, I, I, I)
         self._rms_norm = _function(library, "specpath_rms_norm", P, P, P, P, P, I, I, ctypes.c_float)
         self._rope = _function(library, "specpath_rope", P, I, P, P, P, I, I, I, I)
         self._silu_mul = _function(library, "specpath_silu_mul", P, P, I, I)
@@ -103,6 +106,12 @@ class NativeKernels:
         and fp32 ``scales [N]``; ``out`` is bf16 or fp32."""
         self._q8(weight.data_ptr(), scales.data_ptr(), x.data_ptr(), out.data_ptr(),
                  out.dtype == torch.float32, x.shape[0], weight.shape[0], x.shape[1])
+        return out
+
+    def bf16(self, weight: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``out [M, N] = x [M, K] @ weight.T`` for a bf16 ``weight [N, K]``; ``out`` is bf16 or fp32."""
+        self._bf16(weight.data_ptr(), x.data_ptr(), out.data_ptr(), out.dtype == torch.float32, x.shape[0],
+                   weight.shape[0], x.shape[1])
         return out
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

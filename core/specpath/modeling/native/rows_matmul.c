@@ -5,6 +5,7 @@
  *       Q4_1's block): w = level * scale + minimum, rounded to bf16. Two groups share 32 bytes:
  *       byte j holds level j of the first in its low nibble, level j of the second in its high.
  *   q8: int8 weights with one fp32 scale per output row: w = q * scale.
+ *   bf16: the weights as they are.
  *
  * Products are bf16 x bf16 summed in fp32 (vdpbf16ps). Every (row, output) sum runs the same
  * instructions in the same order whatever the number of rows or threads, so a row's result does
@@ -103,6 +104,26 @@ static inline __attribute__((always_inline)) void q8_pair(
     }
 }
 
+static inline __attribute__((always_inline)) void bf16_pair(
+    const uint16_t *weight, const uint16_t *x, void *out, int out_f32, int n, int N, int K, const int M) {
+    __m512 acc0[MAX_ROWS], acc1[MAX_ROWS];
+    for (int m = 0; m < M; m++) { acc0[m] = _mm512_setzero_ps(); acc1[m] = _mm512_setzero_ps(); }
+    const uint16_t *w0 = weight + (size_t)n * K, *w1 = w0 + K;
+    for (int k = 0; k < K; k += GROUP) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)(w0 + k));
+        __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(w1 + k));
+        for (int m = 0; m < M; m++) {
+            __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + (size_t)m * K + k));
+            acc0[m] = _mm512_dpbf16_ps(acc0[m], b0, xv);
+            acc1[m] = _mm512_dpbf16_ps(acc1[m], b1, xv);
+        }
+    }
+    for (int m = 0; m < M; m++) {
+        store(out, out_f32, (size_t)m * N + n, _mm512_reduce_add_ps(acc0[m]));
+        store(out, out_f32, (size_t)m * N + n + 1, _mm512_reduce_add_ps(acc1[m]));
+    }
+}
+
 #define DISPATCH(CALL)                                                                   \
     switch (rows) {                                                                      \
     case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break;              \
@@ -139,6 +160,20 @@ void specpath_q8_matmul(const int8_t *weight, const float *scales, const uint16_
 #define Q8(MM) q8_pair(weight, scales, xr, o, out_f32, n, N, K, MM)
             DISPATCH(Q8)
 #undef Q8
+        }
+    }
+}
+
+void specpath_bf16_matmul(const uint16_t *weight, const uint16_t *x, void *out, int out_f32, int M, int N, int K) {
+    for (int r0 = 0; r0 < M; r0 += MAX_ROWS) {
+        const int rows = M - r0 < MAX_ROWS ? M - r0 : MAX_ROWS;
+        const uint16_t *xr = x + (size_t)r0 * K;
+        void *o = out_f32 ? (void *)((float *)out + (size_t)r0 * N) : (void *)((uint16_t *)out + (size_t)r0 * N);
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n += 2) {
+#define B16(MM) bf16_pair(weight, xr, o, out_f32, n, N, K, MM)
+            DISPATCH(B16)
+#undef B16
         }
     }
 }
