@@ -143,4 +143,4 @@ def test_bf16_speculation_is_exact_on_the_native_kernels(quantization, test_meth
         assert out.token_ids == plain.generate([prompt], params)[0].token_ids
         accepted += out.metrics.num_accepted_tokens
     assert accepted > 0
-    assert all(layer._native_plan for layer in spec.model.model.layers)
+    assert all(layer.native_linears() for layer in spec.model.model.layers)

@@ -129,26 +129,61 @@ def _tiny_int4_model(seed=0):
 
 @needs_kernels
 @pytest.mark.parametrize("tokens", [1, 5, 12])
-def test_the_fused_layer_is_the_per_op_path_to_the_bit(tokens):
+def test_the_fused_layer_is_the_per_op_path_to_the_bit(tokens, monkeypatch):
+    from specpath.engine.model import DecoderLayer
+
     model = _tiny_int4_model()
     ids, positions = torch.randint(0, 96, (tokens,)), torch.arange(tokens)
     with torch.inference_mode():
+        assert all(layer.native_linears() for layer in model.model.layers)
         fused = model(ids, positions).logits
-        assert all(layer._native_plan for layer in model.model.layers)
-        for layer in model.model.layers:
-            layer._native_plan = None  # the per-op path: native matmuls, norms, RoPE, SiLU one by one
+        # the per-op path: native matmuls, norms, RoPE, SiLU one by one
+        monkeypatch.setattr(DecoderLayer, "native_linears", lambda self: None)
         per_op = model(ids, positions).logits
     assert torch.equal(fused, per_op)
 
 
 @needs_kernels
-def test_moving_the_model_makes_the_layers_look_again():
+def test_a_replaced_or_moved_weight_is_never_read_through_a_stale_pointer():
+    from specpath.engine.quantization import Int4Linear
+
     model = _tiny_int4_model()
+    layer = model.model.layers[0]
+    first = layer.native_linears()
+    assert layer.native_linears()[0] is first[0]  # cached while the tensors stay
+    down = layer.mlp.down_proj
+    layer.mlp.down_proj = Int4Linear(nn.Linear(256, 128, bias=False).bfloat16())
+    assert layer.native_linears()[3].weight != first[3].weight
+    layer.mlp.down_proj = down
+    down.levels = down.levels.clone()  # a replaced buffer
+    assert layer.native_linears()[3].weight == down.levels.data_ptr() != first[3].weight
+
+
+@needs_kernels
+def test_a_drafter_layer_runs_its_halves_natively_and_equals_the_per_op_path(monkeypatch):
+    from specpath.engine.packed_linear import pack_linears_
+    from specpath.modeling.layers import DraftLayer, LayerShape
+    from specpath.modeling.rope import RotaryEmbedding
+
+    torch.manual_seed(0)
+    shape = LayerShape(hidden_size=64, intermediate_size=128, num_attention_heads=2, num_key_value_heads=1,
+                       head_dim=32, vocab_size=50)
+    layer = DraftLayer(shape, attn_in=128).to(torch.bfloat16).eval()
+    layer.fuse_projections()
+    pack_linears_(layer)
+    cos, sin = RotaryEmbedding(theta=1e4, head_dim=32, scaling=None, max_position_embeddings=64).to(torch.bfloat16)(
+        torch.arange(3))
+    x, residual = torch.randn(3, 128).bfloat16(), torch.randn(3, 64).bfloat16()
+
+    def attend(q, k, v):
+        return q  # any function of q/k/v; identical in both paths
+
     with torch.inference_mode():
-        model(torch.tensor([1, 2]), torch.arange(2))
-    assert model.model.layers[0]._native_plan
-    model.to("cpu")
-    assert model.model.layers[0]._native_plan is False
+        assert layer.native_linears() is not None
+        native_out = layer(x, residual, cos, sin, attend)
+        monkeypatch.setattr(DraftLayer, "native_linears", lambda self: None)
+        per_op = layer(x, residual, cos, sin, attend)
+    assert torch.equal(native_out, per_op)
 
 
 def test_projections_fuse_into_the_same_products():

@@ -13,6 +13,8 @@ import math
 
 import torch
 
+from specpath.modeling.native import attention_kernels as native_attention
+
 
 class DrafterKV:
     def __init__(self, *, num_rows: int, row_len: int, num_kv_heads: int, head_dim: int,
@@ -29,6 +31,11 @@ class DrafterKV:
         ``max_position`` (a host int) bounds the gathered span."""
 
         def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            if q.shape[0] == 1 and (native := native_attention(q, k, v, self.keys)) is not None:
+                # one query (a chain step) at the newest position of its row: one native call
+                start = int(rows[0]) * self.row_len
+                return native.attention(q, k, v, self.keys[start : start + self.row_len],
+                                        self.values[start : start + self.row_len], max_position + 1)
             self.keys.index_copy_(0, slots, k)
             self.values.index_copy_(0, slots, v)
             span = self._span[: max_position + 1]

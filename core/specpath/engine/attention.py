@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from specpath.engine.kv_cache import KVCache
+from specpath.modeling.native import attention_kernels
 
 
 @attrs.frozen(kw_only=True)
@@ -141,7 +142,7 @@ class PagedAttention:
         m = self.meta
         key_cache = self.cache.keys(layer)
         value_cache = self.cache.values(layer)
-        if m.causal and m.gather_slots is None and m.num_reqs == 1 and (native := _native_for(q, k, v, key_cache)):
+        if m.causal and m.gather_slots is None and m.num_reqs == 1 and (native := attention_kernels(q, k, v, key_cache)):
             end = m.first_slot + m.max_context_len
             return native.attention(q, k, v, key_cache[m.first_slot : end], value_cache[m.first_slot : end],
                                     m.max_context_len)
@@ -169,13 +170,3 @@ class PagedAttention:
             out = out.index_select(0, m.unpad_index)
         return out
 
-
-def _native_for(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_cache: torch.Tensor):
-    """The native kernels when they take these tensors (bf16, heads and dims contiguous, a width
-    of a multiple of 32), else ``None``."""
-    from specpath.modeling.norm import native_kernels
-
-    dim = q.shape[-1]
-    if dim % 32 or key_cache.dtype is not torch.bfloat16 or any(t.stride(-1) != 1 or t.stride(-2) != dim for t in (q, k, v)):
-        return None
-    return native_kernels(q, k, v)

@@ -38,6 +38,7 @@ from torch import nn
 
 from specpath.modeling import checkpoint
 from specpath.modeling.gguf import is_gguf, read_gguf
+from specpath.modeling.native import native_linears
 from specpath.modeling.norm import RMSNorm, native_kernels
 from specpath.modeling.rope import RotaryEmbedding, apply_rope, normalize_rope_scaling
 
@@ -294,7 +295,6 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(config)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self._native_plan: _NativeLayer | None | bool = False  # False: not looked at yet
 
     def forward(
         self,
@@ -304,54 +304,37 @@ class DecoderLayer(nn.Module):
         attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
     ) -> torch.Tensor:
         if h.dim() == 2 and (native := native_kernels(h, cos, sin)) is not None:
-            if self._native_plan is False:
-                self._native_plan = _NativeLayer.of(self)
-            if self._native_plan is not None:
-                return self._native_plan(native, h.contiguous(), cos.contiguous(), sin.contiguous(), attend)
+            if (linears := self.native_linears()) is not None:
+                return self._native_forward(native, linears, h.contiguous(), cos.contiguous(), sin.contiguous(), attend)
         q, k, v = self.self_attn.qkv(self.input_layernorm(h), cos, sin)
         out = attend(q, k, v)
         h, x = self.post_attention_layernorm.add_and_norm(h, self.self_attn.o_proj(out.reshape(*h.shape[:-1], -1)))
         return h + self.mlp(x)
 
 
-    def _apply(self, fn, recurse=True):
-        self._native_plan = False  # tensors may move: look again
-        return super()._apply(fn, recurse)
-
-
-@attrs.frozen
-class _NativeLayer:
-    """A decoder layer whose four projections are native quantised weights (``native_linear``)
-    and whose shape the fused functions take (no biases, no q/k norm): its norm-QKV-RoPE and
-    o_proj-MLP halves run as one native call each, the attention in between stays the caller's."""
-
-    layer: DecoderLayer
-    qkv: Any
-    o_proj: Any
-    gate_up: Any
-    down: Any
-
-    @classmethod
-    def of(cls, layer: DecoderLayer) -> "_NativeLayer | None":
-        attn, mlp = layer.self_attn, layer.mlp
+    def native_linears(self) -> tuple[Any, ...] | None:
+        """The four projections as native descriptors when the fused native halves can run this
+        layer (fused native weights, no biases, no q/k norm, bf16 norms), else ``None``; asked every
+        call, so a replaced or moved weight is never read through a stale pointer."""
+        attn, mlp = self.self_attn, self.mlp
         if attn.qk_norm or attn.qkv_proj is None or mlp.gate_up_proj is None or attn.head_dim % 32:
             return None
-        linears = [getattr(m, "native_linear", lambda: None)() for m in
-                   (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)]
-        norms = (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)
-        if any(l is None for l in linears) or any(w.dtype is not torch.bfloat16 for w in norms):
+        if self.input_layernorm.weight.dtype is not torch.bfloat16:
             return None
-        return cls(layer, *linears)
+        return native_linears(attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
 
-    def __call__(self, native: Any, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend: Any) -> torch.Tensor:
-        layer, attn = self.layer, self.layer.self_attn
+    def _native_forward(self, native: Any, linears: tuple[Any, ...], h: torch.Tensor, cos: torch.Tensor,
+                        sin: torch.Tensor, attend: Any) -> torch.Tensor:
+        """Norm-QKV-RoPE and o_proj-MLP as one native call each; the attention between stays the
+        caller's (the engine's paged attention)."""
+        qkv, o_proj, gate_up, down = linears
+        attn, norm = self.self_attn, self.input_layernorm
         heads, kv_heads = attn.n_heads, attn.n_kv_heads
-        qkv = native.layer_pre(h, layer.input_layernorm.weight, layer.input_layernorm.eps, self.qkv, cos, sin,
-                               heads, kv_heads, attn.head_dim)
-        out = attend(qkv[:, :heads], qkv[:, heads : heads + kv_heads], qkv[:, heads + kv_heads :])
-        norm = layer.post_attention_layernorm
-        return native.layer_post(h, out.reshape(h.shape[0], -1).contiguous(), self.o_proj, norm.weight, norm.eps,
-                                 self.gate_up, self.down)
+        out = native.layer_pre(h, norm.weight, norm.eps, qkv, cos, sin, heads, kv_heads, attn.head_dim)
+        out = attend(out[:, :heads], out[:, heads : heads + kv_heads], out[:, heads + kv_heads :])
+        norm = self.post_attention_layernorm
+        return native.layer_post(h, out.reshape(h.shape[0], -1).contiguous(), o_proj, norm.weight, norm.eps,
+                                 gate_up, down)
 
 
 class Backbone(nn.Module):

@@ -76,7 +76,7 @@ class PackedLinear(nn.Module):
         """The layer as the native fused-layer functions take it, or ``None`` (not native, or a bias)."""
         if not self.native or self.bias is not None:
             return None
-        return NativeLinear.of(self.weight, None, 16)
+        return NativeLinear.cached(self, self.weight, None, 16)
 
     def extra_repr(self) -> str:
         kind = "native" if self.native else "packed"

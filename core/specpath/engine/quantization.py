@@ -72,7 +72,7 @@ class Int8Linear(nn.Module):
         """The layer as the native fused-layer functions take it, or ``None`` (not native, or a bias)."""
         if not self.native or self.bias is not None:
             return None
-        return NativeLinear.of(self.qweight, self.scales_f32, 8)
+        return NativeLinear.cached(self, self.qweight, self.scales_f32, 8)
 
     def dequantized_weight(self) -> torch.Tensor:
         """The weight this layer multiplies by, in the activation dtype (for tests and reports)."""
@@ -131,7 +131,7 @@ class Int4Linear(nn.Module):
         """The layer as the native fused-layer functions take it, or ``None`` (not native, or a bias)."""
         if not self.native or self.bias is not None:
             return None
-        return NativeLinear.of(self.levels, self.scale_mins, 4)
+        return NativeLinear.cached(self, self.levels, self.scale_mins, 4)
 
     def dequantized_weight(self) -> torch.Tensor:
         """The weight this layer multiplies by (for tests and reports), in the activation dtype."""

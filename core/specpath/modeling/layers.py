@@ -4,7 +4,9 @@
 residual (EAGLE-3 attends over [embedding ; feature], 2d wide). It never owns its attention: it
 hands q/k/v (RoPE applied) to an ``attend`` callable, so the same weights run against a
 drafter's position-indexed KV at inference and against training-time masks. Parameter names are
-flat (``q_proj``, ``gate_proj``, ...), the names of the shipped heads' checkpoints.
+flat (``q_proj``, ``gate_proj``, ...), the names of the shipped heads' checkpoints. Fused and
+pre-packed for bf16 inference, its two halves run as one native call each
+(``specpath.modeling.native``), bit-equal to the per-op path.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specpath.modeling.norm import RMSNorm
+from specpath.modeling.native import native_linears
+from specpath.modeling.norm import RMSNorm, native_kernels
 from specpath.modeling.rope import RotaryEmbedding, apply_rope, normalize_rope_scaling
 
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -121,9 +124,21 @@ class DraftLayer(nn.Module):
             self.fused_qkv = _linear_of(torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight]))
             self.fused_gate_up = _linear_of(torch.cat([self.gate_proj.weight, self.up_proj.weight]))
 
+    def native_linears(self) -> tuple[Any, ...] | None:
+        """The four projections as native descriptors when this layer can run on the native fused
+        functions (fused, pre-packed native weights; bf16), else ``None``; asked every call."""
+        if self.fused_qkv is None or self.fused_gate_up is None or self.head_dim % 32:
+            return None
+        if self.post_attention_layernorm.weight.dtype is not torch.bfloat16:
+            return None
+        return native_linears(self.fused_qkv, self.o_proj, self.fused_gate_up, self.down_proj)
+
     def qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         lead = x.shape[:-1]
         h, kv, d = self.n_heads, self.n_kv_heads, self.head_dim
+        if x.dim() == 2 and (native := native_kernels(x, cos, sin)) and (linears := self.native_linears()):
+            out = native.layer_pre(x.contiguous(), None, 0.0, linears[0], cos.contiguous(), sin.contiguous(), h, kv, d)
+            return out[:, :h], out[:, h : h + kv], out[:, h + kv :]
         if self.fused_qkv is not None:
             q, k, v = self.fused_qkv(x).split([h * d, kv * d, kv * d], dim=-1)
         else:
@@ -132,7 +147,11 @@ class DraftLayer(nn.Module):
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
     def finish(self, attn: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        """o_proj + residual, then the MLP block."""
+        """o_proj + residual, then the MLP block (one native call where it runs)."""
+        if residual.dim() == 2 and (native := native_kernels(residual, attn)) and (linears := self.native_linears()):
+            norm = self.post_attention_layernorm
+            return native.layer_post(residual.contiguous(), attn.reshape(residual.shape[0], -1).contiguous(),
+                                     linears[1], norm.weight, norm.eps, linears[2], linears[3])
         h = residual + self.o_proj(attn.reshape(*residual.shape[:-1], -1))
         x = self.post_attention_layernorm(h)
         if self.fused_gate_up is not None:

@@ -74,7 +74,41 @@ class Linear(ctypes.Structure):
     def of(cls, weight: torch.Tensor, scales: torch.Tensor | None, bits: int) -> "Linear":
         out_features, stored = weight.shape
         in_features = stored * weight.element_size() * 8 // bits
-        return cls(weight.data_ptr(), None if scales is None else scales.data_ptr(), bits, out_features, in_features)
+        linear = cls(weight.data_ptr(), None if scales is None else scales.data_ptr(), bits, out_features, in_features)
+        linear.tensors = (weight, scales)  # kept alive with the pointers
+        return linear
+
+    @classmethod
+    def cached(cls, owner: Any, weight: torch.Tensor, scales: torch.Tensor | None, bits: int) -> "Linear":
+        """``owner``'s descriptor, rebuilt when its tensors are no longer the ones pointed to (a
+        move, a replaced buffer): a layer asks every call, so a stale pointer is never used."""
+        linear = owner.__dict__.get("_native_linear")
+        if linear is None or linear.tensors[0] is not weight or linear.tensors[1] is not scales:
+            linear = owner.__dict__["_native_linear"] = cls.of(weight, scales, bits)
+        return linear
+
+
+def native_linears(*modules: Any) -> tuple[Linear, ...] | None:
+    """The modules' native descriptors (``module.native_linear()``), or ``None`` if one has none."""
+    linears = tuple(getattr(m, "native_linear", _none)() for m in modules)
+    return None if any(l is None for l in linears) else linears
+
+
+def _none() -> None:
+    return None
+
+
+def attention_kernels(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_cache: torch.Tensor):
+    """The kernels when :meth:`NativeKernels.attention` takes these tensors (bf16 inference,
+    heads and dims contiguous, a head width of a multiple of 32), else ``None``."""
+    from specpath.modeling.norm import native_kernels
+
+    dim = q.shape[-1]
+    if dim % 32 or key_cache.dtype is not torch.bfloat16 or key_cache.stride(-2) != dim:
+        return None
+    if any(t.stride(-1) != 1 or t.stride(-2) != dim for t in (q, k, v)):
+        return None
+    return native_kernels(q, k, v)
 
 
 class NativeKernels:
@@ -145,12 +179,13 @@ class NativeKernels:
         return out
 
 
-    def layer_pre(self, h: torch.Tensor, norm_weight: torch.Tensor, eps: float, qkv: Linear, cos: torch.Tensor,
-                  sin: torch.Tensor, heads: int, kv_heads: int, head_dim: int) -> torch.Tensor:
-        """``[T, heads + 2 kv_heads, head_dim]``: q, k (RoPE applied) and v of ``rms_norm(h) @ Wqkv``."""
+    def layer_pre(self, h: torch.Tensor, norm_weight: torch.Tensor | None, eps: float, qkv: Linear,
+                  cos: torch.Tensor, sin: torch.Tensor, heads: int, kv_heads: int, head_dim: int) -> torch.Tensor:
+        """``[T, heads + 2 kv_heads, head_dim]``: q, k (RoPE applied) and v of ``rms_norm(h) @ Wqkv``
+        (of ``h @ Wqkv`` without ``norm_weight``)."""
         t = h.shape[0]
         out = h.new_empty((t, heads + 2 * kv_heads, head_dim))
-        self._layer_pre(h.data_ptr(), norm_weight.data_ptr(), eps, qkv, cos.data_ptr(), sin.data_ptr(), t, heads,
+        self._layer_pre(h.data_ptr(), None if norm_weight is None else norm_weight.data_ptr(), eps, qkv, cos.data_ptr(), sin.data_ptr(), t, heads,
                         kv_heads, head_dim, out.data_ptr())
         return out
 

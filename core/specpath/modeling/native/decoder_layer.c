@@ -1,6 +1,6 @@
 /* A Llama decoder layer's two halves around attention, each one call from Python:
  *
- *   pre:  x = rms_norm(h); qkv = x @ Wqkv; RoPE on q and k (in place)
+ *   pre:  x = rms_norm(h) (or h); qkv = x @ Wqkv; RoPE on q and k (in place)
  *   post: h2 = h + attn @ Wo; x = rms_norm(h2); y = down(silu(gate) * up); out = h2 + y
  *
  * built from the same kernels the per-op path calls (rows_matmul.c, layer_ops.c), in the same
@@ -38,14 +38,18 @@ static void linear(const specpath_linear *l, const uint16_t *x, uint16_t *out, i
         specpath_q8_matmul((const int8_t *)l->weight, l->scales, x, out, 0, M, (int)l->out_features, (int)l->in_features);
 }
 
-/* qkv_out [T, H + 2 KV, D]: q and k rotated, v as projected. */
+/* qkv_out [T, H + 2 KV, D]: q and k rotated, v as projected; without norm_weight, h goes in as it is. */
 void specpath_layer_pre(const uint16_t *h, const uint16_t *norm_weight, float eps, const specpath_linear *qkv,
                         const uint16_t *cos, const uint16_t *sin, int T, int H, int KV, int D, uint16_t *qkv_out) {
     const int hidden = (int)qkv->in_features, width = (H + 2 * KV) * D;
-    uint16_t *x = malloc(sizeof(uint16_t) * (size_t)T * hidden);
-    specpath_rms_norm(h, 0, 0, norm_weight, x, T, hidden, eps);
-    linear(qkv, x, qkv_out, T);
-    free(x);
+    if (norm_weight) {
+        uint16_t *x = malloc(sizeof(uint16_t) * (size_t)T * hidden);
+        specpath_rms_norm(h, 0, 0, norm_weight, x, T, hidden, eps);
+        linear(qkv, x, qkv_out, T);
+        free(x);
+    } else {
+        linear(qkv, h, qkv_out, T); /* the caller normed h (a drafter's fused input) */
+    }
     /* in place: each head's halves are read before either is written; q and k heads are adjacent */
     specpath_rope(qkv_out, width, cos, sin, qkv_out, width, T, H + KV, D);
 }
