@@ -60,3 +60,21 @@ def test_tree_proposals_keep_greedy_output(plain, branching, method, k, prefix_c
     if k >= (2 if method == "dspark" else 4):  # these prompts have several continuations
         assert branching["branching"] > 0
     assert branching["branching"] == branching["trees"]  # paths are verified as chains
+
+
+@pytest.mark.parametrize("method", ["dspark"])  # suffix builds no branching tree for one request here
+def test_bf16_trees_keep_greedy_output_on_the_native_kernels(branching, method):
+    """On the native kernels a tree row attends over just the keys it sees, row-invariantly, so in
+    bf16 too a verified tree gives plain decoding's tokens (one request at a time)."""
+    from specpath.modeling.native import kernels
+
+    if kernels() is None:
+        pytest.skip("native kernels unavailable here")
+    config = {"method": method, "num_speculative_tokens": 6}
+    if method == "dspark":
+        config["xpress_topc"] = 3
+    plain = LLM(None, None, dtype="bfloat16", num_threads=1)
+    llm = LLM(None, config, dtype="bfloat16", num_threads=1)
+    for prompt in PROMPTS:
+        assert llm.generate([prompt], PARAMS)[0].token_ids == plain.generate([prompt], PARAMS)[0].token_ids
+    assert branching["branching"] > 0

@@ -282,3 +282,32 @@ def test_attention_writes_the_new_keys_and_attends_causally_row_by_row(history, 
     alone = [KERNELS.attention(q[i : i + 1], k[i : i + 1], v[i : i + 1], key_cache, value_cache, history + i + 1)
              for i in range(tokens)]
     assert torch.equal(torch.cat(alone), out)
+
+
+@needs_kernels
+@given(history=st.integers(1, 20), nodes=st.integers(1, 6), seed=st.integers(0, 2**16))
+@settings(max_examples=30, deadline=None)
+def test_a_tree_row_gets_the_bits_of_a_chain_over_the_keys_it_sees(history, nodes, seed):
+    """A masked row runs over its visible keys in order: its result is a causal row's over a cache
+    holding just those keys (so the accepted path of a tree verifies as a chain would)."""
+    torch.manual_seed(seed)
+    kv_heads, heads, head_dim, length = 1, 2, 32, history + nodes
+    parents = [-1] + [int(torch.randint(0, i, ())) for i in range(1, nodes)]
+    mask = torch.zeros(nodes, length, dtype=torch.bool)
+    mask[:, :history] = True
+    for i in range(nodes):
+        j = i
+        while j >= 0:
+            mask[i, history + j] = True
+            j = parents[j]
+    key_cache = torch.randn(length, kv_heads, head_dim).bfloat16()
+    value_cache = torch.randn(length, kv_heads, head_dim).bfloat16()
+    qkv = torch.randn(nodes, heads + 2 * kv_heads, head_dim).bfloat16()
+    q, k, v = qkv[:, :heads], qkv[:, heads : heads + kv_heads], qkv[:, heads + kv_heads :]
+    out = KERNELS.attention(q, k, v, key_cache, value_cache, length, mask)
+    for i in range(nodes):
+        seen = mask[i].nonzero().squeeze(1)
+        keys, values = key_cache[seen].clone(), value_cache[seen].clone()
+        last = len(seen) - 1
+        chain = KERNELS.attention(q[i : i + 1], keys[last:], values[last:], keys, values, len(seen))
+        assert torch.equal(chain, out[i : i + 1])

@@ -46,8 +46,8 @@ class AttentionMetadata:
     """bool ``[B, 1, G * Q, L]`` (already repeated for the query-head groups); None when every query
     may see every gathered key (single-token queries over equal-length contexts)."""
     causal: bool = False
-    """Each query sees exactly the keys at positions up to its own (the mask built here, or none):
-    the layout the native attention computes. A tree's mask is not."""
+    """Each query sees exactly the keys at positions up to its own (the mask built here, or none).
+    A tree's mask is not: the native attention then reads it row by row."""
 
 
 def build_attention_metadata(
@@ -142,10 +142,12 @@ class PagedAttention:
         m = self.meta
         key_cache = self.cache.keys(layer)
         value_cache = self.cache.values(layer)
-        if m.causal and m.gather_slots is None and m.num_reqs == 1 and (native := attention_kernels(q, k, v, key_cache)):
+        if m.gather_slots is None and m.num_reqs == 1 and (native := attention_kernels(q, k, v, key_cache)):
             end = m.first_slot + m.max_context_len
+            # a tree's mask as one row per query (the rows repeat for each query-head group)
+            mask = None if m.causal else m.mask[0, 0, : q.shape[0]].contiguous()
             return native.attention(q, k, v, key_cache[m.first_slot : end], value_cache[m.first_slot : end],
-                                    m.max_context_len)
+                                    m.max_context_len, mask)
         key_cache.index_copy_(0, m.slot_mapping, k)
         value_cache.index_copy_(0, m.slot_mapping, v)
 

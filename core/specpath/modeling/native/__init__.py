@@ -8,8 +8,8 @@
 - ``layer_ops.c``: RMSNorm (optionally fused with the residual add), RoPE and SiLU-and-multiply
   as one call each: a decode step of a small model on a CPU is dominated by per-op overhead;
   ``decoder_layer.c`` runs a layer's two halves around attention as one call each.
-- ``attention.c``: one request's causal attention over its contiguous KV history, the new keys
-  and values written on the way; row-invariant like the matmuls.
+- ``attention.c``: one request's attention over its contiguous KV history (causal, or a token
+  tree's mask), the new keys and values written on the way; row-invariant like the matmuls.
 
 No library installable here offers these for torch's CPU build (torchao's CPU kernels are not in
 its PyPI wheel), so they are built from source: two C files, no torch headers, about two seconds
@@ -126,7 +126,7 @@ class NativeKernels:
         L, F = ctypes.POINTER(Linear), ctypes.c_float
         self._layer_pre = _function(library, "specpath_layer_pre", P, P, F, L, P, P, I, I, I, I, P)
         self._layer_post = _function(library, "specpath_layer_post", P, P, L, P, F, L, L, I, P)
-        self._attention = _function(library, "specpath_attention", P, I, P, I, P, I, P, P, I, I, I, I, I, F, P)
+        self._attention = _function(library, "specpath_attention", P, I, P, I, P, I, P, P, I, I, I, I, I, F, P, P)
 
     def q4(self, levels: torch.Tensor, scale_mins: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out [M, N] = x [M, K] (bf16) @ w.T`` for 4-bit ``levels [N, K/2]`` (see the C file's
@@ -199,16 +199,17 @@ class NativeKernels:
 
 
     def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_cache: torch.Tensor,
-                  value_cache: torch.Tensor, length: int) -> torch.Tensor:
-        """Causal attention of the newest ``Q`` tokens (``q [Q, H, D]``, ``k``/``v [Q, KV, D]``, any
+                  value_cache: torch.Tensor, length: int, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Attention of the newest ``Q`` tokens (``q [Q, H, D]``, ``k``/``v [Q, KV, D]``, any
         stride between tokens) over ``length`` cached positions of ``key_cache``/``value_cache
         [>= length, KV, D]`` (contiguous, from the request's first position), writing k/v at
-        positions ``length - Q`` onwards first; ``[Q, H, D]``."""
+        positions ``length - Q`` onwards first; causal, or the keys ``mask [Q, length]`` (bool)
+        admits per query; ``[Q, H, D]``."""
         tokens, heads, dim = q.shape
         out = q.new_empty((tokens, heads, dim))
         self._attention(q.data_ptr(), q.stride(0), k.data_ptr(), k.stride(0), v.data_ptr(), v.stride(0),
                         key_cache.data_ptr(), value_cache.data_ptr(), length, tokens, heads, k.shape[1], dim,
-                        dim**-0.5, out.data_ptr())
+                        dim**-0.5, None if mask is None else mask.data_ptr(), out.data_ptr())
         return out
 
 

@@ -1,10 +1,12 @@
-/* Causal attention of one request's newest Q tokens over its KV history, in one call: the new
- * keys and values are written to the cache, then every (query, head) row attends to the keys at
- * positions up to its own. bf16 in and out, fp32 inside (scores, softmax, weighted sum).
+/* Attention of one request's newest Q tokens over its KV history, in one call: the new keys and
+ * values are written to the cache, then every (query, head) row attends to the keys at positions
+ * up to its own, or to those its row of an explicit mask admits (a token tree: the prefix and the
+ * node's ancestors). bf16 in and out, fp32 inside (scores, softmax, weighted sum).
  *
- * Each row runs the same instructions whatever Q is, so a token's attention output does not
- * depend on how many tokens were verified with it: with the row-invariant matmuls, a bf16
- * target gives a drafted token the logits plain decoding would. */
+ * A row's visible keys are listed in position order and everything after runs over that list,
+ * so a row's result depends only on the keys it sees: not on Q, nor on masked-out siblings. With
+ * the row-invariant matmuls, a bf16 target gives a drafted token (chain or tree) the logits plain
+ * decoding would. */
 #include <float.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +15,10 @@
 
 /* q [Q, H, D] and the new k/v [Q, KV, D] with their own token strides; key_cache/value_cache
  * [L, KV, D] from the request's first slot (contiguous); the new tokens are positions L-Q..L-1.
- * D is a multiple of 32. out [Q, H, D] contiguous. */
+ * mask: NULL (causal) or bool [Q, L]. D is a multiple of 32. out [Q, H, D] contiguous. */
 void specpath_attention(const uint16_t *q, int q_stride, const uint16_t *k_new, int k_stride, const uint16_t *v_new,
                         int v_stride, uint16_t *key_cache, uint16_t *value_cache, int L, int Q, int H, int KV,
-                        int D, float scale, uint16_t *out) {
+                        int D, float scale, const uint8_t *mask, uint16_t *out) {
     const int group = H / KV, first = L - Q;
     for (int i = 0; i < Q; i++) {
         memcpy(key_cache + (size_t)(first + i) * KV * D, k_new + (size_t)i * k_stride, sizeof(uint16_t) * KV * D);
@@ -25,13 +27,21 @@ void specpath_attention(const uint16_t *q, int q_stride, const uint16_t *k_new, 
 #pragma omp parallel
     {
         float *scores = malloc(sizeof(float) * (size_t)L);
+        int *visible = malloc(sizeof(int) * (size_t)L);
 #pragma omp for schedule(static)
         for (int task = 0; task < Q * H; task++) {
-            const int i = task / H, h = task % H, g = h / group, keys = first + i + 1;
+            const int i = task / H, h = task % H, g = h / group;
+            int keys = 0;
+            if (mask) {
+                for (int j = 0; j < L; j++)
+                    if (mask[(size_t)i * L + j]) visible[keys++] = j;
+            } else {
+                for (int j = 0; j <= first + i; j++) visible[keys++] = j;
+            }
             const uint16_t *qh = q + (size_t)i * q_stride + (size_t)h * D;
             float top = -FLT_MAX;
             for (int j = 0; j < keys; j++) {
-                const uint16_t *kj = key_cache + ((size_t)j * KV + g) * D;
+                const uint16_t *kj = key_cache + ((size_t)visible[j] * KV + g) * D;
                 __m512 dot = _mm512_setzero_ps();
                 for (int d = 0; d < D; d += 32)
                     dot = _mm512_dpbf16_ps(dot, (__m512bh)_mm512_loadu_si512((const void *)(qh + d)),
@@ -60,13 +70,14 @@ void specpath_attention(const uint16_t *q, int q_stride, const uint16_t *k_new, 
                 __m512 even = _mm512_setzero_ps(), odd = _mm512_setzero_ps();
                 int jj = 0;
                 for (; jj + 1 < keys; jj += 2) {
-                    even = _mm512_fmadd_ps(_mm512_set1_ps(scores[jj]), load_bf16(vd + jj * step), even);
-                    odd = _mm512_fmadd_ps(_mm512_set1_ps(scores[jj + 1]), load_bf16(vd + (jj + 1) * step), odd);
+                    even = _mm512_fmadd_ps(_mm512_set1_ps(scores[jj]), load_bf16(vd + visible[jj] * step), even);
+                    odd = _mm512_fmadd_ps(_mm512_set1_ps(scores[jj + 1]), load_bf16(vd + visible[jj + 1] * step), odd);
                 }
-                if (jj < keys) even = _mm512_fmadd_ps(_mm512_set1_ps(scores[jj]), load_bf16(vd + jj * step), even);
+                if (jj < keys) even = _mm512_fmadd_ps(_mm512_set1_ps(scores[jj]), load_bf16(vd + visible[jj] * step), even);
                 store_bf16(oh + d, _mm512_mul_ps(_mm512_add_ps(even, odd), norm));
             }
         }
+        free(visible);
         free(scores);
     }
 }
