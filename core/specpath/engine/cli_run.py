@@ -410,8 +410,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"{' (EOS ends a reply)' if eos else ''}, batch 1, greedy; τ = tokens per verification step "
           "(bonus included).".replace("  ", " "))
     if first["dtype"] != "float32" and not all(r["greedy_identical"] for r in rows):
-        print(f"{first['dtype']}: a verification pass over several tokens rounds differently from one-token steps, "
-              "so greedy output can part ways at a near-tie (see docs/real-models.md); --dtype float32 is exact. "
+        print(f"{first['dtype']}: off the native kernels (torch's kernels, or several requests in one pass) a "
+              "verification pass over several tokens rounds differently from one-token steps, so greedy output can "
+              "part ways at a near-tie (see docs/real-models.md); --dtype float32 is exact. "
               "Top-2 margin: the baseline's gap between its two best logits where a prompt's output parts "
               "(bf16 logits here are rounded to steps of 1/16-1/8).")
     for name, reason in skipped:
