@@ -8,12 +8,15 @@ when ``--target`` is given, else random ones of that shape) at each row count, a
 as a decoding step reads them (30, the default: ~100 MB in bf16, far more than the caches, so the
 weights stream from memory as in a real step; one layer alone would sit in cache), for:
 
-- ``bf16``: the engine's pre-packed oneDNN weights (``specpath.engine.packed_linear``);
-- ``int8``: the engine's weight-only int8 (``--quantization int8``: ``aten._weight_int8pack_mm``);
+- ``bf16 oneDNN``: the pre-packed oneDNN weights (``specpath.engine.packed_linear`` on torch's kernels);
+- ``int8 torch``: weight-only int8 (``--quantization int8``) on ``aten._weight_int8pack_mm``;
 - ``int8-inductor`` (``--inductor``): the same op compiled by ``torch.compile`` with
   ``max_autotune``, which may pick inductor's C++ GEMM template instead of the aten kernel;
-- ``int4``: the engine's weight-only int4 (``--quantization int4``: groups of 32,
-  ``aten._weight_int4pack_mm_for_cpu``).
+- ``int4 torch``: weight-only int4 (``--quantization int4``: groups of 32) on
+  ``aten._weight_int4pack_mm_for_cpu``;
+- ``bf16 native``, ``int8 native``, ``int4 native``: the same layers on the engine's native
+  kernels (``specpath.modeling.native``, what the engine runs where they build), one call each
+  here (the engine fuses each layer's projections and calls them from C).
 
 Prints µs per layer (a pass over all of them / ``--layers``) and the cost relative to one row,
 per format; after the quiet-machine gate.
@@ -55,13 +58,25 @@ def formats(weights, *, inductor: bool):
 
     from specpath.engine.packed_linear import PackedLinear
     from specpath.engine.quantization import Int4Linear, Int8Linear
+    from specpath.modeling import native
 
     def linear(w):
         layer = nn.Linear(w.shape[1], w.shape[0], bias=False)
         layer.weight.data = w.to(torch.bfloat16)
         return layer
 
-    out = {"bf16": [PackedLinear(linear(w)) for w in weights], "int8": [Int8Linear(linear(w)) for w in weights]}
+    with native.disabled():
+        out = {"bf16 oneDNN": [PackedLinear(linear(w)) for w in weights],
+               "int8 torch": [Int8Linear(linear(w)) for w in weights]}
+        try:
+            out["int4 torch"] = [Int4Linear(linear(w)) for w in weights]
+        except (RuntimeError, AttributeError) as exc:  # an older torch without the CPU int4 kernels
+            print(json.dumps({"int4": f"unavailable: {exc}"}))
+    if native.kernels() is None:
+        print(json.dumps({"native": f"unavailable: {native.unavailable_reason()}"}))
+    else:
+        for name, cls in (("bf16 native", PackedLinear), ("int8 native", Int8Linear), ("int4 native", Int4Linear)):
+            out[name] = [cls(linear(w)) for w in weights]
     if inductor:
         import torch._inductor.config as inductor_config
 
@@ -69,11 +84,7 @@ def formats(weights, *, inductor: bool):
         inductor_config.max_autotune_gemm_backends = "CPP,ATEN"
         # 7 layers x every row count share Int8Linear.forward: room for a graph each
         torch._dynamo.config.recompile_limit = 8 * len(weights)
-        out["int8-inductor"] = [torch.compile(m, dynamic=False) for m in out["int8"]]
-    try:
-        out["int4"] = [Int4Linear(linear(w)) for w in weights]
-    except (RuntimeError, AttributeError) as exc:  # an older torch without the CPU int4 kernels
-        print(json.dumps({"int4": f"unavailable: {exc}"}))
+        out["int8-inductor"] = [torch.compile(m, dynamic=False) for m in out["int8 torch"]]
     return out
 
 

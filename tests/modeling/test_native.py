@@ -311,3 +311,16 @@ def test_a_tree_row_gets_the_bits_of_a_chain_over_the_keys_it_sees(history, node
         last = len(seen) - 1
         chain = KERNELS.attention(q[i : i + 1], keys[last:], values[last:], keys, values, len(seen))
         assert torch.equal(chain, out[i : i + 1])
+
+
+@needs_kernels
+def test_disabled_builds_torch_layers_and_gives_the_kernels_back():
+    from specpath.engine.quantization import Int4Linear
+
+    linear = nn.Linear(128, 32, bias=False).bfloat16()
+    with native.disabled():
+        assert native.kernels() is None
+        on_torch = Int4Linear(linear)
+    assert native.kernels() is not None and not on_torch.native and Int4Linear(linear).native
+    x = torch.randn(2, 128).bfloat16()
+    torch.testing.assert_close(on_torch(x), Int4Linear(linear)(x), rtol=5e-2, atol=5e-2)

@@ -25,6 +25,7 @@ kernels.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -262,3 +263,20 @@ def kernels() -> NativeKernels | None:
 def unavailable_reason() -> str | None:
     """Why :func:`kernels` is ``None`` (``None`` when the kernels are available)."""
     return _load()[1]
+
+
+@contextlib.contextmanager
+def disabled():
+    """Within the block :func:`kernels` is ``None``, so layers built there keep torch's kernels for
+    good (for side-by-side measurements); layers built before must not run inside it."""
+    saved = os.environ.get(ENV_SWITCH)
+    os.environ[ENV_SWITCH] = "0"
+    _load.cache_clear()
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(ENV_SWITCH, None)
+        else:
+            os.environ[ENV_SWITCH] = saved
+        _load.cache_clear()
