@@ -204,3 +204,14 @@ def test_smollm2_answers_a_chat_and_speculation_is_exact_in_float32(test_methods
     plain = llm.generate([prompt], params)[0].token_ids
     spec = LLM("smollm2-135m", {"method": LOOKUP, "num_speculative_tokens": 4}, dtype="float32")
     assert spec.generate([prompt], params)[0].token_ids == plain
+
+
+def test_a_bf16_demo_says_which_kernels_ran(tiny_gguf, capsys, test_methods):
+    from specpath.cli import main
+    from specpath.modeling.native import kernels
+
+    assert main(["demo", "--model", str(tiny_gguf[0]), "--max-tokens", "4", "--dtype", "bfloat16",
+                 "--methods", LOOKUP]) == 0
+    out = capsys.readouterr().out
+    expected = "kernels: native (specpath.modeling.native)" if kernels() else "kernels: torch's (the native ones"
+    assert expected in out

@@ -409,6 +409,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"\n{first['model']} ({first['dtype']}): {first['num_prompts']} prompts, {eos} {args.max_tokens} tokens each"
           f"{' (EOS ends a reply)' if eos else ''}, batch 1, greedy; τ = tokens per verification step "
           "(bonus included).".replace("  ", " "))
+    if first["dtype"] == "bfloat16":
+        from specpath.modeling.native import kernels, unavailable_reason
+
+        print("kernels: native (specpath.modeling.native)" if kernels() is not None
+              else f"kernels: torch's (the native ones are unavailable: {unavailable_reason()})")
     if first["dtype"] != "float32" and not all(r["greedy_identical"] for r in rows):
         print(f"{first['dtype']}: off the native kernels (torch's kernels, or several requests in one pass) a "
               "verification pass over several tokens rounds differently from one-token steps, so greedy output can "
