@@ -38,6 +38,7 @@ from torch import nn
 
 from specpath.modeling import checkpoint
 from specpath.modeling.gguf import is_gguf, read_gguf
+from specpath.modeling.layers import fused_linear
 from specpath.modeling.native import native_linears
 from specpath.modeling.norm import RMSNorm, native_kernels
 from specpath.modeling.rope import RotaryEmbedding, apply_rope, normalize_rope_scaling
@@ -235,7 +236,7 @@ class SelfAttention(nn.Module):
 
     def fuse(self) -> None:
         """q/k/v as one matmul (``qkv_proj``); the three layers are dropped."""
-        self.qkv_proj = _fused(self.q_proj, self.k_proj, self.v_proj)
+        self.qkv_proj = fused_linear(self.q_proj, self.k_proj, self.v_proj)
         del self.q_proj, self.k_proj, self.v_proj
 
     def qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
@@ -263,7 +264,7 @@ class MLP(nn.Module):
 
     def fuse(self) -> None:
         """gate/up as one matmul (``gate_up_proj``); the two layers are dropped."""
-        self.gate_up_proj = _fused(self.gate_proj, self.up_proj)
+        self.gate_up_proj = fused_linear(self.gate_proj, self.up_proj)
         del self.gate_proj, self.up_proj
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -274,18 +275,6 @@ class MLP(nn.Module):
             return self.down_proj(native.silu_mul(gate_up.contiguous()))
         gate, up = gate_up.chunk(2, dim=-1)
         return self.down_proj(F.silu(gate) * up)
-
-
-def _fused(*linears: nn.Linear) -> nn.Linear:
-    """One ``nn.Linear`` whose outputs are those of ``linears``, concatenated (weights and biases)."""
-    first = linears[0]
-    fused = nn.Linear(first.in_features, sum(l.out_features for l in linears), bias=first.bias is not None,
-                      device=first.weight.device, dtype=first.weight.dtype)
-    with torch.no_grad():
-        fused.weight.copy_(torch.cat([l.weight for l in linears]))
-        if first.bias is not None:
-            fused.bias.copy_(torch.cat([l.bias for l in linears]))
-    return fused.requires_grad_(False)
 
 
 class DecoderLayer(nn.Module):
@@ -310,7 +299,6 @@ class DecoderLayer(nn.Module):
         out = attend(q, k, v)
         h, x = self.post_attention_layernorm.add_and_norm(h, self.self_attn.o_proj(out.reshape(*h.shape[:-1], -1)))
         return h + self.mlp(x)
-
 
     def native_linears(self) -> tuple[Any, ...] | None:
         """The four projections as native descriptors when the fused native halves can run this

@@ -87,11 +87,17 @@ class LayerShape:
         )
 
 
-def _linear_of(weight: torch.Tensor) -> nn.Linear:
-    """A bias-free ``nn.Linear`` holding ``weight`` (its device and dtype), not trained."""
-    linear = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device=weight.device, dtype=weight.dtype)
-    linear.weight = nn.Parameter(weight.detach(), requires_grad=False)
-    return linear
+def fused_linear(*linears: nn.Linear) -> nn.Linear:
+    """One ``nn.Linear`` whose outputs are those of ``linears`` concatenated (weights and biases;
+    their device and dtype), not trained: q/k/v or gate/up as one matmul."""
+    first = linears[0]
+    fused = nn.Linear(first.in_features, sum(l.out_features for l in linears), bias=first.bias is not None,
+                      device=first.weight.device, dtype=first.weight.dtype)
+    with torch.no_grad():
+        fused.weight.copy_(torch.cat([l.weight for l in linears]))
+        if first.bias is not None:
+            fused.bias.copy_(torch.cat([l.bias for l in linears]))
+    return fused.requires_grad_(False)
 
 
 class DraftLayer(nn.Module):
@@ -120,9 +126,8 @@ class DraftLayer(nn.Module):
         is dominated by per-call overhead). Call again after the weights change. The fused
         copies are ``nn.Linear`` submodules, so an engine can pre-pack them like any other
         (``SpeculatorContext.prepare_module``); they join the state dict."""
-        with torch.no_grad():
-            self.fused_qkv = _linear_of(torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight]))
-            self.fused_gate_up = _linear_of(torch.cat([self.gate_proj.weight, self.up_proj.weight]))
+        self.fused_qkv = fused_linear(self.q_proj, self.k_proj, self.v_proj)
+        self.fused_gate_up = fused_linear(self.gate_proj, self.up_proj)
 
     def native_linears(self) -> tuple[Any, ...] | None:
         """The four projections as native descriptors when this layer can run on the native fused
