@@ -141,49 +141,35 @@ static inline __attribute__((always_inline)) void bf16_pair(
     case 7: CALL(7); break; default: CALL(8); break;                                     \
     }
 
+/* The loop every format shares: rows in passes of MAX_ROWS (same instructions per row), pairs of
+ * output rows spread over the threads; PAIR(MM) multiplies one pair for MM rows. */
+#define PASSES(PAIR)                                                                                  \
+    for (int r0 = 0; r0 < M; r0 += MAX_ROWS) {                                                        \
+        const int rows = M - r0 < MAX_ROWS ? M - r0 : MAX_ROWS;                                       \
+        const uint16_t *xr = x + (size_t)r0 * K;                                                      \
+        void *o = out_f32 ? (void *)((float *)out + (size_t)r0 * N) : (void *)((uint16_t *)out + (size_t)r0 * N); \
+        _Pragma("omp parallel for schedule(static)")                                                  \
+        for (int n = 0; n < N; n += 2) { DISPATCH(PAIR) }                                             \
+    }
+
 /* out [M, N] (bf16, or fp32 when out_f32) = x [M, K] (bf16) @ w.T; N even, K a multiple of 64
- * (q4) or 32 (q8); scale_mins [N, K/32, 2].
- * Rows beyond MAX_ROWS run in chunks of MAX_ROWS (same instructions per row). */
+ * (q4) or 32 (q8, bf16); scale_mins [N, K/32, 2]. */
 void specpath_q4_matmul(const uint8_t *levels, const float *scale_mins, const uint16_t *x, void *out,
                         int out_f32, int M, int N, int K) {
-    for (int r0 = 0; r0 < M; r0 += MAX_ROWS) {
-        const int rows = M - r0 < MAX_ROWS ? M - r0 : MAX_ROWS;
-        const uint16_t *xr = x + (size_t)r0 * K;
-        void *o = out_f32 ? (void *)((float *)out + (size_t)r0 * N) : (void *)((uint16_t *)out + (size_t)r0 * N);
-#pragma omp parallel for schedule(static)
-        for (int n = 0; n < N; n += 2) {
 #define Q4(MM) q4_pair(levels, scale_mins, xr, o, out_f32, n, N, K, MM)
-            DISPATCH(Q4)
+    PASSES(Q4)
 #undef Q4
-        }
-    }
 }
 
 void specpath_q8_matmul(const int8_t *weight, const float *scales, const uint16_t *x, void *out,
                         int out_f32, int M, int N, int K) {
-    for (int r0 = 0; r0 < M; r0 += MAX_ROWS) {
-        const int rows = M - r0 < MAX_ROWS ? M - r0 : MAX_ROWS;
-        const uint16_t *xr = x + (size_t)r0 * K;
-        void *o = out_f32 ? (void *)((float *)out + (size_t)r0 * N) : (void *)((uint16_t *)out + (size_t)r0 * N);
-#pragma omp parallel for schedule(static)
-        for (int n = 0; n < N; n += 2) {
 #define Q8(MM) q8_pair(weight, scales, xr, o, out_f32, n, N, K, MM)
-            DISPATCH(Q8)
+    PASSES(Q8)
 #undef Q8
-        }
-    }
 }
 
 void specpath_bf16_matmul(const uint16_t *weight, const uint16_t *x, void *out, int out_f32, int M, int N, int K) {
-    for (int r0 = 0; r0 < M; r0 += MAX_ROWS) {
-        const int rows = M - r0 < MAX_ROWS ? M - r0 : MAX_ROWS;
-        const uint16_t *xr = x + (size_t)r0 * K;
-        void *o = out_f32 ? (void *)((float *)out + (size_t)r0 * N) : (void *)((uint16_t *)out + (size_t)r0 * N);
-#pragma omp parallel for schedule(static)
-        for (int n = 0; n < N; n += 2) {
 #define B16(MM) bf16_pair(weight, xr, o, out_f32, n, N, K, MM)
-            DISPATCH(B16)
+    PASSES(B16)
 #undef B16
-        }
-    }
 }
