@@ -54,7 +54,7 @@ class PackedLinear(nn.Module):
         self.dtype = weight.dtype
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
         #: runs on the native bf16 kernel (a shape it takes, the kernels built here) on its plain weight
-        self.native = (self.dtype == torch.bfloat16 and self.in_features % 32 == 0 and self.out_features % 2 == 0
+        self.native = (self.dtype == torch.bfloat16 and self.in_features % 32 == 0 and self.out_features % 16 == 0
                        and kernels() is not None)
         if self.native:
             self.register_buffer("weight", weight.contiguous().clone())

@@ -53,7 +53,7 @@ class Int8Linear(nn.Module):
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
         #: runs on the native kernel (bf16 activations, a shape it takes, the kernel built here)
         self.native = (linear.weight.dtype == torch.bfloat16 and linear.in_features % 32 == 0
-                       and linear.out_features % 2 == 0 and kernels() is not None)
+                       and linear.out_features % 16 == 0 and kernels() is not None)
         if self.native:
             self.register_buffer("scales_f32", self.scales.float())
 

@@ -12,7 +12,6 @@
  * not depend on what else is in the batch. Threads: the caller's OpenMP runtime (torch's). */
 #include <immintrin.h>
 #include <stdint.h>
-#include <string.h>
 
 #define GROUP 32
 #define MAX_ROWS 8
@@ -28,18 +27,30 @@ int specpath_rows_matmul_supported(void) {
            __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
 }
 
-static inline uint16_t bf16_round(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+/* Lane i of the result = the sum of v[i]'s 16 lanes: sixteen sums in 45 shuffles and adds (a
+ * transpose-add tree) instead of sixteen horizontal reductions; each lane's order is fixed. */
+static inline __m512 hsum16(const __m512 *v) {
+    __m512 t[8], u[4], w[2];
+    for (int i = 0; i < 8; i++)
+        t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 4; i++)
+        u[i] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0x44), _mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0xEE));
+    for (int i = 0; i < 2; i++)
+        w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-static inline void store(void *out, int out_f32, size_t index, float value) {
-    if (out_f32) ((float *)out)[index] = value;
-    else ((uint16_t *)out)[index] = bf16_round(value);
+/* Sixteen outputs of one row at out[index..index+15], bf16 (round to nearest even) or fp32. */
+static inline void store16(void *out, int out_f32, size_t index, __m512 sums) {
+    if (out_f32) _mm512_storeu_ps((float *)out + index, sums);
+    else _mm256_storeu_si256((__m256i *)((uint16_t *)out + index), (__m256i)_mm512_cvtneps_pbh(sums));
 }
+
+/* Each pair function leaves its accumulators in part[m][pair slot]: part[m][j] is output row
+ * n0 + j's 16-lane partial sums for input row m; PASSES sums and stores them sixteen at a time. */
+typedef __m512 Partials[MAX_ROWS][16];
 
 /* Two output rows n, n+1 at a time: two independent accumulator chains per input row.
  * Levels come in pairs of groups: byte j of a 32-byte chunk holds level j of the first group in
@@ -52,8 +63,8 @@ static inline __attribute__((always_inline)) __m512bh q4_lookup(__m512i index, c
 }
 
 static inline __attribute__((always_inline)) void q4_pair(
-    const uint8_t *levels, const float *scale_mins, const uint16_t *x,
-    void *out, int out_f32, int n, int N, int K, const int M) {
+    const uint8_t *levels, const float *scale_mins, const uint16_t *x, Partials part, int j, int n, int K,
+    const int M) {
     const int G = K / GROUP;
     const __m512i nibble = _mm512_set1_epi16(0xF);
     __m512 acc0[MAX_ROWS], acc1[MAX_ROWS];
@@ -77,15 +88,11 @@ static inline __attribute__((always_inline)) void q4_pair(
             acc1[m] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc1[m], a1, xa), b1, xb);
         }
     }
-    for (int m = 0; m < M; m++) {
-        store(out, out_f32, (size_t)m * N + n, _mm512_reduce_add_ps(acc0[m]));
-        store(out, out_f32, (size_t)m * N + n + 1, _mm512_reduce_add_ps(acc1[m]));
-    }
+    for (int m = 0; m < M; m++) { part[m][j] = acc0[m]; part[m][j + 1] = acc1[m]; }
 }
 
 static inline __attribute__((always_inline)) void q8_pair(
-    const int8_t *weight, const float *scales, const uint16_t *x,
-    void *out, int out_f32, int n, int N, int K, const int M) {
+    const int8_t *weight, const uint16_t *x, Partials part, int j, int n, int K, const int M) {
     const int G = K / GROUP;
     __m512 acc0[MAX_ROWS], acc1[MAX_ROWS];
     for (int m = 0; m < M; m++) { acc0[m] = _mm512_setzero_ps(); acc1[m] = _mm512_setzero_ps(); }
@@ -106,14 +113,11 @@ static inline __attribute__((always_inline)) void q8_pair(
             acc1[m] = _mm512_dpbf16_ps(acc1[m], b1, xv);
         }
     }
-    for (int m = 0; m < M; m++) {
-        store(out, out_f32, (size_t)m * N + n, _mm512_reduce_add_ps(acc0[m]) * scales[n]);
-        store(out, out_f32, (size_t)m * N + n + 1, _mm512_reduce_add_ps(acc1[m]) * scales[n + 1]);
-    }
+    for (int m = 0; m < M; m++) { part[m][j] = acc0[m]; part[m][j + 1] = acc1[m]; }
 }
 
 static inline __attribute__((always_inline)) void bf16_pair(
-    const uint16_t *weight, const uint16_t *x, void *out, int out_f32, int n, int N, int K, const int M) {
+    const uint16_t *weight, const uint16_t *x, Partials part, int j, int n, int K, const int M) {
     __m512 acc0[MAX_ROWS], acc1[MAX_ROWS];
     for (int m = 0; m < M; m++) { acc0[m] = _mm512_setzero_ps(); acc1[m] = _mm512_setzero_ps(); }
     const uint16_t *w0 = weight + (size_t)n * K, *w1 = w0 + K;
@@ -128,10 +132,7 @@ static inline __attribute__((always_inline)) void bf16_pair(
             acc1[m] = _mm512_dpbf16_ps(acc1[m], b1, xv);
         }
     }
-    for (int m = 0; m < M; m++) {
-        store(out, out_f32, (size_t)m * N + n, _mm512_reduce_add_ps(acc0[m]));
-        store(out, out_f32, (size_t)m * N + n + 1, _mm512_reduce_add_ps(acc1[m]));
-    }
+    for (int m = 0; m < M; m++) { part[m][j] = acc0[m]; part[m][j + 1] = acc1[m]; }
 }
 
 #define DISPATCH(CALL)                                                                   \
@@ -141,35 +142,46 @@ static inline __attribute__((always_inline)) void bf16_pair(
     case 7: CALL(7); break; default: CALL(8); break;                                     \
     }
 
-/* The loop every format shares: rows in passes of MAX_ROWS (same instructions per row), pairs of
- * output rows spread over the threads; PAIR(MM) multiplies one pair for MM rows. */
-#define PASSES(PAIR)                                                                                  \
+/* The loop every format shares: rows in passes of MAX_ROWS (same instructions per row), blocks
+ * of 16 output rows spread over the threads, each block as 8 pairs; PAIR(MM) multiplies one pair
+ * for MM rows, then the block's sums are formed and stored (times per-row scales if any). */
+#define PASSES(PAIR, SCALES)                                                                          \
     for (int r0 = 0; r0 < M; r0 += MAX_ROWS) {                                                        \
         const int rows = M - r0 < MAX_ROWS ? M - r0 : MAX_ROWS;                                       \
         const uint16_t *xr = x + (size_t)r0 * K;                                                      \
-        void *o = out_f32 ? (void *)((float *)out + (size_t)r0 * N) : (void *)((uint16_t *)out + (size_t)r0 * N); \
         _Pragma("omp parallel for schedule(static)")                                                  \
-        for (int n = 0; n < N; n += 2) { DISPATCH(PAIR) }                                             \
+        for (int n0 = 0; n0 < N; n0 += 16) {                                                          \
+            Partials part;                                                                            \
+            for (int j = 0; j < 16; j += 2) {                                                         \
+                const int n = n0 + j;                                                                 \
+                DISPATCH(PAIR)                                                                        \
+            }                                                                                         \
+            for (int m = 0; m < rows; m++) {                                                          \
+                __m512 sums = hsum16(part[m]);                                                        \
+                if (SCALES) sums = _mm512_mul_ps(sums, _mm512_loadu_ps((const float *)(SCALES) + n0)); \
+                store16(out, out_f32, (size_t)(r0 + m) * N + n0, sums);                               \
+            }                                                                                         \
+        }                                                                                             \
     }
 
-/* out [M, N] (bf16, or fp32 when out_f32) = x [M, K] (bf16) @ w.T; N even, K a multiple of 64
+/* out [M, N] (bf16, or fp32 when out_f32) = x [M, K] (bf16) @ w.T; N a multiple of 16, K of 64
  * (q4) or 32 (q8, bf16); scale_mins [N, K/32, 2]. */
 void specpath_q4_matmul(const uint8_t *levels, const float *scale_mins, const uint16_t *x, void *out,
                         int out_f32, int M, int N, int K) {
-#define Q4(MM) q4_pair(levels, scale_mins, xr, o, out_f32, n, N, K, MM)
-    PASSES(Q4)
+#define Q4(MM) q4_pair(levels, scale_mins, xr, part, j, n, K, MM)
+    PASSES(Q4, (const float *)0)
 #undef Q4
 }
 
 void specpath_q8_matmul(const int8_t *weight, const float *scales, const uint16_t *x, void *out,
                         int out_f32, int M, int N, int K) {
-#define Q8(MM) q8_pair(weight, scales, xr, o, out_f32, n, N, K, MM)
-    PASSES(Q8)
+#define Q8(MM) q8_pair(weight, xr, part, j, n, K, MM)
+    PASSES(Q8, scales)
 #undef Q8
 }
 
 void specpath_bf16_matmul(const uint16_t *weight, const uint16_t *x, void *out, int out_f32, int M, int N, int K) {
-#define B16(MM) bf16_pair(weight, xr, o, out_f32, n, N, K, MM)
-    PASSES(B16)
+#define B16(MM) bf16_pair(weight, xr, part, j, n, K, MM)
+    PASSES(B16, (const float *)0)
 #undef B16
 }
