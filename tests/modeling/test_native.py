@@ -46,7 +46,8 @@ def _rows_alone(layer, x):
 
 
 @needs_kernels
-@given(bits=st.sampled_from(sorted(LAYERS)), pairs=st.integers(1, 8), k_groups=st.integers(1, 4), rows=st.integers(1, 19),
+@given(bits=st.sampled_from(sorted(LAYERS)), pairs=st.integers(1, 8), k_groups=st.integers(1, 4),
+       rows=st.integers(1, 2 * native.MAX_ROWS + 3),
        seed=st.integers(0, 2**16))
 @settings(max_examples=40, deadline=None)
 def test_each_row_is_its_dequantised_product_whatever_else_is_in_the_batch(bits, pairs, k_groups, rows, seed):
