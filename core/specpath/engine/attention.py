@@ -171,4 +171,3 @@ class PagedAttention:
         if m.unpad_index is not None:
             out = out.index_select(0, m.unpad_index)
         return out
-

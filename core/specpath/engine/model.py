@@ -39,8 +39,8 @@ from torch import nn
 from specpath.modeling import checkpoint
 from specpath.modeling.gguf import is_gguf, read_gguf
 from specpath.modeling.layers import fused_linear
-from specpath.modeling.native import native_linears
-from specpath.modeling.norm import RMSNorm, native_kernels
+from specpath.modeling.native import native_kernels, native_linears
+from specpath.modeling.norm import RMSNorm
 from specpath.modeling.rope import RotaryEmbedding, apply_rope, normalize_rope_scaling
 
 Attention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

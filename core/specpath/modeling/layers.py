@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specpath.modeling.native import native_linears
-from specpath.modeling.norm import RMSNorm, native_kernels
+from specpath.modeling.native import native_kernels, native_linears
+from specpath.modeling.norm import RMSNorm
 from specpath.modeling.rope import RotaryEmbedding, apply_rope, normalize_rope_scaling
 
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

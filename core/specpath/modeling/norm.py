@@ -13,18 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specpath.modeling.native import kernels
-
-
-def native_kernels(x: torch.Tensor, *others: torch.Tensor):
-    """The native kernels when they may take over from torch here: bf16 CPU tensors whose last
-    dimension is a multiple of 16, no autograd (the kernels have no backward), the kernels built;
-    otherwise ``None``."""
-    if x.dtype is not torch.bfloat16 or x.device.type != "cpu" or x.shape[-1] % 16 or torch.is_grad_enabled():
-        return None
-    if any(t.dtype is not torch.bfloat16 for t in others):
-        return None
-    return kernels()
+from specpath.modeling.native import native_kernels
 
 
 class RMSNorm(nn.Module):

@@ -25,6 +25,8 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
+from specpath.modeling.native import native_kernels
+
 ROPE_TYPES = ("default", "linear", "llama3", "dynamic", "ntk", "yarn")
 
 
@@ -148,8 +150,6 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     """Rotate ``x`` [..., T, heads, head_dim] by cos/sin [T, head_dim] (bf16 inference on a flat
     [T, heads, head_dim] runs as one native call where the kernels are built)."""
     if x.dim() == 3 and x.shape[2] % 32 == 0 and x.stride(2) == 1 and x.stride(1) == x.shape[2] and cos.dim() == 2:
-        from specpath.modeling.norm import native_kernels
-
         if (native := native_kernels(x, cos, sin)) is not None:
             return native.rope(x, cos.contiguous(), sin.contiguous())
     cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)

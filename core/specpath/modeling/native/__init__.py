@@ -99,11 +99,20 @@ def _none() -> None:
     return None
 
 
+def native_kernels(x: torch.Tensor, *others: torch.Tensor):
+    """The native kernels when they may take over from torch here: bf16 CPU tensors whose last
+    dimension is a multiple of 16, no autograd (the kernels have no backward), the kernels built;
+    otherwise ``None``."""
+    if x.dtype is not torch.bfloat16 or x.device.type != "cpu" or x.shape[-1] % 16 or torch.is_grad_enabled():
+        return None
+    if any(t.dtype is not torch.bfloat16 for t in others):
+        return None
+    return kernels()
+
+
 def attention_kernels(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_cache: torch.Tensor):
     """The kernels when :meth:`NativeKernels.attention` takes these tensors (bf16 inference,
     heads and dims contiguous, a head width of a multiple of 32), else ``None``."""
-    from specpath.modeling.norm import native_kernels
-
     dim = q.shape[-1]
     if dim % 32 or key_cache.dtype is not torch.bfloat16 or key_cache.stride(-2) != dim:
         return None
