@@ -102,3 +102,21 @@ def test_column_wise_path_equals_full_pass(seed, greedy_only, monkeypatch):
         monkeypatch.setattr(rejection, "COLUMN_WISE_MIN_ELEMENTS", threshold)
         outs.append(rejection_sample(drafts, counts, logits, bonus, temperature, generators=list(range(12)), **options))
     assert torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize(("seed", "counts", "vocab"), _cases())
+def test_host_verification_of_greedy_chains_is_rejection_samples(seed, counts, vocab):
+    """``accept_greedy_chains`` (the engine's batch-1 shortcut) emits what ``rejection_sample``
+    does for greedy requests, from the argmax of each request's K + 1 rows."""
+    from specpath.sample.greedy import accept_greedy_chains
+
+    drafts, logits, bonus, _ = random_step(counts, vocab, seed, match=0.85)
+    out = rejection_sample(drafts, counts, logits, bonus, torch.zeros(len(counts)), method="standard")
+    # the engine's layout: each request's draft rows, then its bonus row
+    rows, start, chains = [], 0, []
+    for r, k in enumerate(counts):
+        rows.append(logits[start:start + k])
+        rows.append(torch.nn.functional.one_hot(bonus[r].long(), vocab)[None].to(logits.dtype))
+        chains.append(drafts[start:start + k].tolist())
+        start += k
+    assert accept_greedy_chains(chains, torch.cat(rows).argmax(-1).tolist()) == emitted(out)

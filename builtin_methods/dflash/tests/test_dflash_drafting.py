@@ -87,3 +87,34 @@ def test_bf16_drafting_with_the_packed_drafter_matches_the_unpacked_one(setup, m
     from specpath_drafting.testing import packed_drafting_matches_unpacked
 
     packed_drafting_matches_unpacked(setup, spec_for(setup, 4), monkeypatch)
+
+
+def test_one_requests_block_on_the_native_kernels_equals_the_torch_pass(tmp_path):
+    """bf16 on a CPU with the native kernels: one request's block pass runs on them (the block's
+    keys written after its context, every query seeing the whole row) and gives the batched torch
+    pass's outputs."""
+    import pytest
+    import torch
+
+    from specpath.testing.native import counting_native_attention, native_kernels_missing
+    from specpath_drafting.testing import greedy as greedy_params
+    from specpath_drafting.testing import tiny_llm, tiny_target
+
+    if native_kernels_missing():
+        pytest.skip(native_kernels_missing())
+    tiny_target(tmp_path / "target", hidden_size=128, num_layers=3)  # head_dim 32: what the kernels take
+    drafter = tiny_drafter("dflash", tmp_path / "target", tmp_path / "drafter", seed=3, num_layers=2)
+    llm = tiny_llm(tmp_path / "target", {"method": "dflash", "model": drafter, "num_speculative_tokens": 4},
+                   dtype="bfloat16")
+    llm.generate([list(PROMPTS[0])], greedy_params())  # fills row 0's context KV
+    spec = llm.speculator
+    assert all(layer.native_linears() is not None for layer in spec.drafter.layers)
+    with torch.inference_mode():
+        for anchor_pos in (1, 6, 12):
+            spec.draft_block_native = lambda *args: None  # the batched torch pass (same linears)
+            want = spec.draft_block([5], [anchor_pos], [0], 4)
+            del spec.draft_block_native
+            with counting_native_attention() as calls:
+                got = spec.draft_block([5], [anchor_pos], [0], 4)
+            assert calls == [len(spec.drafter.layers)]
+            torch.testing.assert_close(got.float(), want.float(), rtol=3e-2, atol=3e-2)

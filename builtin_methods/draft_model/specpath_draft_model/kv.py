@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from specpath.modeling.native import attention_kernels
 from specpath.modeling.rows import RowAllocator
 
 
@@ -74,6 +75,7 @@ class DraftKV:
         the autoregressive draft passes build nothing on the host."""
         attention = RowAttention.__new__(RowAttention)
         attention.kv, attention.single, attention.num_keys = self, True, num_keys
+        attention.one_row = int(rows[0]) if rows.shape[0] == 1 and rows.device.type == "cpu" else None
         attention.token_rows = attention.batch_rows = rows
         attention.positions = positions
         keys = torch.arange(num_keys, device=self.device)
@@ -89,6 +91,8 @@ class RowAttention:
         self.kv = kv
         num = len(rows)
         self.single = all(n == 1 for n in lengths)
+        self.one_row = rows[0] if num == 1 else None
+        """The row when the pass is one request's newest positions (the native attention's case)."""
         token_rows = [r for r, n in zip(rows, lengths) for _ in range(n)]
         positions = [s + j for s, n in zip(starts, lengths) for j in range(n)]
         self.num_keys = max(s + n for s, n in zip(starts, lengths))
@@ -109,6 +113,8 @@ class RowAttention:
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         kv = self.kv
+        if self.one_row is not None and (native := attention_kernels(q, k, v, kv.k[layer])) is not None:
+            return native.attention(q, k, v, kv.k[layer][self.one_row], kv.v[layer][self.one_row], self.num_keys)
         kv.k[layer][self.token_rows, self.positions] = k.to(kv.dtype)
         kv.v[layer][self.token_rows, self.positions] = v.to(kv.dtype)
         keys = kv.k[layer][self.batch_rows, : self.num_keys].transpose(1, 2)

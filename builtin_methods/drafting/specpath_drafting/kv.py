@@ -16,6 +16,19 @@ import torch
 from specpath.modeling.native import attention_kernels as native_attention
 
 
+def newest_of_one_row(rows: torch.Tensor, positions: torch.Tensor, max_position: int) -> int | None:
+    """The row when the queries are one request's consecutive positions ending at
+    ``max_position`` (what the native attention takes: causal over the row's prefix), else None.
+    Reads the (CPU) tensors on the host."""
+    t = positions.shape[0]
+    if t == 0 or int(positions[-1]) != max_position:
+        return None
+    row = int(rows[0])
+    if t > 1 and not (bool((rows == row).all()) and bool((positions.diff() == 1).all())):
+        return None
+    return row
+
+
 class DrafterKV:
     def __init__(self, *, num_rows: int, row_len: int, num_kv_heads: int, head_dim: int,
                  dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> None:
@@ -31,9 +44,10 @@ class DrafterKV:
         ``max_position`` (a host int) bounds the gathered span."""
 
         def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            if q.shape[0] == 1 and (native := native_attention(q, k, v, self.keys)) is not None:
-                # one query (a chain step) at the newest position of its row: one native call
-                start = int(rows[0]) * self.row_len
+            if (native := native_attention(q, k, v, self.keys)) is not None and (
+                    row := newest_of_one_row(rows, positions, max_position)) is not None:
+                # one request's newest positions (a chain step, or its ingest): one native call
+                start = row * self.row_len
                 return native.attention(q, k, v, self.keys[start : start + self.row_len],
                                         self.values[start : start + self.row_len], max_position + 1)
             self.keys.index_copy_(0, slots, k)

@@ -23,6 +23,7 @@ from specpath.engine.attention import PagedAttention, build_attention_metadata
 from specpath.engine.kv_cache import FeatureStore, KVCache
 from specpath.engine.request import Request
 from specpath.engine.sampling import sample_tokens
+from specpath.sample.greedy import GREEDY_PREFIX_METHODS, accept_greedy_chains
 from specpath.sample.randomness import position_generator
 from specpath.engine.scheduler import ScheduledRequest, Scheduler, SchedulerOutput
 from specpath.engine import tree_layout
@@ -69,6 +70,9 @@ class ModelRunner:
         self.verifies_trees = tree_layout.verifies_trees(verify_method, verify_trees)
         """Whether ``DraftProposal.tree`` is verified (standard verification); the speculator's
         ``SpeculatorContext.verifies_trees`` must say the same (``LLM`` builds both from one rule)."""
+        self.greedy_on_host = verify_method in GREEDY_PREFIX_METHODS and not self.verify_options
+        """Greedy chains are verified by :func:`~specpath.sample.greedy.accept_greedy_chains`
+        (exactly what ``rejection_sample`` computes for them, without its tensor set-up)."""
         self._trees: list[tree_layout.Tree | None] = []
         self.tokenizer = tokenizer
         self.device = torch.device(device)
@@ -333,6 +337,8 @@ class ModelRunner:
         counts = [len(drafts[i]) for i in sampling]
         params = [r.params for r in requests]
         random_rows = [j for j, p in enumerate(params) if p.samples]
+        if not random_rows and self.greedy_on_host:
+            return accept_greedy_chains([drafts[i] for i in sampling], logits.argmax(dim=-1).tolist())
         bonus_rows = torch.tensor(
             [sum(counts[: j + 1]) + j for j in range(len(counts))], dtype=torch.int64, device=self.device
         )

@@ -55,6 +55,8 @@ class DFlashSpeculator(BaseSpeculator):
         self.drafter = self.build_drafter().to(device=self.device, dtype=self.dtype).eval()
         for p in self.drafter.parameters():
             p.requires_grad_(False)
+        for layer in self.drafter.layers:  # q/k/v and gate/up as one matmul each (the native layer halves)
+            layer.fuse_projections()
         if context.prepare_module is not None:  # e.g. pre-packed bf16 linears, like the target's
             self.drafter = context.prepare_module(self.drafter)
         dc = self.drafter.config
@@ -164,6 +166,8 @@ class DFlashSpeculator(BaseSpeculator):
         ids, positions, ctx_slots, visible = self.build_queries(
             torch.tensor(anchors, dtype=torch.int64, device=dev), torch.tensor(anchor_pos, dtype=torch.int64, device=dev),
             torch.tensor(rows, dtype=torch.int64, device=dev), block, self.row_len, max(1, max(anchor_pos)))
+        if len(rows) == 1 and (out := self.draft_block_native(ids[0], positions[0], rows[0], anchor_pos[0])) is not None:
+            return out[None, :k] if self.anchor_first else out[None, 1:]
         h = self.drafter.block_embeds(ids)[:, None]  # [R, 1, B, d]
         cos, sin = self.drafter.rope(positions[:, None])
 
@@ -172,6 +176,32 @@ class DFlashSpeculator(BaseSpeculator):
 
         out = self.drafter.block(h, cos, sin, context_kv, visible[:, None])[:, 0]
         return out[:, :k] if self.anchor_first else out[:, 1:]
+
+    def draft_block_native(self, ids: torch.Tensor, positions: torch.Tensor, row: int, anchor_pos: int) -> torch.Tensor | None:
+        """One request's block pass on the native kernels (bf16 CPU): ``[B, d]``, or None where
+        they do not run. The block's keys/values are written into the request's context row
+        right after its committed positions (scratch that the next ingest overwrites) and every
+        query attends to the whole row up to the block's end: the non-causal block attention."""
+        from specpath.modeling.native import attention_kernels
+
+        d = self.drafter
+        h = d.block_embeds(ids)  # [B, d]
+        cos, sin = d.rope(positions)
+        block = ids.shape[0]
+        length = anchor_pos + block
+        start = row * self.row_len
+        visible = None
+        for i, layer in enumerate(d.layers):
+            q, k, v = layer.qkv(d.input_layernorms[i](h), cos, sin)
+            native = attention_kernels(q, k, v, self.ctx_keys[i])
+            if native is None or layer.native_linears() is None:
+                return None
+            if visible is None:
+                visible = torch.ones(block, length, dtype=torch.bool, device=h.device)
+            attn = native.attention(q, k, v, self.ctx_keys[i][start : start + self.row_len],
+                                    self.ctx_values[i][start : start + self.row_len], length, visible)
+            h = layer.finish(attn, h)
+        return h
 
     def choose(self, hidden: torch.Tensor, anchors: Sequence[int], temps: Sequence[float], gens: Sequence[Any]):
         """Drafts [R, K], their probabilities [R, K, V] (None: one-hot) and acceptance estimates

@@ -1,0 +1,54 @@
+"""The drafter KV: which queries the native attention may take, and that it then computes what
+the torch path does (keys written at the queries' slots, causal attention over the row)."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specpath.modeling import native
+from specpath.testing.native import counting_native_attention, native_kernels_missing
+from specpath_drafting.kv import DrafterKV, newest_of_one_row
+
+needs_kernels = pytest.mark.skipif(native_kernels_missing() is not None, reason=str(native_kernels_missing()))
+
+
+@given(rows=st.lists(st.integers(0, 2), min_size=1, max_size=6), first=st.integers(0, 20), step=st.sampled_from([1, 1, 2]),
+       extra=st.integers(0, 2))
+def test_one_rows_newest_positions_are_recognised_and_nothing_else(rows, first, step, extra):
+    positions = torch.tensor([first + step * i for i in range(len(rows))])
+    max_position = int(positions[-1]) + extra
+    want = rows[0] if len(set(rows)) == 1 and (len(rows) == 1 or step == 1) and extra == 0 else None
+    assert newest_of_one_row(torch.tensor(rows), positions, max_position) == want
+
+
+def _kv(seed, row_len=48, rows=3, kv_heads=2, head_dim=32):
+    kv = DrafterKV(num_rows=rows, row_len=row_len, num_kv_heads=kv_heads, head_dim=head_dim, dtype=torch.bfloat16)
+    g = torch.Generator().manual_seed(seed)
+    kv.keys.copy_(torch.randn(kv.keys.shape, generator=g))
+    kv.values.copy_(torch.randn(kv.values.shape, generator=g))
+    return kv
+
+
+@needs_kernels
+@given(row=st.integers(0, 2), history=st.integers(0, 30), tokens=st.integers(1, 8), seed=st.integers(0, 2**16))
+@settings(max_examples=30, deadline=None)
+def test_native_ingest_of_several_positions_equals_the_torch_path(row, history, tokens, seed):
+    heads, kv_heads, dim = 4, 2, 32
+    fast, slow = _kv(seed), _kv(seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    q = torch.randn(tokens, heads, dim, generator=g).bfloat16()
+    k = torch.randn(tokens, kv_heads, dim, generator=g).bfloat16()
+    v = torch.randn(tokens, kv_heads, dim, generator=g).bfloat16()
+    positions = torch.arange(history, history + tokens)
+    rows = torch.full((tokens,), row)
+    slots = rows * fast.row_len + positions
+    last = history + tokens - 1
+    with torch.inference_mode():
+        with counting_native_attention() as calls:
+            got = fast.attention(slots, rows, positions, last)(q, k, v)
+        with native.disabled():
+            want = slow.attention(slots, rows, positions, last)(q, k, v)
+    assert calls == [1]
+    assert torch.equal(fast.keys, slow.keys) and torch.equal(fast.values, slow.values)
+    torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
