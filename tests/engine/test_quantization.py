@@ -131,3 +131,22 @@ def test_the_cli_offers_every_quantization():
     cli_run._add_engine_args(parser)
     action = next(a for a in parser._actions if a.dest == "quantization")
     assert tuple(action.choices) == QUANTIZATIONS
+
+
+def test_a_drafter_quantization_the_engine_cannot_apply_is_one_line(tmp_path, test_methods):
+    file = tmp_path / "tiny.gguf"
+    gguf_helpers.write_tiny_gguf(file)
+    with pytest.raises(ValueError, match=r"^speculative_config.quantization: 'fp8' is not a quantization the reference "
+                                         r"engine applies to drafters; allowed: int8, int4$"):
+        LLM(str(file), {"method": LOOKUP, "num_speculative_tokens": 4, "quantization": "fp8"})
+
+
+def test_drafter_preparation_quantizes_modules_and_bare_head_rows():
+    from specpath.engine.llm_engine import speculator_context
+    from specpath.testing.engine import random_llama
+
+    for method, layer in (("int8", Int8Linear), ("int4", Int4Linear)):
+        prepare = speculator_context(random_llama(0), draft_quantization=method).prepare_module
+        module = prepare(nn.Sequential(nn.Linear(64, 32), nn.Linear(32, 64)))
+        assert all(type(m) is layer for m in module)
+        assert type(prepare(nn.Linear(64, 32))) is Int8Linear  # kept head rows: int8, as a target's head under int4

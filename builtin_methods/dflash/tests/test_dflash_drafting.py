@@ -118,3 +118,10 @@ def test_one_requests_block_on_the_native_kernels_equals_the_torch_pass(tmp_path
                 got = spec.draft_block([5], [anchor_pos], [0], 4)
             assert calls == [len(spec.drafter.layers)]
             torch.testing.assert_close(got.float(), want.float(), rtol=3e-2, atol=3e-2)
+
+
+@pytest.mark.parametrize("method", ["int8", "int4"])
+def test_a_quantized_drafter_keeps_the_output(setup, method):
+    from specpath_drafting.testing import quantized_drafting_keeps_the_output
+
+    quantized_drafting_keeps_the_output(setup, spec_for(setup, 4), method)

@@ -48,3 +48,18 @@ def test_greedy_identity(plain, shape, k):
     assert metrics.num_draft_tokens > 0
     if shape == "self":
         assert metrics.num_accepted_tokens == metrics.num_draft_tokens
+
+
+@pytest.mark.parametrize("method", ["int8", "int4"])
+def test_a_weight_only_quantized_draft_keeps_the_output(plain, method):
+    """``quantization`` in the speculative config: the draft's matrices are held weight-only
+    quantised by the engine; greedy output stays the plain one."""
+    from specpath.engine.quantization import Int4Linear, Int8Linear
+
+    spec = {"method": "draft_model", "model": tiny_drafts.path("random"), "num_speculative_tokens": 4,
+            "quantization": method}
+    outputs, metrics = run(spec)
+    assert outputs == plain and metrics.num_draft_tokens > 0
+    llm = LLM(tiny_drafts.target(), spec, max_num_seqs=4)  # the model it drafts with (run's LLM is gone)
+    kinds = {type(m) for m in llm.speculator.model.modules()}
+    assert (Int8Linear if method == "int8" else Int4Linear) in kinds and torch.nn.Linear not in kinds

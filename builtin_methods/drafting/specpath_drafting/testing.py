@@ -93,6 +93,24 @@ def packed_drafting_matches_unpacked(setup: DraftingSetup, spec: Mapping[str, An
     assert any(isinstance(m, PackedLinear) for m in module.modules()) == packing_enabled(torch.bfloat16)
 
 
+def quantized_drafting_keeps_the_output(setup: DraftingSetup, spec: Mapping[str, Any], method: str = "int8") -> None:
+    """With ``speculative_config.quantization`` the engine holds the drafter's matrices weight-only
+    quantised (:mod:`specpath.engine.quantization`); drafts still come, and greedy output is the
+    plain target's (float32: the quantised kernels take no float64)."""
+    from specpath.engine.quantization import Int4Linear, Int8Linear
+
+    prompts = [list(p) for p in TINY_PROMPTS]
+    want = [o.token_ids for o in setup.llm(None, dtype="float32").generate(prompts, greedy())]
+    engine = setup.llm({**spec, "quantization": method}, dtype="float32")
+    got = engine.generate(prompts, greedy())
+    assert [o.token_ids for o in got] == want
+    assert sum(o.metrics.num_draft_tokens for o in got) > 0
+    speculator = engine.speculator
+    module = next(m for m in (getattr(speculator, n, None) for n in ("head", "drafter", "model")) if m is not None)
+    kinds = {type(m) for m in module.modules()}
+    assert (Int8Linear if method == "int8" else Int4Linear) in kinds and torch.nn.Linear not in kinds
+
+
 def check_every_proposal(speculator: Any, want: Callable[[Any, int], list[int]]) -> list[int]:
     """Wrap ``speculator.propose`` so each request's drafts are compared, as they are proposed,
     with ``want(request, n)``; returns the (growing) list of the draft counts checked."""

@@ -134,3 +134,12 @@ def test_bf16_drafting_with_the_packed_modules_matches_the_unpacked_ones(tiny, n
     setup = DraftingSetup(paths["target"].parent, None, None, [])
     packed_drafting_matches_unpacked(setup, {"method": "mtp", "model": str(paths[n]), "num_speculative_tokens": 4},
                                      monkeypatch)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_quantized_modules_keep_the_output(tiny, n):
+    from specpath_drafting.testing import DraftingSetup, quantized_drafting_keeps_the_output
+
+    _, paths = tiny
+    setup = DraftingSetup(paths["target"].parent, None, None, [])
+    quantized_drafting_keeps_the_output(setup, {"method": "mtp", "model": str(paths[n]), "num_speculative_tokens": 4})

@@ -99,14 +99,15 @@ def _inference_model(model: Any, quantization: str | None = None, packed: bool =
     return model
 
 
-def _load_draft(path: Any, *, dtype: torch.dtype, device: str, **options: Any) -> Any:
-    """``SpeculatorContext.load_model``: a drafter's own decoder, packed like the target."""
+def _load_draft(path: Any, *, dtype: torch.dtype, device: str, quantization: str | None = None, **options: Any) -> Any:
+    """``SpeculatorContext.load_model``: a drafter's own decoder, packed like the target, or
+    weight-only quantised (``speculative_config.quantization``)."""
     from specpath.engine.model import LlamaModel
     from specpath.engine.packed_linear import packing_enabled
 
     model = LlamaModel.from_pretrained(path, **{"dtype": dtype, "device": device, **options})
     weight = next(model.parameters())
-    return _inference_model(model, packed=packing_enabled(weight.dtype, weight.device))
+    return _inference_model(model, quantization, packed=packing_enabled(weight.dtype, weight.device))
 
 
 def _model_path(model: str | os.PathLike[str] | None) -> Path:
@@ -248,11 +249,14 @@ class LLM:
         self.model = _load_target(path, torch_dtype, device, quantization)
         self.tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code)
 
+        spec = engine_config.speculative_config
+        draft_quantization = None if spec is None else spec.quantization
         self.engine = LLMEngine.from_config(
             self.model,
             engine_config,
             tree_verification=tree_verification,
-            load_model=lambda p, **options: _load_draft(p, **{"dtype": torch_dtype, "device": device, **options}),
+            load_model=lambda p, **options: _load_draft(p, **{"dtype": torch_dtype, "device": device,
+                                                             "quantization": draft_quantization, **options}),
             tokenizer=self.tokenizer,
             eos_token_ids=_eos_ids(self.model.config, self.tokenizer),
             seed=seed,

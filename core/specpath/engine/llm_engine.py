@@ -8,6 +8,7 @@ engine never needs to know which method produced them.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from collections.abc import Callable, Sequence
@@ -85,7 +86,8 @@ def CacheSettings(*, memory_bytes: int | None = None, **fields: Any) -> CacheCon
 def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
                        max_model_len: int | None = None, max_num_seqs: int = 8,
                        target_config: dict | None = None, verifies_trees: bool = False,
-                       load_model: Callable[..., Any] | None = None) -> SpeculatorContext:
+                       load_model: Callable[..., Any] | None = None,
+                       draft_quantization: str | None = None) -> SpeculatorContext:
     """The one ``SpeculatorContext`` a reference-engine target lends its speculator: the target's
     config (its checkpoint's ``config.json`` when given, else the model's), embedding and head on
     final-normed states (per the contract), and a loader of drafter models on the target's
@@ -93,12 +95,28 @@ def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype:
     ``LLM``'s, which packs drafts like the target), and ``prepare_module``, which pre-packs a
     drafter head's linears where the target's would be (:mod:`specpath.engine.packed_linear`).
     ``verifies_trees``: whether the engine will verify token trees
-    (:func:`specpath.engine.tree_layout.verifies_trees`)."""
+    (:func:`specpath.engine.tree_layout.verifies_trees`). ``draft_quantization``
+    (``speculative_config.quantization``: ``"int8"`` / ``"int4"``): ``prepare_module`` and the default
+    loader make the drafter's matrices weight-only quantised instead
+    (:mod:`specpath.engine.quantization`); drafts change, the output does not (verification is
+    against the target)."""
     from specpath.engine.model import LlamaModel
     from specpath.engine.packed_linear import pack_linears_, packing_enabled
+    from specpath.engine.quantization import quantize_model_
 
     cfg = model.config
     dtype = dtype if dtype is not None else next(model.parameters()).dtype
+    prepare = pack_linears_ if packing_enabled(dtype, device) else None
+    if draft_quantization is not None:
+        prepare = functools.partial(quantize_model_, method=draft_quantization)
+
+    def load(path: Any, **options: Any) -> Any:
+        draft = LlamaModel.from_pretrained(path, **{"dtype": dtype, "device": device, **options})
+        if draft_quantization is not None:
+            draft.fuse_projections()
+            quantize_model_(draft, draft_quantization)
+        return draft
+
     return SpeculatorContext(
         device=str(device),
         dtype=dtype,
@@ -108,12 +126,22 @@ def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype:
         target_config=dict(target_config) if target_config is not None else cfg.to_hf_dict(),
         embed_tokens=model.embed,
         lm_head=model.lm_head_logits,
-        load_model=load_model if load_model is not None else lambda path, **options: LlamaModel.from_pretrained(
-            path, **{"dtype": dtype, "device": device, **options}
-        ),
+        load_model=load_model if load_model is not None else load,
         verifies_trees=verifies_trees,
-        prepare_module=pack_linears_ if packing_enabled(dtype, device) else None,
+        prepare_module=prepare,
     )
+
+
+def checked_draft_quantization(spec: Any) -> str | None:
+    """``speculative_config.quantization`` where this engine can apply it (weight-only int8 /
+    int4 of the drafter's matrices), else a one-line error."""
+    from specpath.engine.quantization import QUANTIZATIONS
+
+    method = spec.quantization
+    if method is not None and method not in QUANTIZATIONS:
+        raise ValueError(f"speculative_config.quantization: {method!r} is not a quantization the reference engine "
+                         f"applies to drafters; allowed: {', '.join(QUANTIZATIONS)}")
+    return method
 
 
 def speculation_settings(engine_config: Any, speculator: BaseSpeculator, *,
@@ -270,6 +298,7 @@ class LLMEngine:
             from specpath.engine.tree_layout import verifies_trees
 
             trees = verifies_trees(engine_config.speculative_config.rejection_sample_method, tree_verification)
+            draft_quantization = checked_draft_quantization(engine_config.speculative_config)
             if speculator is None:
                 from specpath.factory import create_speculator
 
@@ -277,7 +306,8 @@ class LLMEngine:
                     dtype=getattr(torch, model_config.dtype), target_config=model_config.hf_config.to_dict())
                 context = speculator_context(model, device=options.get("device", "cpu"), **target,
                                              max_model_len=scheduler.max_model_len, max_num_seqs=scheduler.max_num_seqs,
-                                             verifies_trees=trees, load_model=load_model)
+                                             verifies_trees=trees, load_model=load_model,
+                                             draft_quantization=draft_quantization)
                 speculator = create_speculator(engine_config.speculative_config, context)
             speculation = speculation_settings(engine_config, speculator, verify_trees=trees)
         return cls(model, scheduler=scheduler, cache=engine_config.cache_config, speculation=speculation, **options)

@@ -164,9 +164,12 @@ def layer_class(method: str, name: str) -> type[nn.Module]:
 
 def quantize_model_(model: nn.Module, method: str) -> nn.Module:
     """Replace every ``nn.Linear`` of ``model`` (decoder layers and LM head) in place; a model
-    with a layer the method cannot hold is refused before any layer is replaced."""
+    with a layer the method cannot hold is refused before any layer is replaced. A bare
+    ``nn.Linear`` comes back quantised as an LM head (a drafter's kept head rows)."""
     if method not in QUANTIZATIONS:
         raise ValueError(f"quantization: {method!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}")
+    if type(model) is nn.Linear:
+        return layer_class(method, HEAD_NAME)(model)
     targets = [(name, module) for name, module in model.named_modules() if isinstance(module, nn.Linear)]
     replacements = [(name, layer_class(method, name)(linear)) for name, linear in targets]
     for name, layer in replacements:
