@@ -150,3 +150,11 @@ def test_drafter_preparation_quantizes_modules_and_bare_head_rows():
         module = prepare(nn.Sequential(nn.Linear(64, 32), nn.Linear(32, 64)))
         assert all(type(m) is layer for m in module)
         assert type(prepare(nn.Linear(64, 32))) is Int8Linear  # kept head rows: int8, as a target's head under int4
+
+
+def test_a_drafter_layer_int4_cannot_hold_gets_int8_where_asked():
+    module = nn.Sequential(nn.Linear(64, 32), nn.Linear(64, 1))  # a one-output confidence row
+    with pytest.raises(ValueError, match="a layer here is 1 x 64"):
+        quantize_model_(nn.Sequential(nn.Linear(64, 32), nn.Linear(64, 1)), "int4")
+    quantize_model_(module, "int4", int8_where_unfit=True)
+    assert [type(m) for m in module] == [Int4Linear, Int8Linear]

@@ -164,3 +164,10 @@ def test_bf16_drafting_with_the_packed_drafter_matches_the_unpacked_one(setup, m
     from specpath_drafting.testing import packed_drafting_matches_unpacked
 
     packed_drafting_matches_unpacked(setup, spec_for(setup, 4), monkeypatch)
+
+
+@pytest.mark.parametrize("method", ["int8", "int4"])
+def test_a_quantized_drafter_keeps_the_output(setup, method):
+    from specpath_drafting.testing import quantized_drafting_keeps_the_output
+
+    quantized_drafting_keeps_the_output(setup, spec_for(setup, 4), method)

@@ -81,17 +81,19 @@ def _load_target(path: Path, dtype: torch.dtype, device: str, quantization: str 
     return model
 
 
-def _inference_model(model: Any, quantization: str | None = None, packed: bool = False) -> Any:
+def _inference_model(model: Any, quantization: str | None = None, packed: bool = False, *,
+                     int8_where_unfit: bool = False) -> Any:
     """A loaded model made ready for inference: weight-only quantised, or its low-precision
     weights pre-packed for the CPU's matmul (``specpath.engine.packed_linear``); either way with
     its projections fused (fewer calls per step). float32 models stay as loaded (their batch-1 and
-    multi-token products agree to the bit, which greedy identity relies on)."""
+    multi-token products agree to the bit, which greedy identity relies on). ``int8_where_unfit``:
+    see :func:`~specpath.engine.quantization.quantize_model_` (drafters)."""
     if (quantization is not None or packed) and hasattr(model, "fuse_projections"):
         model.fuse_projections()
     if quantization is not None:
         from specpath.engine.quantization import quantize_model_
 
-        quantize_model_(model, quantization)
+        quantize_model_(model, quantization, int8_where_unfit=int8_where_unfit)
     elif packed:
         from specpath.engine.packed_linear import pack_linears_
 
@@ -107,7 +109,8 @@ def _load_draft(path: Any, *, dtype: torch.dtype, device: str, quantization: str
 
     model = LlamaModel.from_pretrained(path, **{"dtype": dtype, "device": device, **options})
     weight = next(model.parameters())
-    return _inference_model(model, quantization, packed=packing_enabled(weight.dtype, weight.device))
+    return _inference_model(model, quantization, packed=packing_enabled(weight.dtype, weight.device),
+                            int8_where_unfit=True)
 
 
 def _model_path(model: str | os.PathLike[str] | None) -> Path:

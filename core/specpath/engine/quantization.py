@@ -162,16 +162,27 @@ def layer_class(method: str, name: str) -> type[nn.Module]:
     return {"int8": Int8Linear, "int4": Int4Linear}[method]
 
 
-def quantize_model_(model: nn.Module, method: str) -> nn.Module:
+def quantize_model_(model: nn.Module, method: str, *, int8_where_unfit: bool = False) -> nn.Module:
     """Replace every ``nn.Linear`` of ``model`` (decoder layers and LM head) in place; a model
-    with a layer the method cannot hold is refused before any layer is replaced. A bare
-    ``nn.Linear`` comes back quantised as an LM head (a drafter's kept head rows)."""
+    with a layer the method cannot hold is refused before any layer is replaced, unless
+    ``int8_where_unfit`` (drafters: a DSpark confidence row, say) gives such layers int8, which
+    holds any shape. A bare ``nn.Linear`` comes back quantised as an LM head (a drafter's kept
+    head rows)."""
     if method not in QUANTIZATIONS:
         raise ValueError(f"quantization: {method!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}")
+
+    def quantized(name: str, linear: nn.Linear) -> nn.Module:
+        try:
+            return layer_class(method, name)(linear)
+        except ValueError:
+            if not int8_where_unfit:
+                raise
+            return Int8Linear(linear)
+
     if type(model) is nn.Linear:
-        return layer_class(method, HEAD_NAME)(model)
+        return quantized(HEAD_NAME, model)
     targets = [(name, module) for name, module in model.named_modules() if isinstance(module, nn.Linear)]
-    replacements = [(name, layer_class(method, name)(linear)) for name, linear in targets]
+    replacements = [(name, quantized(name, linear)) for name, linear in targets]
     for name, layer in replacements:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
