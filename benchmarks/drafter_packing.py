@@ -12,7 +12,6 @@ ratio to plain decoding per engine, overall and per prompt. Not part of the test
 from __future__ import annotations
 
 import argparse
-import time
 
 
 def main() -> int:
@@ -28,7 +27,7 @@ def main() -> int:
 
     import specpath.engine.llm_engine as llm_engine
     from specpath.engine.cli_run import REAL_DEMO_PROMPTS
-    from specpath.engine.harness import machine_load, wait_for_quiet
+    from specpath.engine.harness import machine_load, time_chat_prompts, wait_for_quiet
     from specpath.engine.llm import LLM, SamplingParams
 
     torch.set_num_threads(1)
@@ -54,20 +53,11 @@ def main() -> int:
         engine.generate(["def f(x):\n"], warm)
     load = wait_for_quiet(args.max_load)
     params = SamplingParams(max_tokens=args.max_tokens, ignore_eos=True)
-    rates: dict[str, list[float]] = {name: [] for name in engines}
-    totals = {name: [0, 0.0] for name in engines}
-    for kind, prompt in REAL_DEMO_PROMPTS:
-        for name, engine in engines.items():
-            start = time.perf_counter()
-            out = (engine.chat(prompt, params) if kind == "chat" else engine.generate([prompt], params))[0]
-            seconds = time.perf_counter() - start
-            rates[name].append(len(out.token_ids) / seconds)
-            totals[name][0] += len(out.token_ids)
-            totals[name][1] += seconds
-    base = totals["baseline"][0] / totals["baseline"][1]
-    for name, (tokens, seconds) in totals.items():
-        per_prompt = " ".join(f"{r:.0f}" for r in rates[name])
-        print(f"{name:28s} {tokens / seconds:6.1f} tok/s  {tokens / seconds / base:.2f}x   per prompt: {per_prompt}")
+    timings = time_chat_prompts(engines, REAL_DEMO_PROMPTS, params)
+    base = timings["baseline"].tokens / timings["baseline"].seconds
+    for name, t in timings.items():
+        per_prompt = " ".join(f"{r:.0f}" for r in t.rates)
+        print(f"{name:28s} {t.tokens / t.seconds:6.1f} tok/s  {t.tokens / t.seconds / base:.2f}x   per prompt: {per_prompt}")
     print(f"\nSmolLM2 bf16, 1 thread, {len(REAL_DEMO_PROMPTS)} prompts x {args.max_tokens} tokens, K={args.k}; "
           f"load average per core {load:.2f} before, {machine_load():.2f} after.")
     return 0

@@ -72,3 +72,19 @@ def test_top2_margin_is_the_gap_between_the_two_best_next_token_logits():
     torch.testing.assert_close(logits, every)  # the head over one row instead of all (not bit-equal in fp32)
     top = logits.topk(2).values
     assert harness.top2_margin(model, ids) == float(top[0] - top[1]) > 0
+
+
+def test_chat_prompts_are_timed_prompt_major_and_chats_go_through_chat():
+    log = []
+
+    class ChatLLM(FakeLLM):
+        def chat(self, messages, params):
+            return self.generate([("chat", messages[0]["content"])], params)
+
+    engines = {"a": ChatLLM("a", log, [1, 2, 3], 3), "b": ChatLLM("b", log, [1, 2], 1)}
+    prompts = [("code", "def f"), ("chat", [{"role": "user", "content": "hi"}])]
+    timings = harness.time_chat_prompts(engines, prompts, None)
+    assert log == [("a", "def f"), ("b", "def f"), ("a", ("chat", "hi")), ("b", ("chat", "hi"))]
+    assert timings["a"].tokens == 6 and timings["b"].tokens == 4
+    assert len(timings["a"].rates) == 2 and all(r > 0 for r in timings["a"].rates)
+    assert [o.token_ids for o in timings["b"].outputs] == [[1, 2], [1, 2]] and timings["b"].seconds > 0

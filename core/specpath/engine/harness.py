@@ -20,7 +20,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 DEMO_PROMPTS: tuple[str, ...] = (
     'import os\nimport sys\n\n\ndef main(argv=None):\n    """Parse the command line and run."""\n',
@@ -156,6 +156,32 @@ def top2_margin(model: Any, ids: Sequence[int]) -> float:
         logits = model.forward_batch(torch.tensor([list(ids)]), last_only=True)[0, -1]
     top = logits.topk(2).values
     return float(top[0] - top[1])
+
+
+class PromptTimings(NamedTuple):
+    """One engine's run over a prompt list: per prompt its tok/s and output, and the totals."""
+
+    rates: list[float]
+    outputs: list[Any]
+    tokens: int
+    seconds: float
+
+
+def time_chat_prompts(engines: Mapping[str, Any], prompts: Sequence[tuple[str, Any]], params: Any,
+                      ) -> dict[str, PromptTimings]:
+    """Each ``LLM`` of ``engines`` in turn on each ``(kind, prompt)`` (``"chat"``: messages through
+    ``LLM.chat``, else text), batch 1, prompt-major (load on a shared machine hits all alike)."""
+    out = {name: PromptTimings([], [], 0, 0.0) for name in engines}
+    for kind, prompt in prompts:
+        for name, engine in engines.items():
+            start = time.perf_counter()
+            result = (engine.chat(prompt, params) if kind == "chat" else engine.generate([prompt], params))[0]
+            seconds = time.perf_counter() - start
+            t = out[name]
+            t.rates.append(len(result.token_ids) / seconds)
+            t.outputs.append(result)
+            out[name] = t._replace(tokens=t.tokens + len(result.token_ids), seconds=t.seconds + seconds)
+    return out
 
 
 def machine_load() -> float:
