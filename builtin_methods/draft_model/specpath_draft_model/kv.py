@@ -75,7 +75,8 @@ class DraftKV:
         the autoregressive draft passes build nothing on the host."""
         attention = RowAttention.__new__(RowAttention)
         attention.kv, attention.single, attention.num_keys = self, True, num_keys
-        attention.one_row = int(rows[0]) if rows.shape[0] == 1 and rows.device.type == "cpu" else None
+        newest = rows.shape[0] == 1 and rows.device.type == "cpu" and int(positions[0]) == num_keys - 1
+        attention.one_row = int(rows[0]) if newest else None
         attention.token_rows = attention.batch_rows = rows
         attention.positions = positions
         keys = torch.arange(num_keys, device=self.device)
