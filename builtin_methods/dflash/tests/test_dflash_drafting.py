@@ -5,6 +5,7 @@ follows the target's distribution."""
 
 import pytest
 
+from specpath.testing.native import native_kernels_missing
 from specpath_drafting.block.testing import chi_square_of_two_tokens, reference_block, tiny_drafter
 from specpath_drafting.testing import TINY_PROMPTS as PROMPTS
 from specpath_drafting.testing import DraftingSetup, drafting_setup, drafts_equal_a_from_scratch_computation, greedy
@@ -89,19 +90,17 @@ def test_bf16_drafting_with_the_packed_drafter_matches_the_unpacked_one(setup, m
     packed_drafting_matches_unpacked(setup, spec_for(setup, 4), monkeypatch)
 
 
+@pytest.mark.skipif(native_kernels_missing() is not None, reason=str(native_kernels_missing()))
 def test_one_requests_block_on_the_native_kernels_equals_the_torch_pass(tmp_path):
     """bf16 on a CPU with the native kernels: one request's block pass runs on them (the block's
     keys written after its context, every query seeing the whole row) and gives the batched torch
     pass's outputs."""
-    import pytest
     import torch
 
-    from specpath.testing.native import counting_native_attention, native_kernels_missing
+    from specpath.testing.native import counting_native_attention
     from specpath_drafting.testing import greedy as greedy_params
     from specpath_drafting.testing import tiny_llm, tiny_target
 
-    if native_kernels_missing():
-        pytest.skip(native_kernels_missing())
     tiny_target(tmp_path / "target", hidden_size=128, num_layers=3)  # head_dim 32: what the kernels take
     drafter = tiny_drafter("dflash", tmp_path / "target", tmp_path / "drafter", seed=3, num_layers=2)
     llm = tiny_llm(tmp_path / "target", {"method": "dflash", "model": drafter, "num_speculative_tokens": 4},
