@@ -5,7 +5,8 @@
 #
 # TARGET_DIR: the HF checkpoint (`specpath convert SmolLM2-135M-Instruct.Q4_1.gguf DIR`; default
 # /work/models/smollm2-135m). RUN_DIR: data, logs, resume files (default runs/smollm2). STAGES:
-# data, more, eagle3, draft, mtp, dspark, dflash, pard, peagle, mtp60 (default: all, in that order). Two jobs at a
+# data, more, eagle3, draft, mtp, dspark, dflash, pard, peagle, mtp60, dspark60, dflash60 (default: all,
+# in that order). Two jobs at a
 # time, one torch thread each, each in its own session (setsid: with the kernel's autogroup
 # scheduling a job's CPU share is set per session, not by nice); NICE=10 to run them niced.
 # Every stage resumes from its own files when restarted. Drafters are exported to
@@ -39,7 +40,7 @@ cd "$(git rev-parse --show-toplevel)"
 T=${1:-/work/models/smollm2-135m}
 R=${2:-runs/smollm2}
 shift $(( $# > 2 ? 2 : $# )) || true
-STAGES=${*:-data more eagle3 draft mtp dspark dflash pard peagle mtp60}
+STAGES=${*:-data more eagle3 draft mtp dspark dflash pard peagle mtp60 dspark60 dflash60}
 export OMP_NUM_THREADS=1
 run() { setsid nice -n "${NICE:-0}" python -m "$@" < /dev/null; }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
@@ -120,3 +121,15 @@ if has mtp60; then
   run specpath_mtp.train_mtp "${MORE[@]}" --modules 1 --out "$R/mtp1" --depth 3 --lr 2e-3 --minutes 60 \
     --export "$X/mtp1" > "$R/logs/mtp60.log" 2>&1
 fi
+# dspark60 / dflash60 (2026-12-02 02:15-02:45 / 02:15-02:55, beside each other, one thread each):
+# the DSpark and DFlash drafters of stages dspark and dflash resumed the same way to 60 minutes.
+if has dspark60; then
+  run specpath_dspark.train_dspark "${MORE[@]}" --out "$R/dspark" --k 4 --layers 1 --tap-ids 1 14 26 --anchors 16 \
+    --markov-rank 16 --soft-ce --loss-weights 1.0 0.9 1.0 --lr 2e-3 --minutes 60 --export "$X/dspark" \
+    > "$R/logs/dspark60.log" 2>&1 &
+fi
+if has dflash60; then
+  run specpath_dflash.train_dflash "${MORE[@]}" --out "$R/dflash" --k 4 --layers 1 --tap-ids 1 14 26 --anchors 16 \
+    --lr 2e-3 --minutes 60 --export "$X/dflash" > "$R/logs/dflash60.log" 2>&1 &
+fi
+wait
