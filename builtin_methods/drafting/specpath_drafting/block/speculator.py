@@ -182,22 +182,21 @@ class DFlashSpeculator(BaseSpeculator):
         they do not run. The block's keys/values are written into the request's context row
         right after its committed positions (scratch that the next ingest overwrites) and every
         query attends to the whole row up to the block's end: the non-causal block attention."""
-        from specpath.modeling.native import attention_kernels
+        from specpath.modeling.native import attention_kernels, native_kernels
 
         d = self.drafter
+        if native_kernels(self.ctx_keys) is None or any(layer.native_linears() is None for layer in d.layers):
+            return None  # decided before any work: the batched torch pass runs instead
         h = d.block_embeds(ids)  # [B, d]
         cos, sin = d.rope(positions)
         block = ids.shape[0]
         length = anchor_pos + block
         start = row * self.row_len
-        visible = None
+        visible = torch.ones(block, length, dtype=torch.bool, device=h.device)
         for i, layer in enumerate(d.layers):
             q, k, v = layer.qkv(d.input_layernorms[i](h), cos, sin)
-            native = attention_kernels(q, k, v, self.ctx_keys[i])
-            if native is None or layer.native_linears() is None:
+            if (native := attention_kernels(q, k, v, self.ctx_keys[i])) is None:
                 return None
-            if visible is None:
-                visible = torch.ones(block, length, dtype=torch.bool, device=h.device)
             attn = native.attention(q, k, v, self.ctx_keys[i][start : start + self.row_len],
                                     self.ctx_values[i][start : start + self.row_len], length, visible)
             h = layer.finish(attn, h)
