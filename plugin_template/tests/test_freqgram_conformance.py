@@ -8,7 +8,7 @@ TestFreqgramConformance = conformance_tests(
     FreqgramSpeculatorConfig,
     # Model-free: no KV of its own, no extra rows, nothing to read past a prefill chunk.
     lookahead=(0, 0, 0),  # num_lookahead_tokens, max_num_new_slots_for_drafting, num_prefill_lookahead_tokens
-    flags={**MODEL_FREE_FLAGS, "base_method": "ngram", "proposes_draft_tokens": True},
+    flags={**MODEL_FREE_FLAGS, "base_method": "ngram", "proposes_draft_tokens": True, "model_free": True},
     valid=[{"speculator_options": {"max_order": 1}}, {"speculator_options": {"max_order": 8}},
            {"speculator_options": {}}],
     invalid=[

@@ -69,6 +69,7 @@ NON_GRAPH_CHANGES = {
     "prompt_lookup": dict(prompt_lookup_min=2, prompt_lookup_max=3),
     "max_model_len": dict(max_model_len=256),
     "draft_load_config": dict(draft_load_config={"load_format": "safetensors"}),
+    "model_free_drafter": dict(model_free_drafter={"method": "ngram"}, model_free_min_tokens=3),
 }
 
 

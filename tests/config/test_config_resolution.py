@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("fake_builtins")
 def test_the_steps_in_order():
     assert [name for name, _ in resolution.STEPS] == [
         "input", "method", "hub", "detect", "class", "agree", "default_model", "configure", "specialize", "options",
-        "verify", "result",
+        "verify", "model_free", "result",
     ]
 
 

@@ -7,7 +7,7 @@ from specpath_draft_model.config import StandaloneARSpeculatorConfig
 # A model of its own, on token ids only: the model-free flags but its own vocabulary.
 DRAFT_MODEL = dict(
     engine_max_tokens=32,
-    flags={**MODEL_FREE_FLAGS, "base_method": "draft_model", "draft_has_own_vocab": True,
+    flags={**MODEL_FREE_FLAGS, "base_method": "draft_model", "model_free": False, "draft_has_own_vocab": True,
            "draft_kv_depends_on_next_token": False},
 )
 

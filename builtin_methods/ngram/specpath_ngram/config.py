@@ -41,6 +41,7 @@ class NgramSpeculatorConfig(SpeculatorConfig):
     speculator_class = "specpath_ngram.speculator:NgramSpeculator"
     prefer_dense_token_history = True
     supports_variable_draft_length = True
+    model_free = True
     """Each request gets its own draft budget (``DraftRequest.max_draft_tokens``) every step."""
 
     @classmethod

@@ -16,7 +16,7 @@ NGRAM = dict(
 
 
 def _flags(method: str) -> dict:
-    return {**MODEL_FREE_FLAGS, "prefer_dense_token_history": True, "base_method": method}
+    return {**MODEL_FREE_FLAGS, "prefer_dense_token_history": True, "model_free": True, "base_method": method}
 
 
 TestNgramConformance = conformance_tests("ngram", NgramSpeculatorConfig, flags=_flags("ngram"), **NGRAM)

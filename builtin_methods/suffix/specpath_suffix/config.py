@@ -40,6 +40,7 @@ class SuffixSpeculatorConfig(SpeculatorConfig):
     speculator_class = "specpath_suffix.speculator:SuffixSpeculator"
     supported_options = frozenset(DEFAULTS)
     supports_variable_draft_length = True
+    model_free = True
     """Each request drafts 0..K tokens, as many as its best match supports."""
 
     @classmethod

@@ -16,6 +16,7 @@ class TestSuffixConformance(SpeculatorConformance):
     }
     expected_flags = {
         "base_method": "suffix",
+        "model_free": True,
         "uses_target_hidden_states": False,
         "uses_separate_workspace_lane": False,
         "draft_has_own_vocab": False,

@@ -22,7 +22,9 @@ its own entries to the trace that ``specpath explain`` shows:
 7. ``options`` - method-specific options must be in the class's ``supported_options``;
 8. ``verify`` - the cross-field rules (:data:`specpath.config.rules.CROSS_FIELD_RULES`), then
    the class's own ``verify``;
-9. ``result`` - the class's lookahead values must be ints >= 0.
+9. ``model_free`` - a ``model_free_drafter`` is resolved as a config of its own (same target)
+   and must be a model-free method within this config's K;
+10. ``result`` - the class's lookahead values must be ints >= 0.
 
 The draft checkpoint is read at most once and what it declares is interpreted at most once.
 """
@@ -420,6 +422,39 @@ class Resolution:
             rule(self)
         call_hook(self.config_class, "verify", self.spec)
 
+    def step_model_free(self) -> None:
+        """``model_free_drafter``: resolved as a speculative config of its own against the same
+        target (its errors name the nested field), then :func:`rules.check_model_free_drafter`."""
+        spec = self.spec
+        given = spec.model_free_drafter
+        if given is None:
+            if spec.model_free_min_tokens is not None:
+                raise SpeculativeConfigError("is only valid with model_free_drafter",
+                                             field="speculative_config.model_free_min_tokens",
+                                             value=spec.model_free_min_tokens)
+            return
+        field = "speculative_config.model_free_drafter"
+        allowed = {"method", "num_speculative_tokens", *METHOD_SPECIFIC_OPTIONS}
+        for key in given:
+            if key not in allowed:
+                raise SpeculativeConfigError(
+                    "takes only 'method', 'num_speculative_tokens' and the method's own options; set "
+                    f"{key!r} on the speculative config itself", field=field, value=key)
+        data = {"num_speculative_tokens": spec.num_speculative_tokens, **given}
+        try:
+            inner = self.schema.from_dict(data, target_model_config=spec.target_model_config,
+                                          target_parallel_config=spec.target_parallel_config)
+        except SpeculativeConfigError as err:
+            raise _nested_error(err, field) from None
+        rules.check_model_free_drafter(spec, inner, field)
+        minimum = 2 if spec.model_free_min_tokens is None else spec.model_free_min_tokens
+        self.set(model_free_config=inner, model_free_min_tokens=minimum)
+        for step, detail in inner.resolution_trace:
+            self.note("model_free", f"{step}: {detail}")
+        self.note("model_free", f"{inner.custom_method or inner.method!r} drafts (K={inner.num_speculative_tokens}) "
+                                f"replace the drafts of {spec.custom_method or spec.method!r} where at least "
+                                f"{minimum} long")
+
     def step_result(self) -> None:
         spec, cls = self.spec, self.config_class
         values = {}
@@ -454,9 +489,22 @@ STEPS: tuple[tuple[str, Callable[[Resolution], None]], ...] = (
     ("specialize", Resolution.step_specialize),
     ("options", Resolution.step_options),
     ("verify", Resolution.step_verify),
+    ("model_free", Resolution.step_model_free),
     ("result", Resolution.step_result),
 )
 """The resolution, in order (see the module docstring)."""
+
+
+def _nested_error(err: SpeculativeConfigError, field: str) -> SpeculativeConfigError:
+    """``err`` from resolving a nested config, with its field path under ``field``."""
+    root = "speculative_config"
+    where = field
+    if err.field and err.field.startswith(root):
+        where = field + err.field[len(root):]
+    elif err.field:
+        where = f"{field}.{err.field}"
+    extra = {} if err.value is None else {"value": err.value}
+    return SpeculativeConfigError(err.problem, field=where, allowed=err.allowed, suggestion=err.suggestion, **extra)
 
 
 def resolve(spec: Any) -> None:

@@ -454,6 +454,36 @@ CROSS_FIELD_RULES: tuple[Callable[[RuleContext], None], ...] = (
 """Checked in this order after the config class is chosen, before the class's own ``verify``."""
 
 
+def check_model_free_drafter(outer: Any, inner: Any, field: str) -> None:
+    """A ``model_free_drafter`` (``inner``, resolved) must be a model-free method, drafting
+    within the outer config's K (the engine reserves K slots per request), beside a drafter
+    that proposes drafts and estimates no acceptance of its own."""
+    cls = type(inner.speculator_config)
+    name = _method_name(inner)
+    if not cls.model_free:
+        raise SpeculativeConfigError(
+            f"method {name!r} is not model-free ({cls.__name__} does not declare model_free): only a drafter "
+            "that reads token ids alone can run beside another", field=field, value=name)
+    flags = inner.speculator_config
+    if (cls.uses_target_hidden_states or cls.uses_separate_workspace_lane or inner.draft_model_config is not None
+            or flags.num_lookahead_tokens or flags.max_num_new_slots_for_drafting):
+        raise SpeculativeConfigError(
+            f"{cls.qualname()} declares model_free but needs more than token ids (hidden states, weights, "
+            "KV or query slots)", field=field, value=name)
+    if inner.num_speculative_tokens > outer.num_speculative_tokens:
+        raise SpeculativeConfigError(
+            f"must be <= the speculative config's num_speculative_tokens ({outer.num_speculative_tokens})",
+            field=f"{field}.num_speculative_tokens", value=inner.num_speculative_tokens)
+    if not outer.speculator_config.proposes_draft_tokens:
+        raise SpeculativeConfigError(
+            f"method {_method_name(outer)!r} proposes no drafts: use the model-free method on its own",
+            field=field, value=name)
+    if outer.enable_adaptive_verification:
+        raise SpeculativeConfigError(
+            "cannot be combined with enable_adaptive_verification (model-free drafts carry no acceptance "
+            "estimates)", field=field, value=name)
+
+
 def check_supported_options(
     spec: Any,
     cls: type,

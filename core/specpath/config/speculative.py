@@ -142,6 +142,25 @@ class SpeculativeConfig:
     target_parallel_config: ParallelConfig | None = _field(
         group="source", kind=INJECTED, doc="The target's parallel config (injected).", eq=False
     )
+    model_free_drafter: Mapping[str, Any] | None = _field(
+        group="source",
+        doc="A model-free method beside the drafter, e.g. {'method': 'suffix'}: for a request whose "
+        "model-free draft is at least `model_free_min_tokens` long, that draft is verified instead of "
+        "the drafter's (which then only reads the new positions). Keys: `method`, "
+        "`num_speculative_tokens` (<= K; default K) and that method's own options.",
+        hash=False,
+    )
+    model_free_min_tokens: int | None = _field(
+        group="source",
+        doc="With `model_free_drafter`: the shortest model-free draft that replaces the drafter's "
+        "(default 2).",
+        check=_AT_LEAST_1,
+    )
+    model_free_config: SpeculativeConfig | None = _field(
+        group="source", kind=DERIVED,
+        doc="`model_free_drafter` resolved as a speculative config of its own (same target).",
+        eq=False, repr=False,
+    )
 
     # -- 2. budget and dynamic speculation ----------------------------------------------
     num_speculative_tokens: int | None = _field(

@@ -88,6 +88,7 @@ CAPABILITY_FLAGS: tuple[str, ...] = (
     "supports_pcp",
     "draft_kv_depends_on_next_token",
     "supports_variable_draft_length",
+    "model_free",
 )
 """The boolean ``ClassVar`` capabilities, in the order listings show them."""
 
@@ -131,6 +132,10 @@ class SpeculatorConfig:
     supports_variable_draft_length: ClassVar[bool] = False
     """The speculator itself copes with a per-step K (needed by runners that do not trim
     drafts centrally, such as the "v1" preset, unless the runner whitelists the method)."""
+    model_free: ClassVar[bool] = False
+    """The drafter reads the requests' token ids and nothing else: no weights, no target
+    states, no KV slots, no extra query rows (n-gram, suffix). Such a method can also draft
+    beside another drafter (``speculative_config.model_free_drafter``)."""
     supports_parallel_drafting: ClassVar[bool | None] = None
     """``parallel_drafting`` is accepted (P-EAGLE, PARD); False: rejected by
     :meth:`check_declared_inputs`; None: the class checks it itself."""

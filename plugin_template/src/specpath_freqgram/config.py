@@ -53,6 +53,7 @@ class FreqgramSpeculatorConfig(SpeculatorConfig):
     supported_options = frozenset({"speculator_options"})
     prefer_dense_token_history = True
     supports_variable_draft_length = True
+    model_free = True
 
     @classmethod
     def verify(cls, spec: Any) -> None:

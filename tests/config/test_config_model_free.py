@@ -1,0 +1,134 @@
+"""``model_free_drafter``: a model-free method resolved beside the drafter, checked at start-up."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+import core_fakes
+from specpath.config.speculative import SpeculativeConfig
+from specpath.config.speculator import SpeculatorConfig
+from specpath.errors import SpeculativeConfigError
+from specpath.registry import register_speculative_method
+
+pytestmark = pytest.mark.usefixtures("fake_builtins")
+
+
+def resolve(**kw) -> SpeculativeConfig:
+    return SpeculativeConfig.from_dict({"method": "eagle3", "model": HEAD, "num_speculative_tokens": 4, **kw})
+
+
+def error(**kw) -> str:
+    with pytest.raises(SpeculativeConfigError) as info:
+        resolve(**kw)
+    text = str(info.value)
+    assert "\n" not in text and "Traceback" not in text
+    return text
+
+
+HEAD = None
+
+
+@pytest.fixture(autouse=True)
+def head(make_checkpoint):
+    global HEAD
+    HEAD = make_checkpoint("eagle3-head")
+
+
+def test_the_nested_method_is_resolved_with_this_configs_k_and_a_default_minimum():
+    spec = resolve(model_free_drafter={"method": "ngram", "prompt_lookup_min": 2})
+    inner = spec.model_free_config
+    assert isinstance(inner, SpeculativeConfig)
+    assert (inner.method, inner.num_speculative_tokens, inner.prompt_lookup_min, inner.prompt_lookup_max) == (
+        "ngram", 4, 2, 5)
+    assert spec.model_free_min_tokens == 2
+    assert type(inner.speculator_config).model_free
+    traced = [detail for step, detail in spec.resolution_trace if step == "model_free"]
+    assert traced[-1] == "'ngram' drafts (K=4) replace the drafts of 'eagle3' where at least 2 long"
+    assert any(detail.startswith("result: method='ngram'") for detail in traced)
+
+
+def test_a_smaller_k_and_minimum_are_kept():
+    spec = resolve(model_free_drafter={"method": "ngram", "num_speculative_tokens": 2}, model_free_min_tokens=1)
+    assert (spec.model_free_config.num_speculative_tokens, spec.model_free_min_tokens) == (2, 1)
+
+
+def test_without_it_nothing_is_resolved():
+    spec = resolve()
+    assert spec.model_free_config is None and spec.model_free_min_tokens is None
+
+
+def test_replace_and_to_dict_keep_it():
+    spec = resolve(model_free_drafter={"method": "ngram"}, model_free_min_tokens=3)
+    assert spec.to_dict()["model_free_drafter"] == {"method": "ngram"}
+    again = spec.replace(num_speculative_tokens=5)
+    assert (again.model_free_config.num_speculative_tokens, again.model_free_min_tokens) == (5, 3)
+    assert SpeculativeConfig.from_dict({k: v for k, v in spec.to_dict().items() if k != "custom_method"}) == spec
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({"model_free_drafter": {"method": "draft_model"}},
+         "speculative_config.model_free_drafter.model: required for method 'draft_model'"),
+        ({"model_free_drafter": {"method": "ngram", "num_speculative_tokens": 5}},
+         "speculative_config.model_free_drafter.num_speculative_tokens: must be <= the speculative config's "
+         "num_speculative_tokens (4) (got 5)"),
+        ({"model_free_drafter": {"method": "ngram", "prompt_lookup_min": 0}},
+         "speculative_config.model_free_drafter.prompt_lookup_min: must be >= 1 (got 0)"),
+        ({"model_free_drafter": {"method": "ngram", "model": "x"}},
+         "speculative_config.model_free_drafter: takes only 'method', 'num_speculative_tokens' and the method's "
+         "own options; set 'model' on the speculative config itself (got 'model')"),
+        ({"model_free_drafter": {"method": "ngram", "model_free_drafter": {"method": "ngram"}}},
+         "set 'model_free_drafter' on the speculative config itself"),
+        ({"model_free_drafter": {"method": "ngarm"}},
+         "speculative_config.model_free_drafter.method: unknown speculative method"),
+        ({"model_free_drafter": "ngram"}, "speculative_config.model_free_drafter: expected a mapping"),
+        ({"model_free_min_tokens": 2}, "speculative_config.model_free_min_tokens: is only valid with model_free_drafter"),
+        ({"model_free_drafter": {"method": "ngram"}, "model_free_min_tokens": 0},
+         "speculative_config.model_free_min_tokens: must be >= 1 (got 0)"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_nested_field(given, expected):
+    assert expected in error(**given)
+
+
+def test_a_drafter_that_drafts_nothing_or_estimates_acceptance_is_refused():
+    with pytest.raises(SpeculativeConfigError, match="proposes no drafts"):
+        SpeculativeConfig(method="extract_hidden_states", num_speculative_tokens=1,
+                          model_free_drafter={"method": "ngram", "num_speculative_tokens": 1})
+    with pytest.raises(SpeculativeConfigError, match="enable_adaptive_verification"):
+        SpeculativeConfig(method="dflash", model=HEAD, num_speculative_tokens=4, enable_adaptive_verification=True,
+                          model_free_drafter={"method": "ngram"})
+
+
+def test_a_class_that_declares_model_free_but_needs_more_is_refused():
+    @attrs.frozen(kw_only=True)
+    class Greedy(SpeculatorConfig):
+        base_method = "ngram"
+        speculator_class = "core_fakes:FakeSpeculator"
+        model_free = True
+        uses_target_hidden_states = True
+
+    register_speculative_method("greedy_free", Greedy)
+    assert "declares model_free but needs more than token ids" in error(model_free_drafter={"method": "greedy_free"})
+
+
+def test_a_method_that_does_not_declare_model_free_is_refused():
+    @attrs.frozen(kw_only=True)
+    class Lookahead(core_fakes.MyNgram):
+        model_free = False
+
+    register_speculative_method("my_lookahead", Lookahead)
+    assert ("speculative_config.model_free_drafter: method 'my_lookahead' is not model-free (Lookahead does not "
+            "declare model_free)") in error(model_free_drafter={"method": "my_lookahead"})
+
+
+def test_a_registered_model_free_method_may_be_the_nested_one():
+    @attrs.frozen(kw_only=True)
+    class Lookup(core_fakes.MyNgram):
+        model_free = True
+
+    register_speculative_method("my_lookup", Lookup)
+    spec = resolve(model_free_drafter={"method": "my_lookup"})
+    assert spec.model_free_config.custom_method == "my_lookup"
