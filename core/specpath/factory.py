@@ -29,7 +29,18 @@ def resolve_qualname(qualname: str, field: str = "speculator_class") -> object:
 
 
 def create_speculator(spec_config: SpeculativeConfig, context: SpeculatorContext) -> BaseSpeculator:
-    """Instantiate ``spec_config.speculator_config.speculator_class(spec_config, context)``."""
+    """Instantiate ``spec_config.speculator_config.speculator_class(spec_config, context)``; with
+    a ``model_free_drafter``, that method's speculator beside it (:mod:`specpath.hybrid`)."""
+    speculator = _instantiate(spec_config, context)
+    if spec_config.model_free_config is None:
+        return speculator
+    from specpath.hybrid import HybridSpeculator
+
+    model_free = _instantiate(spec_config.model_free_config, context)
+    return HybridSpeculator(speculator, model_free, spec_config.model_free_min_tokens)
+
+
+def _instantiate(spec_config: SpeculativeConfig, context: SpeculatorContext) -> BaseSpeculator:
     from specpath.speculator import BaseSpeculator
 
     config_cls = type(spec_config.speculator_config)

@@ -40,6 +40,13 @@ class LaneLookupConfig(SlotsLookupConfig):
     uses_separate_workspace_lane = True
 
 
+@attrs.frozen(kw_only=True)
+class FreeLookupConfig(LookupConfig):
+    """The lookup method declared model-free, to run beside another drafter."""
+
+    model_free = True
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     return save_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "model")
@@ -53,6 +60,7 @@ def methods():
     register_speculative_method("engine_test_hidden_lookup", HiddenLookupConfig)
     register_speculative_method("engine_test_slots_lookup", SlotsLookupConfig)
     register_speculative_method("engine_test_lane_lookup", LaneLookupConfig)
+    register_speculative_method("engine_test_free_lookup", FreeLookupConfig)
     yield
     registry.restore(saved)
 
@@ -93,6 +101,20 @@ def test_speculative_config_keeps_greedy_output(checkpoint, method, prefix_cachi
         assert spec.rows_seen == spec.positions_announced > 0
     if prefix_caching:
         assert llm.metrics.num_cached_tokens > 0
+
+
+def test_a_model_free_drafter_beside_a_hidden_state_drafter_keeps_greedy_output(checkpoint):
+    base = LLM(str(checkpoint)).generate(PROMPTS, SamplingParams(max_tokens=40))
+    llm = LLM(str(checkpoint), {"method": "engine_test_hidden_lookup", "num_speculative_tokens": 3,
+                                "model_free_drafter": {"method": "engine_test_free_lookup"},
+                                "model_free_min_tokens": 1})
+    outs = llm.generate(PROMPTS, SamplingParams(max_tokens=40))
+    assert [o.token_ids for o in outs] == [o.token_ids for o in base]
+    hybrid = llm.speculator
+    assert hybrid.num_model_free_drafts > 0 and llm.metrics.num_draft_tokens > 0
+    # the drafter still read every committed position's hidden states while it was not asked to draft
+    assert hybrid.drafter.rows_seen == hybrid.drafter.positions_announced > 0
+    assert llm.engine.config.num_lookahead_tokens == 3  # the drafter's contract is the engine's
 
 
 def test_dynamic_k_table_is_read_from_the_config(checkpoint):
