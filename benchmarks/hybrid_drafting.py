@@ -5,7 +5,8 @@ alone and with each ``--model-free`` method beside it (a request whose model-fre
 least ``--min-tokens`` long is verified with it, every other with the drafter's); the model-free
 methods also run alone. The demo's six prompts (code completion and chat), EOS ends each answer
 as in ``specpath demo`` (``--ignore-eos`` for fixed lengths), batch 1, ``--threads`` threads,
-interleaved prompt by prompt, ``--rounds`` rounds after the quiet-machine gate. Prints per
+interleaved prompt by prompt, ``--rounds`` rounds after the quiet-machine gate, each on new
+engines (suffix decoding's global tree would otherwise remember an earlier round's answers). Prints per
 engine tok/s, the ratio to plain decoding, τ, the share of steps drafted model-free, greedy
 identity with plain decoding, and tok/s per prompt. Not part of the tests.
 
@@ -38,7 +39,7 @@ def main() -> int:
     import torch
 
     from specpath.engine.cli_run import REAL_DEMO_PROMPTS
-    from specpath.engine.harness import machine_load, time_chat_prompts, wait_for_quiet
+    from specpath.engine.harness import WARM_UP_PROMPT, machine_load, time_chat_prompts, wait_for_quiet
     from specpath.engine.llm import LLM, SamplingParams
     from specpath.engine.metrics import SpecMetrics
 
@@ -48,31 +49,43 @@ def main() -> int:
         return LLM("smollm2-135m", config, dtype=args.dtype, num_threads=args.threads)
 
     free_methods = args.model_free.split(",")
-    engines = {"plain": llm(None)}
+    configs: dict[str, dict | None] = {"plain": None}
     for name in free_methods:
-        engines[name] = llm({"method": name, "num_speculative_tokens": args.k, **MODEL_FREE_OPTIONS.get(name, {})})
+        configs[name] = {"method": name, "num_speculative_tokens": args.k, **MODEL_FREE_OPTIONS.get(name, {})}
     for method in args.methods.split(","):
-        engines[method] = llm({"method": method, "num_speculative_tokens": args.k})
+        configs[method] = {"method": method, "num_speculative_tokens": args.k}
         for name in free_methods:
-            engines[f"{method} + {name}"] = llm({
+            configs[f"{method} + {name}"] = {
                 "method": method, "num_speculative_tokens": args.k, "model_free_min_tokens": args.min_tokens,
-                "model_free_drafter": {"method": name, **MODEL_FREE_OPTIONS.get(name, {})}})
-    warm = SamplingParams(max_tokens=8, ignore_eos=True)
-    for engine in engines.values():
-        engine.generate(["def f(x):\n"], warm)
-    load = wait_for_quiet(args.max_load)
+                "model_free_drafter": {"method": name, **MODEL_FREE_OPTIONS.get(name, {})}}
+
+    def fresh_engines() -> dict:
+        """Every engine new: suffix decoding's global tree would remember an earlier round's answers."""
+        engines = {name: llm(config) for name, config in configs.items()}
+        warm = SamplingParams(max_tokens=8, ignore_eos=True)
+        for engine in engines.values():
+            engine.generate([WARM_UP_PROMPT], warm)
+        return engines
+
     params = SamplingParams(max_tokens=args.max_tokens, ignore_eos=args.ignore_eos)
-    counted = {name: getattr(e.speculator, "num_model_free_drafts", None) for name, e in engines.items()}
-    rounds = [time_chat_prompts(engines, REAL_DEMO_PROMPTS, params) for _ in range(args.rounds)]
+    rounds, shares, load = [], {name: [0, 0] for name in configs}, None
+    for _ in range(args.rounds):
+        engines = fresh_engines()
+        load = wait_for_quiet(args.max_load) if load is None else load
+        warmed = {name: getattr(e.speculator, "num_model_free_drafts", 0) for name, e in engines.items()}
+        result = time_chat_prompts(engines, REAL_DEMO_PROMPTS, params)
+        for name, engine in engines.items():
+            shares[name][0] += getattr(engine.speculator, "num_model_free_drafts", 0) - warmed[name]
+            shares[name][1] += sum(o.metrics.num_steps for o in result[name].outputs)
+        rounds.append(result)
+        del engines
     base = sum(r["plain"].tokens for r in rounds) / sum(r["plain"].seconds for r in rounds)
     n = len(REAL_DEMO_PROMPTS) * len(rounds)
-    for name, engine in engines.items():
+    for name in configs:
         rate = sum(r[name].tokens for r in rounds) / sum(r[name].seconds for r in rounds)
         metrics = SpecMetrics.total([o.metrics for r in rounds for o in r[name].outputs], elapsed_s=0.0)
         same = sum(o.token_ids == p.token_ids for r in rounds for o, p in zip(r[name].outputs, r["plain"].outputs))
-        share = "-"
-        if counted[name] is not None and metrics.num_steps:
-            share = f"{(engine.speculator.num_model_free_drafts - counted[name]) / metrics.num_steps:.2f}"
+        share = f"{shares[name][0] / shares[name][1]:.2f}" if "model_free_drafter" in (configs[name] or {}) else "-"
         per_prompt = " ".join(f"{sum(r[name].rates[i] for r in rounds) / len(rounds):.0f}"
                               for i in range(len(REAL_DEMO_PROMPTS)))
         print(f"{name:22s} {rate:6.1f} tok/s  {rate / base:.2f}x  τ {metrics.mean_acceptance_length:.2f}  "

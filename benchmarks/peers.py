@@ -279,6 +279,16 @@ def demo_prompts(quick: bool) -> list[tuple[str, list[int]]]:
     return prompts
 
 
+def warm_up_ids() -> list[int]:
+    """Token ids of the harness's warm-up text, which no timed prompt holds (suffix decoding's
+    global tree would otherwise hold the first prompt's answer before it is timed)."""
+    from specpath.engine.harness import WARM_UP_PROMPT
+    from specpath.engine.tokenizer import load_tokenizer
+    from specpath.modeling.named_models import resolve_model_path
+
+    return load_tokenizer(resolve_model_path(NAMED_MODEL)).encode(WARM_UP_PROMPT)
+
+
 class Engine:
     """The parent's handle on one worker process (its own process group, stopped while idle)."""
 
@@ -488,7 +498,7 @@ def main() -> int:
     base_env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "TOKENIZERS_PARALLELISM": "false",
                 "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
     common = {"threads": args.threads, "k": args.k, "hf_model": args.hf_model, "gguf": gguf,
-              "warmup_ids": prompts[0][1], "methods": args.methods, "int8_methods": args.int8_methods,
+              "warmup_ids": warm_up_ids(), "methods": args.methods, "int8_methods": args.int8_methods,
               "int4_methods": args.int4_methods}
     plan: list[tuple[str, str, str, dict, dict]] = []  # (name, kind, python, options, env)
     if "specpath" in wanted:

@@ -88,3 +88,17 @@ def test_chat_prompts_are_timed_prompt_major_and_chats_go_through_chat():
     assert timings["a"].tokens == 6 and timings["b"].tokens == 4
     assert len(timings["a"].rates) == 2 and all(r > 0 for r in timings["a"].rates)
     assert [o.token_ids for o in timings["b"].outputs] == [[1, 2], [1, 2]] and timings["b"].seconds > 0
+
+
+def test_engines_warm_up_on_a_text_no_timed_prompt_holds(monkeypatch):
+    """A method that remembers answers across requests (suffix's global tree) must not be handed
+    a timed prompt's answer while warming up."""
+    from specpath.engine.cli_run import REAL_DEMO_PROMPTS
+    from specpath.engine import llm as llm_module
+
+    texts = [*harness.DEMO_PROMPTS, *(p if kind == "code" else p[-1]["content"] for kind, p in REAL_DEMO_PROMPTS)]
+    assert all(harness.WARM_UP_PROMPT not in t and t not in harness.WARM_UP_PROMPT for t in texts)
+    log = []
+    monkeypatch.setattr(llm_module, "LLM", lambda *a, **k: FakeLLM("m", log, [1], 1))
+    harness.build_engines([("baseline", None)])
+    assert log == [("m", harness.WARM_UP_PROMPT)]

@@ -175,6 +175,29 @@ def test_demo_rows(checkpoint, capsys):
     assert rows["baseline"]["speedup"] == 1.0
 
 
+def test_demo_runs_each_drafter_with_a_model_free_method_beside_it(checkpoint, capsys):
+    from specpath.cli import main
+
+    rc = main(["demo", "--model", str(checkpoint), "--max-tokens", "8", "--json", "--model-free",
+               "engine_test_free_lookup", "--methods", "engine_test_hidden_lookup,engine_test_free_lookup"])
+    assert rc == 0
+    rows = {r["method"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    # the model-free method itself gets no second row
+    assert set(rows) == {"baseline", "engine_test_free_lookup", "engine_test_hidden_lookup",
+                         "engine_test_hidden_lookup + engine_test_free_lookup"}
+    assert rows["engine_test_hidden_lookup + engine_test_free_lookup"]["config"]["model_free_drafter"] == {
+        "method": "engine_test_free_lookup"}
+    assert all(r["greedy_identical"] for r in rows.values())
+
+
+def test_demo_refuses_a_model_free_method_that_is_not_one(checkpoint, capsys):
+    from specpath.cli import main
+
+    rc = main(["demo", "--model", str(checkpoint), "--model-free", "engine_test_hidden_lookup"])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1 and "--model-free: is not an installed model-free method" in err
+
+
 @pytest.mark.parametrize("method, rows", [("engine_test_slots_lookup", 3), ("engine_test_lane_lookup", 0)])
 def test_extra_draft_rows_follow_the_workspace_flag(checkpoint, method, rows):
     llm = LLM(str(checkpoint), {"method": method, "num_speculative_tokens": 4})

@@ -51,6 +51,9 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--num-speculative-tokens", type=int, default=DEFAULT_DEMO_K,
                    help=f"K for methods without a demo config of their own (default {DEFAULT_DEMO_K})")
     p.add_argument("--methods", help="comma-separated subset of methods to run")
+    p.add_argument("--model-free", metavar="METHOD",
+                   help="also run each drafter with this model-free method beside it (model_free_drafter), "
+                        "e.g. suffix")
     p.add_argument("--json", action="store_true", help="print the result rows as JSON")
     p.set_defaults(func=cmd_demo)
 
@@ -189,7 +192,7 @@ def _accepts_target(hook: Any) -> bool:
 
 
 def demo_configs(
-    k: int, only: set[str] | None = None, *, target: Any = None
+    k: int, only: set[str] | None = None, *, target: Any = None, model_free: str | None = None
 ) -> tuple[list[tuple[str, dict]], list[tuple[str, str]]]:
     """(method, config) for every installed method that drafts, and (method, reason) skipped.
 
@@ -200,6 +203,8 @@ def demo_configs(
     runs with its defaults, so its ``default_model`` picks the drafter shipped for that target.
     Each config is resolved against the target first: one that does not resolve (no drafter
     for this target, for instance) is skipped with the configuration layer's one-line reason.
+    ``model_free`` (a method name): every method that is not model-free also runs with it beside
+    its drafter (``model_free_drafter``), as ``"<method> + <model_free>"``.
     """
     import warnings
 
@@ -208,6 +213,13 @@ def demo_configs(
 
     plugins.load_all()
     registry = get_registry()
+    if model_free is not None:
+        from specpath.errors import SpeculativeConfigError
+
+        free = [n for n in registry.names() if registry.get(n).config_class.model_free]
+        if model_free not in free:
+            raise SpeculativeConfigError("is not an installed model-free method", field="--model-free",
+                                         value=model_free, allowed=free)
     runs, skipped = [], []
     for name in registry.names():
         if only is not None and name not in only:
@@ -227,17 +239,22 @@ def demo_configs(
             skipped.append((name, "no demo config" + ("" if target is None else " for this model")))
             continue
         config = {"num_speculative_tokens": k, **config, "method": name}
-        if target is not None:
-            from specpath import create_speculative_config
+        candidates = [(name, config)]
+        if model_free is not None and not cls.model_free:
+            candidates.append((f"{name} + {model_free}", {**config, "model_free_drafter": {"method": model_free}}))
+        for label, config in candidates:
+            if target is not None:
+                from specpath import create_speculative_config
 
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    create_speculative_config(dict(config), target_model_config=target)
-            except Exception as exc:  # noqa: BLE001 - the reason is shown, the demo goes on
-                skipped.append((name, "does not resolve for this model: " + (" ".join(str(exc).split()) or type(exc).__name__)))
-                continue
-        runs.append((name, config))
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        create_speculative_config(dict(config), target_model_config=target)
+                except Exception as exc:  # noqa: BLE001 - the reason is shown, the demo goes on
+                    reason = " ".join(str(exc).split()) or type(exc).__name__
+                    skipped.append((label, "does not resolve for this model: " + reason))
+                    continue
+            runs.append((label, config))
     return runs, skipped
 
 
@@ -262,7 +279,7 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
     only = set(args.methods.split(",")) if args.methods else None
     chat_model = load_tokenizer(resolve_model_path(model)).chat_template is not None
     if not chat_model:  # the embedded (or another byte-level code) model: the one benchmark harness
-        runs, skipped = demo_configs(args.num_speculative_tokens, only)
+        runs, skipped = demo_configs(args.num_speculative_tokens, only, model_free=args.model_free)
         if note:
             skipped.insert(0, ("(model)", note))
         bar = tqdm(total=(len(runs) + 1) * (len(harness.DEMO_PROMPTS) + 1), desc="specpath demo", unit="run",
@@ -284,7 +301,7 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
         from specpath.config.model import ModelConfig
 
         target = ModelConfig(model=str(resolve_model_path(model)))
-    runs, skipped = demo_configs(args.num_speculative_tokens, only, target=target)
+    runs, skipped = demo_configs(args.num_speculative_tokens, only, target=target, model_free=args.model_free)
     if note:
         skipped.insert(0, ("(model)", note))
     bar = tqdm(total=(len(runs) + 1) * (len(REAL_DEMO_PROMPTS) + 1), desc="specpath demo", unit="run",
@@ -294,7 +311,7 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
     prompts: list[tuple[str, Any]] = list(REAL_DEMO_PROMPTS)
     params = SamplingParams(max_tokens=args.max_tokens)  # EOS ends each answer
     bar.total = (len(runs) + 1) * (len(prompts) + 1)
-    warm_up = prompts[0][1] if prompts[0][0] == "code" else "Hello"
+    warm_up = harness.WARM_UP_PROMPT  # in no prompt set: nothing may learn a timed answer before it is timed
     engines = []
     for name, config in [("baseline", None), *runs]:
         bar.set_postfix_str(f"loading {name}")

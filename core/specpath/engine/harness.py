@@ -38,6 +38,12 @@ Progress = Callable[[str], None]
 """Called with what is about to run (an engine's name, or ``"loading <name>"``)."""
 
 
+WARM_UP_PROMPT = "def add(a, b):\n    return a + b\n"
+"""What engines generate once before they are timed: a text in no prompt set, because some
+methods remember earlier answers across requests (suffix decoding's global tree), so warming up
+on a timed prompt would hand them that prompt's answer."""
+
+
 def _quiet(_: str) -> None:
     return None
 
@@ -55,7 +61,7 @@ def build_engines(runs: Iterable[tuple[str, Mapping | None]], *, model: str | No
         progress(f"loading {name}")
         try:
             llm = LLM(model, config, num_threads=threads, enable_prefix_caching=enable_prefix_caching)
-            llm.generate([DEMO_PROMPTS[0]], SamplingParams(max_tokens=warmup_tokens, ignore_eos=True))
+            llm.generate([WARM_UP_PROMPT], SamplingParams(max_tokens=warmup_tokens, ignore_eos=True))
             if instrument is not None:
                 instrument(name, llm)
             engines.append((name, config, llm))
@@ -69,7 +75,9 @@ def build_engines(runs: Iterable[tuple[str, Mapping | None]], *, model: str | No
 def run_rounds(engines: Sequence[tuple[str, Any, Any]], *, prompts: Sequence[str] = DEMO_PROMPTS,
                max_tokens: int = 128, repeats: int = 1, progress: Progress = _quiet) -> dict[str, list[dict]]:
     """Per engine name, one dict per round: ``metrics`` (per prompt), ``seconds`` (per prompt),
-    ``tokens`` (per prompt token ids)."""
+    ``tokens`` (per prompt token ids). Engines keep what they learnt in earlier rounds: a method
+    that remembers answers across requests (suffix's global tree) sees repeated requests from
+    the second round on."""
     from specpath.engine.llm import SamplingParams
 
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
