@@ -204,3 +204,24 @@ def test_extra_draft_rows_follow_the_workspace_flag(checkpoint, method, rows):
     assert llm.engine.config.num_extra_draft_slots == rows
     base = LLM(str(checkpoint)).generate(PROMPTS, SamplingParams(max_tokens=16))
     assert [o.token_ids for o in llm.generate(PROMPTS, SamplingParams(max_tokens=16))] == [o.token_ids for o in base]
+
+
+def test_engines_share_a_target_only_in_the_same_weight_layout(checkpoint, monkeypatch):
+    """Targets are shared between live engines of one file and dtype, but not across the native
+    bf16 layouts (plain rows vs AMX tiles): each engine's layers keep the layout they were built in."""
+    import torch
+
+    from specpath.engine.llm import _load_target
+    from specpath.modeling import native
+
+    kernels = native.kernels()
+    if kernels is None:  # no native layouts to tell apart: one shared target
+        assert _load_target(checkpoint, torch.bfloat16, "cpu") is _load_target(checkpoint, torch.bfloat16, "cpu")
+        return
+    first = _load_target(checkpoint, torch.bfloat16, "cpu")
+    assert _load_target(checkpoint, torch.bfloat16, "cpu") is first
+    monkeypatch.setattr(kernels, "tiles", not kernels.tiles)
+    other = _load_target(checkpoint, torch.bfloat16, "cpu")
+    assert other is not first
+    layouts = {getattr(m, "tiled", None) for m in other.modules()} - {None}
+    assert layouts == {kernels.tiles} or not layouts

@@ -57,11 +57,50 @@ def test_each_row_is_its_dequantised_product_whatever_else_is_in_the_batch(bits,
     x = torch.randn(rows, in_features).bfloat16()
     out = layer(x)
     assert out.dtype == torch.bfloat16 and out.shape == (rows, out_features)
-    weight = layer.weight if bits == 16 else layer.dequantized_weight()
+    weight = layer.dense_weight() if bits == 16 else layer.dequantized_weight()
     expected = x.float() @ weight.float().T
     torch.testing.assert_close(out.float(), expected, rtol=1e-2, atol=1e-2 * float(expected.abs().max()))
     # more than MAX_ROWS rows run in passes; every row gets the same bits alone or in any batch
     assert torch.equal(_rows_alone(layer, x), out)
+
+
+@needs_kernels
+@given(blocks_out=st.integers(1, 5), blocks_in=st.integers(1, 4), seed=st.integers(0, 2**16))
+@settings(max_examples=30, deadline=None)
+def test_the_tile_layout_round_trips(blocks_out, blocks_in, seed):
+    torch.manual_seed(seed)
+    weight = torch.randn(16 * blocks_out, 32 * blocks_in).bfloat16()
+    packed = KERNELS.tile_pack(weight)
+    assert packed.shape == weight.shape
+    assert torch.equal(KERNELS.tile_unpack(packed), weight)
+
+
+needs_tiles = pytest.mark.skipif(KERNELS is None or not KERNELS.tiles, reason="this CPU has no AMX-BF16 tiles")
+
+
+def _plain(weight, x, out):
+    return KERNELS.bf16(weight, x, out)
+
+
+def _tiled(weight, x, out):
+    return KERNELS.bf16_tiled(KERNELS.tile_pack(weight), x, out)
+
+
+@needs_kernels
+@pytest.mark.parametrize("matmul", [_plain, pytest.param(_tiled, marks=needs_tiles)], ids=["avx512", "amx"])
+@given(blocks_out=st.integers(1, 7), blocks_in=st.integers(1, 3), rows=st.integers(1, 35), seed=st.integers(0, 2**16))
+@settings(max_examples=25, deadline=None)
+def test_each_bf16_kernel_gives_a_row_its_product_whatever_else_is_in_the_batch(matmul, blocks_out, blocks_in,
+                                                                                 rows, seed):
+    torch.manual_seed(seed)
+    n, k = 16 * blocks_out, 32 * blocks_in
+    weight, x = torch.randn(n, k).bfloat16(), torch.randn(rows, k).bfloat16()
+    out = matmul(weight, x, torch.empty(rows, n))  # fp32 sums
+    expected = x.float() @ weight.float().T
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5 * float(expected.abs().max()))
+    alone = torch.cat([matmul(weight, x[i:i + 1].contiguous(), torch.empty(1, n)) for i in range(rows)])
+    assert torch.equal(alone, out)
+    assert torch.equal(matmul(weight, x, torch.empty(rows, n, dtype=torch.bfloat16)), out.bfloat16())
 
 
 @needs_kernels

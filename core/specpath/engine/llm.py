@@ -73,7 +73,10 @@ def _load_target(path: Path, dtype: torch.dtype, device: str, quantization: str 
 
     stat = path.stat() if path.is_file() else (path / "config.json").stat()
     packed = quantization is None and packing_enabled(dtype, device)
-    key = (str(path.resolve()), stat.st_mtime_ns, str(dtype), str(device), quantization, packed)
+    from specpath.modeling.native import kernels
+
+    tiles = kernels() is not None and kernels().tiles  # bf16 weights in the AMX tile layout or not
+    key = (str(path.resolve()), stat.st_mtime_ns, str(dtype), str(device), quantization, packed, tiles)
     model = _LOADED_TARGETS.get(key)
     if model is None:
         model = _inference_model(LlamaModel.from_pretrained(path, dtype=dtype, device=device), quantization, packed)

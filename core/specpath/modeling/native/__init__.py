@@ -5,6 +5,9 @@
   ``_weight_int4pack_mm_for_cpu``) cost about as much per extra row as for the first, so
   verifying K drafted tokens cost nearly K+1 decode steps; oneDNN's bf16 matmul reads at about
   half the memory bandwidth at one row.
+- ``tiled_matmul.c``: the bf16 matmul on AMX tiles where the CPU has AMX-BF16 (and Linux grants
+  the tile registers): 1 to 16 rows per pass at the cost of one; bf16 layers then hold their
+  weights in its tile layout (``SPECPATH_AMX=0``: the AVX512-BF16 kernel above instead).
 - ``layer_ops.c``: RMSNorm (optionally fused with the residual add), RoPE and SiLU-and-multiply
   as one call each: a decode step of a small model on a CPU is dominated by per-op overhead;
   ``decoder_layer.c`` runs a layer's two halves around attention as one call each.
@@ -40,8 +43,11 @@ import torch
 
 ENV_SWITCH = "SPECPATH_NATIVE"
 """Set to ``0`` to use torch's kernels only."""
+AMX_SWITCH = "SPECPATH_AMX"
+"""Set to ``0`` to keep bf16 matmuls off the AMX tiles (rows_matmul.c's kernel instead)."""
 
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("rows_matmul.c", "layer_ops.c", "decoder_layer.c", "attention.c"))
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("rows_matmul.c", "tiled_matmul.c", "layer_ops.c",
+                                                             "decoder_layer.c", "attention.c"))
 FLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mf16c", "-mfma", "-fopenmp",
          "-shared", "-fPIC")
 LIBS = ("-lm",)
@@ -69,23 +75,26 @@ class Linear(ctypes.Structure):
     scales). It holds raw pointers: whoever holds it keeps the tensors alive and unmoved."""
 
     _fields_ = [("weight", ctypes.c_void_p), ("scales", ctypes.c_void_p), ("bits", ctypes.c_int64),
-                ("out_features", ctypes.c_int64), ("in_features", ctypes.c_int64)]
+                ("out_features", ctypes.c_int64), ("in_features", ctypes.c_int64), ("tiled", ctypes.c_int64)]
 
     @classmethod
-    def of(cls, weight: torch.Tensor, scales: torch.Tensor | None, bits: int) -> "Linear":
+    def of(cls, weight: torch.Tensor, scales: torch.Tensor | None, bits: int, tiled: bool = False) -> "Linear":
+        """``tiled``: a bf16 weight in the AMX tile layout (:meth:`NativeKernels.tile_pack`)."""
         out_features, stored = weight.shape
         in_features = stored * weight.element_size() * 8 // bits
-        linear = cls(weight.data_ptr(), None if scales is None else scales.data_ptr(), bits, out_features, in_features)
+        linear = cls(weight.data_ptr(), None if scales is None else scales.data_ptr(), bits, out_features, in_features,
+                     int(tiled))
         linear.tensors = (weight, scales)  # kept alive with the pointers
         return linear
 
     @classmethod
-    def cached(cls, owner: Any, weight: torch.Tensor, scales: torch.Tensor | None, bits: int) -> "Linear":
+    def cached(cls, owner: Any, weight: torch.Tensor, scales: torch.Tensor | None, bits: int,
+               tiled: bool = False) -> "Linear":
         """``owner``'s descriptor, rebuilt when its tensors are no longer the ones pointed to (a
         move, a replaced buffer): a layer asks every call, so a stale pointer is never used."""
         linear = owner.__dict__.get("_native_linear")
         if linear is None or linear.tensors[0] is not weight or linear.tensors[1] is not scales:
-            linear = owner.__dict__["_native_linear"] = cls.of(weight, scales, bits)
+            linear = owner.__dict__["_native_linear"] = cls.of(weight, scales, bits, tiled)
         return linear
 
 
@@ -130,6 +139,10 @@ class NativeKernels:
         self._q4 = _function(library, "specpath_q4_matmul", P, P, P, P, I, I, I, I)
         self._q8 = _function(library, "specpath_q8_matmul", P, P, P, P, I, I, I, I)
         self._bf16 = _function(library, "specpath_bf16_matmul", P, P, P, I, I, I, I)
+        self._tile_pack = _function(library, "specpath_bf16_tile_pack", P, P, I, I)
+        self._bf16_tiled = _function(library, "specpath_bf16_tile_matmul", P, P, P, I, I, I, I)
+        self.tiles = os.environ.get(AMX_SWITCH, "1") != "0" and bool(library.specpath_bf16_tile_supported())
+        """bf16 matmuls run on AMX tiles (:meth:`bf16_tiled`, weights in :meth:`tile_pack`'s layout)."""
         self._rms_norm = _function(library, "specpath_rms_norm", P, P, P, P, P, I, I, ctypes.c_float)
         self._rope = _function(library, "specpath_rope", P, I, P, P, P, I, I, I, I)
         self._silu_mul = _function(library, "specpath_silu_mul", P, P, I, I)
@@ -150,6 +163,26 @@ class NativeKernels:
         and fp32 ``scales [N]``; ``out`` is bf16 or fp32."""
         self._q8(weight.data_ptr(), scales.data_ptr(), x.data_ptr(), out.data_ptr(),
                  out.dtype == torch.float32, x.shape[0], weight.shape[0], x.shape[1])
+        return out
+
+    def tile_pack(self, weight: torch.Tensor) -> torch.Tensor:
+        """A bf16 ``weight [N, K]`` (N a multiple of 16, K of 32) in the AMX tile layout, same shape."""
+        packed = torch.empty_like(weight)
+        self._tile_pack(weight.data_ptr(), packed.data_ptr(), weight.shape[0], weight.shape[1])
+        return packed
+
+    @staticmethod
+    def tile_unpack(packed: torch.Tensor) -> torch.Tensor:
+        """The ``[N, K]`` weight :meth:`tile_pack` laid out (a copy; for checks, not hot paths)."""
+        n, k = packed.shape
+        blocks = packed.reshape(n // 16, k // 32, 16, 16, 2)  # [out block, in block, input pair, output, pair]
+        return blocks.permute(0, 3, 1, 2, 4).reshape(n, k).contiguous()
+
+    def bf16_tiled(self, packed: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``out [M, N] = x [M, K] @ weight.T`` for ``packed = tile_pack(weight)`` (only where
+        :attr:`tiles`); ``out`` is bf16 or fp32."""
+        self._bf16_tiled(packed.data_ptr(), x.data_ptr(), out.data_ptr(), out.dtype == torch.float32, x.shape[0],
+                         packed.shape[0], x.shape[1])
         return out
 
     def bf16(self, weight: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
