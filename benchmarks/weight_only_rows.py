@@ -14,6 +14,8 @@ weights stream from memory as in a real step; one layer alone would sit in cache
   ``max_autotune``, which may pick inductor's C++ GEMM template instead of the aten kernel;
 - ``int4 torch``: weight-only int4 (``--quantization int4``: groups of 32) on
   ``aten._weight_int4pack_mm_for_cpu``;
+- ``bf16 native AMX``: where the CPU has AMX-BF16, the bf16 layers on the tile kernel
+  (``tiled_matmul.c``), which the engine then runs instead of ``bf16 native``'s AVX512-BF16 one;
 - ``bf16 native``, ``int8 native``, ``int4 native``: the same layers on the engine's native
   kernels (``specpath.modeling.native``, what the engine runs where they build), one call each
   here (the engine fuses each layer's projections and calls them from C).
@@ -75,7 +77,13 @@ def formats(weights, *, inductor: bool):
     if native.kernels() is None:
         print(json.dumps({"native": f"unavailable: {native.unavailable_reason()}"}))
     else:
-        for name, cls in (("bf16 native", PackedLinear), ("int8 native", Int8Linear), ("int4 native", Int4Linear)):
+        kernels = native.kernels()
+        tiles, kernels.tiles = kernels.tiles, False  # layers read the flag when built: these get the AVX512 kernel
+        out["bf16 native"] = [PackedLinear(linear(w)) for w in weights]
+        kernels.tiles = tiles
+        if tiles:
+            out["bf16 native AMX"] = [PackedLinear(linear(w)) for w in weights]
+        for name, cls in (("int8 native", Int8Linear), ("int4 native", Int4Linear)):
             out[name] = [cls(linear(w)) for w in weights]
     if inductor:
         import torch._inductor.config as inductor_config
