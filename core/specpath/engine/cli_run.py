@@ -253,6 +253,8 @@ def demo_configs(
                 except Exception as exc:  # noqa: BLE001 - the reason is shown, the demo goes on
                     reason = " ".join(str(exc).split()) or type(exc).__name__
                     skipped.append((label, "does not resolve for this model: " + reason))
+                    if label == name:
+                        break  # nor would it with a model-free method beside it
                     continue
             runs.append((label, config))
     return runs, skipped
@@ -429,7 +431,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if first["dtype"] == "bfloat16":
         from specpath.modeling.native import kernels, unavailable_reason
 
-        print("kernels: native (specpath.modeling.native)" if kernels() is not None
+        tiles = "; bf16 matmuls on AMX tiles" if kernels() is not None and kernels().tiles else ""
+        print(f"kernels: native (specpath.modeling.native{tiles})" if kernels() is not None
               else f"kernels: torch's (the native ones are unavailable: {unavailable_reason()})")
     if first["dtype"] != "float32" and not all(r["greedy_identical"] for r in rows):
         print(f"{first['dtype']}: off the native kernels (torch's kernels, or several requests in one pass) a "
