@@ -66,27 +66,29 @@ def merge_proposals(own: DraftProposal, free: DraftProposal, taken: Sequence[boo
     own_ids, free_ids = own.token_ids.tolist(), free.token_ids.tolist()
     ids: list[int] = []
     counts: list[int] = []
-    prob_rows: list[tuple[bool, int]] = []  # (from free, row) per merged draft
+    own_rows: list[tuple[int, int]] = []  # (merged row, own row) of each kept drafter draft
+    free_rows: list[tuple[int, int]] = []  # (merged row, model-free token) of each model-free draft
     a = b = 0
     for n_own, n_free, t in zip(own_counts, free_counts, taken):
         if t:
+            free_rows += [(len(ids) + j, free_ids[b + j]) for j in range(n_free)]
             ids += free_ids[b:b + n_free]
             counts.append(n_free)
-            prob_rows += [(True, b + j) for j in range(n_free)]
         else:
+            own_rows += [(len(ids) + j, a + j) for j in range(n_own)]
             ids += own_ids[a:a + n_own]
             counts.append(n_own)
-            prob_rows += [(False, a + j) for j in range(n_own)]
         a += n_own
         b += n_free
     probs = None
     if own.draft_probs is not None and ids:
         probs = own.draft_probs.new_zeros((len(ids), own.draft_probs.shape[-1]))
-        for row, (from_free, source) in enumerate(prob_rows):
-            if from_free:
-                probs[row, free_ids[source]] = 1.0
-            else:
-                probs[row] = own.draft_probs[source]
+        if own_rows:
+            dst, src = zip(*own_rows)
+            probs[list(dst)] = own.draft_probs[list(src)]
+        if free_rows:
+            dst, token = zip(*free_rows)
+            probs[list(dst), list(token)] = 1.0
     tree = None
     if own.tree is not None or free.tree is not None:
         tree = _merge_trees(own.tree, free.tree, taken)
