@@ -14,28 +14,33 @@ from specpath.registry import register_speculative_method
 pytestmark = pytest.mark.usefixtures("fake_builtins")
 
 
-def resolve(**kw) -> SpeculativeConfig:
-    return SpeculativeConfig.from_dict({"method": "eagle3", "model": HEAD, "num_speculative_tokens": 4, **kw})
-
-
-def error(**kw) -> str:
-    with pytest.raises(SpeculativeConfigError) as info:
-        resolve(**kw)
-    text = str(info.value)
-    assert "\n" not in text and "Traceback" not in text
-    return text
-
-
-HEAD = None
-
-
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def head(make_checkpoint):
-    global HEAD
-    HEAD = make_checkpoint("eagle3-head")
+    return make_checkpoint("eagle3-head")
 
 
-def test_the_nested_method_is_resolved_with_this_configs_k_and_a_default_minimum():
+@pytest.fixture
+def resolve(head):
+    """``resolve(**fields)``: an EAGLE-3 config (toy head, K=4) with ``fields``."""
+    return lambda **kw: SpeculativeConfig.from_dict({"method": "eagle3", "model": head, "num_speculative_tokens": 4,
+                                                     **kw})
+
+
+@pytest.fixture
+def error(resolve):
+    """``error(**fields)``: the one-line error that config raises."""
+
+    def raised(**kw) -> str:
+        with pytest.raises(SpeculativeConfigError) as info:
+            resolve(**kw)
+        text = str(info.value)
+        assert "\n" not in text and "Traceback" not in text
+        return text
+
+    return raised
+
+
+def test_the_nested_method_is_resolved_with_this_configs_k_and_a_default_minimum(resolve):
     spec = resolve(model_free_drafter={"method": "ngram", "prompt_lookup_min": 2})
     inner = spec.model_free_config
     assert isinstance(inner, SpeculativeConfig)
@@ -48,17 +53,17 @@ def test_the_nested_method_is_resolved_with_this_configs_k_and_a_default_minimum
     assert any(detail.startswith("result: method='ngram'") for detail in traced)
 
 
-def test_a_smaller_k_and_minimum_are_kept():
+def test_a_smaller_k_and_minimum_are_kept(resolve):
     spec = resolve(model_free_drafter={"method": "ngram", "num_speculative_tokens": 2}, model_free_min_tokens=1)
     assert (spec.model_free_config.num_speculative_tokens, spec.model_free_min_tokens) == (2, 1)
 
 
-def test_without_it_nothing_is_resolved():
+def test_without_it_nothing_is_resolved(resolve):
     spec = resolve()
     assert spec.model_free_config is None and spec.model_free_min_tokens is None
 
 
-def test_replace_and_to_dict_keep_it():
+def test_replace_and_to_dict_keep_it(resolve):
     spec = resolve(model_free_drafter={"method": "ngram"}, model_free_min_tokens=3)
     assert spec.to_dict()["model_free_drafter"] == {"method": "ngram"}
     again = spec.replace(num_speculative_tokens=5)
@@ -89,20 +94,20 @@ def test_replace_and_to_dict_keep_it():
          "speculative_config.model_free_min_tokens: must be >= 1 (got 0)"),
     ],
 )
-def test_bad_input_is_one_line_naming_the_nested_field(given, expected):
+def test_bad_input_is_one_line_naming_the_nested_field(error, given, expected):
     assert expected in error(**given)
 
 
-def test_a_drafter_that_drafts_nothing_or_estimates_acceptance_is_refused():
+def test_a_drafter_that_drafts_nothing_or_estimates_acceptance_is_refused(head):
     with pytest.raises(SpeculativeConfigError, match="proposes no drafts"):
         SpeculativeConfig(method="extract_hidden_states", num_speculative_tokens=1,
                           model_free_drafter={"method": "ngram", "num_speculative_tokens": 1})
     with pytest.raises(SpeculativeConfigError, match="enable_adaptive_verification"):
-        SpeculativeConfig(method="dflash", model=HEAD, num_speculative_tokens=4, enable_adaptive_verification=True,
+        SpeculativeConfig(method="dflash", model=head, num_speculative_tokens=4, enable_adaptive_verification=True,
                           model_free_drafter={"method": "ngram"})
 
 
-def test_a_class_that_declares_model_free_but_needs_more_is_refused():
+def test_a_class_that_declares_model_free_but_needs_more_is_refused(error):
     @attrs.frozen(kw_only=True)
     class Greedy(SpeculatorConfig):
         base_method = "ngram"
@@ -114,7 +119,7 @@ def test_a_class_that_declares_model_free_but_needs_more_is_refused():
     assert "declares model_free but needs more than token ids" in error(model_free_drafter={"method": "greedy_free"})
 
 
-def test_a_method_that_does_not_declare_model_free_is_refused():
+def test_a_method_that_does_not_declare_model_free_is_refused(error):
     @attrs.frozen(kw_only=True)
     class Lookahead(core_fakes.MyNgram):
         model_free = False
@@ -124,7 +129,7 @@ def test_a_method_that_does_not_declare_model_free_is_refused():
             "declare model_free)") in error(model_free_drafter={"method": "my_lookahead"})
 
 
-def test_a_registered_model_free_method_may_be_the_nested_one():
+def test_a_registered_model_free_method_may_be_the_nested_one(resolve):
     @attrs.frozen(kw_only=True)
     class Lookup(core_fakes.MyNgram):
         model_free = True

@@ -32,13 +32,13 @@ def test_sampled_drafts_get_one_hot_rows_beside_the_drafters_probabilities(monke
     from specpath import hybrid
 
     merged_probs = []
+    original = hybrid.merge_proposals
 
     def recording(own, free, taken):
-        out = merge_proposals(own, free, taken)
+        out = original(own, free, taken)
         merged_probs.append(out.draft_probs)
         return out
 
-    merge_proposals = hybrid.merge_proposals
     monkeypatch.setattr(hybrid, "merge_proposals", recording)
     params = SamplingParams(max_tokens=32, temperature=0.8, seed=5, ignore_eos=True)
     config = {"method": "eagle3", "num_speculative_tokens": 3, "draft_sample_method": "random",
