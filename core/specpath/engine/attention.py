@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from specpath.engine.kv_cache import KVCache
+from specpath.engine.model import OneRunKV
 from specpath.modeling.native import attention_kernels
 
 
@@ -137,6 +138,18 @@ class PagedAttention:
     def __init__(self, cache: KVCache, meta: AttentionMetadata) -> None:
         self.cache = cache
         self.meta = meta
+
+    def one_run(self) -> OneRunKV | None:
+        """The step's KV as one run of slots (one request, contiguous slots, a contiguous bf16
+        cache whose head width suits the native attention), for the model's native decoder stack;
+        ``None`` otherwise."""
+        m, data = self.meta, self.cache.data
+        if m.gather_slots is not None or m.num_reqs != 1 or data.dtype is not torch.bfloat16:
+            return None
+        if data.shape[-1] % 32 or not data.is_contiguous() or data.device.type != "cpu":
+            return None
+        mask = None if m.causal else m.mask[0, 0, : m.slot_mapping.shape[0]].contiguous()
+        return OneRunKV(data, m.first_slot, m.max_context_len, mask)
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         m = self.meta

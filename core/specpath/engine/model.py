@@ -14,7 +14,10 @@ The interface the engine and the drafters rely on:
   several query tokens each). ``attention(layer_idx, q, k, v) -> out`` receives q [T, n_heads,
   head_dim] and k/v [T, n_kv_heads, head_dim] after RoPE and returns [T, n_heads, head_dim]; the
   engine passes its paged-KV attention, ``None`` means plain causal attention over the T tokens as
-  one sequence. ``ModelOutput.logits`` is float32 [len(logits_indices) or T, vocab];
+  one sequence. An attention object whose ``one_run()`` returns the step's KV as one run of slots
+  (:class:`OneRunKV`: one request, contiguous slots, a bf16 cache) lets the native kernels run
+  every layer in one call (``NativeKernels.decoder_stack``), with the same bits as the per-layer
+  path. ``ModelOutput.logits`` is float32 [len(logits_indices) or T, vocab];
   ``ModelOutput.hidden_states`` is [T, len(hidden_layers), hidden]: the outputs of those decoder
   layers (0-based) before the final norm, i.e. ``transformers``' ``hidden_states[i + 1]``.
 - ``model.embed(ids)``, ``model.final_norm(h)``, ``model.lm_head_logits(normed_h)``: the target's
@@ -39,11 +42,26 @@ from torch import nn
 from specpath.modeling import checkpoint
 from specpath.modeling.gguf import is_gguf, read_gguf
 from specpath.modeling.layers import fused_linear
-from specpath.modeling.native import native_kernels, native_linears
+from specpath.modeling.native import DecoderStack, native_kernels, native_linears
 from specpath.modeling.norm import RMSNorm
 from specpath.modeling.rope import RotaryEmbedding, apply_rope, normalize_rope_scaling
 
 Attention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@attrs.frozen
+class OneRunKV:
+    """A step's KV history as the native decoder stack takes it: one request whose positions are
+    one run of slots of a contiguous bf16 cache."""
+
+    kv: torch.Tensor
+    """The whole cache, ``[layers, 2, slots, kv_heads, head_dim]``."""
+    first_slot: int
+    """The slot of the request's position 0."""
+    length: int
+    """Positions after this step, the step's new tokens last."""
+    mask: torch.Tensor | None
+    """``None`` (causal) or bool ``[T, length]``: the keys each new token sees (a token tree)."""
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen3")
 
@@ -463,18 +481,60 @@ class LlamaModel(nn.Module):
             self._check_layers(hidden_layers)
         cos, sin = self.model.rotary_emb(positions)
         h = self.model.embed_tokens(input_ids)
-        captured = []
-        for i, layer in enumerate(self.model.layers):
-            h = layer(h, cos, sin, lambda q, k, v, i=i: attention(i, q, k, v))
-            if i in hidden_layers:
-                captured.append(h)
-        hidden = None
-        if hidden_layers:
-            by_layer = dict(zip(sorted(set(hidden_layers)), captured))
-            hidden = torch.stack([by_layer[i] for i in hidden_layers], dim=-2)
+        stacked = self._native_stack(h, cos, sin, attention, tuple(hidden_layers))
+        if stacked is not None:
+            h, hidden = stacked
+        else:
+            captured = []
+            for i, layer in enumerate(self.model.layers):
+                h = layer(h, cos, sin, lambda q, k, v, i=i: attention(i, q, k, v))
+                if i in hidden_layers:
+                    captured.append(h)
+            hidden = None
+            if hidden_layers:
+                by_layer = dict(zip(sorted(set(hidden_layers)), captured))
+                hidden = torch.stack([by_layer[i] for i in hidden_layers], dim=-2)
         if logits_indices is not None:
             h = h.index_select(0, logits_indices)
         return ModelOutput(logits=self.lm_head_logits(self.model.norm(h)), hidden_states=hidden)
+
+    def _native_stack(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attention: Any,
+                      hidden_layers: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        """Every layer in one native call where the per-layer path would run each layer natively
+        (:meth:`DecoderLayer.native_linears`, bf16) with the native attention over one run of KV
+        slots; ``None`` elsewhere. A step of a small model on a CPU spends a sixth of its time in
+        the Python between the layers' native calls."""
+        one_run = getattr(attention, "one_run", None)
+        if one_run is None or h.dim() != 2 or self.config.head_dim % 32:
+            return None
+        native = native_kernels(h, cos, sin)
+        run = one_run() if native is not None else None
+        if run is None:
+            return None
+        stack = self._decoder_stack()
+        if stack is None:
+            return None
+        attn = self.model.layers[0].self_attn
+        return native.decoder_stack(stack, h.contiguous(), cos.contiguous(), sin.contiguous(), attn.n_heads,
+                                    attn.n_kv_heads, attn.head_dim, run.kv, run.first_slot, run.length, run.mask,
+                                    hidden_layers)
+
+    def _decoder_stack(self) -> DecoderStack | None:
+        """The layers as one native array, rebuilt whenever what it points at changed (every
+        call compares the layers' norm weights and native descriptors with those it was built
+        from); ``None`` when a layer cannot run natively."""
+        parts = []
+        for layer in self.model.layers:
+            linears = layer.native_linears()
+            if linears is None:
+                return None
+            parts.append((layer.input_layernorm, layer.post_attention_layernorm, linears))
+        key = tuple(t for a, b, linears in parts for t in (a.weight, b.weight, *linears))
+        stack = self.__dict__.get("_stack")
+        if stack is None or len(stack.key) != len(key) or any(x is not y for x, y in zip(stack.key, key)):
+            stack = self.__dict__["_stack"] = DecoderStack(key, [
+                (a.weight.contiguous(), a.eps, b.weight.contiguous(), b.eps, linears) for a, b, linears in parts])
+        return stack
 
     def forward_batch(self, input_ids: torch.Tensor, *, last_only: bool = False) -> torch.Tensor:
         """Causal logits [B, T, V] for equal-length rows starting at position 0 (training, perplexity);

@@ -10,7 +10,8 @@
   weights in its tile layout (``SPECPATH_AMX=0``: the AVX512-BF16 kernel above instead).
 - ``layer_ops.c``: RMSNorm (optionally fused with the residual add), RoPE and SiLU-and-multiply
   as one call each: a decode step of a small model on a CPU is dominated by per-op overhead;
-  ``decoder_layer.c`` runs a layer's two halves around attention as one call each.
+  ``decoder_layer.c`` runs a layer's two halves around attention as one call each, and a whole
+  stack of layers for one request as one call (:class:`DecoderStack`).
 - ``attention.c``: one request's attention over its contiguous KV history (causal, or a token
   tree's mask), the new keys and values written on the way; row-invariant like the matmuls.
 
@@ -98,6 +99,32 @@ class Linear(ctypes.Structure):
         return linear
 
 
+class LayerWeights(ctypes.Structure):
+    """One decoder layer as ``specpath_decoder_stack`` reads it (``specpath_layer_weights`` in C):
+    its two norms and four fused projections. Raw pointers, like :class:`Linear`."""
+
+    _fields_ = [("input_norm", ctypes.c_void_p), ("post_norm", ctypes.c_void_p), ("input_eps", ctypes.c_float),
+                ("post_eps", ctypes.c_float), ("qkv", ctypes.POINTER(Linear)), ("o_proj", ctypes.POINTER(Linear)),
+                ("gate_up", ctypes.POINTER(Linear)), ("down", ctypes.POINTER(Linear))]
+
+
+class DecoderStack:
+    """Every decoder layer of a model as one array for :meth:`NativeKernels.decoder_stack`, with
+    what it points at kept alive. ``key`` is what it was built from (the layers' norm weights and
+    native descriptors): whoever caches a stack rebuilds it when the key it would build now differs,
+    so a replaced or moved weight is never read through a stale pointer."""
+
+    def __init__(self, key: tuple[Any, ...], layers: list[tuple[torch.Tensor, float, torch.Tensor, float,
+                                                                  tuple[Linear, ...]]]) -> None:
+        self.key = key
+        self.layers = (LayerWeights * len(layers))(*(
+            LayerWeights(input_norm.data_ptr(), post_norm.data_ptr(), input_eps, post_eps,
+                         *(ctypes.pointer(linear) for linear in linears))
+            for input_norm, input_eps, post_norm, post_eps, linears in layers))
+        self.kept = layers
+        self.num_layers = len(layers)
+
+
 def native_linears(*modules: Any) -> tuple[Linear, ...] | None:
     """The modules' native descriptors (``module.native_linear()``), or ``None`` if one has none."""
     linears = tuple(getattr(m, "native_linear", _none)() for m in modules)
@@ -150,6 +177,9 @@ class NativeKernels:
         self._layer_pre = _function(library, "specpath_layer_pre", P, P, F, L, P, P, I, I, I, I, P)
         self._layer_post = _function(library, "specpath_layer_post", P, P, L, P, F, L, L, I, P)
         self._attention = _function(library, "specpath_attention", P, I, P, I, P, I, P, P, I, I, I, I, I, F, P, P)
+        I64 = ctypes.c_int64
+        self._decoder_stack = _function(library, "specpath_decoder_stack", P, I, P, P, P, I, I, I, I, P, I64, I64, I,
+                                        F, P, I, P, P, P)
 
     def q4(self, levels: torch.Tensor, scale_mins: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out [M, N] = x [M, K] (bf16) @ w.T`` for 4-bit ``levels [N, K/2]`` (see the C file's
@@ -254,6 +284,27 @@ class NativeKernels:
                         key_cache.data_ptr(), value_cache.data_ptr(), length, tokens, heads, k.shape[1], dim,
                         dim**-0.5, None if mask is None else mask.data_ptr(), out.data_ptr())
         return out
+
+
+    def decoder_stack(self, stack: DecoderStack, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,
+                      kv_heads: int, head_dim: int, kv: torch.Tensor, first_slot: int, length: int,
+                      mask: torch.Tensor | None = None, capture: tuple[int, ...] = ()
+                      ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``h [T, hidden]`` through every layer of ``stack`` for one request: per layer exactly
+        :meth:`layer_pre`, :meth:`attention` and :meth:`layer_post` (the same bits), in one call.
+        ``kv [layers, 2, slots, KV, D]`` holds the request's positions as one run from
+        ``first_slot``, ``length`` of them counting the T new ones (written on the way); ``mask``
+        as :meth:`attention`'s. Returns the last layer's output and, when ``capture`` names
+        layers, their outputs ``[T, len(capture), hidden]``."""
+        tokens, hidden = h.shape
+        out = torch.empty_like(h)
+        captured = h.new_empty((tokens, len(capture), hidden)) if capture else None
+        layers = (ctypes.c_int * len(capture))(*capture)
+        self._decoder_stack(stack.layers, stack.num_layers, h.data_ptr(), cos.data_ptr(), sin.data_ptr(), tokens,
+                            heads, kv_heads, head_dim, kv.data_ptr(), kv.shape[2], first_slot, length,
+                            head_dim**-0.5, None if mask is None else mask.data_ptr(), len(capture), layers,
+                            None if captured is None else captured.data_ptr(), out.data_ptr())
+        return out, captured
 
 
 def _compiler() -> str | None:

@@ -3,11 +3,13 @@
  *   pre:  x = rms_norm(h) (or h); qkv = x @ Wqkv; RoPE on q and k (in place)
  *   post: h2 = h + attn @ Wo; x = rms_norm(h2); y = down(silu(gate) * up); out = h2 + y
  *
+ * and the whole stack of them with attention between for one request (specpath_decoder_stack),
  * built from the same kernels the per-op path calls (rows_matmul.c, layer_ops.c), in the same
  * order, so the result is that path's to the bit; only the Python between them is gone (a CPU
  * decode step of a small model spends as long there as in the matmuls). */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 void specpath_q4_matmul(const uint8_t *levels, const float *scale_mins, const uint16_t *x, void *out,
                         int out_f32, int M, int N, int K);
@@ -72,4 +74,49 @@ void specpath_layer_post(const uint16_t *h, const uint16_t *attn, const specpath
     linear(down, act, o, T);
     specpath_add(h2, o, out, (int64_t)T * hidden);
     free(o);
+}
+
+void specpath_attention(const uint16_t *q, int q_stride, const uint16_t *k_new, int k_stride, const uint16_t *v_new,
+                        int v_stride, uint16_t *key_cache, uint16_t *value_cache, int L, int Q, int H, int KV,
+                        int D, float scale, const uint8_t *mask, uint16_t *out);
+
+/* One decoder layer's weights as specpath_decoder_stack reads them. */
+typedef struct {
+    const uint16_t *input_norm, *post_norm;
+    float input_eps, post_eps;
+    const specpath_linear *qkv, *o_proj, *gate_up, *down;
+} specpath_layer_weights;
+
+/* h [T, hidden] through every layer for one request whose KV history is one run of slots:
+ * kv [layers, 2, slots, KV, D], the request's positions from first_slot, `length` of them after
+ * this step (the T new tokens last). Each layer is exactly the Python path's three calls
+ * (specpath_layer_pre, specpath_attention, specpath_layer_post), so the result is that path's to
+ * the bit; what goes is the Python around them. mask: NULL (causal) or bool [T, length].
+ * After layer l, h is copied to captured [T, num_captures, hidden] at every j with
+ * capture_layers[j] == l. The final h goes to h_out [T, hidden]. */
+void specpath_decoder_stack(const specpath_layer_weights *layers, int num_layers, const uint16_t *h,
+                            const uint16_t *cos, const uint16_t *sin, int T, int H, int KV, int D, uint16_t *kv,
+                            int64_t num_slots, int64_t first_slot, int length, float scale, const uint8_t *mask,
+                            int num_captures, const int *capture_layers, uint16_t *captured, uint16_t *h_out) {
+    const int hidden = (int)layers[0].o_proj->out_features, width = (H + 2 * KV) * D;
+    const size_t plane = (size_t)num_slots * KV * D;
+    uint16_t *qkv = malloc(sizeof(uint16_t) * (size_t)T * (width + H * D + 2 * (size_t)hidden));
+    uint16_t *attn = qkv + (size_t)T * width, *a = attn + (size_t)T * H * D, *b = a + (size_t)T * hidden;
+    const uint16_t *x = h;
+    for (int l = 0; l < num_layers; l++) {
+        const specpath_layer_weights *w = layers + l;
+        uint16_t *next = (l == num_layers - 1) ? h_out : (l % 2 ? b : a);
+        uint16_t *keys = kv + (2 * (size_t)l * num_slots + first_slot) * KV * D;
+        specpath_layer_pre(x, w->input_norm, w->input_eps, w->qkv, cos, sin, T, H, KV, D, qkv);
+        specpath_attention(qkv, width, qkv + H * D, width, qkv + (H + KV) * D, width, keys, keys + plane, length, T,
+                           H, KV, D, scale, mask, attn);
+        specpath_layer_post(x, attn, w->o_proj, w->post_norm, w->post_eps, w->gate_up, w->down, T, next);
+        for (int j = 0; j < num_captures; j++)
+            if (capture_layers[j] == l)
+                for (int t = 0; t < T; t++)
+                    memcpy(captured + ((size_t)t * num_captures + j) * hidden, next + (size_t)t * hidden,
+                           sizeof(uint16_t) * hidden);
+        x = next;
+    }
+    free(qkv);
 }
