@@ -118,6 +118,22 @@ def test_a_replaced_weight_rebuilds_the_stack(monkeypatch):
     assert torch.equal(stacked.logits, per_layer.logits)
 
 
+def test_a_weight_moved_under_the_same_tensor_rebuilds_the_stack(monkeypatch):
+    model = _model("int8")
+    _both_ways(model, [0, 1], 5, [1, 2], monkeypatch)
+    stack = model.__dict__["_stack"]
+    assert stack.valid()
+    down = model.model.layers[2].mlp.down_proj
+    down.qweight.data = down.qweight.data.clone()  # same tensor object, other memory: the old is freed
+    assert not stack.valid()
+    assert model.model.layers[2].native_linears()[3].weight == down.qweight.data_ptr()  # the descriptor, too
+    stacked, _, per_layer, _, calls = _both_ways(model, [0, 1], 5, [1, 2], monkeypatch)
+    assert calls == 2 and model.__dict__["_stack"] is not stack
+    assert torch.equal(stacked.logits, per_layer.logits)
+    model.to(torch.bfloat16)  # _apply may swap buffers without a registration hook: the stack goes
+    assert "_stack" not in model.__dict__
+
+
 @pytest.mark.parametrize("case", ["two requests", "scattered blocks", "float32 cache"])
 def test_the_stack_steps_aside_where_the_native_attention_would(case):
     model = _model("bf16")

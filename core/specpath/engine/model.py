@@ -520,21 +520,25 @@ class LlamaModel(nn.Module):
                                     hidden_layers)
 
     def _decoder_stack(self) -> DecoderStack | None:
-        """The layers as one native array, rebuilt whenever what it points at changed (every
-        call compares the layers' norm weights and native descriptors with those it was built
-        from); ``None`` when a layer cannot run natively."""
+        """The layers as one native array (``None`` when a layer cannot run natively), kept
+        while :meth:`DecoderStack.valid`: a step then skips the walk over every layer's modules."""
+        stack = self.__dict__.get("_stack")
+        if stack is not None and stack.valid():
+            return stack
         parts = []
         for layer in self.model.layers:
             linears = layer.native_linears()
             if linears is None:
                 return None
-            parts.append((layer.input_layernorm, layer.post_attention_layernorm, linears))
-        key = tuple(t for a, b, linears in parts for t in (a.weight, b.weight, *linears))
-        stack = self.__dict__.get("_stack")
-        if stack is None or len(stack.key) != len(key) or any(x is not y for x, y in zip(stack.key, key)):
-            stack = self.__dict__["_stack"] = DecoderStack(key, [
-                (a.weight.contiguous(), a.eps, b.weight.contiguous(), b.eps, linears) for a, b, linears in parts])
+            a, b = layer.input_layernorm, layer.post_attention_layernorm
+            parts.append((a.weight.contiguous(), a.eps, b.weight.contiguous(), b.eps, linears))
+        stack = self.__dict__["_stack"] = DecoderStack(parts)
         return stack
+
+    def _apply(self, fn: Any, recurse: bool = True) -> "LlamaModel":
+        # .to(), .float(), ... may hand buffers new tensors without a registration hook
+        self.__dict__.pop("_stack", None)
+        return super()._apply(fn, recurse)
 
     def forward_batch(self, input_ids: torch.Tensor, *, last_only: bool = False) -> torch.Tensor:
         """Causal logits [B, T, V] for equal-length rows starting at position 0 (training, perplexity);

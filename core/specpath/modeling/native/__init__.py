@@ -92,9 +92,11 @@ class Linear(ctypes.Structure):
     def cached(cls, owner: Any, weight: torch.Tensor, scales: torch.Tensor | None, bits: int,
                tiled: bool = False) -> "Linear":
         """``owner``'s descriptor, rebuilt when its tensors are no longer the ones pointed to (a
-        move, a replaced buffer): a layer asks every call, so a stale pointer is never used."""
+        replaced buffer, or the same tensor holding other memory after a ``.data`` swap): a layer
+        asks every call, so a stale pointer is never used."""
         linear = owner.__dict__.get("_native_linear")
-        if linear is None or linear.tensors[0] is not weight or linear.tensors[1] is not scales:
+        if (linear is None or linear.tensors[0] is not weight or linear.tensors[1] is not scales
+                or linear.weight != weight.data_ptr() or (scales is not None and linear.scales != scales.data_ptr())):
             linear = owner.__dict__["_native_linear"] = cls.of(weight, scales, bits, tiled)
         return linear
 
@@ -110,19 +112,49 @@ class LayerWeights(ctypes.Structure):
 
 class DecoderStack:
     """Every decoder layer of a model as one array for :meth:`NativeKernels.decoder_stack`, with
-    what it points at kept alive. ``key`` is what it was built from (the layers' norm weights and
-    native descriptors): whoever caches a stack rebuilds it when the key it would build now differs,
-    so a replaced or moved weight is never read through a stale pointer."""
+    what it points at kept alive, so no pointer in it can dangle. A model asks :meth:`valid`
+    each step and rebuilds it when a module, parameter or buffer was assigned anywhere since
+    (:func:`registrations`) or a tensor it points at now holds other memory (``.data`` swapped):
+    the weights a step reads are the model's own."""
 
-    def __init__(self, key: tuple[Any, ...], layers: list[tuple[torch.Tensor, float, torch.Tensor, float,
-                                                                  tuple[Linear, ...]]]) -> None:
-        self.key = key
+    def __init__(self, layers: list[tuple[torch.Tensor, float, torch.Tensor, float, tuple[Linear, ...]]]) -> None:
+        self.generation = registrations()
         self.layers = (LayerWeights * len(layers))(*(
             LayerWeights(input_norm.data_ptr(), post_norm.data_ptr(), input_eps, post_eps,
                          *(ctypes.pointer(linear) for linear in linears))
             for input_norm, input_eps, post_norm, post_eps, linears in layers))
-        self.kept = layers
         self.num_layers = len(layers)
+        tensors = [t for norm_in, _, norm_post, _, linears in layers
+                   for t in (norm_in, norm_post, *(t for linear in linears for t in linear.tensors)) if t is not None]
+        self.pointers = [(t, t.data_ptr()) for t in tensors]
+
+    def valid(self) -> bool:
+        """Nothing it was built from has been replaced or moved since."""
+        return self.generation == registrations() and all(t.data_ptr() == p for t, p in self.pointers)
+
+
+_REGISTRATIONS = [0]
+
+
+def _count_registration(*_: Any) -> None:
+    _REGISTRATIONS[0] += 1
+
+
+@functools.lru_cache(maxsize=None)
+def _install_registration_hooks() -> None:
+    from torch.nn.modules import module
+
+    module.register_module_module_registration_hook(_count_registration)
+    module.register_module_parameter_registration_hook(_count_registration)
+    module.register_module_buffer_registration_hook(_count_registration)
+
+
+def registrations() -> int:
+    """How many modules, parameters and buffers have been assigned to any module in this process
+    since a :class:`DecoderStack` was first built (torch's global registration hooks, installed
+    then): a cached stack whose count differs may point at a replaced weight."""
+    _install_registration_hooks()
+    return _REGISTRATIONS[0]
 
 
 def native_linears(*modules: Any) -> tuple[Linear, ...] | None:
