@@ -114,11 +114,13 @@ def _grow(model, layers: int):
     return grown
 
 
-def _batched_forward(model, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Logits ``[B, N, V]`` with a shared ``[N, N]`` boolean mask (None = causal)."""
-    backbone = model.model
-    cos, sin = backbone.rotary_emb(positions)
-    h = backbone.embed_tokens(ids)
+def hidden_states(draft, tokens: torch.Tensor, positions: torch.Tensor | None = None,
+                  mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The draft's pre-norm outputs ``[B, N, d]`` over ``tokens`` [B, N]: causal windows, or
+    ``positions`` [N] with a boolean ``mask`` [N, N] (True: may attend) such as PARD's layout."""
+    backbone = draft.model
+    cos, sin = backbone.rotary_emb(torch.arange(tokens.shape[1]) if positions is None else positions)
+    h = backbone.embed_tokens(tokens)
 
     def attend(q, k, v):
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, H, N, D]
@@ -130,7 +132,12 @@ def _batched_forward(model, ids: torch.Tensor, positions: torch.Tensor, mask: to
 
     for layer in backbone.layers:
         h = layer(h, cos, sin, attend)
-    return model.lm_head(backbone.norm(h)).float()
+    return h
+
+
+def _batched_forward(model, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Logits ``[B, N, V]`` with a shared ``[N, N]`` boolean mask (None = causal)."""
+    return model.lm_head(model.model.norm(hidden_states(model, ids, positions, mask))).float()
 
 
 PAD = -1

@@ -33,6 +33,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from specpath_draft_model.train import hidden_states
+
 SHARES_TARGET_EMBEDDINGS = "shares_target_embeddings"
 """config.json key: the checkpoint has no embedding of its own; the target's is lent at load."""
 
@@ -53,27 +55,6 @@ def draft_from_target(target, layers: list[int]):
     draft.model.embed_tokens.weight.requires_grad_(False)
     draft.lm_head.weight = draft.model.embed_tokens.weight
     return draft
-
-
-def hidden_states(draft, tokens: torch.Tensor, positions: torch.Tensor | None = None,
-                  mask: torch.Tensor | None = None) -> torch.Tensor:
-    """The draft's pre-norm outputs ``[B, N, d]`` over ``tokens`` [B, N]: causal windows, or
-    ``positions`` [N] with a boolean ``mask`` [N, N] (True: may attend) such as PARD's layout."""
-    backbone = draft.model
-    cos, sin = backbone.rotary_emb(torch.arange(tokens.shape[1]) if positions is None else positions)
-    h = backbone.embed_tokens(tokens)
-
-    def attend(q, k, v):
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        if mask is None:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
-        return out.transpose(1, 2)
-
-    for layer in backbone.layers:
-        h = layer(h, cos, sin, attend)
-    return h
 
 
 def distill_loss(draft, norm_w: torch.Tensor, rows: torch.Tensor, eps: float, *, reg_weight: float):

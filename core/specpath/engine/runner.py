@@ -97,9 +97,10 @@ class ModelRunner:
         self.num_forward_calls = 0
 
     # ------------------------------------------------------------------------------ drafts
-    def _slots(self, request: Request, start: int, end: int) -> list[int]:
+    def _slots_at(self, request: Request, positions: Sequence[int]) -> list[int]:
+        """The KV slots of ``request``'s ``positions`` (through its block table)."""
         bs, blocks = self.block_size, request.table.block_ids
-        return [blocks[p // bs] * bs + p % bs for p in range(start, end)]
+        return [blocks[p // bs] * bs + p % bs for p in positions]
 
     def _propose(self, scheduled: Sequence[ScheduledRequest]) -> tuple[list[list[int]], torch.Tensor | None]:
         """Drafts per scheduled request (empty lists when none) and their probabilities."""
@@ -124,7 +125,7 @@ class ModelRunner:
             computed = r.num_computed_tokens
             ids = r.token_ids if computed + 1 == len(r.token_ids) else r.token_ids[: computed + 1]
             if feeding:
-                slots.extend(self._slots(r, r.num_delivered_positions, computed))
+                slots.extend(self._slots_at(r, range(r.num_delivered_positions, computed)))
             entries.append(
                 DraftRequest(
                     req_id=r.req_id,
@@ -319,10 +320,6 @@ class ModelRunner:
                                      self._slots_at(r, [first + n for n in path]),
                                      self._slots_at(r, [first + d for d in range(len(path))]))
         return emitted
-
-    def _slots_at(self, request: Request, positions: Sequence[int]) -> list[int]:
-        bs, blocks = self.block_size, request.table.block_ids
-        return [blocks[p // bs] * bs + p % bs for p in positions]
 
     def _verify_chains(
         self,
