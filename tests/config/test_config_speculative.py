@@ -208,7 +208,7 @@ def test_method_specific_options_need_support(make_checkpoint):
     path = make_checkpoint("mtp", model_type="mtp")
     assert error(method="mtp", model=path, num_speculative_tokens=2, dspark_draft_topk=4) == (
         "speculative_config.dspark_draft_topk: is not supported by method 'mtp' (FakeMTP) "
-        "(got 4; allowed: index_share_for_mtp_iteration)"
+        "(got 4; allowed: draft_tree_topk, index_share_for_mtp_iteration)"
     )
     plain = make_checkpoint("plain")  # an MTP checkpoint is only for mtp (another method is refused)
     assert "index_share_for_mtp_iteration: is not supported by method 'eagle'" in error(

@@ -49,6 +49,32 @@ class HiddenStateDrafterConfig(DraftModelSpeculatorConfig):
     @classmethod
     def verify(cls, spec: Any) -> None:
         cls.check_declared_inputs(spec)
+        k = spec.draft_tree_topk
+        if k is not None and k > 1 and spec.parallel_drafting:
+            raise SpeculativeConfigError(
+                f"draft_tree_topk={k} needs chain drafting; parallel_drafting drafts all K tokens in one pass",
+                field="speculative_config.draft_tree_topk")
+        if k is not None and k > 1 and spec.draft_sample_method == "random":
+            raise SpeculativeConfigError(
+                f"draft_tree_topk={k} drafts the top-k candidates; draft_sample_method 'random' samples one chain",
+                field="speculative_config.draft_tree_topk")
+
+    def hash_factors(self) -> tuple[Any, ...]:
+        # a tree turns the verify pass's causal mask into a tree mask
+        return (*super().hash_factors(), ("draft_tree_topk", self.spec.draft_tree_topk))
+
+    def describe(self) -> dict[str, Any]:
+        from specpath.verification import TREE_VERIFY_METHODS
+
+        out = super().describe()
+        k, method = self.spec.draft_tree_topk, self.spec.rejection_sample_method
+        if k is not None and k > 1:
+            out["draft_shape"] = (
+                f"chain (top-1): draft_tree_topk={k} has no effect, {method} verification verifies chains"
+                if method not in TREE_VERIFY_METHODS else
+                f"tree: {k} nodes run per drafting pass, each scoring its top-{k} children; the best K candidates, "
+                "when the engine verifies trees (the reference engine does); otherwise the top-1 chain")
+        return out
 
 
 # -- head checkpoints ---------------------------------------------------------------------
@@ -204,7 +230,7 @@ class HeadSpeculatorConfig(HiddenStateDrafterConfig):
     hooks, from :func:`method_from_checkpoint_config` and :func:`method_from_path`), and the LM
     head the drafts use may be fp8 (``draft_lm_head_quantization``)."""
 
-    supported_options = frozenset({"draft_lm_head_quantization"})
+    supported_options = frozenset({"draft_lm_head_quantization", "draft_tree_topk"})
     demo_num_speculative_tokens = 4
     shares_target_head: ClassVar[bool] = True
     """The head drafts through the target's LM head (so ``draft_lm_head_quantization`` rules

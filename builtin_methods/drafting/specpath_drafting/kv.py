@@ -65,3 +65,25 @@ class DrafterKV:
             return torch.matmul(scores.softmax(dim=-1), values).reshape(t, heads, d)
 
         return attend
+
+    def tree_attention(self, row: int, length: int, mask: torch.Tensor):
+        """An ``attend(q, k, v)`` for the Q nodes of a draft tree's pass: their k/v go to the last
+        Q of ``length`` positions of ``row`` (scratch past the committed ones, which the next
+        ingest overwrites) and each query sees the keys its row of ``mask [Q, length]`` admits
+        (the committed positions, its ancestors' slots and its own)."""
+        start = row * self.row_len
+        keys, values = self.keys[start : start + self.row_len], self.values[start : start + self.row_len]
+
+        def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            if (native := native_attention(q, k, v, self.keys)) is not None:
+                return native.attention(q, k, v, keys, values, length, mask)
+            t, heads, d = q.shape
+            keys[length - t : length] = k
+            values[length - t : length] = v
+            kv = k.shape[1]
+            grouped = q.view(t, kv, heads // kv, d)
+            scores = torch.matmul(grouped, keys[:length].permute(1, 2, 0)[None]) * (1.0 / math.sqrt(d))  # [T, KV, G, L]
+            scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
+            return torch.matmul(scores.softmax(dim=-1), values[:length].transpose(0, 1)[None]).reshape(t, heads, d)
+
+        return attend

@@ -8,7 +8,9 @@ Each step, for every request of the batch:
    rollback is that pointer move). The output at the last committed position is kept.
 2. *Draft*: from that output, a chain of K steps, each feeding the head its own output and the
    embedding of the token it just drafted, at the next position; or, with parallel drafting
-   (P-EAGLE), K-1 mask queries appended to the ingest pass so all K drafts come out of one pass.
+   (P-EAGLE), K-1 mask queries appended to the ingest pass so all K drafts come out of one pass;
+   or, with ``draft_tree_topk`` where the engine verifies trees, a dynamic tree
+   (:mod:`specpath_drafting.tree`: k nodes per head pass, the best K candidates).
 
 Per step the loop costs one head call for the ingest and one per further chain draft, one
 ``prepare_drafter_inputs`` and one host sync for the drafted tokens.
@@ -16,6 +18,7 @@ Per step the loop costs one head call for the ingest and one per further chain d
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,11 +27,12 @@ import torch
 from specpath.modeling.dispatch import triton_or_reference
 from specpath.modeling.dtypes import torch_dtype
 from specpath.modeling.rows import RowAllocator
-from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
+from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, DraftTree, SpeculatorContext
 from specpath_drafting.heads import HiddenStateHead
 from specpath_drafting.kv import DrafterKV
 from specpath_drafting.numerics import sharded_argmax
 from specpath_drafting.reference import prepare_drafter_inputs_reference
+from specpath_drafting.tree import TreeDraft, ancestor_runs, grow_tree
 
 
 def target_layers(context: SpeculatorContext) -> int:
@@ -74,8 +78,12 @@ class HiddenStateSpeculator(BaseSpeculator):
             )
         if hc.vocab_size != context.vocab_size:
             raise ValueError(f"the head's vocabulary ({hc.vocab_size}) differs from the target's ({context.vocab_size})")
+        topk = getattr(config, "draft_tree_topk", None)
+        self.tree_topk = int(topk) if topk is not None and context.verifies_trees and not self.parallel else 1
+        """Nodes per drafting pass and children per node of a draft tree (``draft_tree_topk``,
+        where the engine verifies trees); 1: the chain."""
         rows = max(1, int(context.max_num_seqs))
-        self.row_len = int(context.max_model_len) + self.k + 2
+        self.row_len = int(context.max_model_len) + self.k + self.tree_topk + 2  # + a tree's extra scratch
         self.kv = DrafterKV(num_rows=rows, row_len=self.row_len, num_kv_heads=hc.num_key_value_heads,
                             head_dim=hc.head_dim, dtype=self.dtype, device=self.device)
         self.tokens = torch.zeros(rows, self.row_len, dtype=torch.int32, device=self.device)
@@ -188,6 +196,9 @@ class HiddenStateSpeculator(BaseSpeculator):
                                          [g for g in gens for _ in range(k_max)])
             tokens = tokens.view(len(drafting), k_max)
             probs = None if probs is None else probs.view(len(drafting), k_max, -1)
+        elif self.tree_topk > 1:
+            return self._tree_proposal(reqs, drafting, budgets, a, [rows[i] for i in drafting],
+                                       [lasts[i] for i in drafting])
         else:
             steps, step_probs = [], []
             pos = torch.tensor([lasts[i] for i in drafting], dtype=torch.int64, device=dev)
@@ -203,6 +214,55 @@ class HiddenStateSpeculator(BaseSpeculator):
             tokens = torch.stack(steps, dim=1)
             probs = None if step_probs[0] is None else torch.stack(step_probs, dim=1)
         return self._proposal(reqs, drafting, budgets, tokens, probs)
+
+    def _draft_tree(self, a0: torch.Tensor, row: int, last: int, budget: int) -> TreeDraft:
+        """One request's tree (:mod:`specpath_drafting.tree`) from the ingest's output ``a0 [1, d]``
+        at its last committed position ``last``: a node of depth ``d`` runs at position
+        ``last + 1 + d`` (as the chain's draft there), its k/v in scratch slots after ``last``."""
+        head, dev = self.head, self.device
+        outputs: list[torch.Tensor] = []
+        parents_so_far: list[int] = []
+
+        def run(tokens: Sequence[int], parents: Sequence[int], depth: int) -> torch.Tensor:
+            first = len(parents_so_far)
+            parents_so_far.extend(parents)
+            length = last + 1 + len(parents_so_far)
+            mask = torch.zeros(len(tokens), length, dtype=torch.bool, device=dev)
+            mask[:, : last + 1] = True
+            for j, runs in enumerate(ancestor_runs(parents_so_far)[first:]):
+                mask[j, [last + 1 + r for r in runs]] = True
+            ids = head.to_target(torch.tensor(tokens, dtype=torch.int64, device=dev))
+            features = torch.cat([a0 if p < 0 else outputs[p] for p in parents])
+            positions = torch.full((len(tokens),), last + 1 + depth, dtype=torch.int64, device=dev)
+            out = head.step(head.embed(ids).to(self.dtype), features, positions, self.kv.tree_attention(row, length, mask))
+            outputs.extend(out.split(1))
+            return head.logits(out)
+
+        return grow_tree(head.logits(a0)[0], run, k=self.tree_topk, budget=budget)
+
+    def _tree_proposal(self, reqs, drafting, budgets, a, rows, lasts) -> DraftProposal:
+        """Each drafting request's tree, and as its chain the tree's top-1 path (for engines that
+        verify chains)."""
+        sizes, counts = [0] * len(reqs), [0] * len(reqs)
+        tokens: list[int] = []
+        parents: list[int] = []
+        probs: list[float] = []
+        chain: list[int] = []
+        for j, i in enumerate(drafting):
+            tree = self._draft_tree(a[j : j + 1], rows[j], lasts[j], budgets[i])
+            ids = self.head.to_target(torch.tensor(tree.tokens, dtype=torch.int64, device=self.device)).tolist()
+            sizes[i] = len(ids)
+            tokens += ids
+            parents += tree.parents
+            probs += [math.exp(s) for s in tree.scores]
+            node, path = -1, []
+            while (node := next((n for n, p in enumerate(tree.parents) if p == node), None)) is not None:
+                path.append(ids[node])  # nodes are best-first: a node's first child is its best
+            chain += path
+            counts[i] = len(path)
+        return DraftProposal(token_ids=torch.tensor(chain, dtype=torch.int32, device=self.device),
+                             num_draft_tokens=counts,
+                             tree=DraftTree(token_ids=tokens, parents=parents, probs=probs, num_tree_tokens=sizes))
 
     def _step(self, embeds, features, positions, slots, qrows) -> torch.Tensor:
         attend = self.kv.attention(slots, qrows, positions, int(positions.max()))

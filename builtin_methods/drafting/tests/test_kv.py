@@ -52,3 +52,59 @@ def test_native_ingest_of_several_positions_equals_the_torch_path(row, history, 
     assert calls == [1]
     assert torch.equal(fast.keys, slow.keys) and torch.equal(fast.values, slow.values)
     torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
+
+
+def _tree_mask(tokens, length, seed):
+    """Each of the last ``tokens`` positions sees the committed prefix, some earlier scratch slots
+    (its ancestors) and itself."""
+    g = torch.Generator().manual_seed(seed)
+    first = length - tokens  # >= 1: a tree follows at least one committed position
+    mask = torch.zeros(tokens, length, dtype=torch.bool)
+    prefix = max(1, first - 3)
+    mask[:, :prefix] = True
+    mask[:, prefix:first] = torch.rand(tokens, first - prefix, generator=g) < 0.5
+    mask[torch.arange(tokens), torch.arange(first, length)] = True
+    return mask
+
+
+@given(row=st.integers(0, 2), length=st.integers(4, 40), tokens=st.integers(1, 4), seed=st.integers(0, 2**16))
+@settings(max_examples=30, deadline=None)
+def test_tree_attention_sees_what_its_mask_admits(row, length, tokens, seed):
+    """float32, the torch path: each query's output is attention over exactly its admitted keys."""
+    tokens = min(tokens, length - 1)
+    kv = DrafterKV(num_rows=3, row_len=48, num_kv_heads=2, head_dim=32)
+    g = torch.Generator().manual_seed(seed)
+    kv.keys.copy_(torch.randn(kv.keys.shape, generator=g))
+    kv.values.copy_(torch.randn(kv.values.shape, generator=g))
+    q, k, v = torch.randn(tokens, 4, 32, generator=g), torch.randn(tokens, 2, 32, generator=g), torch.randn(tokens, 2, 32, generator=g)
+    mask = _tree_mask(tokens, length, seed)
+    got = kv.tree_attention(row, length, mask)(q, k, v)
+    start = row * kv.row_len
+    keys, values = kv.keys[start : start + length], kv.values[start : start + length]
+    assert torch.equal(keys[length - tokens :], k) and torch.equal(values[length - tokens :], v)
+    for t in range(tokens):
+        seen = mask[t].nonzero().squeeze(1)
+        for h in range(4):
+            scores = keys[seen, h // 2] @ q[t, h] / 32**0.5
+            torch.testing.assert_close(got[t, h], scores.softmax(0) @ values[seen, h // 2], rtol=1e-5, atol=1e-5)
+
+
+@needs_kernels
+@given(row=st.integers(0, 2), length=st.integers(4, 40), tokens=st.integers(1, 8), seed=st.integers(0, 2**16))
+@settings(max_examples=30, deadline=None)
+def test_native_tree_attention_equals_the_torch_path(row, length, tokens, seed):
+    fast, slow = _kv(seed), _kv(seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    tokens = min(tokens, length - 1)
+    q = torch.randn(tokens, 4, 32, generator=g).bfloat16()
+    k = torch.randn(tokens, 2, 32, generator=g).bfloat16()
+    v = torch.randn(tokens, 2, 32, generator=g).bfloat16()
+    mask = _tree_mask(tokens, length, seed)
+    with torch.inference_mode():
+        with counting_native_attention() as calls:
+            got = fast.tree_attention(row, length, mask)(q, k, v)
+        with native.disabled():
+            want = slow.tree_attention(row, length, mask)(q, k, v)
+    assert calls == [1]
+    assert torch.equal(fast.keys, slow.keys) and torch.equal(fast.values, slow.values)
+    torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)

@@ -76,3 +76,23 @@ def test_mismatch_with_an_eagle1_checkpoint(files, tmp_path):
         resolve({"method": "eagle3", "model": str(eagle1), "num_speculative_tokens": 2}, target)
     assert "'eagle3'" in str(info.value) and "'eagle'" in str(info.value)
     assert resolve({"model": str(eagle1), "num_speculative_tokens": 2}).method == "eagle"
+
+
+def test_draft_trees_resolve_hash_explain_and_refuse_what_drafts_no_tree(files):
+    target, chain, parallel = files
+    base = {"method": "eagle3", "model": str(chain), "num_speculative_tokens": 6}
+    tree = resolve({**base, "draft_tree_topk": 2}, target)
+    plain = resolve(base, target)
+    assert tree.draft_tree_topk == 2 and tree.compute_hash() != plain.compute_hash()
+    assert tree.speculator_config.num_lookahead_tokens == 6  # nodes take the chain's slots
+    assert tree.speculator_config.describe()["draft_shape"].startswith("tree: 2 nodes run per drafting pass")
+    assert "draft_shape" not in plain.speculator_config.describe()
+    blocked = resolve({**base, "draft_tree_topk": 2, "rejection_sample_method": "block"}, target)
+    assert "has no effect" in blocked.speculator_config.describe()["draft_shape"]
+    with pytest.raises(SpeculativeConfigError, match="draft_tree_topk=2 needs chain drafting") as e:
+        resolve({**base, "model": str(parallel), "parallel_drafting": True, "draft_tree_topk": 2}, target)
+    assert "\n" not in str(e.value)
+    with pytest.raises(SpeculativeConfigError, match="draft_sample_method 'random' samples one chain"):
+        resolve({**base, "draft_sample_method": "random", "draft_tree_topk": 3}, target)
+    with pytest.raises(SpeculativeConfigError, match="draft_tree_topk"):
+        resolve({**base, "draft_tree_topk": 0}, target)

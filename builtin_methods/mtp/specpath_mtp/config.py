@@ -72,7 +72,7 @@ class MTPSpeculatorConfig(HiddenStateDrafterConfig):
 
     base_method = "mtp"
     speculator_class = "specpath_mtp.speculator:MTPSpeculator"
-    supported_options = frozenset({"index_share_for_mtp_iteration"})
+    supported_options = frozenset({"index_share_for_mtp_iteration", "draft_tree_topk"})
     supports_pcp = True
     """One module with one KV over the target's positions: splits like the target's prefill."""
     shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, MTP1), ShippedCheckpoint(SMOLLM2_135M, MTP1_SMOLLM2))
@@ -137,7 +137,8 @@ class MTPSpeculatorConfig(HiddenStateDrafterConfig):
     def hash_factors(self) -> tuple[Any, ...]:
         """Sharing the sparse-attention index across MTP iterations changes the draft graph
         (None and False are the same graph)."""
-        return (("index_share_for_mtp_iteration", bool(self.spec.index_share_for_mtp_iteration)),)
+        return (*super().hash_factors(),
+                ("index_share_for_mtp_iteration", bool(self.spec.index_share_for_mtp_iteration)))
 
 
 @attrs.frozen(kw_only=True)
@@ -146,6 +147,8 @@ class MultiModuleMTPSpeculatorConfig(MTPSpeculatorConfig):
     KV; K above the module count cycles through them again."""
 
     speculator_class = "specpath_mtp.speculator:MultiModuleMTPSpeculator"
+    supported_options = frozenset({"index_share_for_mtp_iteration"})
+    """No draft trees: module k drafts depth k in a pass of its own, over its own KV."""
     supports_pcp = False
     """Module k's KV at p needs the token at p+k+1: it does not split with the target's prefill."""
 

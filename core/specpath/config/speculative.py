@@ -321,6 +321,14 @@ class SpeculativeConfig:
             "otherwise, or with c = 1, the top-1 chain.",
         check=_AT_LEAST_1, method_specific=True
     )
+    draft_tree_topk: int | None = _field(
+        group="special",
+        doc="eagle, eagle3, mtp: propose a dynamic token tree (EAGLE-2): each drafting pass runs the "
+            "best k nodes so far and scores their top-k children; the best K of all candidates are verified, "
+            "when the engine verifies trees (the reference engine does in standard verification); "
+            "otherwise, or with k = 1, the top-1 chain.",
+        check=_AT_LEAST_1, method_specific=True
+    )
     speculator_options: Mapping[str, Any] | None = _field(
         group="special",
         doc="Free-form options of a third-party method (declare 'speculator_options' as supported).",

@@ -47,6 +47,7 @@ METHOD_SPECIFIC_OPTION_EXAMPLES: dict[str, Any] = {
     "draft_lm_head_quantization": "fp8",
     "index_share_for_mtp_iteration": True,
     "xpress_topc": 4,
+    "draft_tree_topk": 2,
     "suffix_decoding_max_tree_depth": 8,
     "suffix_decoding_max_cached_requests": 16,
     "suffix_decoding_max_spec_factor": 1.5,
