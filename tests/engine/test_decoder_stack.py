@@ -1,6 +1,7 @@
-"""The native decoder stack (every layer in one call for one request over one run of KV slots)
-gives the per-layer path's bits: logits, captured hidden states and the KV it writes, causal
-and under a token tree's mask; it is rebuilt when a weight changes and steps aside elsewhere."""
+"""The native decoder stack (every layer in one call for one request) gives the per-layer path's
+bits: logits, captured hidden states and the KV it writes, causal and under a token tree's mask,
+over one run of KV slots or scattered blocks (the same bits either way); it is rebuilt when a
+weight changes and steps aside elsewhere."""
 
 import pytest
 import torch
@@ -134,14 +135,33 @@ def test_a_weight_moved_under_the_same_tensor_rebuilds_the_stack(monkeypatch):
     assert "_stack" not in model.__dict__
 
 
-@pytest.mark.parametrize("case", ["two requests", "scattered blocks", "float32 cache"])
+@given(weights=st.sampled_from(["bf16", "int4"]), history=st.integers(1, 20), tokens=st.integers(1, 6),
+       seed=st.integers(0, 2**16), tree=st.booleans())
+@settings(max_examples=20, deadline=None)
+def test_scattered_blocks_give_one_runs_bits(weights, history, tokens, seed, tree):
+    """A request's output does not depend on where its blocks lie (the allocator's state)."""
+    model = _model(weights)
+    n = (history + tokens + BLOCK - 1) // BLOCK
+    scattered = torch.randperm(16, generator=torch.Generator().manual_seed(seed))[:n].tolist()
+    ids = torch.randint(0, 96, (tokens,), generator=torch.Generator().manual_seed(seed)).tolist()
+    step = {"tree": Tree(tokens=ids[1:], parents=[-1, *range(len(ids) - 2)][: len(ids) - 1])} if tree and tokens > 1 else {}
+    runs = []
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for blocks in (list(range(n)), scattered):
+            stacked, cache, per_layer, _, calls = _both_ways(model, blocks, history, ids, monkeypatch, **step)
+            assert calls == 2 and torch.equal(stacked.logits, per_layer.logits)
+            slots = [blocks[p // BLOCK] * BLOCK + p % BLOCK for p in range(history + tokens)]
+            runs.append((stacked.logits, cache.data[:, :, slots]))
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+
+
+@pytest.mark.parametrize("case", ["two requests", "float32 cache"])
 def test_the_stack_steps_aside_where_the_native_attention_would(case):
     model = _model("bf16")
     groups = model.config.num_attention_heads // model.config.num_key_value_heads
     tables, computed, query = {"two requests": ([[0], [1]], [0, 0], [2, 2]),
-                               "scattered blocks": ([[3, 1]], [4], [2]),
                                "float32 cache": ([[0, 1]], [4], [2])}[case]
     meta, _ = build_attention_metadata(block_tables=tables, num_computed=computed, num_query_tokens=query,
                                        block_size=BLOCK, num_query_groups=groups)
     cache = _cache(model, torch.float32 if case == "float32 cache" else torch.bfloat16)
-    assert PagedAttention(cache, meta).one_run() is None
+    assert PagedAttention(cache, meta).one_request() is None

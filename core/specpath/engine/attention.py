@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from specpath.engine.kv_cache import KVCache
-from specpath.engine.model import OneRunKV
+from specpath.engine.model import RequestKV
 from specpath.modeling.native import attention_kernels
 
 
@@ -139,26 +139,27 @@ class PagedAttention:
         self.cache = cache
         self.meta = meta
 
-    def one_run(self) -> OneRunKV | None:
-        """The step's KV as one run of slots (one request, contiguous slots, a contiguous bf16
-        cache whose head width suits the native attention), for the model's native decoder stack;
-        ``None`` otherwise."""
+    def one_request(self) -> RequestKV | None:
+        """The step's KV when it is one request's in a contiguous bf16 cache whose head width
+        suits the native attention, for the model's native decoder stack; ``None`` otherwise."""
         m, data = self.meta, self.cache.data
-        if m.gather_slots is not None or m.num_reqs != 1 or data.dtype is not torch.bfloat16:
+        if m.num_reqs != 1 or data.dtype is not torch.bfloat16:
             return None
         if data.shape[-1] % 32 or not data.is_contiguous() or data.device.type != "cpu":
             return None
         mask = None if m.causal else m.mask[0, 0, : m.slot_mapping.shape[0]].contiguous()
-        return OneRunKV(data, m.first_slot, m.max_context_len, mask)
+        return RequestKV(data, m.first_slot, m.gather_slots, m.max_context_len, mask)
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         m = self.meta
         key_cache = self.cache.keys(layer)
         value_cache = self.cache.values(layer)
-        if m.gather_slots is None and m.num_reqs == 1 and (native := attention_kernels(q, k, v, key_cache)):
-            end = m.first_slot + m.max_context_len
+        if m.num_reqs == 1 and (native := attention_kernels(q, k, v, key_cache)):
             # a tree's mask as one row per query (the rows repeat for each query-head group)
             mask = None if m.causal else m.mask[0, 0, : q.shape[0]].contiguous()
+            if m.gather_slots is not None:  # scattered blocks: the kernel reads them through the slots
+                return native.attention(q, k, v, key_cache, value_cache, m.max_context_len, mask, m.gather_slots)
+            end = m.first_slot + m.max_context_len
             return native.attention(q, k, v, key_cache[m.first_slot : end], value_cache[m.first_slot : end],
                                     m.max_context_len, mask)
         key_cache.index_copy_(0, m.slot_mapping, k)

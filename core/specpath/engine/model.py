@@ -14,10 +14,9 @@ The interface the engine and the drafters rely on:
   several query tokens each). ``attention(layer_idx, q, k, v) -> out`` receives q [T, n_heads,
   head_dim] and k/v [T, n_kv_heads, head_dim] after RoPE and returns [T, n_heads, head_dim]; the
   engine passes its paged-KV attention, ``None`` means plain causal attention over the T tokens as
-  one sequence. An attention object whose ``one_run()`` returns the step's KV as one run of slots
-  (:class:`OneRunKV`: one request, contiguous slots, a bf16 cache) lets the native kernels run
-  every layer in one call (``NativeKernels.decoder_stack``), with the same bits as the per-layer
-  path. ``ModelOutput.logits`` is float32 [len(logits_indices) or T, vocab];
+  one sequence. An attention object whose ``one_request()`` returns the step's KV
+  (:class:`RequestKV`: one request in a contiguous bf16 cache) lets the native kernels run every
+  layer in one call (``NativeKernels.decoder_stack``), with the same bits as the per-layer path. ``ModelOutput.logits`` is float32 [len(logits_indices) or T, vocab];
   ``ModelOutput.hidden_states`` is [T, len(hidden_layers), hidden]: the outputs of those decoder
   layers (0-based) before the final norm, i.e. ``transformers``' ``hidden_states[i + 1]``.
 - ``model.embed(ids)``, ``model.final_norm(h)``, ``model.lm_head_logits(normed_h)``: the target's
@@ -50,14 +49,17 @@ Attention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tens
 
 
 @attrs.frozen
-class OneRunKV:
-    """A step's KV history as the native decoder stack takes it: one request whose positions are
-    one run of slots of a contiguous bf16 cache."""
+class RequestKV:
+    """A step's KV history as the native decoder stack takes it: one request in a contiguous
+    bf16 cache."""
 
     kv: torch.Tensor
     """The whole cache, ``[layers, 2, slots, kv_heads, head_dim]``."""
     first_slot: int
-    """The slot of the request's position 0."""
+    """The slot of the request's position 0 where its positions are one run of slots."""
+    slots: torch.Tensor | None
+    """int64 ``[length]``: each position's slot where they are not (a paged request); ``None``:
+    one run from ``first_slot``."""
     length: int
     """Positions after this step, the step's new tokens last."""
     mask: torch.Tensor | None
@@ -501,14 +503,14 @@ class LlamaModel(nn.Module):
     def _native_stack(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attention: Any,
                       hidden_layers: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """Every layer in one native call where the per-layer path would run each layer natively
-        (:meth:`DecoderLayer.native_linears`, bf16) with the native attention over one run of KV
-        slots; ``None`` elsewhere. A step of a small model on a CPU spends a sixth of its time in
+        (:meth:`DecoderLayer.native_linears`, bf16) with the native attention (one request);
+        ``None`` elsewhere. A step of a small model on a CPU spends a sixth of its time in
         the Python between the layers' native calls."""
-        one_run = getattr(attention, "one_run", None)
-        if one_run is None or h.dim() != 2 or self.config.head_dim % 32:
+        one_request = getattr(attention, "one_request", None)
+        if one_request is None or h.dim() != 2 or self.config.head_dim % 32:
             return None
         native = native_kernels(h, cos, sin)
-        run = one_run() if native is not None else None
+        run = one_request() if native is not None else None
         if run is None:
             return None
         stack = self._decoder_stack()
@@ -517,7 +519,7 @@ class LlamaModel(nn.Module):
         attn = self.model.layers[0].self_attn
         return native.decoder_stack(stack, h.contiguous(), cos.contiguous(), sin.contiguous(), attn.n_heads,
                                     attn.n_kv_heads, attn.head_dim, run.kv, run.first_slot, run.length, run.mask,
-                                    hidden_layers)
+                                    hidden_layers, run.slots)
 
     def _decoder_stack(self) -> DecoderStack | None:
         """The layers as one native array (``None`` when a layer cannot run natively), kept

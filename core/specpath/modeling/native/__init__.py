@@ -208,10 +208,10 @@ class NativeKernels:
         L, F = ctypes.POINTER(Linear), ctypes.c_float
         self._layer_pre = _function(library, "specpath_layer_pre", P, P, F, L, P, P, I, I, I, I, P)
         self._layer_post = _function(library, "specpath_layer_post", P, P, L, P, F, L, L, I, P)
-        self._attention = _function(library, "specpath_attention", P, I, P, I, P, I, P, P, I, I, I, I, I, F, P, P)
+        self._attention = _function(library, "specpath_attention", P, I, P, I, P, I, P, P, I, I, I, I, I, F, P, P, P)
         I64 = ctypes.c_int64
-        self._decoder_stack = _function(library, "specpath_decoder_stack", P, I, P, P, P, I, I, I, I, P, I64, I64, I,
-                                        F, P, I, P, P, P)
+        self._decoder_stack = _function(library, "specpath_decoder_stack", P, I, P, P, P, I, I, I, I, P, I64, I64, P,
+                                        I, F, P, I, P, P, P)
 
     def q4(self, levels: torch.Tensor, scale_mins: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out [M, N] = x [M, K] (bf16) @ w.T`` for 4-bit ``levels [N, K/2]`` (see the C file's
@@ -304,37 +304,40 @@ class NativeKernels:
 
 
     def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_cache: torch.Tensor,
-                  value_cache: torch.Tensor, length: int, mask: torch.Tensor | None = None) -> torch.Tensor:
+                  value_cache: torch.Tensor, length: int, mask: torch.Tensor | None = None,
+                  slots: torch.Tensor | None = None) -> torch.Tensor:
         """Attention of the newest ``Q`` tokens (``q [Q, H, D]``, ``k``/``v [Q, KV, D]``, any
-        stride between tokens) over ``length`` cached positions of ``key_cache``/``value_cache
-        [>= length, KV, D]`` (contiguous, from the request's first position), writing k/v at
-        positions ``length - Q`` onwards first; causal, or the keys ``mask [Q, length]`` (bool)
-        admits per query; ``[Q, H, D]``."""
+        stride between tokens) over ``length`` cached positions of ``key_cache``/``value_cache``
+        (contiguous ``[slots, KV, D]``), writing k/v at positions ``length - Q`` onwards first;
+        position ``p`` lives at row ``p`` of the caches, or at row ``slots[p]`` where int64
+        ``slots [length]`` is given (a paged request: the same bits as one run of slots); causal,
+        or the keys ``mask [Q, length]`` (bool) admits per query; ``[Q, H, D]``."""
         tokens, heads, dim = q.shape
         out = q.new_empty((tokens, heads, dim))
         self._attention(q.data_ptr(), q.stride(0), k.data_ptr(), k.stride(0), v.data_ptr(), v.stride(0),
                         key_cache.data_ptr(), value_cache.data_ptr(), length, tokens, heads, k.shape[1], dim,
-                        dim**-0.5, None if mask is None else mask.data_ptr(), out.data_ptr())
+                        dim**-0.5, None if mask is None else mask.data_ptr(), None if slots is None else slots.data_ptr(),
+                        out.data_ptr())
         return out
 
 
     def decoder_stack(self, stack: DecoderStack, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,
                       kv_heads: int, head_dim: int, kv: torch.Tensor, first_slot: int, length: int,
-                      mask: torch.Tensor | None = None, capture: tuple[int, ...] = ()
-                      ) -> tuple[torch.Tensor, torch.Tensor | None]:
+                      mask: torch.Tensor | None = None, capture: tuple[int, ...] = (),
+                      slots: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``h [T, hidden]`` through every layer of ``stack`` for one request: per layer exactly
         :meth:`layer_pre`, :meth:`attention` and :meth:`layer_post` (the same bits), in one call.
-        ``kv [layers, 2, slots, KV, D]`` holds the request's positions as one run from
-        ``first_slot``, ``length`` of them counting the T new ones (written on the way); ``mask``
-        as :meth:`attention`'s. Returns the last layer's output and, when ``capture`` names
-        layers, their outputs ``[T, len(capture), hidden]``."""
+        ``kv [layers, 2, slots, KV, D]`` holds the request's ``length`` positions (counting the T
+        new ones, written on the way) as one run from ``first_slot``, or where int64 ``slots
+        [length]`` says; ``mask`` as :meth:`attention`'s. Returns the last layer's output and,
+        when ``capture`` names layers, their outputs ``[T, len(capture), hidden]``."""
         tokens, hidden = h.shape
         out = torch.empty_like(h)
         captured = h.new_empty((tokens, len(capture), hidden)) if capture else None
         layers = (ctypes.c_int * len(capture))(*capture)
         self._decoder_stack(stack.layers, stack.num_layers, h.data_ptr(), cos.data_ptr(), sin.data_ptr(), tokens,
-                            heads, kv_heads, head_dim, kv.data_ptr(), kv.shape[2], first_slot, length,
-                            head_dim**-0.5, None if mask is None else mask.data_ptr(), len(capture), layers,
+                            heads, kv_heads, head_dim, kv.data_ptr(), kv.shape[2], first_slot,
+                            None if slots is None else slots.data_ptr(), length, head_dim**-0.5, None if mask is None else mask.data_ptr(), len(capture), layers,
                             None if captured is None else captured.data_ptr(), out.data_ptr())
         return out, captured
 

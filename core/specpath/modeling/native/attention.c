@@ -13,16 +13,20 @@
 
 #include "common.h"
 
-/* q [Q, H, D] and the new k/v [Q, KV, D] with their own token strides; key_cache/value_cache
- * [L, KV, D] from the request's first slot (contiguous); the new tokens are positions L-Q..L-1.
- * mask: NULL (causal) or bool [Q, L]. D is a multiple of 32. out [Q, H, D] contiguous. */
+/* q [Q, H, D] and the new k/v [Q, KV, D] with their own token strides; the new tokens are
+ * positions L-Q..L-1. Without slots, key_cache/value_cache [L, KV, D] start at the request's
+ * position 0 (one run of slots); with slots [L] (a paged cache), they are the whole cache and
+ * position p lives at slot slots[p]. Either way a row reads the same keys in the same order, so
+ * its result does not depend on where they lie. mask: NULL (causal) or bool [Q, L]. D is a
+ * multiple of 32. out [Q, H, D] contiguous. */
 void specpath_attention(const uint16_t *q, int q_stride, const uint16_t *k_new, int k_stride, const uint16_t *v_new,
                         int v_stride, uint16_t *key_cache, uint16_t *value_cache, int L, int Q, int H, int KV,
-                        int D, float scale, const uint8_t *mask, uint16_t *out) {
+                        int D, float scale, const uint8_t *mask, const int64_t *slots, uint16_t *out) {
     const int group = H / KV, first = L - Q;
     for (int i = 0; i < Q; i++) {
-        memcpy(key_cache + (size_t)(first + i) * KV * D, k_new + (size_t)i * k_stride, sizeof(uint16_t) * KV * D);
-        memcpy(value_cache + (size_t)(first + i) * KV * D, v_new + (size_t)i * v_stride, sizeof(uint16_t) * KV * D);
+        const size_t at = (size_t)(slots ? slots[first + i] : first + i) * KV * D;
+        memcpy(key_cache + at, k_new + (size_t)i * k_stride, sizeof(uint16_t) * KV * D);
+        memcpy(value_cache + at, v_new + (size_t)i * v_stride, sizeof(uint16_t) * KV * D);
     }
 #pragma omp parallel
     {
@@ -34,9 +38,9 @@ void specpath_attention(const uint16_t *q, int q_stride, const uint16_t *k_new, 
             int keys = 0;
             if (mask) {
                 for (int j = 0; j < L; j++)
-                    if (mask[(size_t)i * L + j]) visible[keys++] = j;
+                    if (mask[(size_t)i * L + j]) visible[keys++] = slots ? (int)slots[j] : j;
             } else {
-                for (int j = 0; j <= first + i; j++) visible[keys++] = j;
+                for (int j = 0; j <= first + i; j++) visible[keys++] = slots ? (int)slots[j] : j;
             }
             const uint16_t *qh = q + (size_t)i * q_stride + (size_t)h * D;
             float top = -FLT_MAX;

@@ -78,7 +78,7 @@ void specpath_layer_post(const uint16_t *h, const uint16_t *attn, const specpath
 
 void specpath_attention(const uint16_t *q, int q_stride, const uint16_t *k_new, int k_stride, const uint16_t *v_new,
                         int v_stride, uint16_t *key_cache, uint16_t *value_cache, int L, int Q, int H, int KV,
-                        int D, float scale, const uint8_t *mask, uint16_t *out);
+                        int D, float scale, const uint8_t *mask, const int64_t *slots, uint16_t *out);
 
 /* One decoder layer's weights as specpath_decoder_stack reads them. */
 typedef struct {
@@ -87,17 +87,18 @@ typedef struct {
     const specpath_linear *qkv, *o_proj, *gate_up, *down;
 } specpath_layer_weights;
 
-/* h [T, hidden] through every layer for one request whose KV history is one run of slots:
- * kv [layers, 2, slots, KV, D], the request's positions from first_slot, `length` of them after
- * this step (the T new tokens last). Each layer is exactly the Python path's three calls
+/* h [T, hidden] through every layer for one request: kv [layers, 2, slots, KV, D], `length`
+ * positions after this step (the T new tokens last), position p at slot first_slot + p, or at
+ * slots[p] where slots is given (a paged request). Each layer is exactly the Python path's three calls
  * (specpath_layer_pre, specpath_attention, specpath_layer_post), so the result is that path's to
  * the bit; what goes is the Python around them. mask: NULL (causal) or bool [T, length].
  * After layer l, h is copied to captured [T, num_captures, hidden] at every j with
  * capture_layers[j] == l. The final h goes to h_out [T, hidden]. */
 void specpath_decoder_stack(const specpath_layer_weights *layers, int num_layers, const uint16_t *h,
                             const uint16_t *cos, const uint16_t *sin, int T, int H, int KV, int D, uint16_t *kv,
-                            int64_t num_slots, int64_t first_slot, int length, float scale, const uint8_t *mask,
-                            int num_captures, const int *capture_layers, uint16_t *captured, uint16_t *h_out) {
+                            int64_t num_slots, int64_t first_slot, const int64_t *slots, int length, float scale,
+                            const uint8_t *mask, int num_captures, const int *capture_layers, uint16_t *captured,
+                            uint16_t *h_out) {
     const int hidden = (int)layers[0].o_proj->out_features, width = (H + 2 * KV) * D;
     const size_t plane = (size_t)num_slots * KV * D;
     uint16_t *qkv = malloc(sizeof(uint16_t) * (size_t)T * (width + H * D + 2 * (size_t)hidden));
@@ -106,10 +107,10 @@ void specpath_decoder_stack(const specpath_layer_weights *layers, int num_layers
     for (int l = 0; l < num_layers; l++) {
         const specpath_layer_weights *w = layers + l;
         uint16_t *next = (l == num_layers - 1) ? h_out : (l % 2 ? b : a);
-        uint16_t *keys = kv + (2 * (size_t)l * num_slots + first_slot) * KV * D;
+        uint16_t *keys = kv + (2 * (size_t)l * num_slots + (slots ? 0 : first_slot)) * KV * D;
         specpath_layer_pre(x, w->input_norm, w->input_eps, w->qkv, cos, sin, T, H, KV, D, qkv);
         specpath_attention(qkv, width, qkv + H * D, width, qkv + (H + KV) * D, width, keys, keys + plane, length, T,
-                           H, KV, D, scale, mask, attn);
+                           H, KV, D, scale, mask, slots, attn);
         specpath_layer_post(x, attn, w->o_proj, w->post_norm, w->post_eps, w->gate_up, w->down, T, next);
         for (int j = 0; j < num_captures; j++)
             if (capture_layers[j] == l)
