@@ -292,6 +292,23 @@ def test_a_build_is_cached_by_source_and_flags(fresh_load, tmp_path):
     assert list((tmp_path / "native").glob("*")) == built  # reused, nothing rebuilt beside it
 
 
+def test_a_changed_header_is_a_new_build(fresh_load, tmp_path):
+    """The sources include common.h: a build with another header must not be taken from the cache."""
+    header = tmp_path / "common.h"
+    header.write_text("/* one version */\n")
+    fresh_load.setattr(native, "HEADERS", (header,))
+    compiler = tmp_path / "cc"  # records each build and writes a file that is no library
+    compiler.write_text(f"#!/bin/sh\necho built >> {tmp_path}/builds\n"
+                        'while [ $# -gt 0 ]; do if [ "$1" = -o ]; then shift; echo stub > "$1"; fi; shift; done\n')
+    compiler.chmod(0o755)
+    fresh_load.setenv("CC", str(compiler))
+    for version in ("one", "one", "two"):
+        header.write_text(f"/* {version} version */\n")
+        native._load.cache_clear()
+        assert native.kernels() is None  # the stub does not load
+    assert (tmp_path / "builds").read_text().count("built") == 2  # "one" built once, cached; "two" built again
+
+
 def _reference_attention(q, key_cache, value_cache, length):
     tokens, heads, _ = q.shape
     group = heads // key_cache.shape[1]

@@ -49,6 +49,8 @@ AMX_SWITCH = "SPECPATH_AMX"
 
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("rows_matmul.c", "tiled_matmul.c", "layer_ops.c",
                                                              "decoder_layer.c", "attention.c"))
+HEADERS = (Path(__file__).with_name("common.h"),)
+"""Included by the sources: part of the build's cache key, not of the command line."""
 FLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mf16c", "-mfma", "-fopenmp",
          "-shared", "-fPIC")
 LIBS = ("-lm",)
@@ -348,7 +350,7 @@ def _compiler() -> str | None:
 
 def _build(compiler: str) -> Path:
     """The library for this source and these flags, compiled unless already in the cache."""
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES) + " ".join((compiler, *FLAGS)).encode())
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in (*SOURCES, *HEADERS)) + " ".join((compiler, *FLAGS)).encode())
     target = cache_dir() / f"specpath_native-{digest.hexdigest()[:16]}.so"
     if target.is_file():
         return target
