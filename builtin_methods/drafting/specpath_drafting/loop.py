@@ -241,7 +241,8 @@ class HiddenStateSpeculator(BaseSpeculator):
         return grow_tree(head.logits(a0)[0], run, k=self.tree_topk, budget=budget)
 
     def _tree_proposal(self, reqs, drafting, budgets, a, rows, lasts) -> DraftProposal:
-        """Each drafting request's tree, and as its chain the tree's top-1 path (for engines that
+        """Each drafting request's tree (in head passes of its own: trees are for the latency
+        setting, one request or a few), and as its chain the tree's top-1 path (for engines that
         verify chains)."""
         sizes, counts = [0] * len(reqs), [0] * len(reqs)
         tokens: list[int] = []
