@@ -56,13 +56,7 @@ class DrafterKV:
             index = rows[:, None] * self.row_len + span[None, :]  # [T, P]
             keys = self.keys[index].permute(0, 2, 3, 1)  # [T, KV, D, P]
             values = self.values[index].transpose(1, 2)  # [T, KV, P, D]
-            t, heads, d = q.shape
-            kv = keys.shape[1]
-            grouped = q.view(t, kv, heads // kv, d)  # query heads grouped by their KV head
-            scores = torch.matmul(grouped, keys) * (1.0 / math.sqrt(d))  # [T, KV, G, P]
-            future = span[None, :] > positions[:, None]  # [T, P]
-            scores = scores.masked_fill(future[:, None, None, :], float("-inf"))
-            return torch.matmul(scores.softmax(dim=-1), values).reshape(t, heads, d)
+            return _grouped_attention(q, keys, values, span[None, :] > positions[:, None])
 
         return attend
 
@@ -77,13 +71,21 @@ class DrafterKV:
         def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             if (native := native_attention(q, k, v, self.keys)) is not None:
                 return native.attention(q, k, v, keys, values, length, mask)
-            t, heads, d = q.shape
+            t = q.shape[0]
             keys[length - t : length] = k
             values[length - t : length] = v
-            kv = k.shape[1]
-            grouped = q.view(t, kv, heads // kv, d)
-            scores = torch.matmul(grouped, keys[:length].permute(1, 2, 0)[None]) * (1.0 / math.sqrt(d))  # [T, KV, G, L]
-            scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
-            return torch.matmul(scores.softmax(dim=-1), values[:length].transpose(0, 1)[None]).reshape(t, heads, d)
+            return _grouped_attention(q, keys[:length].permute(1, 2, 0)[None], values[:length].transpose(0, 1)[None],
+                                      ~mask)
 
         return attend
+
+
+def _grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    """The torch path: ``q [T, H, D]`` over ``keys [T or 1, KV, D, P]`` and ``values [T or 1, KV,
+    P, D]``, query heads grouped by their KV head, each query blind to the keys ``hidden [T, P]``
+    marks; ``[T, H, D]``."""
+    t, heads, d = q.shape
+    grouped = q.view(t, keys.shape[1], heads // keys.shape[1], d)
+    scores = torch.matmul(grouped, keys) * (1.0 / math.sqrt(d))  # [T, KV, G, P]
+    scores = scores.masked_fill(hidden[:, None, None, :], float("-inf"))
+    return torch.matmul(scores.softmax(dim=-1), values).reshape(t, heads, d)
