@@ -54,7 +54,7 @@ METHODS: list[tuple[str, dict | None]] = [
 
 
 def heldout_files() -> list[dict]:
-    with resources.files("specpath").joinpath("assets/stdlib_heldout.jsonl.gz").open("rb") as raw:
+    with resources.files("specpath_engine").joinpath("assets/stdlib_heldout.jsonl.gz").open("rb") as raw:
         return [json.loads(line) for line in gzip.open(raw, "rt", encoding="utf-8")]
 
 
@@ -121,7 +121,7 @@ def prose_prompts(files: list[dict], count: int) -> list[str]:
 
 def chat_prompts(tokenizer, texts: list[str]) -> list[str]:
     """``texts`` as one-turn chats through the model's template (unchanged without one)."""
-    from specpath.engine.chat import render_chat
+    from specpath_engine.chat import render_chat
 
     if not getattr(tokenizer, "chat_template", None):
         return texts
@@ -161,7 +161,7 @@ def run_workload(llm, workload, params) -> tuple[list, list[list[int]], float]:
 
 def fresh_engine(model, config, *, dtype: str, max_model_len: int):
     """A warmed-up engine whose suffix global tree (if any) holds nothing from the warm-up."""
-    from specpath.engine.llm import LLM, SamplingParams
+    from specpath_engine.llm import LLM, SamplingParams
 
     llm = LLM(model, config, num_threads=1, dtype=dtype, max_model_len=max_model_len)
     llm.generate(["def f(x):\n    return x\n"], SamplingParams(max_tokens=8, ignore_eos=True))
@@ -190,7 +190,7 @@ COLUMNS = (
 
 
 def main() -> int:
-    from specpath.engine import harness
+    from specpath_engine import harness
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     harness.add_benchmark_arguments(p, repeats=3)
@@ -206,8 +206,8 @@ def main() -> int:
 
     import torch
 
-    from specpath.engine.llm import SamplingParams
-    from specpath.engine.metrics import SpecMetrics
+    from specpath_engine.llm import SamplingParams
+    from specpath_engine.metrics import SpecMetrics
 
     torch.set_num_threads(1)
     only = set(args.methods.split(",")) if args.methods else None

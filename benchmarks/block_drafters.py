@@ -1,6 +1,6 @@
 """DFlash and DSpark against EAGLE-3 at equal K and against plain decoding, in one run.
 
-Workload and table: the benchmark harness (:mod:`specpath.engine.harness`), with drafts
+Workload and table: the benchmark harness (:mod:`specpath_engine.harness`), with drafts
 verified per step beside τ, acceptance by draft position, tokens/s, speedup (medians over
 interleaved rounds), per-prompt tokens/s and greedy identity.
 
@@ -14,7 +14,7 @@ import argparse
 
 
 def main() -> int:
-    from specpath.engine import harness
+    from specpath_engine import harness
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--k", type=int, default=4)

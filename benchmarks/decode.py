@@ -32,7 +32,7 @@ def _prompts(n: int, length: int) -> list[list[int]]:
     """``length``-byte windows of the shipped held-out stdlib files (one per file), else of this file."""
     import gzip
 
-    from specpath.engine.model import default_model_path
+    from specpath_engine.model import default_model_path
 
     heldout = default_model_path().parent / "stdlib_heldout.jsonl.gz"
     texts = []
@@ -49,7 +49,7 @@ def _prompts(n: int, length: int) -> list[list[int]]:
 
 
 def _checkpoint(model: str | None, tmp: str) -> Path:
-    from specpath.engine.model import LlamaConfig, LlamaModel, default_model_path
+    from specpath_engine.model import LlamaConfig, LlamaModel, default_model_path
 
     if model is not None:
         return Path(model)
@@ -74,7 +74,7 @@ def _hf_generate(model, prompts: list[list[int]], new_tokens: int, **extra) -> t
 
 
 def _ours(llm, prompts: list[list[int]], new_tokens: int) -> tuple[float, float, list[list[int]]]:
-    from specpath.engine.request import SamplingParams
+    from specpath_engine.request import SamplingParams
 
     start, cpu = time.perf_counter(), time.process_time()
     outs = llm.generate(prompts, SamplingParams(max_tokens=new_tokens, ignore_eos=True))
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import LlamaForCausalLM
     from transformers.utils import logging as hf_logging
 
-    from specpath.engine.llm import LLM
+    from specpath_engine.llm import LLM
 
     hf_logging.set_verbosity_error()
     batches = [int(b) for b in args.batches.split(",")]

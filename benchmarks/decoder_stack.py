@@ -29,10 +29,10 @@ def main() -> int:
 
     import torch
 
-    from specpath.engine import model
-    from specpath.engine.cli_run import REAL_DEMO_PROMPTS
-    from specpath.engine.harness import WARM_UP_PROMPT, machine_load, wait_for_quiet
-    from specpath.engine.llm import LLM, SamplingParams
+    from specpath_engine import model
+    from specpath_engine.cli_run import REAL_DEMO_PROMPTS
+    from specpath_engine.harness import WARM_UP_PROMPT, machine_load, wait_for_quiet
+    from specpath_engine.llm import LLM, SamplingParams
 
     torch.set_num_threads(args.threads)
     configs = {"plain": None, **{m: {"method": m, "num_speculative_tokens": 4} for m in args.methods.split(",")}}

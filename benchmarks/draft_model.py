@@ -1,6 +1,6 @@
 """draft_model (autoregressive, PARD, heterogeneous vocabulary) against plain decoding, in one run.
 
-Workload and table: the benchmark harness (:mod:`specpath.engine.harness`: the demo prompts,
+Workload and table: the benchmark harness (:mod:`specpath_engine.harness`: the demo prompts,
 batch 1, greedy, the shipped drafts, interleaved rounds after a quiet-machine gate), plus the share
 of wall time spent in the drafter's ``propose``.
 
@@ -18,7 +18,7 @@ import json
 import statistics
 import time
 
-from specpath.engine import harness
+from specpath_engine import harness
 
 
 def configurations(only: set[str] | None, drafts: str | None) -> list[tuple[str, dict | None]]:
@@ -45,7 +45,7 @@ def per_call_cost(path: str, target_path: str, repeats: int = 200) -> float:
     """Median seconds of one single-token forward at position 300 (contiguous KV)."""
     import torch
 
-    from specpath.engine.model import LlamaModel
+    from specpath_engine.model import LlamaModel
     from specpath_draft_model.kv import DraftKV
 
     model = LlamaModel.from_pretrained(path)
@@ -70,7 +70,7 @@ def main() -> int:
     harness.add_benchmark_arguments(parser)
     args = parser.parse_args()
 
-    from specpath.engine.model import default_model_path
+    from specpath_engine.model import default_model_path
 
     only = set(args.only.split(",")) | {"baseline"} if args.only else None
     runs = configurations(only, args.drafts)

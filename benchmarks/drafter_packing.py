@@ -25,10 +25,10 @@ def main() -> int:
     import attrs
     import torch
 
-    import specpath.engine.llm_engine as llm_engine
-    from specpath.engine.cli_run import REAL_DEMO_PROMPTS
-    from specpath.engine.harness import machine_load, time_chat_prompts, wait_for_quiet
-    from specpath.engine.llm import LLM, SamplingParams
+    import specpath_engine.llm_engine as llm_engine
+    from specpath_engine.cli_run import REAL_DEMO_PROMPTS
+    from specpath_engine.harness import machine_load, time_chat_prompts, wait_for_quiet
+    from specpath_engine.llm import LLM, SamplingParams
 
     torch.set_num_threads(1)
     packed_context = llm_engine.speculator_context

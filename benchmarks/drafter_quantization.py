@@ -31,10 +31,10 @@ def main() -> int:
 
     import torch
 
-    from specpath.engine.cli_run import REAL_DEMO_PROMPTS
-    from specpath.engine.harness import machine_load, time_chat_prompts, wait_for_quiet
-    from specpath.engine.llm import LLM, SamplingParams
-    from specpath.engine.metrics import SpecMetrics
+    from specpath_engine.cli_run import REAL_DEMO_PROMPTS
+    from specpath_engine.harness import machine_load, time_chat_prompts, wait_for_quiet
+    from specpath_engine.llm import LLM, SamplingParams
+    from specpath_engine.metrics import SpecMetrics
 
     torch.set_num_threads(args.threads)
 

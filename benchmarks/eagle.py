@@ -1,6 +1,6 @@
 """EAGLE, EAGLE-3 and P-EAGLE against plain decoding, next to ngram and draft_model, in one run.
 
-Workload and table: the benchmark harness (:mod:`specpath.engine.harness`): the demo prompts,
+Workload and table: the benchmark harness (:mod:`specpath_engine.harness`): the demo prompts,
 batch 1, greedy, a warm-up per method, ``--repeats`` interleaved rounds after a quiet-machine
 gate; τ (tokens per target step, bonus included), acceptance by draft position, tokens/s and the
 speedup over the baseline of the same round (medians over rounds), per-prompt tokens/s, and
@@ -15,7 +15,7 @@ import argparse
 
 
 def main() -> int:
-    from specpath.engine import harness
+    from specpath_engine import harness
     from specpath_draft_model.config import StandaloneARSpeculatorConfig
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

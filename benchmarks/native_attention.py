@@ -26,8 +26,8 @@ def main() -> int:
 
     import torch
 
-    from specpath.engine.harness import machine_load, wait_for_quiet
-    from specpath.modeling import native
+    from specpath_engine.harness import machine_load, wait_for_quiet
+    from specpath_engine.modeling import native
 
     kernels = native.kernels()
     if kernels is None:

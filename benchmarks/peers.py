@@ -28,7 +28,7 @@ every engine does the same work; ``--threads`` intra-op threads for every engine
 How: the parent (this venv) tokenises the demo's prompts once (``specpath demo``'s SmolLM2 code
 completions and chat requests through the chat template) and starts one long-lived worker per
 engine (in its own venv where needed). After every worker has loaded and warmed up, it waits
-for a quiet machine (``specpath.engine.harness.wait_for_quiet``), then sends each prompt to every
+for a quiet machine (``specpath_engine.harness.wait_for_quiet``), then sends each prompt to every
 mode in turn, round-robin, for ``--repeats`` rounds, so load drifts hit all engines alike. Idle
 workers are stopped (SIGSTOP) while another engine runs, so an idle engine's threads cannot
 take CPU from the one being timed. vLLM's cannot be stopped (see ``PAUSABLE``), and an idle vLLM
@@ -98,9 +98,9 @@ class SpecpathWorker(Worker):
         import torch
 
         from specpath.config.model import ModelConfig
-        from specpath.engine.cli_run import demo_configs
-        from specpath.engine.llm import LLM, SamplingParams
-        from specpath.modeling.named_models import resolve_model_path
+        from specpath_engine.cli_run import demo_configs
+        from specpath_engine.llm import LLM, SamplingParams
+        from specpath_engine.modeling.named_models import resolve_model_path
 
         torch.set_num_threads(o["threads"])
         self.params = SamplingParams
@@ -141,9 +141,9 @@ def shipped_draft_as_hf(target_dir: str, k: int, into: str) -> str:
 
     from specpath import create_speculative_config
     from specpath.config.model import ModelConfig
-    from specpath.engine.model import LlamaModel
-    from specpath.modeling import checkpoint
-    from specpath.modeling.named_models import resolve_model_path
+    from specpath_engine.model import LlamaModel
+    from specpath_engine.modeling import checkpoint
+    from specpath_engine.modeling.named_models import resolve_model_path
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -267,10 +267,10 @@ def worker_main(kind: str) -> None:
 # ------------------------------------------------------------------------------------- parent
 def demo_prompts(quick: bool) -> list[tuple[str, list[int]]]:
     """(kind, token ids) of ``specpath demo``'s SmolLM2 prompts (chat ones through the template)."""
-    from specpath.engine.chat import render_chat
-    from specpath.engine.cli_run import REAL_DEMO_PROMPTS
-    from specpath.engine.tokenizer import load_tokenizer
-    from specpath.modeling.named_models import resolve_model_path
+    from specpath_engine.chat import render_chat
+    from specpath_engine.cli_run import REAL_DEMO_PROMPTS
+    from specpath_engine.tokenizer import load_tokenizer
+    from specpath_engine.modeling.named_models import resolve_model_path
 
     tok = load_tokenizer(resolve_model_path(NAMED_MODEL))
     prompts = []
@@ -287,9 +287,9 @@ def demo_prompts(quick: bool) -> list[tuple[str, list[int]]]:
 def warm_up_ids() -> list[int]:
     """Token ids of the harness's warm-up text, which no timed prompt holds (suffix decoding's
     global tree would otherwise hold the first prompt's answer before it is timed)."""
-    from specpath.engine.harness import WARM_UP_PROMPT
-    from specpath.engine.tokenizer import load_tokenizer
-    from specpath.modeling.named_models import resolve_model_path
+    from specpath_engine.harness import WARM_UP_PROMPT
+    from specpath_engine.tokenizer import load_tokenizer
+    from specpath_engine.modeling.named_models import resolve_model_path
 
     return load_tokenizer(resolve_model_path(NAMED_MODEL)).encode(WARM_UP_PROMPT)
 
@@ -441,7 +441,7 @@ def summarise(engines: list[Engine], results: dict[str, list[list[dict]]]) -> li
 
 
 def format_rows(rows: list[dict]) -> str:
-    from specpath.engine.harness import format_table
+    from specpath_engine.harness import format_table
 
     def same(r: dict) -> str:
         if r["mode"] == r["plain"] or r["identical_to_plain"] is None:
@@ -491,8 +491,8 @@ def main() -> int:
     if bad:
         ap.error(f"--engines: unknown {bad}; known: {', '.join(ENGINES)}")
 
-    from specpath.engine.harness import machine_load, wait_for_quiet
-    from specpath.modeling.named_models import resolve_model_path
+    from specpath_engine.harness import machine_load, wait_for_quiet
+    from specpath_engine.modeling.named_models import resolve_model_path
 
     log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="peers-logs-"))
     log_dir.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ or float32 one. This script measures how much another: every mode runs the same 
 teacher-forced (``LlamaModel.forward_batch``) and is compared position by position with float32
 (the GGUF's Q4_1 weights dequantised exactly): top-1 agreement, mean KL(float32 || mode) in nats
 and perplexity of the text. Text: ``--windows`` windows of ``--length`` tokens from the held-out
-Python stdlib files (``specpath.engine.corpus``) and the same number of chat turns (the demo's
+Python stdlib files (``specpath_engine.corpus``) and the same number of chat turns (the demo's
 chat prompts answered by the float32 model, ChatML). Not part of the tests; timing plays no part.
 
     python benchmarks/quantization_quality.py --model /work/models/smollm2-135m
@@ -28,9 +28,9 @@ MODES = {
 
 def windows(llm, count: int, length: int) -> list[tuple[str, list[int]]]:
     """(kind, ids) of ``count`` stdlib windows and ``count`` chat turns, each ``length`` tokens."""
-    from specpath.engine.cli_run import REAL_DEMO_PROMPTS
-    from specpath.engine.corpus import read_heldout_asset
-    from specpath.engine.llm import SamplingParams
+    from specpath_engine.cli_run import REAL_DEMO_PROMPTS
+    from specpath_engine.corpus import read_heldout_asset
+    from specpath_engine.llm import SamplingParams
 
     tok = llm.tokenizer
     out = []
@@ -58,7 +58,7 @@ def main() -> int:
 
     import torch
 
-    from specpath.engine.llm import LLM
+    from specpath_engine.llm import LLM
 
     torch.set_num_threads(args.threads)
     engines = {mode: LLM(args.model, None, max_model_len=1024, num_threads=args.threads, **kw) for mode, kw in MODES.items()}

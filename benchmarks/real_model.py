@@ -63,8 +63,8 @@ def machine_state() -> tuple[bool, str]:
 
 def prompts(tokenizer, n_code: int = 3, code_chars: int = 700) -> list[tuple[str, str]]:
     """(kind, prompt text): code windows of held-out stdlib files, then chat requests rendered."""
-    from specpath.engine.chat import render_chat
-    from specpath.modeling.named_models import embedded_model_path
+    from specpath_engine.chat import render_chat
+    from specpath_engine.modeling.named_models import embedded_model_path
 
     heldout = embedded_model_path().parent / "stdlib_heldout.jsonl.gz"
     with gzip.open(heldout, "rt", encoding="utf-8") as f:
@@ -109,7 +109,7 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    from specpath.engine.llm import LLM, SamplingParams
+    from specpath_engine.llm import LLM, SamplingParams
 
     modes = args.modes.split(",")
     unknown = [m for m in modes if m not in MODES]

@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from specpath.sample import rejection_sample
+from specpath_engine.sample import rejection_sample
 
 
 def loop_rejection_sample(drafts, counts, logits, bonus, temperature, draft_probs=None, generators=None):

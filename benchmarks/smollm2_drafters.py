@@ -7,7 +7,7 @@ and their speed against plain decoding measured side by side.
 
 Prompts, each labelled by kind: ``--code`` / ``--chat`` code snippets and chat instructions from
 the *held-out* stdlib files (the split the drafters' training text never saw), ``--general``
-held-out everyday chat requests, built as ``specpath_drafting.target_text`` builds training
+held-out everyday chat requests, built as ``specpath_train.target_text`` builds training
 prompts with another seed, and ``--demo`` the six prompts of ``specpath demo`` (3 code, 3 chat;
 no drafter's training text holds them). Each method runs through
 ``LLM(model=target, speculative_config=...)`` with greedy sampling, stopping at EOS; its tokens
@@ -33,7 +33,7 @@ import time
 def prompts_for(target: str, num_code: int, num_chat: int, num_general: int, seed: int,
                 demo: bool) -> list[tuple[str, list[int]]]:
     """(kind, token ids) of every prompt."""
-    from specpath_drafting.target_text import build_prompts, chat_template, load_tokenizer, render_chat
+    from specpath_train.target_text import build_prompts, chat_template, load_tokenizer, render_chat
 
     tok, template = load_tokenizer(target), chat_template(target)
     out: list[tuple[str, list[int]]] = []
@@ -43,7 +43,7 @@ def prompts_for(target: str, num_code: int, num_chat: int, num_general: int, see
                                 num_general=counts[2], seed=seed, max_prompt_tokens=200)
             out += [(kind, p) for p in ids]
     if demo:
-        from specpath.engine.cli_run import REAL_DEMO_PROMPTS
+        from specpath_engine.cli_run import REAL_DEMO_PROMPTS
 
         for kind, prompt in REAL_DEMO_PROMPTS:
             text = render_chat(template, prompt) if kind == "chat" else prompt
@@ -52,7 +52,7 @@ def prompts_for(target: str, num_code: int, num_chat: int, num_general: int, see
 
 
 def make_llm(target: str, spec: dict | None, *, dtype: str, threads: int):
-    from specpath.engine.llm import LLM, SamplingParams
+    from specpath_engine.llm import LLM, SamplingParams
 
     llm = LLM(target, spec, dtype=dtype, max_model_len=1024, max_num_seqs=1, num_threads=threads)
     llm.generate([[1, 2, 3, 4, 5, 6, 7, 8]], SamplingParams(max_tokens=4))  # warm-up
@@ -60,7 +60,7 @@ def make_llm(target: str, spec: dict | None, *, dtype: str, threads: int):
 
 
 def run(target: str, spec: dict | None, prompts: list[list[int]], *, max_tokens: int, dtype: str, threads: int):
-    from specpath.engine.llm import SamplingParams
+    from specpath_engine.llm import SamplingParams
 
     llm = make_llm(target, spec, dtype=dtype, threads=threads)
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
@@ -99,7 +99,7 @@ def tau_report(name: str, k: int, outs, base, kinds: list[str]) -> dict:
 def speed(target: str, specs: list[tuple[str, dict | None]], prompts: list[list[int]], *, max_tokens: int,
           dtype: str, threads: int, rounds: int) -> None:
     """Interleaved timing of every engine over the same prompts; prints the ratios."""
-    from specpath.engine.llm import SamplingParams
+    from specpath_engine.llm import SamplingParams
 
     engines = [(name, make_llm(target, spec, dtype=dtype, threads=threads)) for name, spec in specs]
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens)

@@ -38,9 +38,9 @@ CONFIGS: dict[str, list[tuple[str, dict, dict]]] = {
 
 
 def run(args_model, config, trees, workload, params):
-    from specpath.engine.llm import LLM
-    from specpath.engine.metrics import SpecMetrics
-    from specpath.engine.llm import SamplingParams
+    from specpath_engine.llm import LLM
+    from specpath_engine.metrics import SpecMetrics
+    from specpath_engine.llm import SamplingParams
 
     llm = LLM(args_model, config, num_threads=1, tree_verification=trees)
     llm.generate(["def f(x):\n    return x\n"], SamplingParams(max_tokens=8, ignore_eos=True))
@@ -62,7 +62,7 @@ def main() -> int:
 
     import torch
 
-    from specpath.engine.llm import SamplingParams
+    from specpath_engine.llm import SamplingParams
 
     torch.set_num_threads(1)
     files = agentic.heldout_files()

@@ -5,7 +5,7 @@
 """
 import json, os, sys, time
 import torch
-from specpath.engine.llm import LLM, SamplingParams
+from specpath_engine.llm import LLM, SamplingParams
 torch.set_num_threads(1)
 MODEL = sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else "/work/models/smollm2-135m"
 PROMPTS = [

@@ -8,7 +8,7 @@ when ``--target`` is given, else random ones of that shape) at each row count, a
 as a decoding step reads them (30, the default: ~100 MB in bf16, far more than the caches, so the
 weights stream from memory as in a real step; one layer alone would sit in cache), for:
 
-- ``bf16 oneDNN``: the pre-packed oneDNN weights (``specpath.engine.packed_linear`` on torch's kernels);
+- ``bf16 oneDNN``: the pre-packed oneDNN weights (``specpath_engine.packed_linear`` on torch's kernels);
 - ``int8 torch``: weight-only int8 (``--quantization int8``) on ``aten._weight_int8pack_mm``;
 - ``int8-inductor`` (``--inductor``): the same op compiled by ``torch.compile`` with
   ``max_autotune``, which may pick inductor's C++ GEMM template instead of the aten kernel;
@@ -17,7 +17,7 @@ weights stream from memory as in a real step; one layer alone would sit in cache
 - ``bf16 native AMX``: where the CPU has AMX-BF16, the bf16 layers on the tile kernel
   (``tiled_matmul.c``), which the engine then runs instead of ``bf16 native``'s AVX512-BF16 one;
 - ``bf16 native``, ``int8 native``, ``int4 native``: the same layers on the engine's native
-  kernels (``specpath.modeling.native``, what the engine runs where they build), one call each
+  kernels (``specpath_engine.modeling.native``, what the engine runs where they build), one call each
   here (the engine fuses each layer's projections and calls them from C).
 
 Prints µs per layer (a pass over all of them / ``--layers``) and the cost relative to one row,
@@ -58,9 +58,9 @@ def formats(weights, *, inductor: bool):
     import torch
     from torch import nn
 
-    from specpath.engine.packed_linear import PackedLinear
-    from specpath.engine.quantization import Int4Linear, Int8Linear
-    from specpath.modeling import native
+    from specpath_engine.packed_linear import PackedLinear
+    from specpath_engine.quantization import Int4Linear, Int8Linear
+    from specpath_engine.modeling import native
 
     def linear(w):
         layer = nn.Linear(w.shape[1], w.shape[0], bias=False)
@@ -129,7 +129,7 @@ def main() -> int:
 
     import torch
 
-    from specpath.engine.harness import machine_load, wait_for_quiet
+    from specpath_engine.harness import machine_load, wait_for_quiet
 
     torch.set_num_threads(args.threads)
     wait_for_quiet(args.max_load)

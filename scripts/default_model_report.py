@@ -19,9 +19,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specpath.engine import corpus
-from specpath.engine.model import LlamaModel, default_model_path
-from specpath.engine.tokenizer import load_tokenizer
+from specpath_engine import corpus
+from specpath_engine.model import LlamaModel, default_model_path
+from specpath_engine.tokenizer import load_tokenizer
 
 PROMPTS = (
     "def main():\n",

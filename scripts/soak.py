@@ -3,7 +3,7 @@
 
 Each round draws a method (or none), K in 1..8, prefix caching on or off and a batch of 1..16
 random requests (greedy and seeded sampled, random lengths, stop strings, stop ids), runs it
-through ``specpath.engine.LLM`` on the embedded model and checks:
+through ``specpath_engine.LLM`` on the embedded model and checks:
 
 - no exception (a config a method refuses at start-up is counted, not a failure);
 - every KV block is free afterwards;
@@ -74,7 +74,7 @@ def _params(rng: random.Random, SamplingParams: Any) -> Any:
 
 class Soak:
     def __init__(self, args: argparse.Namespace) -> None:
-        from specpath.engine.cli_run import demo_configs
+        from specpath_engine.cli_run import demo_configs
 
         self.args = args
         self.out = Path(args.out) if args.out else None
@@ -96,15 +96,15 @@ class Soak:
         print("FAIL", message[:300], file=sys.stderr, flush=True)
 
     def _plain(self, prefix_caching: bool) -> Any:
-        from specpath.engine.llm import LLM
+        from specpath_engine.llm import LLM
 
         if prefix_caching not in self.plain:
             self.plain[prefix_caching] = LLM(None, enable_prefix_caching=prefix_caching, max_num_seqs=16)
         return self.plain[prefix_caching]
 
     def round(self, rng: random.Random) -> None:
-        from specpath.engine.harness import first_difference, top2_margin
-        from specpath.engine.llm import LLM, SamplingParams
+        from specpath_engine.harness import first_difference, top2_margin
+        from specpath_engine.llm import LLM, SamplingParams
         from specpath.errors import SpeculativeConfigError
 
         name, config = rng.choice(self.methods)

@@ -2,7 +2,7 @@
 """Train the embedded default model: a byte-level Llama on the Python standard library's source.
 
     nohup nice -n 5 python3 scripts/train_default_model.py --max-minutes 75 \
-        --export-dir core/specpath/assets/default_model > runs/train.log 2>&1 &
+        --export-dir engine/specpath_engine/assets/default_model > runs/train.log 2>&1 &
 
 AdamW + linear warm-up + cosine decay to 10 %. The cosine runs over ``--steps`` if given
 (reproducible), otherwise over the wall-clock budget ``--max-minutes`` (the machine is shared, so
@@ -25,11 +25,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specpath.engine import corpus
-from specpath.modeling.checkpoint import TOKENIZER_CONFIG_NAME
-from specpath.engine.model import LlamaConfig, LlamaModel
-from specpath.engine.tokenizer import ByteTokenizer
-from specpath_drafting.training import warmup_cosine  # the LR schedule every recipe shares
+from specpath_engine import corpus
+from specpath_engine.modeling.checkpoint import TOKENIZER_CONFIG_NAME
+from specpath_engine.model import LlamaConfig, LlamaModel
+from specpath_engine.tokenizer import ByteTokenizer
+from specpath_train.trainer import warmup_cosine  # the LR schedule every recipe shares
 
 LN2 = math.log(2)
 

@@ -51,47 +51,47 @@ MORE=(--target "$T" --data "$R/data/more" --train-vocab 4096 --batch 8 --seed 0 
   --eval-every 300)
 
 if has data; then
-  run specpath_drafting.target_text --target "$T" --out "$R/data/shardA" --layers 1 14 26 29 --code 240 --chat 240 \
+  run specpath_train.target_text --target "$T" --out "$R/data/shardA" --layers 1 14 26 29 --code 240 --chat 240 \
     --heldout-code 16 --heldout-chat 16 --raw-windows 400 --max-chunks 3 --chunk 48 --max-num-seqs 48 --seed 1 \
     --threads 1 > "$R/logs/data_shardA.log" 2>&1 &
-  run specpath_drafting.target_text --target "$T" --out "$R/data/shardB" --layers 1 14 26 29 --code 0 --chat 0 \
+  run specpath_train.target_text --target "$T" --out "$R/data/shardB" --layers 1 14 26 29 --code 0 --chat 0 \
     --heldout-code 0 --heldout-chat 0 --general 480 --heldout-general 16 --max-chunks 6 --chunk 48 --max-num-seqs 48 \
     --seed 2 --threads 1 > "$R/logs/data_shardB.log" 2>&1 &
   wait
-  python -c "import sys; from specpath_drafting.target_text import merge_datasets; merge_datasets(sys.argv[1:3], sys.argv[3])" \
+  python -c "import sys; from specpath_train.target_text import merge_datasets; merge_datasets(sys.argv[1:3], sys.argv[3])" \
     "$R/data/shardA" "$R/data/shardB" "$R/data/all"
 fi
 if has more; then
-  run specpath_drafting.target_text --target "$T" --out "$R/data/shardC" --layers 1 14 26 29 --code 0 --chat 0 \
+  run specpath_train.target_text --target "$T" --out "$R/data/shardC" --layers 1 14 26 29 --code 0 --chat 0 \
     --heldout-code 0 --heldout-chat 0 --general 3000 --heldout-general 0 --wider-general --max-chunks 18 --chunk 96 \
     --max-num-seqs 96 --seed 3 --threads 1 > "$R/logs/data_shardC.log" 2>&1 &
-  run specpath_drafting.target_text --target "$T" --out "$R/data/shardD" --layers 1 14 26 29 --code 600 --chat 600 \
+  run specpath_train.target_text --target "$T" --out "$R/data/shardD" --layers 1 14 26 29 --code 600 --chat 600 \
     --heldout-code 0 --heldout-chat 0 --raw-windows 400 --max-chunks 9 --chunk 96 --max-num-seqs 96 --seed 4 \
     --threads 1 > "$R/logs/data_shardD.log" 2>&1 &
   wait
-  python -c "import sys; from specpath_drafting.target_text import merge_datasets; merge_datasets(sys.argv[1:5], sys.argv[5])" \
+  python -c "import sys; from specpath_train.target_text import merge_datasets; merge_datasets(sys.argv[1:5], sys.argv[5])" \
     "$R/data/shardA" "$R/data/shardB" "$R/data/shardC" "$R/data/shardD" "$R/data/more"
 fi
 if has eagle3; then  # EAGLE-3: 1 layer, draft vocabulary = the 4,096 most frequent training ids, TTT over 3 depths
-  run specpath_eagle3.train_eagle3 "${MORE[@]}" --out "$R/eagle3" --draft-vocab 4096 --ttt-steps 3 --parallel-depths 0 \
+  run specpath_train.recipes.eagle3 "${MORE[@]}" --out "$R/eagle3" --draft-vocab 4096 --ttt-steps 3 --parallel-depths 0 \
     --lr 2e-3 --minutes 60 --export "$X/eagle3" > "$R/logs/eagle3.log" 2>&1 &
 fi
 (  # beside EAGLE-3, one after the other
   if has draft; then  # 2 layers copied from the target's first two, the target's embedding borrowed at load
-    run specpath_draft_model.train_shared "${COMMON[@]}" --out "$R/draft" --init-layers 0 1 --lr 1e-3 --minutes 16 \
+    run specpath_train.recipes.draft_model_shared "${COMMON[@]}" --out "$R/draft" --init-layers 0 1 --lr 1e-3 --minutes 16 \
       --eval-every 240 --export "$X/draft" > "$R/logs/draft.log" 2>&1
   fi
   if has mtp; then  # one MTP module reused for every draft (chain depths 3), target embedding and head shared
-    run specpath_mtp.train_mtp "${MORE[@]}" --modules 1 --out "$R/mtp1" --depth 3 --lr 2e-3 --minutes 15 \
+    run specpath_train.recipes.mtp "${MORE[@]}" --modules 1 --out "$R/mtp1" --depth 3 --lr 2e-3 --minutes 15 \
       --export "$X/mtp1" > "$R/logs/mtp.log" 2>&1
   fi
   if has dspark; then  # DSpark: the DFlash backbone (1 layer, taps 1/14/26, K=4 blocks) + Markov head rank 16, soft CE
-    run specpath_dspark.train_dspark "${MORE[@]}" --out "$R/dspark" --k 4 --layers 1 --tap-ids 1 14 26 --anchors 16 \
+    run specpath_train.recipes.dspark "${MORE[@]}" --out "$R/dspark" --k 4 --layers 1 --tap-ids 1 14 26 --anchors 16 \
       --markov-rank 16 --soft-ce --loss-weights 1.0 0.9 1.0 --lr 2e-3 --minutes 30 --export "$X/dspark" \
       > "$R/logs/dspark.log" 2>&1
   fi
   if has dflash; then  # DFlash: 1 layer, taps 1/14/26, K=4 blocks
-    run specpath_dflash.train_dflash "${MORE[@]}" --out "$R/dflash" --k 4 --layers 1 --tap-ids 1 14 26 --anchors 16 \
+    run specpath_train.recipes.dflash "${MORE[@]}" --out "$R/dflash" --k 4 --layers 1 --tap-ids 1 14 26 --anchors 16 \
       --lr 2e-3 --minutes 20 --export "$X/dflash" > "$R/logs/dflash.log" 2>&1
   fi
 ) &
@@ -103,12 +103,12 @@ wait
 # (docs/benchmarks.md): the chain head above fine-tuned 20 min with the mask slots (a first try
 # training only the mask parameters, --train-only mask, stayed at ~5% agreement at depths 1-3).
 if has pard; then
-  run specpath_draft_model.train_shared --target "$T" --data "$R/data/more" --out "$R/pard" --init "$X/draft" \
+  run specpath_train.recipes.draft_model_shared --target "$T" --data "$R/data/more" --out "$R/pard" --init "$X/draft" \
     --pard-depth 3 --pard-token 16 --train-vocab 4096 --batch 4 --minutes 40 --threads 1 --bf16 --warmup 20 \
     --eval-every 300 --lr 5e-4 --seed 0 --resume --export "$X/pard" > "$R/logs/pard.log" 2>&1 &
 fi
 if has peagle; then
-  run specpath_eagle3.train_eagle3 "${MORE[@]}" --out "$R/peagle" --draft-vocab 4096 --ttt-steps 1 --parallel-depths 4 \
+  run specpath_train.recipes.eagle3 "${MORE[@]}" --out "$R/peagle" --draft-vocab 4096 --ttt-steps 1 --parallel-depths 4 \
     --parallel-weight 1.0 --init "$X/eagle3" --lr 1e-3 --minutes 20 --export "$X/peagle" > "$R/logs/peagle.log" 2>&1 &
 fi
 wait
@@ -118,18 +118,18 @@ wait
 # at 5 / 10 / 15). The cosine schedule is read at elapsed / budget, so the learning rate restarts
 # near its peak at 25% and decays to zero at 60 minutes.
 if has mtp60; then
-  run specpath_mtp.train_mtp "${MORE[@]}" --modules 1 --out "$R/mtp1" --depth 3 --lr 2e-3 --minutes 60 \
+  run specpath_train.recipes.mtp "${MORE[@]}" --modules 1 --out "$R/mtp1" --depth 3 --lr 2e-3 --minutes 60 \
     --export "$X/mtp1" > "$R/logs/mtp60.log" 2>&1
 fi
 # dspark60 / dflash60 (2026-12-02 02:15-02:45 / 02:15-02:55, beside each other, one thread each):
 # the DSpark and DFlash drafters of stages dspark and dflash resumed the same way to 60 minutes.
 if has dspark60; then
-  run specpath_dspark.train_dspark "${MORE[@]}" --out "$R/dspark" --k 4 --layers 1 --tap-ids 1 14 26 --anchors 16 \
+  run specpath_train.recipes.dspark "${MORE[@]}" --out "$R/dspark" --k 4 --layers 1 --tap-ids 1 14 26 --anchors 16 \
     --markov-rank 16 --soft-ce --loss-weights 1.0 0.9 1.0 --lr 2e-3 --minutes 60 --export "$X/dspark" \
     > "$R/logs/dspark60.log" 2>&1 &
 fi
 if has dflash60; then
-  run specpath_dflash.train_dflash "${MORE[@]}" --out "$R/dflash" --k 4 --layers 1 --tap-ids 1 14 26 --anchors 16 \
+  run specpath_train.recipes.dflash "${MORE[@]}" --out "$R/dflash" --k 4 --layers 1 --tap-ids 1 14 26 --anchors 16 \
     --lr 2e-3 --minutes 60 --export "$X/dflash" > "$R/logs/dflash60.log" 2>&1 &
 fi
 wait

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import transformers
 
-from specpath.testing.engine import tiny_llama_config
+from specpath_engine.testing.engine import tiny_llama_config
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MERGES = ["Ġ t", "h e", "Ġt he", "1 2", "d e", "de f"]

@@ -107,13 +107,33 @@ def test_every_error_is_one_line_and_exit_1(capsys, argv):
     assert code == 1 and err.count("\n") == 1 and err.startswith("specpath")
 
 
-def test_missing_subcommand_modules_say_so(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", {"specpath_not_a_module_xyz": ("run", "demo")})
+def _command_entry_points(monkeypatch, *modules: tuple[str, str]) -> None:
+    """``specpath.commands`` holds exactly these (module, distribution) pairs."""
+    import importlib
+    from importlib import metadata
+    from types import SimpleNamespace
+
+    eps = [SimpleNamespace(name=m, value=m, dist=SimpleNamespace(name=d),
+                           load=lambda m=m: importlib.import_module(m)) for m, d in modules]
+    real = metadata.entry_points
+    monkeypatch.setattr(metadata, "entry_points",
+                        lambda **kw: eps if kw.get("group") == cli.COMMANDS_GROUP else real(**kw))
+
+
+def test_a_missing_distribution_says_what_to_install(capsys, monkeypatch):
+    _command_entry_points(monkeypatch)
+    code, _, err = run(capsys, "demo")
+    assert code == 1 and err.count("\n") == 1
+    assert "specpath demo: not available (specpath-engine is not installed: pip install ./engine" in err
+
+
+def test_a_broken_command_module_says_why(capsys, monkeypatch):
+    _command_entry_points(monkeypatch, ("specpath_not_a_module_xyz", "specpath-engine"))
     code, _, err = run(capsys, "demo")
     assert code == 1 and "specpath demo: not available" in err and "specpath_not_a_module_xyz" in err
 
 
-def test_subcommand_modules_can_add_commands(capsys, monkeypatch, tmp_path):
+def test_command_modules_can_add_commands(capsys, monkeypatch, tmp_path):
     (tmp_path / "fake_cli_mod.py").write_text(
         "def add_subcommands(sub):\n"
         "    p = sub.add_parser('hello')\n"
@@ -121,7 +141,7 @@ def test_subcommand_modules_can_add_commands(capsys, monkeypatch, tmp_path):
         "    p.set_defaults(func=lambda args: print('hello', args.name) or 0)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", {"fake_cli_mod": ("hello",)})
+    _command_entry_points(monkeypatch, ("fake_cli_mod", "fake-dist"))
     code, out, _ = run(capsys, "hello", "--name", "world")
     assert (code, out) == (0, "hello world\n")
     sys.modules.pop("fake_cli_mod", None)

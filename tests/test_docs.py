@@ -102,7 +102,7 @@ def test_quoted_code_matches_the_file_it_quotes(page, path, excerpt):
 
 
 def test_every_kit_test_is_documented():
-    from specpath.testing import SpeculatorConformance
+    from specpath_engine.testing import SpeculatorConformance
 
     page = (DOCS / "plugins" / "conformance-kit.md").read_text()
     missing = [n for n in dir(SpeculatorConformance) if n.startswith("test_") and f"`{n}`" not in page]

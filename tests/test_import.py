@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-HEAVY = ("torch", "triton", "numpy", "numba", "transformers", "safetensors", "specpath.engine", "specpath.sample")
+HEAVY = ("torch", "triton", "numpy", "numba", "transformers", "safetensors", "specpath_engine", "specpath_engine.sample")
 
 PROBE = """
 import json, sys, time

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specpath import verification as v
-from specpath.sample import rejection
+from specpath_engine.sample import rejection
 
 
 def test_modes_split_into_lossless_and_lossy():

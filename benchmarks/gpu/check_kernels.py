@@ -1,7 +1,7 @@
 """Check every verification Triton kernel against its torch reference on CUDA, and time both.
 
-Each kernel of ``specpath.sample.triton_kernels`` is run with its twin in
-``specpath.sample.reference`` on the same random inputs and the same randomness; integer
+Each kernel of ``specpath_engine.sample.triton_kernels`` is run with its twin in
+``specpath_engine.sample.reference`` on the same random inputs and the same randomness; integer
 outputs must be identical, float outputs close. Then ``rejection_sample`` is run end to end
 with ``backend="triton"`` and ``backend="torch"`` for every method. Prints one table and exits
 1 on any mismatch (2 when there is no CUDA device).
@@ -40,8 +40,8 @@ if ARGS.device == "cuda" and not torch.cuda.is_available():
     print("check_kernels: no CUDA device; run it on a GPU machine (or --device cpu --small under TRITON_INTERPRET=1)")
     sys.exit(2)
 
-from specpath.sample import reference, rejection_sample  # noqa: E402
-from specpath.sample import triton_kernels as tk  # noqa: E402
+from specpath_engine.sample import reference, rejection_sample  # noqa: E402
+from specpath_engine.sample import triton_kernels as tk  # noqa: E402
 
 DEVICE = torch.device(ARGS.device)
 SHAPES = [(3, 4, 37)] if ARGS.small else [(8, 16, 256), (64, 8, 32_000), (64, 4, 128_256)]

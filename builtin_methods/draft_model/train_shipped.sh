@@ -9,13 +9,13 @@
 # specpath_draft_model/checkpoints/ once checked.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-target=${1:-core/specpath/assets/default_model}
+target=${1:-engine/specpath_engine/assets/default_model}
 out=${2:-runs/draft_model}
 init=${3:-}
 minutes=${4:-8}
 export SPECPATH_TRAIN_THREADS=1
 mkdir -p "$out"
-train() { nice -n 5 python3 -m specpath_draft_model.train "$@"; }
+train() { nice -n 5 python3 -m specpath_train.recipes.draft_model "$@"; }
 from() { [ -n "$init" ] && echo "--init $init/$1" || true; }
 train generate --target "$target" --out "$out/target_text.pt" --seed 0
 train ar --data "$out/target_text.pt" --out "$out/ar" --log "$out/ar.log" --minutes "$minutes" --seed 0 $(from ar)

@@ -1,16 +1,16 @@
 """The ``specpath`` command: inspect methods and plugins, explain and validate configs.
 
-Core subcommands live here. Others come from modules named in :data:`SUBCOMMAND_MODULES`,
-imported when the parser is built; each exposes ``add_subcommands(subparsers)`` adding its
-parsers with ``set_defaults(func=handler)`` where ``handler(args) -> int``. A missing module
-leaves its commands in place, saying what is not installed. Every error is one line on
+Core subcommands live here. Other distributions add theirs through the ``specpath.commands``
+entry-point group (:data:`COMMANDS_GROUP`): each names a module exposing
+``add_subcommands(subparsers)``, which adds its parsers with ``set_defaults(func=handler)``
+where ``handler(args) -> int``. A command of :data:`OTHER_COMMANDS` whose distribution is
+missing (or broken) stays in place, saying what to install. Every error is one line on
 stderr and exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import warnings
@@ -19,12 +19,18 @@ from typing import Any
 
 from specpath.errors import PluginError, SpeculativeConfigError
 
-SUBCOMMAND_MODULES: dict[str, tuple[str, ...]] = {
-    "specpath.engine.cli_run": ("run", "demo"),
-    "specpath.scaffold": ("new-plugin",),
-    "specpath.modeling.cli_convert": ("convert",),
+COMMANDS_GROUP = "specpath.commands"
+"""Entry-point group of command modules from other distributions."""
+
+OTHER_COMMANDS: dict[str, str] = {
+    "run": "specpath-engine",
+    "demo": "specpath-engine",
+    "convert": "specpath-engine",
 }
-"""Module -> the subcommands it provides (listed so a missing module can be reported)."""
+"""Command -> the distribution that provides it (so that a missing one can say what to install)."""
+
+DISTRIBUTION_DIRS: dict[str, str] = {"specpath-engine": "engine", "specpath-train": "train"}
+"""Where each of those distributions lives in a specpath checkout."""
 
 PROBE_K = 4
 """K at which ``specpath methods`` evaluates K-dependent values."""
@@ -213,10 +219,7 @@ def _resolve(args: argparse.Namespace) -> Any:
     if args.model is not None:
         target = ModelConfig(model=args.model, trust_remote_code=args.trust_remote_code)
     elif args.trust_remote_code:  # never silently ignored: the trust travels with the embedded default target
-        from importlib import resources
-
-        default = resources.files("specpath").joinpath("assets/default_model")
-        target = ModelConfig(model=str(default), trust_remote_code=True)
+        target = ModelConfig(model="embedded", trust_remote_code=True)
     parallel = ParallelConfig(
         tensor_parallel_size=args.tensor_parallel_size,
         data_parallel_size=args.data_parallel_size,
@@ -295,11 +298,36 @@ def _add_resolve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-parallel-size", type=int, default=1)
 
 
-def _missing(module: str, exc: BaseException) -> Any:
+def _missing(reason: str) -> Any:
     def handler(args: argparse.Namespace) -> int:
-        raise _CliError(f"specpath {args.command}: not available ({module} cannot be imported: {exc})")
+        raise _CliError(f"specpath {args.command}: not available ({reason})")
 
     return handler
+
+
+def _add_command_modules(sub: Any) -> None:
+    """Every ``specpath.commands`` module's subcommands; stand-ins saying what to install for
+    the :data:`OTHER_COMMANDS` none of them added."""
+    from importlib import metadata
+
+    broken: dict[str, str] = {}
+    for entry_point in sorted(metadata.entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
+        dist = entry_point.dist.name if entry_point.dist is not None else entry_point.value
+        try:
+            entry_point.load().add_subcommands(sub)
+        except Exception as exc:  # noqa: BLE001 - a missing or broken module must not break the CLI
+            text = " ".join(str(exc).split()) or type(exc).__name__
+            broken[dist] = f"{entry_point.value} cannot be imported: {text}"
+    for command, dist in OTHER_COMMANDS.items():
+        if command in sub.choices:
+            continue
+        where = DISTRIBUTION_DIRS.get(dist, dist)
+        reason = broken.get(dist) or f"{dist} is not installed: pip install ./{where} from a specpath checkout, or its wheel"
+        # prefix_chars no argument starts with: every argument lands in ``rest``, so the answer is
+        # what to install, never an "unrecognized arguments" error about the real command's flags
+        q = sub.add_parser(command, help=f"(not available: {reason})", add_help=False, prefix_chars="\0")
+        q.add_argument("rest", nargs=argparse.REMAINDER)
+        q.set_defaults(func=_missing(reason))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -328,16 +356,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_resolve_args(p)
     p.set_defaults(func=cmd_validate)
 
-    for module, commands in SUBCOMMAND_MODULES.items():
-        try:
-            importlib.import_module(module).add_subcommands(sub)
-        except Exception as exc:  # noqa: BLE001 - a missing or broken module must not break the CLI
-            reason = " ".join(str(exc).split()) or type(exc).__name__
-            for command in commands:
-                if command not in sub.choices:
-                    q = sub.add_parser(command, help=f"(not available: {reason})", add_help=False)
-                    q.add_argument("rest", nargs=argparse.REMAINDER)
-                    q.set_defaults(func=_missing(module, reason))
+    from specpath import scaffold
+
+    scaffold.add_subcommands(sub)
+    _add_command_modules(sub)
     return parser
 
 

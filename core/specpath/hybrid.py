@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import attrs
-import torch
 
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, DraftTree
 
@@ -92,7 +91,7 @@ def merge_proposals(own: DraftProposal, free: DraftProposal, taken: Sequence[boo
     tree = None
     if own.tree is not None or free.tree is not None:
         tree = _merge_trees(own.tree, free.tree, taken)
-    return DraftProposal(token_ids=torch.tensor(ids, dtype=torch.int32, device=own.token_ids.device),
+    return DraftProposal(token_ids=own.token_ids.new_tensor(ids).int(),  # int32, on the drafts' device
                          num_draft_tokens=counts, draft_probs=probs, tree=tree)
 
 

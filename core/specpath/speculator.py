@@ -3,7 +3,7 @@
 An engine builds one speculator per served model from the resolved
 ``SpeculativeConfig`` and, every step, hands it a :class:`DraftBatch` describing what
 changed since the previous step; the speculator answers with a :class:`DraftProposal`.
-The engine verifies the drafts in one target pass (``specpath.sample``) and reports
+The engine verifies the drafts in one target pass (``specpath_engine.sample``) and reports
 how many were accepted through :meth:`BaseSpeculator.on_verified`.
 
 Speculators never import an engine: whatever they need from the target (its embedding
@@ -64,7 +64,7 @@ class DraftBatch:
 
 @attrs.frozen(kw_only=True)
 class DraftProposal:
-    """A step's drafts in the flattened layout that ``specpath.sample`` verifies."""
+    """A step's drafts in the flattened layout that ``specpath_engine.sample`` verifies."""
 
     token_ids: torch.Tensor
     """int32 ``[sum(num_draft_tokens)]``: drafts of all requests, concatenated in batch order."""

@@ -1,7 +1,7 @@
 """Verification modes and acceptance-rate maths: one torch-free truth for config and sampler.
 
 The config layer validates ``rejection_sample_method`` and the synthetic schedule; the
-sampler (``specpath.sample``, torch) runs them. Both read the names and the maths here, so a
+sampler (``specpath_engine.sample``, torch) runs them. Both read the names and the maths here, so a
 new mode or a changed schedule cannot drift between the two.
 
 Rates are *unconditional*: ``a_i`` is the probability that the first ``i+1`` drafts are all

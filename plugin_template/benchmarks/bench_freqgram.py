@@ -16,7 +16,7 @@ import time
 
 
 def prompts_from_heldout(count: int, size: int) -> list[str]:
-    from specpath.engine.corpus import read_heldout_asset
+    from specpath_engine.corpus import read_heldout_asset
 
     out = []
     for _name, data in read_heldout_asset():
@@ -38,7 +38,7 @@ def main() -> None:
                         help="requests decoded together (1: one at a time, the latency-bound case)")
     args = parser.parse_args()
 
-    from specpath.engine.llm import LLM, SamplingParams
+    from specpath_engine.llm import LLM, SamplingParams
 
     prompts = prompts_from_heldout(args.prompts, args.prompt_bytes)
     params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens, ignore_eos=True)

@@ -1,6 +1,6 @@
 """The specpath conformance kit, applied to freqgram: one table, the whole contract."""
 
-from specpath.testing import MODEL_FREE_FLAGS, conformance_tests
+from specpath_engine.testing import MODEL_FREE_FLAGS, conformance_tests
 from specpath_freqgram.config import FreqgramSpeculatorConfig
 
 TestFreqgramConformance = conformance_tests(

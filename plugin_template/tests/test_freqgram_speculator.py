@@ -3,7 +3,7 @@
 import torch
 
 from specpath.speculator import DraftBatch, DraftRequest
-from specpath.testing import tiny_context
+from specpath_engine.testing import tiny_context
 from specpath_freqgram.speculator import FreqgramSpeculator
 
 

@@ -1,4 +1,4 @@
-"""The bridges import their engines only when used: ``specpath.bridges`` and the shared module
+"""The bridges import their engines only when used: ``specpath_engine.bridges`` and the shared module
 pull in no engine, no torch; the core never imports a bridge."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def _loaded_after(statement: str) -> list[str]:
 
 
 def test_bridges_package_and_common_module_are_light():
-    assert _loaded_after("import specpath.bridges, specpath.bridges.common") == []
+    assert _loaded_after("import specpath_engine.bridges, specpath_engine.bridges.common") == []
 
 
 def test_core_never_imports_a_bridge():
@@ -29,6 +29,6 @@ def test_core_never_imports_a_bridge():
     offenders = [
         str(p.relative_to(core))
         for p in core.rglob("*.py")
-        if "bridges" not in p.parts and "specpath.bridges" in p.read_text(encoding="utf-8")
+        if "bridges" not in p.parts and "specpath_engine.bridges" in p.read_text(encoding="utf-8")
     ]
     assert offenders == []

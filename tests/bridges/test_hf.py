@@ -1,4 +1,4 @@
-"""``specpath.bridges.hf.generate`` inside transformers' real ``generate()``: greedy output is
+"""``specpath_engine.bridges.hf.generate`` inside transformers' real ``generate()``: greedy output is
 HF's greedy output for every kind of drafter (model-free, plugin, standalone draft, PARD and
 the hidden-state heads shipped for the embedded model), sampled output follows the target
 distribution (chi-square, as tests/sample), and bad input is a one-line error."""
@@ -13,7 +13,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from specpath.bridges.hf import generate as specpath_generate  # noqa: E402
+from specpath_engine.bridges.hf import generate as specpath_generate  # noqa: E402
 from specpath.errors import SpeculativeConfigError  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "sample"))
@@ -27,7 +27,7 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def embedded():
-    from specpath.engine.model import default_model_path
+    from specpath_engine.model import default_model_path
 
     torch.set_num_threads(1)
     return transformers.AutoModelForCausalLM.from_pretrained(str(default_model_path()), dtype=torch.float32).eval()

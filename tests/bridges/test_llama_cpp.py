@@ -19,7 +19,7 @@ import pytest
 
 llama_cpp = pytest.importorskip("llama_cpp")
 
-from specpath.bridges.llama_cpp import DraftModel, gguf_hf_config  # noqa: E402
+from specpath_engine.bridges.llama_cpp import DraftModel, gguf_hf_config  # noqa: E402
 from specpath.errors import SpeculativeConfigError  # noqa: E402
 
 GGUF = os.environ.get(
@@ -81,7 +81,7 @@ def test_generation_is_a_verified_greedy_continuation(plain, config):
 
 
 def test_hidden_state_methods_are_refused():
-    from specpath.engine.model import default_model_path
+    from specpath_engine.model import default_model_path
 
     with pytest.raises(SpeculativeConfigError, match="reads the target's hidden states") as err:
         DraftModel({"method": "eagle", "num_speculative_tokens": 3}, target=str(default_model_path()))

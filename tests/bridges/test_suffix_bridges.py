@@ -12,7 +12,7 @@ from test_vllm_proposer import buffers, make, target  # noqa: F401 - target is a
 
 transformers = pytest.importorskip("transformers")
 
-from specpath.bridges.hf import generate as specpath_generate  # noqa: E402
+from specpath_engine.bridges.hf import generate as specpath_generate  # noqa: E402
 from test_hf import embedded  # noqa: E402, F401 - the embedded model in transformers, a fixture
 
 PROMPTS = [

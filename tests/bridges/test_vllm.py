@@ -4,7 +4,7 @@
 
 Each engine start costs about a minute on a 2-core CPU, so the module starts one plain
 engine and one per drafter. fp32 greedy output through ``method="custom_class"`` with
-``specpath.bridges.vllm.Proposer`` must equal vLLM's own greedy output without speculation.
+``specpath_engine.bridges.vllm.Proposer`` must equal vLLM's own greedy output without speculation.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ PROMPTS = [
     b"class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n",
     b"def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef",
 ]
-BRIDGE = "specpath.bridges.vllm.Proposer"
+BRIDGE = "specpath_engine.bridges.vllm.Proposer"
 
 
 def generate(spec_env=None, k=3, max_tokens=48):
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    from specpath.engine.model import default_model_path
+    from specpath_engine.model import default_model_path
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     speculative = None

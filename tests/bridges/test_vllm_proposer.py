@@ -1,4 +1,4 @@
-"""``specpath.bridges.vllm.Proposer`` driven the way vLLM's runner drives it (a stand-in
+"""``specpath_engine.bridges.vllm.Proposer`` driven the way vLLM's runner drives it (a stand-in
 ``VllmConfig`` and the runner's numpy buffers), without vLLM installed: config from the
 environment, K agreement, one-line start-up errors, row identity, and drafts equal to the
 speculator's own."""
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from specpath.bridges.common import ENV_VAR, TokenDrafter, _accepted
+from specpath_engine.bridges.common import ENV_VAR, TokenDrafter, _accepted
 from specpath.errors import SpeculativeConfigError
 
 
@@ -25,13 +25,13 @@ def vllm_config(model: str, k: int = 3, max_len: int = 128, seqs: int = 4):
 
 @pytest.fixture
 def target():
-    from specpath.engine.model import default_model_path
+    from specpath_engine.model import default_model_path
 
     return str(default_model_path())
 
 
 def make(monkeypatch, target, config: str, **kw):
-    from specpath.bridges.vllm import Proposer
+    from specpath_engine.bridges.vllm import Proposer
 
     monkeypatch.setenv(ENV_VAR, config)
     return Proposer(vllm_config(target, **kw))
@@ -98,7 +98,7 @@ def test_start_up_errors_are_one_line(monkeypatch, target, config, match):
 def test_token_drafter_reports_acceptance(target):
     """on_verified gets the common prefix of what the engine appended and what was drafted."""
     import specpath
-    from specpath.bridges.common import token_context
+    from specpath_engine.bridges.common import token_context
     from specpath.config.model import ModelConfig
 
     spec = specpath.create_speculative_config({"method": "ngram", "num_speculative_tokens": 3},

@@ -7,7 +7,7 @@ import pytest
 import gguf_helpers
 from specpath.config.model import ModelConfig
 from specpath.errors import SpeculativeConfigError
-from specpath.modeling.gguf import read_gguf
+from specpath_engine.modeling.gguf import read_gguf
 
 
 def test_model_config_from_a_gguf_file(tmp_path):

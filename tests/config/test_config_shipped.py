@@ -15,7 +15,6 @@ from specpath.config.shipped import (
     target_fingerprint,
 )
 from specpath.config.speculator import SpeculatorConfig
-from specpath.engine.model import default_model_path
 from specpath.errors import SpeculativeConfigError
 
 
@@ -36,7 +35,7 @@ def target(**hf):
 
 def test_fingerprints():
     assert target_fingerprint(None) == EMBEDDED_TARGET
-    assert target_fingerprint(SimpleNamespace(model=str(default_model_path()))) == EMBEDDED_TARGET
+    assert target_fingerprint(SimpleNamespace(model_type="llama", num_hidden_layers=6, hidden_size=192, vocab_size=256)) == EMBEDDED_TARGET
     assert target_fingerprint(target()) == SMOLLM2_135M
     assert target_fingerprint(target(num_hidden_layers=12)) == "llama:12x576:49152"
 
@@ -76,7 +75,7 @@ def spec(target_config=None, **fields):
 def test_default_model_is_the_row_for_the_target(tmp_path):
     cls, embedded, smollm2 = make_class(tmp_path)
     assert cls.default_model(spec()) == str(embedded)
-    assert cls.default_model(spec(SimpleNamespace(model=str(default_model_path())))) == str(embedded)
+    assert cls.default_model(spec(SimpleNamespace(model_type="llama", num_hidden_layers=6, hidden_size=192, vocab_size=256))) == str(embedded)
     assert cls.default_model(spec(target())) == str(smollm2)
     assert cls.default_model(spec(target(hidden_size=64))) is None
 

@@ -13,8 +13,8 @@ import pytest
 
 from specpath.config.engine import EngineConfig, EngineConfigWarning
 from specpath.config.speculators import declared_num_speculative_tokens, maybe_override_with_speculators
-from specpath.engine.llm import LLM
-from specpath.engine.request import SamplingParams
+from specpath_engine.llm import LLM
+from specpath_engine.request import SamplingParams
 from specpath.errors import SpeculativeConfigError
 
 PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8] * 3, [5, 9, 3, 1] * 5]

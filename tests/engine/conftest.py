@@ -6,7 +6,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from engine_helpers import tiny_model  # noqa: E402
-from specpath.testing.fixtures import one_torch_thread  # noqa: F401,E402  (autouse: one torch thread a test)
+from specpath_engine.testing.fixtures import one_torch_thread  # noqa: F401,E402  (autouse: one torch thread a test)
 
 
 @pytest.fixture(scope="session")

@@ -11,12 +11,12 @@ import random
 import torch
 
 from specpath.config.model import CacheConfig
-from specpath.engine.llm_engine import LLMEngine, SpeculationSettings
-from specpath.engine.model import LlamaModel
-from specpath.engine.request import SamplingParams
-from specpath.engine.scheduler import SchedulerSettings
+from specpath_engine.llm_engine import LLMEngine, SpeculationSettings
+from specpath_engine.model import LlamaModel
+from specpath_engine.request import SamplingParams
+from specpath_engine.scheduler import SchedulerSettings
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal
-from specpath.testing.engine import random_llama, save_with_byte_tokenizer
+from specpath_engine.testing.engine import random_llama, save_with_byte_tokenizer
 
 VOCAB = 48
 

@@ -4,9 +4,9 @@ import attrs
 import pytest
 import torch
 
-from specpath.engine.attention import PagedAttention, build_attention_metadata
-from specpath.engine.block_manager import BlockManager, BlockTable
-from specpath.engine.kv_cache import KVCache
+from specpath_engine.attention import PagedAttention, build_attention_metadata
+from specpath_engine.block_manager import BlockManager, BlockTable
+from specpath_engine.kv_cache import KVCache
 
 
 def _cache(model, blocks, block_size):
@@ -84,7 +84,7 @@ def test_one_run_of_blocks_is_read_as_a_slice_and_matches_a_gather(model):
 
 def test_the_layout_built_here_is_causal_and_a_trees_is_not():
     """Only a causal layout may go to the native attention (it computes no other mask)."""
-    from specpath.engine.tree_layout import Tree, apply_tree_attention
+    from specpath_engine.tree_layout import Tree, apply_tree_attention
 
     meta, positions = build_attention_metadata(block_tables=[[0, 1]], num_computed=[3], num_query_tokens=[4],
                                                block_size=4, num_query_groups=1)
@@ -97,7 +97,7 @@ def test_the_layout_built_here_is_causal_and_a_trees_is_not():
 
 @torch.inference_mode()
 def test_bf16_paged_attention_on_the_native_kernel_matches_the_torch_path():
-    from specpath.modeling.native import kernels
+    from specpath_engine.modeling.native import kernels
 
     if kernels() is None:
         pytest.skip("native kernels unavailable here")

@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specpath.engine.block_manager import BlockManager, BlockTable, NoFreeBlocksError
+from specpath_engine.block_manager import BlockManager, BlockTable, NoFreeBlocksError
 
 import pytest
 

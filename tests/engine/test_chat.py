@@ -3,7 +3,7 @@
 import pytest
 import transformers
 
-from specpath.engine.chat import ChatTemplateError, check_messages, render_chat
+from specpath_engine.chat import ChatTemplateError, check_messages, render_chat
 
 # Whitespace-sensitive (trim_blocks / lstrip_blocks), loop controls, tojson, raise_exception.
 TEMPLATE = """{% for m in messages %}

@@ -2,7 +2,7 @@
 
 import torch
 
-from specpath.engine.cli_run import _divergence_margins, _identity_cell
+from specpath_engine.cli_run import _divergence_margins, _identity_cell
 
 
 class CountingModel:

@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from specpath.engine.attention import PagedAttention, build_attention_metadata
-from specpath.engine.kv_cache import KVCache
-from specpath.engine.model import LlamaConfig, LlamaModel
-from specpath.engine.tree_layout import Tree, apply_tree_attention
-from specpath.modeling import native
-from specpath.testing.native import native_kernels_missing
+from specpath_engine.attention import PagedAttention, build_attention_metadata
+from specpath_engine.kv_cache import KVCache
+from specpath_engine.model import LlamaConfig, LlamaModel
+from specpath_engine.tree_layout import Tree, apply_tree_attention
+from specpath_engine.modeling import native
+from specpath_engine.testing.native import native_kernels_missing
 
 pytestmark = pytest.mark.skipif(native_kernels_missing() is not None, reason=str(native_kernels_missing()))
 
@@ -23,7 +23,7 @@ BLOCK = 4
 
 def _model(weights: str, seed: int = 0) -> LlamaModel:
     """A 3-layer bf16 Llama prepared as the engine prepares a target (fused, then packed or quantised)."""
-    from specpath.engine.llm import _inference_model
+    from specpath_engine.llm import _inference_model
 
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=96, hidden_size=128, intermediate_size=256, num_hidden_layers=3,

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specpath.engine import dtype as dtype_module
-from specpath.engine.dtype import parse_size, resolve_dtype
+from specpath_engine import dtype as dtype_module
+from specpath_engine.dtype import parse_size, resolve_dtype
 
 
 @pytest.mark.parametrize(

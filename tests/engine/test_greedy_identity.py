@@ -6,8 +6,8 @@ import torch
 
 from engine_helpers import OracleSpeculator, baseline, make_engine, random_prompts
 from lookup_methods import LOOKUP, test_methods  # noqa: F401 - fixture
-from specpath.engine.llm_engine import RequestFailedError
-from specpath.engine.request import SamplingParams
+from specpath_engine.llm_engine import RequestFailedError
+from specpath_engine.request import SamplingParams
 
 MAX_TOKENS = 24
 
@@ -128,8 +128,8 @@ def test_bf16_speculation_is_exact_on_the_native_kernels(quantization, test_meth
     """The native kernels are row-invariant (matmuls, norms, attention of one request), so in bf16
     too a verified token gets the logits a one-token step gives it: greedy speculation equals
     greedy plain decoding, weight-only quantised or not."""
-    from specpath.engine.llm import LLM
-    from specpath.modeling.native import kernels
+    from specpath_engine.llm import LLM
+    from specpath_engine.modeling.native import kernels
 
     if kernels() is None:
         pytest.skip("native kernels unavailable here")

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specpath.engine import harness
+from specpath_engine import harness
 
 
 class FakeLLM:
@@ -16,7 +16,7 @@ class FakeLLM:
         self.name, self.log, self.tokens, self.steps = name, log, tokens, steps
 
     def generate(self, prompts, params):
-        from specpath.engine.metrics import SpecMetrics
+        from specpath_engine.metrics import SpecMetrics
 
         self.log.append((self.name, prompts[0]))
         metrics = SpecMetrics(num_steps=self.steps, num_generated_tokens=len(self.tokens))
@@ -62,7 +62,7 @@ def test_first_difference_is_the_first_index_where_the_outputs_part(a, b):
 def test_top2_margin_is_the_gap_between_the_two_best_next_token_logits():
     import torch
 
-    from specpath.testing.engine import random_llama
+    from specpath_engine.testing.engine import random_llama
 
     model = random_llama(3)
     ids = [5, 17, 42, 7, 99]
@@ -93,8 +93,8 @@ def test_chat_prompts_are_timed_prompt_major_and_chats_go_through_chat():
 def test_engines_warm_up_on_a_text_no_timed_prompt_holds(monkeypatch):
     """A method that remembers answers across requests (suffix's global tree) must not be handed
     a timed prompt's answer while warming up."""
-    from specpath.engine.cli_run import REAL_DEMO_PROMPTS
-    from specpath.engine import llm as llm_module
+    from specpath_engine.cli_run import REAL_DEMO_PROMPTS
+    from specpath_engine import llm as llm_module
 
     texts = [*harness.DEMO_PROMPTS, *(p if kind == "code" else p[-1]["content"] for kind, p in REAL_DEMO_PROMPTS)]
     assert all(harness.WARM_UP_PROMPT not in t and t not in harness.WARM_UP_PROMPT for t in texts)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from engine_helpers import OracleSpeculator, baseline, make_engine, random_prompts
-from specpath.engine.request import SamplingParams
+from specpath_engine.request import SamplingParams
 
 
 class RecordingSpeculator(OracleSpeculator):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from specpath.engine.llm import LLM, SamplingParams
+from specpath_engine.llm import LLM, SamplingParams
 
 PROMPTS = ["def split_lines(text):\n    lines = []\n    for line in text.splitlines():\n",
            "class Queue:\n    def __init__(self, maxsize=0):\n        self.maxsize = maxsize\n"]

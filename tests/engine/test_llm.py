@@ -7,7 +7,7 @@ import pytest
 
 from engine_helpers import save_tiny_checkpoint
 from lookup_methods import LookupConfig
-from specpath.engine.llm import LLM, SamplingParams
+from specpath_engine.llm import LLM, SamplingParams
 from specpath.registry import get_registry, register_speculative_method
 
 
@@ -211,8 +211,8 @@ def test_engines_share_a_target_only_in_the_same_weight_layout(checkpoint, monke
     bf16 layouts (plain rows vs AMX tiles): each engine's layers keep the layout they were built in."""
     import torch
 
-    from specpath.engine.llm import _load_target
-    from specpath.modeling import native
+    from specpath_engine.llm import _load_target
+    from specpath_engine.modeling import native
 
     kernels = native.kernels()
     if kernels is None:  # no native layouts to tell apart: one shared target

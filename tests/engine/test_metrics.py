@@ -2,8 +2,8 @@
 
 import pytest
 
-from specpath.engine.metrics import SpecMetrics
-from specpath.engine.request import SamplingParams
+from specpath_engine.metrics import SpecMetrics
+from specpath_engine.request import SamplingParams
 
 
 def test_per_request_definitions():

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from specpath.engine.model import BlockCausalAttention, LlamaConfig, LlamaModel, causal_attention
-from specpath.testing.engine import tiny_llama_config
+from specpath_engine.model import BlockCausalAttention, LlamaConfig, LlamaModel, causal_attention
+from specpath_engine.testing.engine import tiny_llama_config
 
 VOCAB = 61
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from specpath.engine import corpus
-from specpath.modeling.checkpoint import CheckpointError
-from specpath.engine.model import LlamaConfig, LlamaModel, default_model_path
-from specpath.engine.tokenizer import ByteTokenizer, load_tokenizer
+from specpath_engine import corpus
+from specpath_engine.modeling.checkpoint import CheckpointError
+from specpath_engine.model import LlamaConfig, LlamaModel, default_model_path
+from specpath_engine.tokenizer import ByteTokenizer, load_tokenizer
 
 HF_DICT = {
     "model_type": "llama",

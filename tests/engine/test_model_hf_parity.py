@@ -4,8 +4,8 @@ import pytest
 import torch
 import transformers
 
-from specpath.engine.model import LlamaModel
-from specpath.testing.engine import tiny_llama_config
+from specpath_engine.model import LlamaModel
+from specpath_engine.testing.engine import tiny_llama_config
 
 VOCAB = 97
 

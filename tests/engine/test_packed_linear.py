@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 import gguf_helpers
-from specpath.engine.llm import LLM, SamplingParams
-from specpath.engine.packed_linear import ENV_SWITCH, PackedLinear, pack_linears_, packing_enabled
+from specpath_engine.llm import LLM, SamplingParams
+from specpath_engine.packed_linear import ENV_SWITCH, PackedLinear, pack_linears_, packing_enabled
 
 BF16 = packing_enabled(torch.bfloat16)
 """This CPU packs bf16 (AVX512-BF16 or AMX); elsewhere the tests check that nothing is packed."""
@@ -68,7 +68,7 @@ def _tiny(tmp_path):
 
 
 def test_pack_linears_keeps_the_model_output(tmp_path):
-    from specpath.engine.model import LlamaModel
+    from specpath_engine.model import LlamaModel
 
     file = _tiny(tmp_path)
     plain = LlamaModel.from_pretrained(file, dtype=torch.bfloat16)

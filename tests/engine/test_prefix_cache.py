@@ -7,7 +7,7 @@ randomness (the output is still an exact sample, just another one)."""
 import pytest
 
 from engine_helpers import HashSpeculator, make_engine, random_prompts
-from specpath.engine.request import SamplingParams
+from specpath_engine.request import SamplingParams
 
 
 @pytest.mark.parametrize(

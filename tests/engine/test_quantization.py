@@ -9,8 +9,8 @@ from torch import nn
 
 import gguf_helpers
 from lookup_methods import LOOKUP, NEEDS_DRAFT, test_methods  # noqa: F401 - fixture
-from specpath.engine.llm import LLM, SamplingParams
-from specpath.engine.quantization import Int4Linear, Int8Linear, quantize_model_
+from specpath_engine.llm import LLM, SamplingParams
+from specpath_engine.quantization import Int4Linear, Int8Linear, quantize_model_
 
 
 @given(out_features=st.integers(1, 24), in_features=st.integers(1, 40), rows=st.integers(1, 5),
@@ -29,7 +29,7 @@ def test_int8_linear_multiplies_by_its_dequantised_weight(out_features, in_featu
 
 
 def test_quantize_model_replaces_every_linear(tmp_path):
-    from specpath.engine.model import LlamaModel
+    from specpath_engine.model import LlamaModel
 
     file = tmp_path / "tiny.gguf"
     gguf_helpers.write_tiny_gguf(file)
@@ -124,8 +124,8 @@ def test_the_cli_offers_every_quantization():
     """cli_run keeps torch out of its imports, so it spells the choices out: they must stay these."""
     import argparse
 
-    from specpath.engine import cli_run
-    from specpath.engine.quantization import QUANTIZATIONS
+    from specpath_engine import cli_run
+    from specpath_engine.quantization import QUANTIZATIONS
 
     parser = argparse.ArgumentParser()
     cli_run._add_engine_args(parser)
@@ -142,8 +142,8 @@ def test_a_drafter_quantization_the_engine_cannot_apply_is_one_line(tmp_path, te
 
 
 def test_drafter_preparation_quantizes_modules_and_bare_head_rows():
-    from specpath.engine.llm_engine import speculator_context
-    from specpath.testing.engine import random_llama
+    from specpath_engine.llm_engine import speculator_context
+    from specpath_engine.testing.engine import random_llama
 
     for method, layer in (("int8", Int8Linear), ("int4", Int4Linear)):
         prepare = speculator_context(random_llama(0), draft_quantization=method).prepare_module

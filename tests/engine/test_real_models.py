@@ -13,10 +13,10 @@ import transformers
 
 import gguf_helpers
 from lookup_methods import LOOKUP, NEEDS_DRAFT, test_methods  # noqa: F401 - fixture
-from specpath.engine.llm import DEFAULT_KV_CACHE_MEMORY, LLM, SamplingParams
-from specpath.engine.tokenizer import FastTokenizer, load_tokenizer
-from specpath.modeling.gguf import convert_gguf
-from specpath.modeling.named_models import NAMED_MODELS, ModelNotInstalledError
+from specpath_engine.llm import DEFAULT_KV_CACHE_MEMORY, LLM, SamplingParams
+from specpath_engine.tokenizer import FastTokenizer, load_tokenizer
+from specpath_engine.modeling.gguf import convert_gguf
+from specpath_engine.modeling.named_models import NAMED_MODELS, ModelNotInstalledError
 
 CHAT = [{"role": "user", "content": "def 12 the"}]
 
@@ -118,7 +118,7 @@ def test_chat_applies_the_template_and_honours_eos(tiny_gguf):
 
 
 def test_chat_without_a_template_is_one_line(tmp_path):
-    from specpath.engine.chat import ChatTemplateError
+    from specpath_engine.chat import ChatTemplateError
 
     file = tmp_path / "plain.gguf"
     gguf_helpers.write_tiny_gguf(file, chat_template=None)
@@ -127,7 +127,7 @@ def test_chat_without_a_template_is_one_line(tmp_path):
 
 
 def test_auto_dtype_and_default_kv_cache(tiny_gguf, monkeypatch):
-    from specpath.engine import dtype as dtype_module
+    from specpath_engine import dtype as dtype_module
 
     for native, expected in ((True, torch.bfloat16), (False, torch.float32)):
         monkeypatch.setattr(dtype_module, "cpu_has_native_bf16", lambda native=native: native)
@@ -208,7 +208,7 @@ def test_smollm2_answers_a_chat_and_speculation_is_exact_in_float32(test_methods
 
 def test_a_bf16_demo_says_which_kernels_ran(tiny_gguf, capsys, test_methods):
     from specpath.cli import main
-    from specpath.modeling.native import kernels
+    from specpath_engine.modeling.native import kernels
 
     assert main(["demo", "--model", str(tiny_gguf[0]), "--max-tokens", "4", "--dtype", "bfloat16",
                  "--methods", LOOKUP]) == 0
@@ -217,4 +217,4 @@ def test_a_bf16_demo_says_which_kernels_ran(tiny_gguf, capsys, test_methods):
         assert "kernels: torch's (the native ones" in out
     else:
         tiles = "; bf16 matmuls on AMX tiles" if kernels().tiles else ""
-        assert f"kernels: native (specpath.modeling.native{tiles})\n" in out
+        assert f"kernels: native (specpath_engine.modeling.native{tiles})\n" in out

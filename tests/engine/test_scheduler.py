@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine_helpers import OracleSpeculator, baseline, make_engine, random_prompts
-from specpath.engine.request import SamplingParams
-from specpath.engine.scheduler import SchedulerSettings
+from specpath_engine.request import SamplingParams
+from specpath_engine.scheduler import SchedulerSettings
 
 
 def _audit(engine, k_table=None, log=None):
@@ -160,7 +160,7 @@ def test_a_cache_too_small_for_one_request_is_refused_at_start(model):
 def test_the_old_engine_names_still_work_with_a_deprecation_warning():
     """``SchedulerConfig`` (engine) and ``CacheSettings`` moved; the old names are shims."""
     from specpath.config.model import CacheConfig
-    from specpath.engine import llm_engine, scheduler
+    from specpath_engine import llm_engine, scheduler
 
     with pytest.warns(DeprecationWarning, match="SchedulerSettings"):
         assert scheduler.SchedulerConfig is SchedulerSettings

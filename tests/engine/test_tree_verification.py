@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from engine_helpers import VOCAB, baseline, make_engine, random_prompts
-from specpath.engine import tree_layout
-from specpath.engine.llm_engine import RequestFailedError
-from specpath.engine.request import SamplingParams
+from specpath_engine import tree_layout
+from specpath_engine.llm_engine import RequestFailedError
+from specpath_engine.request import SamplingParams
 from specpath.speculator import BaseSpeculator, DraftProposal, DraftTree
 
 MAX_TOKENS = 24

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from specpath.engine import tree_layout
-from specpath.engine.llm import LLM, SamplingParams
+from specpath_engine import tree_layout
+from specpath_engine.llm import LLM, SamplingParams
 
 PROMPTS = [
     "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef mul(a, b):\n",
@@ -69,7 +69,7 @@ def test_tree_proposals_keep_greedy_output(plain, branching, method, k, prefix_c
 def test_bf16_trees_keep_greedy_output_on_the_native_kernels(branching, method):
     """On the native kernels a tree row attends over just the keys it sees, row-invariantly, so in
     bf16 too a verified tree gives plain decoding's tokens (one request at a time)."""
-    from specpath.modeling.native import kernels
+    from specpath_engine.modeling.native import kernels
 
     if kernels() is None:
         pytest.skip("native kernels unavailable here")

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gguf_helpers
-from specpath.modeling.checkpoint import CheckpointError
-from specpath.testing.fixtures import one_torch_thread  # noqa: F401  (autouse)
-from specpath.modeling.gguf import convert_gguf, hf_tensor_name, is_gguf, read_gguf, unpermute_rows
+from specpath_engine.modeling.checkpoint import CheckpointError
+from specpath_engine.testing.fixtures import one_torch_thread  # noqa: F401  (autouse)
+from specpath_engine.modeling.gguf import convert_gguf, hf_tensor_name, is_gguf, read_gguf, unpermute_rows
 
 
 IDS = torch.tensor([5, 70, 3, 100, 262, 1, 44, 9, 200, 17, 63, 2])
@@ -60,7 +60,7 @@ def test_convert_loads_in_transformers_with_the_same_logits(tmp_path, arch, tied
 
 
 def test_engine_model_loads_the_converted_checkpoint(tmp_path):
-    from specpath.engine.model import LlamaModel
+    from specpath_engine.model import LlamaModel
 
     file = tmp_path / "tiny.gguf"
     reference = gguf_helpers.write_tiny_gguf(file)

@@ -3,10 +3,11 @@
 import pytest
 import torch
 
-from specpath.engine.model import default_model_path
-from specpath.modeling.dtypes import torch_dtype
-from specpath.modeling.embedded import embedded_target_path, is_embedded_target, targets_embedded_model
-from specpath.modeling.layers import DraftLayer, layer_shape
+from specpath_engine.model import default_model_path
+from specpath_engine.modeling.dtypes import torch_dtype
+from specpath.config.model import ModelConfig
+from specpath.config.shipped import EMBEDDED_TARGET, target_fingerprint
+from specpath_engine.modeling.layers import DraftLayer, layer_shape
 
 
 def test_torch_dtype():
@@ -16,15 +17,9 @@ def test_torch_dtype():
     assert torch_dtype("nope", default=torch.float64) is torch.float64
 
 
-def test_embedded_target_is_the_engines_default_model(tmp_path):
-    assert embedded_target_path() == default_model_path()
-    assert is_embedded_target(str(default_model_path())) and not is_embedded_target(tmp_path)
-    assert not is_embedded_target(None)
-
-    class Spec:
-        target_model_config = None
-
-    assert targets_embedded_model(Spec())
+def test_the_embedded_fingerprint_is_the_engines_default_model():
+    """The core names the embedded target by its architecture alone; it must stay this model's."""
+    assert target_fingerprint(ModelConfig(model=str(default_model_path()))) == EMBEDDED_TARGET
 
 
 def test_layer_shape_defaults_and_the_layer_it_builds():
@@ -43,7 +38,7 @@ def test_layer_shape_defaults_and_the_layer_it_builds():
 
 
 def test_triton_or_reference_picks_by_device_and_imports_the_kernel_only_on_cuda():
-    from specpath.modeling.dispatch import triton_or_reference
+    from specpath_engine.modeling.dispatch import triton_or_reference
 
     def reference():
         return "reference"

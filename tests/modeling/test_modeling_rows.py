@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specpath.modeling.rows import RowAllocator
+from specpath_engine.modeling.rows import RowAllocator
 
 
 @settings(max_examples=60, deadline=None)

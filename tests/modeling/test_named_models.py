@@ -4,8 +4,8 @@ from importlib import metadata
 
 import pytest
 
-from specpath.modeling import named_models
-from specpath.modeling.named_models import NAMED_MODELS, NamedModel, ModelNotInstalledError, resolve_model_path
+from specpath_engine.modeling import named_models
+from specpath_engine.modeling.named_models import NAMED_MODELS, NamedModel, ModelNotInstalledError, resolve_model_path
 
 
 def test_embedded_and_paths():

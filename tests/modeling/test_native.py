@@ -10,29 +10,29 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from specpath.modeling import native
-from specpath.modeling.rope import rotate_half
+from specpath_engine.modeling import native
+from specpath_engine.modeling.rope import rotate_half
 
 KERNELS = native.kernels()
 needs_kernels = pytest.mark.skipif(KERNELS is None, reason=f"native kernels unavailable: {native.unavailable_reason()}")
 
 
 def _q4_layer(out_features, in_features, seed):
-    from specpath.engine.quantization import Int4Linear
+    from specpath_engine.quantization import Int4Linear
 
     torch.manual_seed(seed)
     return Int4Linear(nn.Linear(in_features, out_features, bias=False).bfloat16())
 
 
 def _q8_layer(out_features, in_features, seed):
-    from specpath.engine.quantization import Int8Linear
+    from specpath_engine.quantization import Int8Linear
 
     torch.manual_seed(seed)
     return Int8Linear(nn.Linear(in_features, out_features, bias=False).bfloat16())
 
 
 def _bf16_layer(out_features, in_features, seed):
-    from specpath.engine.packed_linear import PackedLinear
+    from specpath_engine.packed_linear import PackedLinear
 
     torch.manual_seed(seed)
     return PackedLinear(nn.Linear(in_features, out_features, bias=False).bfloat16())
@@ -157,8 +157,8 @@ def test_silu_mul_rounds_as_torch(rows, width, scale, seed):
 
 
 def _tiny_int4_model(seed=0):
-    from specpath.engine.model import LlamaConfig, LlamaModel
-    from specpath.engine.quantization import quantize_model_
+    from specpath_engine.model import LlamaConfig, LlamaModel
+    from specpath_engine.quantization import quantize_model_
 
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=96, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
@@ -170,7 +170,7 @@ def _tiny_int4_model(seed=0):
 @needs_kernels
 @pytest.mark.parametrize("tokens", [1, 5, 12])
 def test_the_fused_layer_is_the_per_op_path_to_the_bit(tokens, monkeypatch):
-    from specpath.engine.model import DecoderLayer
+    from specpath_engine.model import DecoderLayer
 
     model = _tiny_int4_model()
     ids, positions = torch.randint(0, 96, (tokens,)), torch.arange(tokens)
@@ -185,7 +185,7 @@ def test_the_fused_layer_is_the_per_op_path_to_the_bit(tokens, monkeypatch):
 
 @needs_kernels
 def test_a_replaced_or_moved_weight_is_never_read_through_a_stale_pointer():
-    from specpath.engine.quantization import Int4Linear
+    from specpath_engine.quantization import Int4Linear
 
     model = _tiny_int4_model()
     layer = model.model.layers[0]
@@ -201,9 +201,9 @@ def test_a_replaced_or_moved_weight_is_never_read_through_a_stale_pointer():
 
 @needs_kernels
 def test_a_drafter_layer_runs_its_halves_natively_and_equals_the_per_op_path(monkeypatch):
-    from specpath.engine.packed_linear import pack_linears_
-    from specpath.modeling.layers import DraftLayer, LayerShape
-    from specpath.modeling.rope import RotaryEmbedding
+    from specpath_engine.packed_linear import pack_linears_
+    from specpath_engine.modeling.layers import DraftLayer, LayerShape
+    from specpath_engine.modeling.rope import RotaryEmbedding
 
     torch.manual_seed(0)
     shape = LayerShape(hidden_size=64, intermediate_size=128, num_attention_heads=2, num_key_value_heads=1,
@@ -227,7 +227,7 @@ def test_a_drafter_layer_runs_its_halves_natively_and_equals_the_per_op_path(mon
 
 
 def test_projections_fuse_into_the_same_products():
-    from specpath.engine.model import LlamaConfig, LlamaModel
+    from specpath_engine.model import LlamaConfig, LlamaModel
 
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -253,7 +253,7 @@ def fresh_load(monkeypatch, tmp_path):
 
 
 def test_switched_off_the_layers_keep_torchs_kernels(fresh_load):
-    from specpath.engine.quantization import Int4Linear, Int8Linear
+    from specpath_engine.quantization import Int4Linear, Int8Linear
 
     fresh_load.setenv(native.ENV_SWITCH, "0")
     assert native.kernels() is None and native.unavailable_reason() == "SPECPATH_NATIVE=0"
@@ -372,7 +372,7 @@ def test_a_tree_row_gets_the_bits_of_a_chain_over_the_keys_it_sees(history, node
 
 @needs_kernels
 def test_disabled_builds_torch_layers_and_gives_the_kernels_back():
-    from specpath.engine.quantization import Int4Linear
+    from specpath_engine.quantization import Int4Linear
 
     linear = nn.Linear(128, 32, bias=False).bfloat16()
     with native.disabled():

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from specpath.testing.fixtures import one_torch_thread  # noqa: F401,E402  (autouse: one torch thread a test)
+from specpath_engine.testing.fixtures import one_torch_thread  # noqa: F401,E402  (autouse: one torch thread a test)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -24,6 +24,6 @@ def _installed_plugins():
 
 @pytest.fixture(scope="session")
 def plain_llm():
-    from specpath.engine.llm import LLM
+    from specpath_engine.llm import LLM
 
     return LLM(None)

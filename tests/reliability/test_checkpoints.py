@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
-from specpath.engine.model import LlamaConfig, LlamaModel
-from specpath.modeling.checkpoint import CheckpointError
+from specpath_engine.model import LlamaConfig, LlamaModel
+from specpath_engine.modeling.checkpoint import CheckpointError
 
 BAD = (CheckpointError, FileNotFoundError)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from specpath.engine import runner as runner_module
-from specpath.engine.llm import LLM, RequestFailedError, SamplingParams
+from specpath_engine import runner as runner_module
+from specpath_engine.llm import LLM, RequestFailedError, SamplingParams
 from reliability_helpers import Boom, assert_clean, fail_on_call
 
 PROMPTS = ["def main():\n    return ", "import os\nimport sys\n", "class A:\n    def f(self):\n"]
@@ -47,7 +47,7 @@ def test_sampler_and_model_failures_abort_and_recover(ngram_llm, expected, monke
         monkeypatch.setattr(runner_module, "sample_tokens", fail_on_call(4, runner_module.sample_tokens))
         params = SAMPLED
     elif target == "rejection_sample":
-        import specpath.sample as sample
+        import specpath_engine.sample as sample
 
         monkeypatch.setattr(sample, "rejection_sample", fail_on_call(2, sample.rejection_sample))
         params = SAMPLED

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from reliability_helpers import installed_methods
-from specpath.engine.llm import LLM, SamplingParams
+from specpath_engine.llm import LLM, SamplingParams
 
 PROMPTS = [
     "def main(argv=None):\n    ",

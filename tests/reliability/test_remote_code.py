@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from specpath.engine.model import default_model_path
-from specpath.engine.tokenizer import load_tokenizer
+from specpath_engine.model import default_model_path
+from specpath_engine.tokenizer import load_tokenizer
 
 pytest.importorskip("transformers")
 
@@ -41,7 +41,7 @@ def test_auto_map_tokenizer_is_refused_without_trust(remote_code_checkpoint, mon
 
 
 def test_llm_never_runs_checkpoint_code_by_default(remote_code_checkpoint, monkeypatch):
-    from specpath.engine.llm import LLM
+    from specpath_engine.llm import LLM
 
     path, marker = remote_code_checkpoint
     monkeypatch.setattr("builtins.input", lambda *a: pytest.fail("asked on the terminal"))

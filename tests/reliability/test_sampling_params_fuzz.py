@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specpath.engine.request import SamplingParams, SamplingParamsError
+from specpath_engine.request import SamplingParams, SamplingParamsError
 
 anything = st.one_of(
     st.none(), st.booleans(), st.integers(-(10**30), 10**30), st.floats(allow_nan=True, allow_infinity=True),

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from specpath.engine import tree_layout
-from specpath.engine.llm import LLM, RequestFailedError, SamplingParams
-import specpath.sample.tree as tree_module
+from specpath_engine import tree_layout
+from specpath_engine.llm import LLM, RequestFailedError, SamplingParams
+import specpath_engine.sample.tree as tree_module
 from reliability_helpers import Boom, assert_clean, fail_on_call
 
 # Prompts with several continuations of the same context, so both drafters propose branching trees.

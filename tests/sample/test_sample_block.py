@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from specpath.sample import num_accepted, rejection_sample
+from specpath_engine.sample import num_accepted, rejection_sample
 
 
 def expected_accepted_block(p, q, gamma):

@@ -6,7 +6,7 @@ import pytest
 import torch
 from _sample_helpers import layout, random_step
 
-from specpath.sample import num_accepted, reference, rejection_sample
+from specpath_engine.sample import num_accepted, reference, rejection_sample
 
 pytestmark = pytest.mark.filterwarnings("ignore:rejection_sample.method='fly'")
 
@@ -94,7 +94,7 @@ def test_never_keeps_fewer_than_standard(seed):
 
 
 def test_options_are_checked_and_lossy_warning_once():
-    from specpath.sample import rejection
+    from specpath_engine.sample import rejection
 
     drafts, logits, bonus, _ = random_step([3], 5, 0)
     with pytest.raises(ValueError, match="window"):

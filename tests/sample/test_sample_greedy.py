@@ -4,7 +4,7 @@ import pytest
 import torch
 from _sample_helpers import random_step
 
-from specpath.sample import PLACEHOLDER_TOKEN_ID, rejection_sample
+from specpath_engine.sample import PLACEHOLDER_TOKEN_ID, rejection_sample
 
 
 def naive_greedy(drafts, counts, logits, bonus):
@@ -87,7 +87,7 @@ def test_empty_batch_and_no_drafts():
 @pytest.mark.parametrize("seed", range(6))
 def test_column_wise_path_equals_full_pass(seed, greedy_only, monkeypatch):
     """Large batches on the torch path walk positions column by column; same tokens as the full pass."""
-    from specpath.sample import rejection
+    from specpath_engine.sample import rejection
 
     g = torch.Generator().manual_seed(seed)
     counts = [5] * 12 if seed % 3 == 0 else torch.randint(0, 9, (12,), generator=g).tolist()
@@ -108,7 +108,7 @@ def test_column_wise_path_equals_full_pass(seed, greedy_only, monkeypatch):
 def test_host_verification_of_greedy_chains_is_rejection_samples(seed, counts, vocab):
     """``accept_greedy_chains`` (the engine's batch-1 shortcut) emits what ``rejection_sample``
     does for greedy requests, from the argmax of each request's K + 1 rows."""
-    from specpath.sample.greedy import accept_greedy_chains
+    from specpath_engine.sample.greedy import accept_greedy_chains
 
     drafts, logits, bonus, _ = random_step(counts, vocab, seed, match=0.85)
     out = rejection_sample(drafts, counts, logits, bonus, torch.zeros(len(counts)), method="standard")

@@ -10,7 +10,7 @@ import pytest
 import torch
 from _sample_helpers import chi_square_pvalue
 
-from specpath.sample import VocabMapping, rejection_sample, target_probs
+from specpath_engine.sample import VocabMapping, rejection_sample, target_probs
 
 ALPHA = 1e-6
 N = 20_000

@@ -2,7 +2,7 @@
 
 import torch
 
-from specpath.sample import accepted_per_position, num_accepted, target_probs
+from specpath_engine.sample import accepted_per_position, num_accepted, target_probs
 
 
 def test_counts_from_output():

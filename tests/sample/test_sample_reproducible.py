@@ -4,7 +4,7 @@ import pytest
 import torch
 from _sample_helpers import random_step
 
-from specpath.sample import PLACEHOLDER_TOKEN_ID, rejection_sample
+from specpath_engine.sample import PLACEHOLDER_TOKEN_ID, rejection_sample
 
 pytestmark = pytest.mark.filterwarnings("ignore:rejection_sample.method=")
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 from _sample_helpers import random_step
 
-from specpath.sample import num_accepted, rejection_sample
-from specpath.sample.synthetic import acceptance_length_to_rates, check_rates, conditional_rates
+from specpath_engine.sample import num_accepted, rejection_sample
+from specpath_engine.sample.synthetic import acceptance_length_to_rates, check_rates, conditional_rates
 
 pytestmark = pytest.mark.filterwarnings("ignore:rejection_sample.method='synthetic'")
 
@@ -81,7 +81,7 @@ def test_options_are_checked():
 
 
 def test_warns_once_that_it_is_lossy():
-    from specpath.sample import rejection
+    from specpath_engine.sample import rejection
 
     rejection._warned_lossy.discard("synthetic")
     with warnings.catch_warnings(record=True) as caught:

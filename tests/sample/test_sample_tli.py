@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from specpath.sample import VocabMapping, rejection_sample
-from specpath.sample.tli import detect_space_marker, token_bytes
+from specpath_engine.sample import VocabMapping, rejection_sample
+from specpath_engine.sample.tli import detect_space_marker, token_bytes
 
 
 def test_space_markers_and_bytes():

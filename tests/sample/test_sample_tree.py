@@ -1,4 +1,4 @@
-"""Token-tree verification (``specpath.sample.tree``): the mask and greedy acceptance against
+"""Token-tree verification (``specpath_engine.sample.tree``): the mask and greedy acceptance against
 naive restatements (hypothesis), and sampled acceptance distributed exactly as the target
 (Pearson's chi-square on emitted pairs, as ``test_sample_lossless``)."""
 
@@ -10,8 +10,8 @@ from _sample_helpers import chi_square_pvalue
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specpath.sample import target_probs
-from specpath.sample.tree import accept_greedy, accept_sampled, ancestor_mask, check_tree, depths, verify_trees
+from specpath_engine.sample import target_probs
+from specpath_engine.sample.tree import accept_greedy, accept_sampled, ancestor_mask, check_tree, depths, verify_trees
 
 ALPHA = 1e-6
 

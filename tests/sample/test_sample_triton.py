@@ -7,8 +7,8 @@ from _sample_helpers import layout, random_step
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specpath.sample import reference, rejection_sample
-from specpath.sample import triton_kernels as tk
+from specpath_engine.sample import reference, rejection_sample
+from specpath_engine.sample import triton_kernels as tk
 
 pytestmark = pytest.mark.filterwarnings("ignore:rejection_sample.method=")
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from specpath.sample import rejection_sample
+from specpath_engine.sample import rejection_sample
 
 
 def good():

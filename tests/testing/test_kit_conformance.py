@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from specpath import plugins
-from specpath.testing import SpeculatorConformance
+from specpath_engine.testing import SpeculatorConformance
 
 PLUGIN = '''
 import attrs
@@ -107,7 +107,7 @@ def test_a_correct_plugin_passes_every_test(tmp_path, monkeypatch):
             outcomes[name] = f"skipped: {exc}"
     skipped = {n: o for n, o in outcomes.items() if o != "passed"}
     assert list(skipped) == ["test_greedy_output_is_identical_in_the_reference_engine"], skipped
-    assert "cannot run in specpath.engine" in skipped["test_greedy_output_is_identical_in_the_reference_engine"]
+    assert "cannot run in specpath_engine" in skipped["test_greedy_output_is_identical_in_the_reference_engine"]
 
 
 def test_a_wrong_declared_property_fails(tmp_path, monkeypatch):
@@ -160,7 +160,7 @@ def test_bad_known_failures_are_refused_when_the_class_is_made(failures, problem
 
 def test_every_method_specific_option_of_the_core_gets_an_example(monkeypatch):
     from specpath.config.speculative import METHOD_SPECIFIC_OPTIONS
-    from specpath.testing import conformance
+    from specpath_engine.testing import conformance
 
     assert set(conformance.method_specific_option_examples()) == set(METHOD_SPECIFIC_OPTIONS)
     monkeypatch.setattr(conformance, "METHOD_SPECIFIC_OPTION_EXAMPLES", {})  # options the kit does not know yet
@@ -179,7 +179,7 @@ def test_known_failures_in_a_real_pytest_run(tmp_path, monkeypatch):
     install_plugin(tmp_path, monkeypatch, check_options=False)  # so the invalid-options test fails
     (tmp_path / "test_probe_suite.py").write_text(textwrap.dedent('''
         from kitprobe_plugin import KitprobeConfig
-        from specpath.testing import SpeculatorConformance
+        from specpath_engine.testing import SpeculatorConformance
 
         class TestProbe(SpeculatorConformance):
             method = "kitprobe"

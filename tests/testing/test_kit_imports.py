@@ -6,14 +6,14 @@ import sys
 
 
 def imported_after(statement):
-    code = f"import sys; {statement}; print(' '.join(sorted(m for m in ('pytest', 'torch', 'specpath.testing.conformance') if m in sys.modules)))"
+    code = f"import sys; {statement}; print(' '.join(sorted(m for m in ('pytest', 'torch', 'specpath_engine.testing.conformance') if m in sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout.split()
 
 
 def test_importing_the_package_loads_no_test_machinery():
-    assert imported_after("import specpath, specpath.testing") == []
+    assert imported_after("import specpath, specpath_engine.testing") == []
 
 
 def test_the_scaffold_is_light():
@@ -21,4 +21,4 @@ def test_the_scaffold_is_light():
 
 
 def test_the_suite_is_importable_by_name():
-    assert "pytest" in imported_after("from specpath.testing import SpeculatorConformance")
+    assert "pytest" in imported_after("from specpath_engine.testing import SpeculatorConformance")

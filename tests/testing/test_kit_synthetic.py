@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from specpath.speculator import BaseSpeculator, DraftProposal
-from specpath.testing.synthetic import ProposalError, drive_speculator, tiny_context
+from specpath_engine.testing.synthetic import ProposalError, drive_speculator, tiny_context
 
 VOCAB = 64
 

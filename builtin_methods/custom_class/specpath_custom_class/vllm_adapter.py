@@ -25,7 +25,7 @@ import attrs
 import numpy as np
 import torch
 
-from specpath.modeling.rows import RowAllocator
+from specpath_engine.modeling.rows import RowAllocator
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
 
 

@@ -11,7 +11,7 @@ import torch
 from specpath.config.model import ModelConfig
 from specpath.config.speculative import SpeculativeConfig
 from specpath.errors import SpeculativeConfigError
-from specpath.testing.engine import tiny_checkpoint
+from specpath_engine.testing.engine import tiny_checkpoint
 
 
 def trusted():
@@ -117,7 +117,7 @@ PROMPTS = [
 
 
 def generate(config, prefix_caching):
-    from specpath.engine.llm import LLM, SamplingParams
+    from specpath_engine.llm import LLM, SamplingParams
 
     threads = torch.get_num_threads()
     try:
@@ -142,7 +142,7 @@ def test_greedy_output_is_identical_for_every_k(model, prefix_caching):
 
 
 def test_the_llm_refuses_without_trust():
-    from specpath.engine.llm import LLM
+    from specpath_engine.llm import LLM
 
     with pytest.raises(SpeculativeConfigError, match="trust_remote_code=True"):
         LLM(speculative_config={"model": "proposers.LastTokenProposer", "num_speculative_tokens": 2})

@@ -1,6 +1,6 @@
 """The specpath conformance kit, applied to ``custom_class`` with a proposer of each contract."""
 
-from specpath.testing import MODEL_FREE_FLAGS, SpeculatorConformance, conformance_tests
+from specpath_engine.testing import MODEL_FREE_FLAGS, SpeculatorConformance, conformance_tests
 from specpath_custom_class.config import CustomClassSpeculatorConfig
 
 
@@ -9,7 +9,7 @@ class _TrustedTarget(SpeculatorConformance):
         """With a target that trusts remote code (the kit's default resolve has no target)."""
         from specpath.config.model import ModelConfig
         from specpath.config.speculative import SpeculativeConfig
-        from specpath.testing.engine import tiny_checkpoint
+        from specpath_engine.testing.engine import tiny_checkpoint
 
         target = ModelConfig(model=tiny_checkpoint(), trust_remote_code=True)
         return SpeculativeConfig.from_dict({"method": self.method, **self.base_config, **fields},

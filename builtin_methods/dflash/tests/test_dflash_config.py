@@ -10,7 +10,7 @@ from specpath.config.engine import EngineConfig, SchedulerConfig
 from specpath.config.model import ModelConfig
 from specpath.config.speculative import SpeculativeConfig
 from specpath.errors import SpeculativeConfigError
-from specpath.testing.engine import tiny_checkpoint
+from specpath_engine.testing.engine import tiny_checkpoint
 from specpath_drafting.block.config import build_target_layer_ids, max_num_draft_seqs
 from specpath_drafting.block.testing import tiny_drafter
 

@@ -5,7 +5,7 @@ follows the target's distribution."""
 
 import pytest
 
-from specpath.testing.native import native_kernels_missing
+from specpath_engine.testing.native import native_kernels_missing
 from specpath_drafting.block.testing import chi_square_of_two_tokens, reference_block, tiny_drafter
 from specpath_drafting.testing import TINY_PROMPTS as PROMPTS
 from specpath_drafting.testing import DraftingSetup, drafting_setup, drafts_equal_a_from_scratch_computation, greedy
@@ -97,7 +97,7 @@ def test_one_requests_block_on_the_native_kernels_equals_the_torch_pass(tmp_path
     pass's outputs."""
     import torch
 
-    from specpath.testing.native import counting_native_attention
+    from specpath_engine.testing.native import counting_native_attention
     from specpath_drafting.testing import greedy as greedy_params
     from specpath_drafting.testing import tiny_llm, tiny_target
 

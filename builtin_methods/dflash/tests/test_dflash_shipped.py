@@ -3,8 +3,8 @@ there, its greedy output equals plain decoding, and it gets drafts accepted."""
 
 from specpath.config.model import ModelConfig
 from specpath.config.speculative import SpeculativeConfig
-from specpath.engine.llm import LLM, SamplingParams
-from specpath.engine.model import default_model_path
+from specpath_engine.llm import LLM, SamplingParams
+from specpath_engine.model import default_model_path
 from specpath_dflash.config import DFLASH_CHECKPOINT
 
 PROMPTS = ["def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n", "import os\nimport sys\n\n"]

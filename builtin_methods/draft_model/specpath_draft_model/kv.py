@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from specpath.modeling.native import attention_kernels
-from specpath.modeling.rows import RowAllocator
+from specpath_engine.modeling.native import attention_kernels
+from specpath_engine.modeling.rows import RowAllocator
 
 
 class DraftKV:

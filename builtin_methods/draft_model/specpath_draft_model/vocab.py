@@ -1,6 +1,6 @@
 """A draft vocabulary of byte strings, for a target whose tokens are single bytes.
 
-``specpath.sample.tli`` maps two vocabularies through their *intersection*: tokens that stand
+``specpath_engine.sample.tli`` maps two vocabularies through their *intersection*: tokens that stand
 for the same bytes. Against a byte-level target that intersection is only the draft's 256
 single-byte tokens, so a BPE draft restricted to it would draft one byte per pass and lose the
 reason to have a BPE draft at all. Every draft token is, however, exactly a *sequence* of target
@@ -8,7 +8,7 @@ tokens (its bytes), so we lift each greedy draft token to its bytes: K target dr
 K / (bytes per token) draft passes. The drafts are one-hot (greedy), so the target verifies them
 with ordinary rejection sampling in its own vocabulary and the output distribution is unchanged.
 
-Entry bytes come from ``specpath.sample.tli.token_bytes`` (the byte-level BPE alphabet); the
+Entry bytes come from ``specpath_engine.sample.tli.token_bytes`` (the byte-level BPE alphabet); the
 tokenizer reads text already mapped to that alphabet (:func:`to_alphabet`), so any byte string,
 valid UTF-8 or not, has a tokenization.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from specpath.sample.tli import detect_space_marker, token_bytes
+from specpath_engine.sample.tli import detect_space_marker, token_bytes
 
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -88,3 +88,16 @@ class ByteStringVocab:
             mask = torch.tensor([b.startswith(prefix) and len(b) > 0 for b in self.bytes], device=device)
             self._prefix_masks[prefix] = mask
         return mask
+
+
+def build_bpe_tokenizer(texts: list[bytes], vocab_size: int):
+    """A BPE vocabulary over the byte-level alphabet (every byte string has a tokenization)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(PRETOKENIZE_PATTERN), behavior="isolated")
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=byte_alphabet(), limit_alphabet=256,
+                                  show_progress=False)
+    tokenizer.train_from_iterator([to_alphabet(t) for t in texts], trainer)
+    return tokenizer

@@ -3,4 +3,4 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from specpath.testing.fixtures import one_torch_thread  # noqa: F401,E402  (autouse: one torch thread a test)
+from specpath_engine.testing.fixtures import one_torch_thread  # noqa: F401,E402  (autouse: one torch thread a test)

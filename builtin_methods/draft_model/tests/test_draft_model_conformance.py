@@ -1,7 +1,7 @@
 """The specpath conformance kit, for the three drafting shapes of draft_model."""
 
 import tiny_drafts
-from specpath.testing import MODEL_FREE_FLAGS, conformance_tests
+from specpath_engine.testing import MODEL_FREE_FLAGS, conformance_tests
 from specpath_draft_model.config import StandaloneARSpeculatorConfig
 
 # A model of its own, on token ids only: the model-free flags but its own vocabulary.

@@ -1,11 +1,11 @@
 """Greedy output with draft_model speculation equals plain greedy output, token for token,
-through ``specpath.engine.LLM`` (chunked prefill, several requests per batch), for K = 1..8."""
+through ``specpath_engine.LLM`` (chunked prefill, several requests per batch), for K = 1..8."""
 
 import pytest
 import torch
 
 import tiny_drafts
-from specpath.engine.llm import LLM, SamplingParams
+from specpath_engine.llm import LLM, SamplingParams
 
 PROMPTS = [
     "the cat sat on the mat. the cat sat on the mat. the cat",
@@ -54,7 +54,7 @@ def test_greedy_identity(plain, shape, k):
 def test_a_weight_only_quantized_draft_keeps_the_output(plain, method):
     """``quantization`` in the speculative config: the draft's matrices are held weight-only
     quantised by the engine; greedy output stays the plain one."""
-    from specpath.engine.quantization import Int4Linear, Int8Linear
+    from specpath_engine.quantization import Int4Linear, Int8Linear
 
     spec = {"method": "draft_model", "model": tiny_drafts.path("random"), "num_speculative_tokens": 4,
             "quantization": method}

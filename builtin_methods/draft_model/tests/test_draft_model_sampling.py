@@ -2,7 +2,7 @@
 distributed as the target's next-token distribution (Pearson chi-square, fixed seeds).
 
 The speculator drafts for many requests that share one prompt; each request's drafts are
-verified with ``specpath.sample.rejection_sample`` against the tiny target's logits, exactly as
+verified with ``specpath_engine.sample.rejection_sample`` against the tiny target's logits, exactly as
 the engine does. A draft unrelated to the target makes rejections (and the residual resampling)
 common, so the test has teeth.
 """
@@ -12,11 +12,11 @@ import torch
 
 import tiny_drafts
 from specpath.config.speculative import SpeculativeConfig
-from specpath.engine.model import LlamaModel
+from specpath_engine.model import LlamaModel
 from specpath.factory import create_speculator
-from specpath.sample import rejection_sample
+from specpath_engine.sample import rejection_sample
 from specpath.speculator import DraftBatch, DraftRequest
-from specpath.testing.engine import target_context
+from specpath_engine.testing.engine import target_context
 
 PROMPT = tuple(b"def f(x):\n    return")
 BATCH, ROUNDS, K = 250, 16, 3

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from specpath.engine.model import LlamaModel
-from specpath.testing.engine import random_llama, tiny_checkpoint, tiny_target
+from specpath_engine.model import LlamaModel
+from specpath_engine.testing.engine import random_llama, tiny_checkpoint, tiny_target
 from specpath_draft_model.config import PARD_TOKEN_KEY
 
 _ROOT: Path | None = None
@@ -81,8 +81,8 @@ def target() -> str:
 
 def bpe_tokenizer(vocab_size: int = 320):
     """A small BPE vocabulary over a few stdlib files (well under a second)."""
-    from specpath.engine.corpus import stdlib_root
-    from specpath_draft_model.train import build_bpe_tokenizer
+    from specpath_engine.corpus import stdlib_root
+    from specpath_draft_model.vocab import build_bpe_tokenizer
 
     names = ("abc.py", "bisect.py", "colorsys.py")
     return build_bpe_tokenizer([(stdlib_root() / name).read_bytes() for name in names], vocab_size)

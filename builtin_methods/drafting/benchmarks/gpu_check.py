@@ -16,7 +16,7 @@ import torch
 
 
 def main() -> int:
-    from specpath.engine.harness import check_kernel, kernel_check_args
+    from specpath_engine.harness import check_kernel, kernel_check_args
     from specpath_drafting.block.kernels import build_block_queries
     from specpath_drafting.block.reference import build_block_queries_reference
     from specpath_drafting.kernels import prepare_drafter_inputs

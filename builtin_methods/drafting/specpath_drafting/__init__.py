@@ -11,5 +11,5 @@ Not a method (no entry point): a library the method plugins depend on beside the
 - :mod:`.testing`: tiny targets, random heads and engines for the plugins' tests.
 
 The layers themselves (RMSNorm, the draft decoder layer, RoPE) are the core's
-(:mod:`specpath.modeling`), shared with the engine. Importing the package stays light (no torch).
+(:mod:`specpath_engine.modeling`), shared with the engine. Importing the package stays light (no torch).
 """

@@ -26,7 +26,7 @@ def read_drafter_config(path: str | Path, parse: Callable[[Mapping[str, Any]], C
     except (OSError, ValueError) as exc:
         raise ValueError(f"{config_path}: cannot read the {what}'s config: {exc}") from None
     if isinstance(raw, Mapping):
-        from specpath.modeling.memory import require_config_memory
+        from specpath_engine.modeling.memory import require_config_memory
 
         require_config_memory(raw, str(config_path), f"the {what}")  # absurd sizes, before any allocation
     try:
@@ -43,7 +43,7 @@ def save_drafter_checkpoint(module: nn.Module, path: str | Path, *, extra_config
                             dtype: torch.dtype | None = None) -> Path:
     """Write ``module.config.to_dict()`` (+ ``extra_config``) and the weights; ``dtype`` casts the
     floating-point ones (shipped drafters are float16: half the bytes, same drafts in practice)."""
-    from specpath.modeling.checkpoint import save_checkpoint
+    from specpath_engine.modeling.checkpoint import save_checkpoint
 
     config = {**module.config.to_dict(), **(extra_config or {})}
     state = _stored_state(module)
@@ -56,7 +56,7 @@ def save_drafter_checkpoint(module: nn.Module, path: str | Path, *, extra_config
 def load_drafter_weights(module: Module, path: str | Path, what: str) -> Module:
     """Load ``model.safetensors`` into ``module`` in its dtype; every tensor must be present with
     its shape (``what`` names the kind of drafter in errors)."""
-    from specpath.modeling.checkpoint import read_safetensors
+    from specpath_engine.modeling.checkpoint import read_safetensors
 
     weights = Path(path) / "model.safetensors"
     non_float = {k for k, v in module.state_dict().items() if not v.is_floating_point()}  # e.g. EAGLE-3's vocab maps

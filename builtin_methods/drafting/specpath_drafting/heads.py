@@ -26,7 +26,7 @@ import attrs
 import torch
 from torch import nn
 
-from specpath.modeling.layers import Attend, LayerShape, layer_shape
+from specpath_engine.modeling.layers import Attend, LayerShape, layer_shape
 from specpath_drafting.checkpoints import load_drafter_weights, read_drafter_config, save_drafter_checkpoint
 
 Embed = Callable[[torch.Tensor], torch.Tensor]

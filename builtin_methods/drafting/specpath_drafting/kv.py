@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from specpath.modeling.native import attention_kernels as native_attention
+from specpath_engine.modeling.native import attention_kernels as native_attention
 
 
 def newest_of_one_row(rows: torch.Tensor, positions: torch.Tensor, max_position: int) -> int | None:

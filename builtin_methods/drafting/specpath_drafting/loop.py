@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-from specpath.modeling.dispatch import triton_or_reference
-from specpath.modeling.dtypes import torch_dtype
-from specpath.modeling.rows import RowAllocator
+from specpath_engine.modeling.dispatch import triton_or_reference
+from specpath_engine.modeling.dtypes import torch_dtype
+from specpath_engine.modeling.rows import RowAllocator
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, DraftTree, SpeculatorContext
 from specpath_drafting.heads import HiddenStateHead
 from specpath_drafting.kv import DrafterKV

@@ -25,14 +25,14 @@ TINY_PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] * 3, [5, 9, 3, 1] * 6, [
 
 
 def greedy(max_tokens: int = 24) -> Any:
-    from specpath.engine.request import SamplingParams
+    from specpath_engine.request import SamplingParams
 
     return SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
 
 
 def tiny_llm(target_path: str | Path, spec: Mapping[str, Any] | None = None, **options: Any) -> Any:
     """An ``LLM`` over a tiny target on disk: one thread, 4 sequences, 40 tokens a step."""
-    from specpath.engine.llm import LLM
+    from specpath_engine.llm import LLM
 
     return LLM(str(target_path), dict(spec) if spec else None,
                **{"num_threads": 1, "max_num_batched_tokens": 40, "max_num_seqs": 4, **options})
@@ -77,8 +77,8 @@ def drafting_setup(name: str, make_drafter: Callable[[Path, Any], Any], *, num_l
 def packed_drafting_matches_unpacked(setup: DraftingSetup, spec: Mapping[str, Any], monkeypatch: Any) -> None:
     """In bf16, drafting with the engine's pre-packed drafter (``SpeculatorContext.prepare_module``)
     emits the tokens and draft/accept counts of the unpacked one, and is packed where this CPU
-    packs bf16 (``specpath.engine.packed_linear``: the same products as ``F.linear``, to the bit)."""
-    from specpath.engine.packed_linear import ENV_SWITCH, PackedLinear, packing_enabled
+    packs bf16 (``specpath_engine.packed_linear``: the same products as ``F.linear``, to the bit)."""
+    from specpath_engine.packed_linear import ENV_SWITCH, PackedLinear, packing_enabled
 
     prompts = [list(p) for p in TINY_PROMPTS]
     monkeypatch.setenv(ENV_SWITCH, "0")
@@ -95,9 +95,9 @@ def packed_drafting_matches_unpacked(setup: DraftingSetup, spec: Mapping[str, An
 
 def quantized_drafting_keeps_the_output(setup: DraftingSetup, spec: Mapping[str, Any], method: str = "int8") -> None:
     """With ``speculative_config.quantization`` the engine holds the drafter's matrices weight-only
-    quantised (:mod:`specpath.engine.quantization`); drafts still come, and greedy output is the
+    quantised (:mod:`specpath_engine.quantization`); drafts still come, and greedy output is the
     plain target's (float32: the quantised kernels take no float64)."""
-    from specpath.engine.quantization import Int4Linear, Int8Linear
+    from specpath_engine.quantization import Int4Linear, Int8Linear
 
     prompts = [list(p) for p in TINY_PROMPTS]
     want = [o.token_ids for o in setup.llm(None, dtype="float32").generate(prompts, greedy())]
@@ -134,7 +134,7 @@ def tiny_target(path: str | Path | None = None, *, seed: int = 0, vocab_size: in
                 hidden_size: int = 32, max_len: int = 256, dtype: torch.dtype = torch.float64) -> Any:
     """A random-weight Llama (float64 by default, so no near-tie can flip a greedy choice);
     saved to ``path`` when given, so configs can resolve against it."""
-    from specpath.testing.engine import random_llama, save_with_byte_tokenizer
+    from specpath_engine.testing.engine import random_llama, save_with_byte_tokenizer
 
     model = random_llama(seed, vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers, max_len=max_len,
                          head_scale=6.0, rms_norm_eps=1e-5)
@@ -169,8 +169,8 @@ def random_head(head_class: type[HiddenStateHead], target: Any, path: str | Path
 
 
 def context_for(model: Any, *, max_num_seqs: int = 8, max_model_len: int | None = None) -> Any:
-    """The ``SpeculatorContext`` an engine lends (``specpath.engine.llm_engine.speculator_context``)."""
-    from specpath.engine.llm_engine import speculator_context
+    """The ``SpeculatorContext`` an engine lends (``specpath_engine.llm_engine.speculator_context``)."""
+    from specpath_engine.llm_engine import speculator_context
 
     return speculator_context(model, max_num_seqs=max_num_seqs, max_model_len=max_model_len)
 
@@ -182,7 +182,7 @@ def make_engine(model: Any, spec: Any, *, prefix_caching: bool = False, max_num_
     built the way ``LLM`` builds one (``LLMEngine.from_config``)."""
     from specpath.config.engine import EngineConfig
     from specpath.config.model import CacheConfig, SchedulerConfig
-    from specpath.engine.llm_engine import LLMEngine
+    from specpath_engine.llm_engine import LLMEngine
 
     engine_config = EngineConfig(
         speculative_config=spec,
@@ -207,7 +207,7 @@ def reference_drafts(head: HiddenStateHead, target: Any, token_ids: Sequence[int
     """The greedy drafts ``head`` should propose after ``token_ids`` (last one pending),
     computed from scratch with the training rollout (no KV cache): an independent check of
     the incremental drafting loop."""
-    from specpath_drafting.training import depth_pass
+    from specpath_drafting.rollout import depth_pass
 
     n = len(token_ids)
     ids = torch.tensor(list(token_ids) + [0] * (k + 1), dtype=torch.int64)
@@ -265,8 +265,8 @@ def chi_square_of_two_tokens(tmp_path: Path, spec_fields: Mapping[str, Any], mak
     """Random drafts at temperature 1 on a 6-token target: the (2nd, 3rd) output tokens, which
     pass through speculative verification, must follow the target's exact joint distribution
     (chi-square at the 0.999 quantile). ``make_drafter(target_path, target)`` writes the drafter."""
-    from specpath.engine.llm import LLM
-    from specpath.engine.request import SamplingParams
+    from specpath_engine.llm import LLM
+    from specpath_engine.request import SamplingParams
 
     vocab = 6
     target = tiny_target(tmp_path / "t", vocab_size=vocab, num_layers=num_layers, hidden_size=16)

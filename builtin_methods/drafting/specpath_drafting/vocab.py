@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 TRAIN_VOCAB_KEY = "train_vocab_ids"
-"""Where :func:`specpath_drafting.training.train_vocab_record` puts the ids in the training record."""
+"""Where :func:`specpath_train.trainer.train_vocab_record` puts the ids in the training record."""
 
 
 def recorded_train_vocab(config: Mapping[str, Any], vocab_size: int, *, where: str = "config.json") -> torch.Tensor | None:

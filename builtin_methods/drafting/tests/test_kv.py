@@ -6,8 +6,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specpath.modeling import native
-from specpath.testing.native import counting_native_attention, native_kernels_missing
+from specpath_engine.modeling import native
+from specpath_engine.testing.native import counting_native_attention, native_kernels_missing
 from specpath_drafting.kv import DrafterKV, newest_of_one_row
 
 needs_kernels = pytest.mark.skipif(native_kernels_missing() is not None, reason=str(native_kernels_missing()))

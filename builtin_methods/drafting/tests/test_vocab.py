@@ -112,7 +112,7 @@ def test_serving_lm_head_restricts_only_with_a_record(tmp_path):
 def test_the_kept_rows_are_readied_by_prepare_and_give_the_same_logits():
     """``prepare`` (the engine's ``prepare_module``) gets the kept rows as a linear layer; with
     the engine's bf16 packing the logits are the unpacked head's, bit for bit."""
-    from specpath.engine.packed_linear import PackedLinear, pack_linears_, packing_enabled
+    from specpath_engine.packed_linear import PackedLinear, pack_linears_, packing_enabled
 
     lin = torch.nn.Linear(64, VOCAB, bias=False).to(torch.bfloat16)
     keep = torch.tensor([1, 4, 9, 30, 49])

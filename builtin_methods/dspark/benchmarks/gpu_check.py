@@ -21,7 +21,7 @@ def same_sample(want, got) -> bool:
 
 
 def main() -> int:
-    from specpath.engine.harness import check_kernel, kernel_check_args
+    from specpath_engine.harness import check_kernel, kernel_check_args
     from specpath_dspark.kernels import markov_sample
     from specpath_dspark.reference import markov_sample_reference, topk_floor
 

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 R=${1:-runs/block_drafters}
-T=core/specpath/assets/default_model
+T=engine/specpath_engine/assets/default_model
 DFLASH=builtin_methods/dflash/specpath_dflash/checkpoints/dflash-byte-llama
 DSPARK=builtin_methods/dspark/specpath_dspark/checkpoints/dspark-byte-llama
 mkdir -p "$R/features"
@@ -39,10 +39,10 @@ COMMON="--target $T --features $R/features --minutes 6 --window 128 --corpus-win
   --heldout-windows 32 --batch 8 --threads 1 --seed 0 --k 4 --layers 2 --taps 3 --anchors 16"
 wait_for_cpu
 echo "dflash start $(date +%T)"
-nice -n 5 python3 -m specpath_dflash.train_dflash $COMMON --out "$R/dflash" --export $DFLASH
+nice -n 5 python3 -m specpath_train.recipes.dflash $COMMON --out "$R/dflash" --export $DFLASH
 wait_for_cpu
 echo "dspark start $(date +%T)"
-nice -n 5 python3 -m specpath_dspark.train_dspark $COMMON --markov-rank 64 --soft-ce --loss-weights 1.0 0.9 1.0 --out "$R/dspark" --export $DSPARK
+nice -n 5 python3 -m specpath_train.recipes.dspark $COMMON --markov-rank 64 --soft-ce --loss-weights 1.0 0.9 1.0 --out "$R/dspark" --export $DSPARK
 echo "bench start $(date +%T)"
 nice -n 5 python3 benchmarks/block_drafters.py --k 4 --max-tokens 128 --repeats 3 --json "$R/bench_k4.json"
 echo "all done $(date +%T)"

@@ -7,7 +7,7 @@
 - **Confidence head**: ``c_k = sigmoid((w_h . h_k + w_e . W1[x_{k-1}] + b) / T_k)`` estimates
   P(draft k accepted | drafts < k accepted). It reads draft k-1, never draft k, so schedulers
   that truncate on it stay lossless. ``T_k`` are set after training by sequential temperature
-  scaling (:func:`specpath_dspark.training.calibrate_temperatures`).
+  scaling (:func:`specpath_train.recipes.dspark_losses.calibrate_temperatures`).
 """
 
 from __future__ import annotations

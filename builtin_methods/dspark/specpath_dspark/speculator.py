@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import torch
 
-from specpath.modeling.dispatch import triton_or_reference
+from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_drafting.block.speculator import DFlashSpeculator
 from specpath_dspark.drafter import DSparkDrafter
 from specpath.speculator import DraftProposal, DraftTree

@@ -3,8 +3,8 @@
 
 import tempfile
 
-from specpath.testing import conformance_tests
-from specpath.testing.engine import tiny_checkpoint
+from specpath_engine.testing import conformance_tests
+from specpath_engine.testing.engine import tiny_checkpoint
 from specpath_drafting.block.testing import tiny_drafter
 from specpath_drafting.testing import TARGET_STATE_FLAGS
 from specpath_dspark.config import DSparkSpeculatorConfig

@@ -6,8 +6,8 @@ import json
 
 from specpath.config.model import ModelConfig
 from specpath.config.speculative import SpeculativeConfig
-from specpath.engine.llm import LLM, SamplingParams
-from specpath.engine.model import default_model_path
+from specpath_engine.llm import LLM, SamplingParams
+from specpath_engine.model import default_model_path
 from specpath_dspark.config import DSPARK_CHECKPOINT
 
 PROMPTS = ["def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n", "import os\nimport sys\n\n"]

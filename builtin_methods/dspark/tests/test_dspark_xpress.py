@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specpath.engine.llm import LLM, SamplingParams
+from specpath_engine.llm import LLM, SamplingParams
 from specpath_drafting.block.testing import tiny_drafter
 from specpath_drafting.testing import TINY_PROMPTS, baseline_tokens, greedy, resolve, tiny_llm, tiny_target
 from specpath_dspark.reference import markov_sample_reference, topk_floor

@@ -12,8 +12,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from specpath.modeling.layers import DraftLayer
-from specpath.modeling.norm import RMSNorm
+from specpath_engine.modeling.layers import DraftLayer
+from specpath_engine.modeling.norm import RMSNorm
 from specpath_drafting.heads import Embed, HeadConfig, HiddenStateHead
 from specpath_drafting.numerics import quantized_weight
 

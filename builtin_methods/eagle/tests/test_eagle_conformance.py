@@ -6,9 +6,9 @@ head it runs is a random one shaped for that target, written once per session.
 
 import tempfile
 
-from specpath.engine.model import LlamaModel
-from specpath.testing import conformance_tests
-from specpath.testing.engine import tiny_checkpoint
+from specpath_engine.model import LlamaModel
+from specpath_engine.testing import conformance_tests
+from specpath_engine.testing.engine import tiny_checkpoint
 from specpath_eagle.config import EagleSpeculatorConfig, ExtractHiddenStatesSpeculatorConfig
 from specpath_drafting.testing import TARGET_STATE_FLAGS, random_head
 from specpath_eagle.head import EagleHead

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specpath.engine.request import SamplingParams
+from specpath_engine.request import SamplingParams
 from specpath_drafting.numerics import NVFP4_BLOCK, nvfp4_weight, sharded_argmax
 from specpath_drafting.testing import TINY_PROMPTS as PROMPTS
 from specpath_drafting.testing import DraftingSetup, drafting_setup, greedy, make_engine

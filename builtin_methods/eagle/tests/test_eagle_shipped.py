@@ -5,10 +5,10 @@ are accepted."""
 import pytest
 import torch
 
-from specpath.engine.harness import DEMO_PROMPTS
-from specpath.engine.llm import LLM
-from specpath.engine.model import LlamaModel, default_model_path
-from specpath.engine.request import SamplingParams
+from specpath_engine.harness import DEMO_PROMPTS
+from specpath_engine.llm import LLM
+from specpath_engine.model import LlamaModel, default_model_path
+from specpath_engine.request import SamplingParams
 from specpath.errors import SpeculativeConfigError
 from specpath_eagle.config import EAGLE_HEAD, EagleSpeculatorConfig
 from specpath_drafting.testing import check_every_proposal, make_engine, reference_drafts, resolve, tiny_target

@@ -19,9 +19,9 @@ import torch
 from torch import nn
 
 from specpath_drafting.heads import Embed, HiddenStateHead
-from specpath.modeling.layers import DraftLayer
+from specpath_engine.modeling.layers import DraftLayer
 from specpath_drafting.heads import HeadConfig
-from specpath.modeling.norm import RMSNorm
+from specpath_engine.modeling.norm import RMSNorm
 from specpath_drafting.numerics import quantized_weight
 
 

@@ -2,9 +2,9 @@
 
 import tempfile
 
-from specpath.engine.model import LlamaModel
-from specpath.testing import conformance_tests
-from specpath.testing.engine import tiny_checkpoint
+from specpath_engine.model import LlamaModel
+from specpath_engine.testing import conformance_tests
+from specpath_engine.testing.engine import tiny_checkpoint
 from specpath_drafting.testing import TARGET_STATE_FLAGS, random_head
 from specpath_eagle3.head import Eagle3Head
 from specpath_eagle3.config import Eagle3SpeculatorConfig

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from specpath.engine.harness import DEMO_PROMPTS
-from specpath.engine.llm import LLM
-from specpath.engine.model import default_model_path
-from specpath.engine.request import SamplingParams
+from specpath_engine.harness import DEMO_PROMPTS
+from specpath_engine.llm import LLM
+from specpath_engine.model import default_model_path
+from specpath_engine.request import SamplingParams
 from specpath.errors import SpeculativeConfigError
 from specpath_drafting.testing import resolve, tiny_target
 from specpath_eagle3.config import EAGLE3_HEAD, PEAGLE_HEAD, Eagle3SpeculatorConfig

@@ -2,7 +2,7 @@
 
     python3 builtin_methods/mtp/benchmarks/mtp_demo.py [--max-tokens 128] [--repeats 3] [--only-mtp] [--json F]
 
-The benchmark harness (:mod:`specpath.engine.harness`: embedded default target, batch 1, greedy,
+The benchmark harness (:mod:`specpath_engine.harness`: embedded default target, batch 1, greedy,
 a warm-up per configuration, interleaved rounds after a quiet-machine gate, one torch thread),
 with several MTP configurations instead of one: the shipped ``mtp1`` checkpoint at K = 1..4 and
 ``mtp3`` at K = 3 and 6. Other methods run with their own ``demo_config``. Prints τ, acceptance
@@ -25,8 +25,8 @@ def mtp_configs(mtp1: str | None = None, mtp3: str | None = None) -> list[tuple[
 
 
 def main() -> int:
-    from specpath.engine import harness
-    from specpath.engine.cli_run import DEFAULT_DEMO_K, demo_configs
+    from specpath_engine import harness
+    from specpath_engine.cli_run import DEFAULT_DEMO_K, demo_configs
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only-mtp", action="store_true", help="baseline and the MTP configurations only")

@@ -16,6 +16,6 @@ for n in 1 3; do
   extra=()
   [ "$init" != "-" ] && extra+=(--init "$init/mtp$n/checkpoint")
   [ "$export" = "--export" ] && extra+=(--export "$pkg/checkpoints/mtp$n")
-  nice -n 5 python3 -m specpath_mtp.train_mtp --modules "$n" --target "$target" --features "$run/features" \
+  nice -n 5 python3 -m specpath_train.recipes.mtp --modules "$n" --target "$target" --features "$run/features" \
     --out "$run/mtp$n" --minutes "$minutes" --threads 1 --batch "$batch" "${extra[@]}"
 done

@@ -33,9 +33,9 @@ from torch import nn
 
 from specpath_drafting.checkpoints import read_drafter_config
 from specpath_drafting.heads import HiddenStateHead
-from specpath.modeling.layers import DraftLayer
+from specpath_engine.modeling.layers import DraftLayer
 from specpath_drafting.heads import HeadConfig
-from specpath.modeling.norm import RMSNorm
+from specpath_engine.modeling.norm import RMSNorm
 from specpath_mtp.config import declared_modules as num_modules
 
 MODEL_TYPE = "mtp"
@@ -124,7 +124,7 @@ def save_mtp_checkpoint(modules: Sequence[MTPModule], path: str | Path, target_c
                         extra: Mapping[str, Any] | None = None, dtype: torch.dtype = torch.float32) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (``mtp.{i}.*`` tensors only, in ``dtype``;
     the speculator casts them to the target's dtype when it loads them)."""
-    from specpath.modeling.checkpoint import save_checkpoint
+    from specpath_engine.modeling.checkpoint import save_checkpoint
 
     state = {}
     for i, module in enumerate(modules):
@@ -151,7 +151,7 @@ def load_mtp_modules(path: str | Path, *, embed_tokens=None, lm_head=None) -> li
     weights = Path(path) / "model.safetensors"
     if not weights.exists():
         raise ValueError(f"{weights}: missing (the MTP checkpoint has no weights)")
-    from specpath.modeling.checkpoint import CheckpointError, check_safetensors_header
+    from specpath_engine.modeling.checkpoint import CheckpointError, check_safetensors_header
 
     check_safetensors_header(weights)  # framing and float dtypes, one line naming the file
     with safe_open(str(weights), framework="pt") as f:
@@ -180,7 +180,7 @@ def random_mtp_checkpoint(target_path: str | Path, path: str | Path, n: int, *, 
                           order: Sequence[str] = DEFAULT_INPUT_ORDER) -> Path:
     """A random-weight MTP checkpoint shaped for the target at ``target_path`` (for tests),
     its final norms copied from the target's."""
-    from specpath.modeling.checkpoint import load_state_dict
+    from specpath_engine.modeling.checkpoint import load_state_dict
 
     target_config = read_config(target_path)
     config = checkpoint_config(target_config, n, order=order)

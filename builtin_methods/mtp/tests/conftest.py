@@ -4,7 +4,7 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
-from specpath.testing.fixtures import one_torch_thread  # noqa: F401,E402  (autouse: one torch thread a test)
+from specpath_engine.testing.fixtures import one_torch_thread  # noqa: F401,E402  (autouse: one torch thread a test)
 
 
 @pytest.fixture(scope="session")

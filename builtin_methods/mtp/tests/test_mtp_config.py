@@ -141,7 +141,7 @@ def test_a_target_without_modules_is_a_one_line_error(tiny):
 
 @pytest.mark.skipif(not (MTP1 / "config.json").is_file(), reason="no shipped MTP modules in this checkout")
 def test_the_embedded_target_defaults_to_the_shipped_modules():
-    from specpath.modeling.embedded import embedded_target_path
+    from specpath_engine.modeling.named_models import embedded_model_path as embedded_target_path
 
     for target in (None, ModelConfig(model=str(embedded_target_path()))):
         spec = resolve({"method": "mtp"}, target=target)

@@ -6,8 +6,8 @@ checkpoints here are random modules shaped for that target (written once per pro
 import atexit
 import tempfile
 
-from specpath.testing import conformance_tests
-from specpath.testing.engine import tiny_checkpoint
+from specpath_engine.testing import conformance_tests
+from specpath_engine.testing.engine import tiny_checkpoint
 from specpath_drafting.testing import TARGET_STATE_FLAGS
 from specpath_mtp.config import MTPSpeculatorConfig, MultiModuleMTPSpeculatorConfig
 from specpath_mtp.module import random_mtp_checkpoint

@@ -14,7 +14,7 @@ PROMPTS = [[5, 9, 13, 2, 5, 9, 13, 2, 5, 9], [1, 2, 3] * 6, [(7 * j + 3) % 64 fo
 
 
 def _generate(model, config, max_tokens=24, prompts=PROMPTS, **options):
-    from specpath.engine.llm import LLM, SamplingParams
+    from specpath_engine.llm import LLM, SamplingParams
 
     llm = LLM(model, config, max_num_seqs=4, max_num_batched_tokens=24, **options)  # small: chunked prefill
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)

@@ -21,7 +21,7 @@ def same_drafts(want, got) -> bool:
 
 
 def main() -> int:
-    from specpath.engine.harness import check_kernel, kernel_check_args
+    from specpath_engine.harness import check_kernel, kernel_check_args
     from specpath_ngram.kernels import propose_ngram_triton
     from specpath_ngram.reference import propose_ngram_reference
 

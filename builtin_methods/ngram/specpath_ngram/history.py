@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specpath.modeling.rows import RowAllocator
+from specpath_engine.modeling.rows import RowAllocator
 
 
 class TokenHistory:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from specpath.modeling.dispatch import triton_or_reference
+from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
 from specpath_ngram.history import TokenHistory
 

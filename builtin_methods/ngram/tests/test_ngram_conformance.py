@@ -1,6 +1,6 @@
 """The specpath conformance kit, applied to both n-gram methods (one table, two entry points)."""
 
-from specpath.testing import MODEL_FREE_FLAGS, conformance_tests
+from specpath_engine.testing import MODEL_FREE_FLAGS, conformance_tests
 from specpath_ngram.config import NgramGPUSpeculatorConfig, NgramSpeculatorConfig
 
 NGRAM = dict(

@@ -3,7 +3,7 @@ speculation, exactly the tokens plain greedy decoding gives (the kit's ``greedy_
 
 import pytest
 
-from specpath.testing.engine import greedy_identity
+from specpath_engine.testing.engine import greedy_identity
 
 PROMPTS = [
     "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef mul(a, b):\n",

@@ -1,6 +1,6 @@
 """The specpath conformance kit, applied to ``suffix``."""
 
-from specpath.testing import SpeculatorConformance
+from specpath_engine.testing import SpeculatorConformance
 from specpath_suffix.config import SuffixSpeculatorConfig
 
 

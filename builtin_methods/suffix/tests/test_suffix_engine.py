@@ -5,7 +5,7 @@ on and off; and the global tree carries one request's output into the next."""
 import pytest
 import torch
 
-from specpath.engine.llm import LLM, SamplingParams
+from specpath_engine.llm import LLM, SamplingParams
 
 PROMPTS = [
     "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef mul(a, b):\n",

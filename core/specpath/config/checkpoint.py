@@ -46,13 +46,13 @@ class DraftCheckpoint:
 def load_hf_config(path: str, field: str = "model") -> dict[str, Any]:
     """``<path>/config.json`` as a dict, or a one-line error saying what is missing.
 
-    A GGUF file (or a named model, see ``specpath.modeling.named_models``) gives the HF config
-    its metadata describes.
+    Anything else an installed model source knows (a GGUF file, a named model: see
+    :mod:`specpath.model_sources`) gives the HF config it describes.
     """
     if not isinstance(path, str) or not path:
         raise SpeculativeConfigError("must be a path to a local checkpoint directory", field=field, value=path)
     if not os.path.exists(path) or path.lower().endswith(".gguf"):
-        gguf_config = _gguf_or_named_config(path, field)
+        gguf_config = _model_source_config(path, field)
         if gguf_config is not None:
             return gguf_config
     if not os.path.isdir(path):
@@ -75,22 +75,14 @@ def load_hf_config(path: str, field: str = "model") -> dict[str, Any]:
     return data
 
 
-def _gguf_or_named_config(path: str, field: str) -> dict[str, Any] | None:
-    """The HF config of a GGUF file or of a named model; None when ``path`` is neither.
+def _model_source_config(path: str, field: str) -> dict[str, Any] | None:
+    """The HF config an installed model source gives ``path`` (a GGUF file, a named model: see
+    :mod:`specpath.model_sources`); None when no source knows it."""
+    from specpath import model_sources
 
-    The modeling modules are imported here, on first use, so this module stays a leaf."""
-    from specpath.modeling.named_models import NAMED_MODELS, ModelNotInstalledError, resolve_model_path
-
-    if not os.path.isfile(path) and path not in NAMED_MODELS:
-        return None
     try:
-        resolved = resolve_model_path(path)
-        if resolved.is_dir():
-            return None
-        from specpath.modeling.gguf import read_gguf
-
-        return read_gguf(resolved).config
-    except (ModelNotInstalledError, FileNotFoundError, ValueError) as exc:  # CheckpointError is a ValueError
+        return model_sources.hf_config(path)
+    except (FileNotFoundError, ValueError) as exc:  # a source's one-line error (CheckpointError is a ValueError)
         raise SpeculativeConfigError(str(exc), field=field, value=path) from None
 
 

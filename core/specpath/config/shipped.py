@@ -1,8 +1,9 @@
 """Checkpoints a plugin ships for known targets, and how a configuration's target is named.
 
-A target is named by a *fingerprint*: ``"embedded"`` for specpath's embedded byte-level model,
-else ``"<model_type>:<layers>x<hidden>:<vocab>"`` read from its ``config.json`` (so the same
-architecture loaded from a GGUF file, a Hub id or a local directory is one target). A plugin
+A target is named by a *fingerprint*, ``"<model_type>:<layers>x<hidden>:<vocab>"`` read from
+its ``config.json`` (so the same architecture loaded from a GGUF file, a Hub id or a local
+directory is one target); a configuration with no target yet names the engine's embedded
+default model, :data:`EMBEDDED_TARGET`. A plugin
 lists its packaged drafters as :class:`ShippedCheckpoint` rows; the core looks them up (see
 ``SpeculatorConfig.shipped_checkpoints``). Torch-free.
 """
@@ -14,10 +15,9 @@ from typing import Any
 
 import attrs
 
-from specpath.modeling.embedded import is_embedded_target
-
-EMBEDDED_TARGET = "embedded"
-"""The fingerprint of specpath's embedded default target (and of a target not known yet)."""
+EMBEDDED_TARGET = "llama:6x192:256"
+"""The fingerprint of the reference engine's embedded byte-level default model, the target of a
+configuration that names none."""
 
 SMOLLM2_135M = "llama:30x576:49152"
 """SmolLM2-135M (base and Instruct share the architecture, the tokenizer and hence drafters)."""
@@ -27,7 +27,7 @@ DEFAULT_VARIANT = "default"
 
 def target_fingerprint(target: Any) -> str:
     """The fingerprint of a target ``ModelConfig`` (:data:`EMBEDDED_TARGET` when None)."""
-    if target is None or is_embedded_target(target.model):
+    if target is None:
         return EMBEDDED_TARGET
     return f"{target.model_type}:{target.num_hidden_layers}x{target.hidden_size}:{target.vocab_size}"
 

@@ -1,10 +1,7 @@
-"""The plugin authors' kit: a conformance suite and helpers, shipped with the core.
+"""What the core gives plugin authors without an engine: :func:`check_plugin_hooks`.
 
-``from specpath.testing import conformance_tests`` in a plugin's tests and give it the method's
-table (or subclass ``SpeculatorConformance`` and set the same table as class attributes; see
-:mod:`specpath.testing.conformance`). Nothing here is a pytest plugin
-that loads itself: pytest is imported only when the suite is, so importing ``specpath`` or
-running ``specpath new-plugin`` never touches it.
+The conformance kit, which runs a method in the reference engine, lives in the engine
+distribution: ``from specpath_engine.testing import conformance_tests``.
 """
 
 from __future__ import annotations
@@ -12,15 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
-    "SpeculatorConformance": "specpath.testing.conformance",
-    "conformance_tests": "specpath.testing.conformance",
-    "MODEL_FREE_FLAGS": "specpath.testing.conformance",
     "check_plugin_hooks": "specpath.testing.hooks",
     "HookCheckError": "specpath.testing.hooks",
-    "check_proposal": "specpath.testing.synthetic",
-    "drive_speculator": "specpath.testing.synthetic",
-    "tiny_context": "specpath.testing.synthetic",
-    "ProposalError": "specpath.testing.synthetic",
     "new_plugin": "specpath.scaffold",  # moved out of the kit; the old name still works
 }
 

@@ -27,8 +27,8 @@ import attrs
 import torch
 from torch import nn
 
-from specpath.modeling.layers import DraftLayer, LayerShape, layer_shape
-from specpath.modeling.norm import RMSNorm
+from specpath_engine.modeling.layers import DraftLayer, LayerShape, layer_shape
+from specpath_engine.modeling.norm import RMSNorm
 from specpath_drafting.checkpoints import load_drafter_weights, read_drafter_config, save_drafter_checkpoint
 
 Embed = Callable[[torch.Tensor], torch.Tensor]
@@ -173,7 +173,7 @@ class DFlashDrafter(nn.Module):
 
     def context_kv(self, layer: int, ctx: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         """Keys (RoPE applied) and values of context features in draft layer ``layer``."""
-        from specpath.modeling.rope import apply_rope
+        from specpath_engine.modeling.rope import apply_rope
 
         m = self.layers[layer]
         lead = ctx.shape[:-1]

@@ -23,9 +23,9 @@ from typing import Any
 
 import torch
 
-from specpath.modeling.dispatch import triton_or_reference
-from specpath.modeling.dtypes import torch_dtype
-from specpath.modeling.rows import RowAllocator
+from specpath_engine.modeling.dispatch import triton_or_reference
+from specpath_engine.modeling.dtypes import torch_dtype
+from specpath_engine.modeling.rows import RowAllocator
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
 from specpath_drafting.block.adaptive import VerifyCost, schedule
 from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig, load_weights, read_config
@@ -182,7 +182,7 @@ class DFlashSpeculator(BaseSpeculator):
         they do not run. The block's keys/values are written into the request's context row
         right after its committed positions (scratch that the next ingest overwrites) and every
         query attends to the whole row up to the block's end: the non-causal block attention."""
-        from specpath.modeling.native import attention_kernels, native_kernels
+        from specpath_engine.modeling.native import attention_kernels, native_kernels
 
         d = self.drafter
         if native_kernels(self.ctx_keys) is None or any(layer.native_linears() is None for layer in d.layers):

@@ -1,0 +1,6 @@
+"""The reference engine: a Llama-family model, paged KV, scheduler, runner and the ``LLM`` API.
+
+It reads the resolved configuration through the core's public API only, so it could become a
+distribution of its own without edits. Import the pieces from their modules
+(``specpath_engine.llm``, ``specpath_engine.model``, ...); this package imports nothing heavy.
+"""

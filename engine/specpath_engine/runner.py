@@ -1,0 +1,410 @@
+"""One engine step: drafts, one target pass that prefills and verifies, acceptance, rollback.
+
+For each scheduled request the step's flattened batch holds its uncomputed tokens (a prefill
+chunk, or the last sampled token) followed by the drafts the speculator proposed for it. One
+target forward over the whole batch writes their KV and yields logits at every position that
+decides a token. ``specpath_engine.sample.rejection_sample`` keeps the accepted prefix of each request's
+drafts plus one corrected or bonus token; the request's KV pointer then moves past the accepted
+positions only (rejected entries are overwritten later: rollback is a pointer move).
+
+The runner reads the speculator's capabilities (``uses_target_hidden_states``, its
+``hidden_state_layers``), never its method name.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from specpath_engine.attention import PagedAttention, build_attention_metadata
+from specpath_engine.kv_cache import FeatureStore, KVCache
+from specpath_engine.request import Request
+from specpath_engine.sampling import sample_tokens
+from specpath_engine.sample.greedy import GREEDY_PREFIX_METHODS, accept_greedy_chains
+from specpath_engine.sample.randomness import position_generator
+from specpath_engine.scheduler import ScheduledRequest, Scheduler, SchedulerOutput
+from specpath_engine import tree_layout
+from specpath.speculator import BaseSpeculator, DraftBatch, DraftRequest
+
+
+class ModelRunner:
+    """Executes scheduled steps against the model, the paged cache and the speculator.
+
+    Args:
+        model: a decoder with the ``forward(input_ids, positions, attention, *, hidden_layers,
+            logits_indices)`` interface of ``specpath_engine.model``.
+        scheduler: owns the requests and blocks; finished requests are retired through it.
+        kv_cache: the paged KV storage the block manager's ids index.
+        speculator: the method's drafter, or None for plain decoding.
+        uses_target_hidden_states: the speculator's config flag; its ``hidden_state_layers`` are
+            then stored per slot and handed over for every newly committed position.
+        verify_method / verify_options: ``rejection_sample``'s mode and options.
+        verify_trees: verify ``DraftProposal.tree`` where the mode allows (``tree_layout``).
+        tokenizer: decodes output for stop strings (optional).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        scheduler: Scheduler,
+        kv_cache: KVCache,
+        *,
+        speculator: BaseSpeculator | None = None,
+        uses_target_hidden_states: bool = False,
+        verify_method: str = "standard",
+        verify_options: dict | None = None,
+        verify_trees: bool = True,
+        tokenizer: Any = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.model = model
+        self.scheduler = scheduler
+        self.cache = kv_cache
+        self.block_size = kv_cache.block_size
+        self.speculator = speculator
+        self.verify_method = verify_method
+        self.verify_options = dict(verify_options or {})
+        self.verifies_trees = tree_layout.verifies_trees(verify_method, verify_trees)
+        """Whether ``DraftProposal.tree`` is verified (standard verification); the speculator's
+        ``SpeculatorContext.verifies_trees`` must say the same (``LLM`` builds both from one rule)."""
+        self.greedy_on_host = verify_method in GREEDY_PREFIX_METHODS and not self.verify_options
+        """Greedy chains are verified by :func:`~specpath_engine.sample.greedy.accept_greedy_chains`
+        (exactly what ``rejection_sample`` computes for them, without its tensor set-up)."""
+        self._trees: list[tree_layout.Tree | None] = []
+        self.tokenizer = tokenizer
+        self.device = torch.device(device)
+        self.vocab_size = model.config.vocab_size
+        self.num_query_groups = model.config.num_attention_heads // model.config.num_key_value_heads
+        self.hidden_layers: tuple[int, ...] = ()
+        self.features: FeatureStore | None = None
+        if speculator is not None and uses_target_hidden_states:
+            self.hidden_layers = tuple(speculator.hidden_state_layers)
+            if not self.hidden_layers:
+                raise ValueError(
+                    f"{type(speculator).__name__} declares uses_target_hidden_states but its "
+                    "hidden_state_layers is empty"
+                )
+            self.features = FeatureStore(
+                num_slots=kv_cache.num_slots,
+                num_layers=len(self.hidden_layers),
+                hidden_size=model.config.hidden_size,
+                dtype=kv_cache.data.dtype,
+                device=self.device,
+            )
+        self.num_forward_calls = 0
+
+    # ------------------------------------------------------------------------------ drafts
+    def _slots_at(self, request: Request, positions: Sequence[int]) -> list[int]:
+        """The KV slots of ``request``'s ``positions`` (through its block table)."""
+        bs, blocks = self.block_size, request.table.block_ids
+        return [blocks[p // bs] * bs + p % bs for p in positions]
+
+    def _propose(self, scheduled: Sequence[ScheduledRequest]) -> tuple[list[list[int]], torch.Tensor | None]:
+        """Drafts per scheduled request (empty lists when none) and their probabilities."""
+        drafts: list[list[int]] = [[] for _ in scheduled]
+        speculator = self.speculator
+        if speculator is None:
+            return drafts, None
+        feeding = self.features is not None
+        picked = [
+            i
+            for i, s in enumerate(scheduled)
+            if s.max_draft_tokens > 0
+            or (feeding and s.request.num_computed_tokens > s.request.num_delivered_positions)
+        ]
+        if not picked:
+            return drafts, None
+        self._trees = [None] * len(scheduled)
+        entries, slots = [], []
+        for i in picked:
+            s = scheduled[i]
+            r = s.request
+            computed = r.num_computed_tokens
+            ids = r.token_ids if computed + 1 == len(r.token_ids) else r.token_ids[: computed + 1]
+            if feeding:
+                slots.extend(self._slots_at(r, range(r.num_delivered_positions, computed)))
+            entries.append(
+                DraftRequest(
+                    req_id=r.req_id,
+                    token_ids=ids,
+                    num_new_positions=computed - r.num_delivered_positions,
+                    max_draft_tokens=s.max_draft_tokens,
+                    temperature=r.params.temperature,
+                    generator=r.generator,
+                )
+            )
+            r.num_delivered_positions = computed
+        hidden = None
+        if feeding:
+            hidden = self.features.read(torch.tensor(slots, dtype=torch.int64, device=self.device))
+        proposal = speculator.propose(DraftBatch(requests=tuple(entries), hidden_states=hidden))
+
+        counts = [int(n) for n in proposal.num_draft_tokens]
+        name = type(speculator).__name__
+        if len(counts) != len(entries) or min(counts, default=0) < 0:
+            raise ValueError(f"{name}.propose returned draft counts {counts} for {len(entries)} requests")
+        flat = proposal.token_ids.tolist() if sum(counts) else []
+        if len(flat) != sum(counts):
+            raise ValueError(f"{name}.propose returned {len(flat)} draft tokens, num_draft_tokens sums to {sum(counts)}")
+        if flat and (min(flat) < 0 or max(flat) >= self.vocab_size):
+            raise ValueError(f"{name}.propose drafted token ids outside [0, {self.vocab_size})")
+        probs = proposal.draft_probs if flat else None
+        trees = [None] * len(entries)
+        if self.verifies_trees and proposal.tree is not None:
+            trees = tree_layout.take_trees(proposal.tree, len(entries), [e.max_draft_tokens for e in entries],
+                                           self.vocab_size, name)
+        # The runner trims drafts to each request's budget itself (a per-step K needs nothing
+        # from the speculator): keep the first max_draft_tokens of each request. A request with a
+        # tree puts its nodes where the chain would go (and drops the chain's rows).
+        kept_rows: list[int] = []
+        start = 0
+        for i, n, e, tree in zip(picked, counts, entries, trees):
+            keep = min(n, e.max_draft_tokens)
+            if tree is not None:
+                drafts[i] = tree.tokens
+                if probs is not None or tree.branches:
+                    self._trees[i] = tree
+                # else: a tree without branches is verified as a one-hot chain (no tree layout)
+            else:
+                drafts[i] = flat[start : start + keep]
+                kept_rows.extend(range(start, start + keep))
+            start += n
+        if probs is not None and kept_rows and len(kept_rows) != len(flat):
+            probs = probs.index_select(0, torch.tensor(kept_rows, dtype=torch.int64, device=probs.device))
+        return drafts, probs if kept_rows else None
+
+    # ------------------------------------------------------------------------------- step
+    @torch.inference_mode()
+    def execute(self, out: SchedulerOutput) -> list[Request]:
+        """Run one scheduled step; returns the requests that finished in it."""
+        speculator = self.speculator
+        if speculator is not None:
+            for r in out.preempted:
+                speculator.remove_request(r.req_id)
+        scheduled = out.scheduled
+        if not scheduled:
+            return []
+        self._trees = []
+        drafts, draft_probs = self._propose(scheduled)
+        trees = self._trees if any(t is not None for t in self._trees) else None
+
+        input_ids: list[int] = []
+        logits_rows: list[int] = []
+        sampling: list[int] = []
+        num_query: list[int] = []
+        row = 0
+        for i, (s, d) in enumerate(zip(scheduled, drafts)):
+            r = s.request
+            c = r.num_computed_tokens
+            input_ids += r.token_ids[c : c + s.num_new_tokens]
+            input_ids += d
+            q = s.num_new_tokens + len(d)
+            if s.samples:
+                sampling.append(i)
+                logits_rows.extend(range(row + s.num_new_tokens - 1, row + q))
+            num_query.append(q)
+            row += q
+
+        meta, positions = build_attention_metadata(
+            block_tables=[s.request.table.block_ids for s in scheduled],
+            num_computed=[s.request.num_computed_tokens for s in scheduled],
+            num_query_tokens=num_query,
+            block_size=self.block_size,
+            num_query_groups=self.num_query_groups,
+            device=self.device,
+        )
+        if trees is not None:
+            meta, positions = tree_layout.apply_tree_attention(
+                meta, positions, trees=trees, num_computed=[s.request.num_computed_tokens for s in scheduled],
+                num_new=[s.num_new_tokens for s in scheduled], num_query=num_query,
+                num_query_groups=self.num_query_groups)
+        ids = torch.tensor(input_ids, dtype=torch.int64, device=self.device)
+        logits_index = torch.tensor(logits_rows, dtype=torch.int64, device=self.device) if sampling else None
+        if not sampling:  # a step of prefill chunks only: no logits needed, keep one row
+            logits_index = torch.zeros(1, dtype=torch.int64, device=self.device)
+        output = self.model.forward(
+            ids,
+            positions,
+            PagedAttention(self.cache, meta),
+            hidden_layers=self.hidden_layers,
+            logits_indices=logits_index,
+        )
+        self.num_forward_calls += 1
+        if self.features is not None:
+            self.features.write(meta.slot_mapping, output.hidden_states)
+
+        emitted = self._verify(scheduled, sampling, drafts, draft_probs, output.logits, trees) if sampling else []
+
+        finished: list[Request] = []
+        verified_ids, verified_counts = [], []
+        now = time.perf_counter()
+        for s in scheduled:
+            s.request.num_computed_tokens += s.num_new_tokens
+        for i, tokens in zip(sampling, emitted):
+            s = scheduled[i]
+            r = s.request
+            accepted = len(tokens) - 1
+            r.num_computed_tokens += accepted
+            r.metrics.record_verification(len(drafts[i]), accepted)
+            if s.max_draft_tokens > 0:
+                verified_ids.append(r.req_id)
+                verified_counts.append(accepted)
+            reason = self._append(r, tokens)
+            if reason is not None:
+                r.finish_time = now
+                r.metrics.elapsed_s = now - r.arrival_time
+                self.scheduler.finish(r, reason)
+                finished.append(r)
+        if speculator is not None and verified_ids:
+            speculator.on_verified(verified_ids, verified_counts)
+        blocks = self.scheduler.blocks
+        if blocks.enable_prefix_caching:
+            for s in scheduled:
+                r = s.request
+                if not r.is_finished:
+                    blocks.register_computed(r.table, r.token_ids, r.num_computed_tokens)
+        if speculator is not None:
+            for r in finished:
+                speculator.remove_request(r.req_id)
+        return finished
+
+    def _verify(
+        self,
+        scheduled: Sequence[ScheduledRequest],
+        sampling: Sequence[int],
+        drafts: Sequence[Sequence[int]],
+        draft_probs: torch.Tensor | None,
+        logits: torch.Tensor,
+        trees: Sequence[tree_layout.Tree | None] | None = None,
+    ) -> list[list[int]]:
+        """Emitted tokens of each sampling request: accepted drafts then one new token."""
+        if trees is None:
+            return self._verify_chains(scheduled, sampling, drafts, draft_probs, logits)
+        # Requests with a tree are verified as trees, the others as chains (their own logits rows).
+        starts, row = [], 0
+        for i in sampling:
+            starts.append(row)
+            row += len(drafts[i]) + 1
+        tree_at = [j for j, i in enumerate(sampling) if trees[i] is not None]
+        chain_at = [j for j, i in enumerate(sampling) if trees[i] is None]
+        emitted: list[list[int]] = [[] for _ in sampling]
+
+        def rows_of(js):
+            return torch.tensor([r for j in js for r in range(starts[j], starts[j] + len(drafts[sampling[j]]) + 1)],
+                                dtype=torch.int64, device=self.device)
+
+        if chain_at:
+            chain = [sampling[j] for j in chain_at]
+            for j, tokens in zip(chain_at, self._verify_chains(scheduled, chain, drafts, draft_probs,
+                                                                          logits.index_select(0, rows_of(chain_at)))):
+                emitted[j] = tokens
+        from specpath_engine.sample.tree import verify_trees
+
+        requests = [scheduled[sampling[j]].request for j in tree_at]
+        params = [r.params for r in requests]
+        gens = [position_generator(r.seed, len(r.token_ids), self.device) if p.samples else None
+                for r, p in zip(requests, params)]
+        chosen = [trees[sampling[j]] for j in tree_at]
+        results = verify_trees([(t.tokens, t.parents) for t in chosen], logits.index_select(0, rows_of(tree_at)),
+                               [p.temperature for p in params], [p.top_k for p in params] if any(p.top_k for p in params) else None,
+                               [p.top_p for p in params] if any(p.top_p < 1 for p in params) else None, gens)
+        for j, tree, (path, final) in zip(tree_at, chosen, results):
+            s = scheduled[sampling[j]]
+            r = s.request
+            emitted[j] = [tree.tokens[n] for n in path] + [final]
+            first = r.num_computed_tokens + s.num_new_tokens  # position (and slot order) of node 0
+            tree_layout.compact_path(self.cache.data, None if self.features is None else self.features.data,
+                                     self._slots_at(r, [first + n for n in path]),
+                                     self._slots_at(r, [first + d for d in range(len(path))]))
+        return emitted
+
+    def _verify_chains(
+        self,
+        scheduled: Sequence[ScheduledRequest],
+        sampling: Sequence[int],
+        drafts: Sequence[Sequence[int]],
+        draft_probs: torch.Tensor | None,
+        logits: torch.Tensor,
+    ) -> list[list[int]]:
+        """Chains: ``rejection_sample`` over the accepted prefix, then the bonus token."""
+        requests = [scheduled[i].request for i in sampling]
+        counts = [len(drafts[i]) for i in sampling]
+        params = [r.params for r in requests]
+        random_rows = [j for j, p in enumerate(params) if p.samples]
+        if not random_rows and self.greedy_on_host:
+            return accept_greedy_chains([drafts[i] for i in sampling], logits.argmax(dim=-1).tolist())
+        bonus_rows = torch.tensor(
+            [sum(counts[: j + 1]) + j for j in range(len(counts))], dtype=torch.int64, device=self.device
+        )
+        bonus_logits = logits.index_select(0, bonus_rows) if sum(counts) else logits
+        if not random_rows:
+            bonus = bonus_logits.argmax(dim=-1)
+            temperature = top_k = top_p = None
+            generators = None
+        else:
+            dev = self.device
+            temperature = torch.tensor([p.temperature for p in params], dtype=torch.float32, device=dev)
+            top_k = torch.tensor([p.top_k for p in params], device=dev) if any(p.top_k for p in params) else None
+            top_p = torch.tensor([p.top_p for p in params], device=dev) if any(p.top_p < 1 for p in params) else None
+            # One generator per request and step, keyed by its seed and the position of the step's
+            # first new token: the numbers never depend on the batch or on other requests' drafts.
+            generators = [
+                position_generator(r.seed, len(r.token_ids), dev) if p.samples else None
+                for r, p in zip(requests, params)
+            ]
+            bonus = sample_tokens(bonus_logits, temperature, top_k, top_p, generators, random_rows)
+        if not sum(counts):
+            return [[t] for t in bonus.tolist()]
+
+        from specpath_engine.sample import rejection_sample
+
+        keep = torch.ones(logits.shape[0], dtype=torch.bool, device=self.device)
+        keep[bonus_rows] = False
+        flat = [t for i in sampling for t in drafts[i]]
+        out = rejection_sample(
+            torch.tensor(flat, dtype=torch.int32, device=self.device),
+            counts,
+            logits[keep],
+            bonus.to(torch.int32),
+            temperature if temperature is not None else torch.zeros(len(counts), device=self.device),
+            draft_probs=draft_probs,
+            generators=generators,
+            top_k=top_k,
+            top_p=top_p,
+            method=self.verify_method,
+            **self.verify_options,
+        )
+        return [[t for t in row if t >= 0] for row in out.tolist()]
+
+    # ------------------------------------------------------------------------------ output
+    def _append(self, r: Request, tokens: Sequence[int]) -> str | None:
+        """Append verified tokens, stopping at EOS/stop ids, max_tokens, max_model_len or a stop string.
+
+        Every check runs after each token, so accepted drafts past a stop are dropped exactly
+        where plain decoding would have stopped: the output never depends on the method.
+        """
+        p = r.params
+        stop_ids = r.stop_token_ids
+        max_len = self.scheduler.config.max_model_len
+        for t in tokens:
+            if t in stop_ids:
+                return "stop"
+            r.token_ids.append(t)
+            r.metrics.num_generated_tokens += 1
+            hit = bool(p.stop) and self._hit_stop_string(r, 1)
+            if hit:
+                return "stop"
+            if r.num_output_tokens >= p.max_tokens or len(r.token_ids) >= max_len:
+                return "length"
+        return None
+
+    def _hit_stop_string(self, r: Request, num_new: int) -> bool:
+        stops = r.params.stop
+        if not stops or self.tokenizer is None:
+            return False
+        tail = num_new + 4 * max(len(s) for s in stops) + 4
+        text = self.tokenizer.decode(r.output_token_ids[-tail:])
+        return any(s in text for s in stops)

@@ -1,0 +1,37 @@
+"""Sampling of the token at each request's bonus position.
+
+Random rows use the verifier's own logits processing (``specpath_engine.sample.processing``), so the
+bonus token and the verification of drafts see the very same distribution. Each sampling request
+draws from its own generator, so a seeded request gives the same tokens in any batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+
+def sample_tokens(
+    logits: torch.Tensor,
+    temperature: torch.Tensor,
+    top_k: torch.Tensor | None,
+    top_p: torch.Tensor | None,
+    generators: Sequence[torch.Generator | None],
+    random_rows: Sequence[int],
+) -> torch.Tensor:
+    """int64 ``[rows]``: argmax for greedy rows, a draw for ``random_rows``."""
+    tokens = logits.argmax(dim=-1)
+    if random_rows:
+        from specpath_engine.sample.processing import target_probs
+
+        rows = torch.tensor(random_rows, dtype=torch.int64, device=logits.device)
+        probs = target_probs(
+            logits.index_select(0, rows),
+            temperature.index_select(0, rows),
+            None if top_k is None else top_k.index_select(0, rows),
+            None if top_p is None else top_p.index_select(0, rows),
+        )
+        for j, row in enumerate(random_rows):
+            tokens[row] = torch.multinomial(probs[j], 1, generator=generators[row])[0]
+    return tokens

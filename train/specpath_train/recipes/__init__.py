@@ -1,0 +1,1 @@
+"""One training recipe per method (``python -m specpath_train.recipes.<method>``)."""
