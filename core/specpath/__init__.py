@@ -14,7 +14,6 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "SpeculativeConfig": "specpath.config.speculative",
     "DraftCheckpoint": "specpath.config.checkpoint",
-    "min_variance_acceptance_rates": "specpath.config.speculative",
     "SpeculatorConfig": "specpath.config.speculator",
     "DraftModelSpeculatorConfig": "specpath.config.speculator",
     "ModelConfig": "specpath.config.model",
@@ -53,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from specpath.config.engine import EngineConfig
     from specpath.config.model import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
     from specpath.config.checkpoint import DraftCheckpoint
-    from specpath.config.speculative import SpeculativeConfig, min_variance_acceptance_rates
+    from specpath.config.speculative import SpeculativeConfig
     from specpath.config.speculator import DraftModelSpeculatorConfig, SpeculatorConfig
     from specpath.errors import SpeculativeConfigError
     from specpath.factory import create_speculator

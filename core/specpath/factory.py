@@ -12,20 +12,31 @@ if TYPE_CHECKING:  # pragma: no cover
     from specpath.speculator import BaseSpeculator, SpeculatorContext
 
 
-def resolve_qualname(qualname: str, field: str = "speculator_class") -> object:
-    """Import ``"module:Name"`` (or ``"module.Name"``); a one-line error if that fails."""
-    if not isinstance(qualname, str) or not qualname:
-        raise SpeculativeConfigError("must be 'module:Class'", field=field, value=qualname)
+def import_object(qualname: str) -> object:
+    """The object ``"module:Name"`` (``Name`` may be dotted), ``"module.Name"``, or a whole
+    ``"module"`` names: specpath's one importer of import paths. Import errors propagate."""
     module, sep, name = qualname.partition(":")
     if not sep:
+        try:
+            return importlib.import_module(qualname)
+        except ModuleNotFoundError as exc:
+            if exc.name != qualname or "." not in qualname:
+                raise
         module, _, name = qualname.rpartition(".")
+    obj: object = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def resolve_qualname(qualname: str, field: str = "speculator_class") -> object:
+    """:func:`import_object` for a configuration value: a one-line error if that fails."""
+    if not isinstance(qualname, str) or not qualname:
+        raise SpeculativeConfigError("must be 'module:Class'", field=field, value=qualname)
     try:
-        obj: object = importlib.import_module(module)
-        for part in name.split("."):
-            obj = getattr(obj, part)
+        return import_object(qualname)
     except Exception as exc:  # noqa: BLE001 - report any import failure in one line
         raise SpeculativeConfigError(f"cannot import it: {type(exc).__name__}: {exc}", field=field, value=qualname) from None
-    return obj
 
 
 def create_speculator(spec_config: SpeculativeConfig, context: SpeculatorContext) -> BaseSpeculator:

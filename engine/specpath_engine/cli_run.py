@@ -160,15 +160,6 @@ REAL_DEMO_PROMPTS: tuple[tuple[str, Any], ...] = (
 """Code completion and chat (through the model's chat template) for real models; EOS ends each."""
 
 
-def _is_embedded(model: str | None) -> bool:
-    from specpath_engine.modeling.named_models import embedded_model_path, resolve_model_path
-
-    try:
-        return resolve_model_path(model) == embedded_model_path()
-    except FileNotFoundError:
-        return False
-
-
 def demo_target(model: str | None) -> tuple[str | None, str | None]:
     """(model to run, note): the named default model when installed, else the embedded one."""
     from specpath_engine.modeling.named_models import NAMED_MODELS, ModelNotInstalledError

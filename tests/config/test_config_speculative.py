@@ -8,12 +8,13 @@ import warnings
 import attrs
 import pytest
 
+from specpath.verification import acceptance_length_to_rates
+
 import core_fakes
 from specpath.config.model import ModelConfig, ParallelConfig
 from specpath.config.speculative import (
     LossyVerificationWarning,
     SpeculativeConfig,
-    min_variance_acceptance_rates,
 )
 from specpath.errors import SpeculativeConfigError, UnknownMethodError
 from specpath.methods import MethodAliasWarning
@@ -290,7 +291,7 @@ def test_synthetic_rates_and_length():
      (4.0, 3, (1.0, 1.0, 1.0)), (3.7, 5, (1.0, 1.0, 0.7, 0.0, 0.0))],
 )
 def test_min_variance_schedule(length, k, rates):
-    got = min_variance_acceptance_rates(length, k)
+    got = tuple(acceptance_length_to_rates(length, k))
     assert got == pytest.approx(rates) and len(got) == k
     assert sum(got) == pytest.approx(length - 1)
 

@@ -11,7 +11,7 @@ from specpath.config.model import ModelConfig
 from specpath.config.speculative import SpeculativeConfig
 from specpath.errors import SpeculativeConfigError
 from specpath_engine.testing.engine import tiny_checkpoint
-from specpath_drafting.block.config import build_target_layer_ids, max_num_draft_seqs
+from specpath_drafting.block.config import build_target_layer_ids
 from specpath_drafting.block.testing import tiny_drafter
 
 TARGET = tiny_checkpoint(0)
@@ -38,7 +38,6 @@ def test_max_num_draft_seqs_divides_the_token_budget_by_the_lookahead(drafter, k
     spec = resolve(method="dflash", model=drafter, num_speculative_tokens=k)
     engine = EngineConfig(speculative_config=spec, scheduler_config=SchedulerConfig(max_num_batched_tokens=100))
     assert spec.speculator_config.max_num_draft_seqs(engine.scheduler_config.max_num_batched_tokens) == 100 // (k + 1)
-    assert max_num_draft_seqs(engine) == 100 // (k + 1)
     assert spec.speculator_config.max_num_draft_seqs(3) == 1  # never zero
 
 

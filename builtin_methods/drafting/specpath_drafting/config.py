@@ -163,16 +163,6 @@ def declared_aux_layer_ids(hf_config: Mapping[str, Any]) -> tuple[int, ...] | No
     return None
 
 
-def target_num_layers(spec: Any) -> int | None:
-    """The target's layer count: from the target config, else what the head recorded."""
-    if spec.target_model_config is not None and spec.target_model_config.num_hidden_layers:
-        return int(spec.target_model_config.num_hidden_layers)
-    draft = spec.draft_model_config
-    if draft is not None and isinstance(draft.hf_config.get("target_num_hidden_layers"), int):
-        return int(draft.hf_config["target_num_hidden_layers"])
-    return None
-
-
 def resolve_aux_layer_ids(spec: Any, draft: Any | None) -> tuple[int, ...] | None:
     """Taps: the user's, else the ones the head was trained on (top-level or nested
     ``eagle_config``), else the default for the target's depth (None while it is unknown)."""

@@ -31,7 +31,6 @@ The draft checkpoint is read at most once and what it declares is interpreted at
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -209,11 +208,9 @@ class Resolution:
                     field=field,
                     value=value,
                 )
-            module, _, name = value.partition(":")
-            try:
-                cls = getattr(importlib.import_module(module), name)
-            except Exception as exc:  # noqa: BLE001
-                raise SpeculativeConfigError(f"cannot import it: {exc}", field=field, value=value) from None
+            from specpath.factory import resolve_qualname
+
+            cls = resolve_qualname(value, field=field)
             if not (isinstance(cls, type) and issubclass(cls, SpeculatorConfig)):
                 raise SpeculativeConfigError("is not a SpeculatorConfig subclass", field=field, value=value)
             return Declared(value, cls.base_method, cls, "checkpoint import path (trust_remote_code)")

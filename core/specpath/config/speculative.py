@@ -39,7 +39,6 @@ __all__ = [
     "RejectionSampleMethod",
     "SpeculativeConfig",
     "field_reference",
-    "min_variance_acceptance_rates",
     "supports_option",
 ]
 
@@ -85,12 +84,6 @@ def _field(
         APPLIES_IF: tuple(applies_if),
     }
     return attrs.field(default=default, metadata=metadata, **kw)
-
-
-def min_variance_acceptance_rates(mean_acceptance_length: float, num_speculative_tokens: int) -> tuple[float, ...]:
-    """Per-position unconditional acceptance rates with mean acceptance length ``L`` (bonus
-    included) and the least variance (see :func:`specpath.verification.acceptance_length_to_rates`)."""
-    return tuple(acceptance_length_to_rates(mean_acceptance_length, num_speculative_tokens))
 
 
 @attrs.frozen(kw_only=True)
@@ -416,7 +409,7 @@ class SpeculativeConfig:
         if self.synthetic_acceptance_rates is not None:
             return self.synthetic_acceptance_rates
         if self.synthetic_acceptance_length is not None:
-            return min_variance_acceptance_rates(self.synthetic_acceptance_length, self.num_speculative_tokens)
+            return tuple(acceptance_length_to_rates(self.synthetic_acceptance_length, self.num_speculative_tokens))
         return None
 
     @property

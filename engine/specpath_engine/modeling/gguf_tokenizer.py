@@ -16,7 +16,6 @@ which is why this is built here.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping, Sequence
 
 # llama.cpp token types (gguf.TokenType): 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
@@ -84,11 +83,6 @@ def build_tokenizer(
     ]
     tokenizer.add_special_tokens(special)
     return tokenizer
-
-
-def build_tokenizer_json(**kwargs: Any) -> dict[str, Any]:
-    """:func:`build_tokenizer` serialised as the ``tokenizer.json`` dict."""
-    return json.loads(build_tokenizer(**kwargs).to_str())
 
 
 def tokenizer_config_dict(

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import torch
 
 from specpath_engine.sample import randomness
-from specpath_engine.sample.dispatch import kernels_for
+from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_engine.sample.processing import GREEDY_EPS, target_probs
 from specpath.verification import LOSSLESS_METHODS, acceptance_length_to_rates, check_rates, conditional_rates
 
@@ -74,7 +74,8 @@ def rejection_sample(
         raise ValueError(f"target_logits must be a float tensor [sum(num_draft_tokens), vocab], got {_describe(target_logits)}")
     device = target_logits.device
     total, vocab = target_logits.shape
-    kernels = kernels_for(device, backend)
+    kernels = triton_or_reference(device, "specpath_engine.sample.triton_kernels", "specpath_engine.sample.reference",
+                                  backend)
     counts, draft_token_ids, bonus_token_ids, temperature, draft_probs, gens, top_k, top_p = _checked_inputs(
         draft_token_ids, num_draft_tokens, total, vocab, bonus_token_ids, temperature, draft_probs, generators,
         top_k, top_p, method_options.get("vocab_mapping"), kernels, device,

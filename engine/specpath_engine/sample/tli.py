@@ -165,9 +165,10 @@ class VocabMapping:
         if draft_probs.dim() != 2 or draft_probs.shape[1] != self.draft_vocab_size:
             raise ValueError(f"draft_probs must be [num_drafts, {self.draft_vocab_size}] (the drafter's vocabulary) with vocab_mapping")
         if kernels is None:
-            from specpath_engine.sample.dispatch import kernels_for
+            from specpath_engine.modeling.dispatch import triton_or_reference
 
-            kernels = kernels_for(draft_probs.device)
+            kernels = triton_or_reference(draft_probs.device, "specpath_engine.sample.triton_kernels",
+                                          "specpath_engine.sample.reference")
         _, t2d = self._maps(draft_probs.device)
         return ids, kernels.lift_probs(draft_probs.float(), t2d)
 

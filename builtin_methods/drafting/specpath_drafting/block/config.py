@@ -203,13 +203,6 @@ class BlockDrafterConfig(DraftModelSpeculatorConfig):
                 f"{target.hidden_size}", field="speculative_config.model", value=spec.model)
 
 
-def max_num_draft_seqs(engine_config: Any) -> int:
-    """Engine-facing: requests one draft pass of a block drafter holds, from the engine's token
-    budget (``scheduler_config.max_num_batched_tokens``) and the forwarded lookahead."""
-    lookahead = max(1, int(engine_config.num_lookahead_tokens))
-    return max(1, int(engine_config.scheduler_config.max_num_batched_tokens) // lookahead)
-
-
 def check_attention_backend(spec: Any) -> None:
     """The block attends to itself bidirectionally: refuse a causal-only backend at start-up."""
     backend = spec.attention_backend

@@ -22,10 +22,9 @@ def block_drafter_hooks(method: str, config_class: str) -> tuple[Callable[..., A
 
     @hookimpl
     def specpath_register_methods(register: Any) -> None:
-        import importlib
+        from specpath.factory import import_object
 
-        module, _, name = config_class.partition(":")
-        register(method, getattr(importlib.import_module(module), name))
+        register(method, import_object(config_class))
 
     @hookimpl
     def specpath_detect_method(checkpoint: Any) -> str | None:
