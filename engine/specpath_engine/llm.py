@@ -24,9 +24,12 @@ from typing import Any
 import attrs
 import torch
 
+from specpath.config.model import SchedulerConfig
 from specpath_engine.llm_engine import LLMEngine, RequestFailedError, speculation_settings  # noqa: F401 (re-exported)
 from specpath_engine.metrics import SpecMetrics
 from specpath_engine.request import SamplingParams, as_token_lists
+
+SCHEDULER_DEFAULTS = SchedulerConfig()
 
 __all__ = ["LLM", "RequestFailedError", "RequestOutput", "SamplingParams", "SpecMetrics"]
 
@@ -183,8 +186,8 @@ class LLM:
         *,
         dtype: str = "auto",
         device: str = "cpu",
-        max_num_seqs: int = 8,
-        max_num_batched_tokens: int = 1024,
+        max_num_seqs: int = SCHEDULER_DEFAULTS.max_num_seqs,
+        max_num_batched_tokens: int = SCHEDULER_DEFAULTS.max_num_batched_tokens,
         enable_chunked_prefill: bool = True,
         max_model_len: int | None = None,
         block_size: int = 16,
@@ -200,7 +203,6 @@ class LLM:
     ) -> None:
         from specpath.config.engine import EngineConfig
         from specpath.config.model import CacheConfig, ModelConfig, load_hf_config
-        from specpath.config.model import SchedulerConfig as CoreSchedulerConfig
         from specpath_engine.dtype import parse_size, resolve_dtype
         from specpath_engine.quantization import QUANTIZATIONS
         from specpath_engine.tokenizer import load_tokenizer
@@ -242,7 +244,7 @@ class LLM:
                 block_size=block_size, enable_prefix_caching=enable_prefix_caching, num_blocks=num_kv_blocks,
                 kv_cache_memory_bytes=kv_bytes,
             ),
-            scheduler_config=CoreSchedulerConfig(
+            scheduler_config=SchedulerConfig(
                 max_num_seqs=max_num_seqs,
                 max_num_batched_tokens=max_num_batched_tokens,
                 enable_chunked_prefill=enable_chunked_prefill,

@@ -22,7 +22,7 @@ from specpath_engine.kv_cache import KVCache
 from specpath_engine.metrics import SpecMetrics
 from specpath_engine.request import Request, SamplingParams
 from specpath_engine.runner import ModelRunner
-from specpath.config.model import CacheConfig
+from specpath.config.model import CacheConfig, SchedulerConfig
 from specpath_engine.scheduler import Scheduler, SchedulerSettings
 from specpath.speculator import BaseSpeculator, SpeculatorContext
 
@@ -73,18 +73,8 @@ class SpeculationSettings:
     (``specpath_engine.tree_layout.verifies_trees``)."""
 
 
-def CacheSettings(*, memory_bytes: int | None = None, **fields: Any) -> CacheConfig:  # noqa: N802
-    """Deprecated: the engine reads ``specpath.config.model.CacheConfig`` (``memory_bytes`` is its
-    ``kv_cache_memory_bytes``); this builds one and warns."""
-    import warnings
-
-    warnings.warn("specpath_engine.llm_engine.CacheSettings is deprecated: use specpath.config.model.CacheConfig "
-                  "(memory_bytes -> kv_cache_memory_bytes)", DeprecationWarning, stacklevel=2)
-    return CacheConfig(kv_cache_memory_bytes=memory_bytes, **fields)
-
-
 def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
-                       max_model_len: int | None = None, max_num_seqs: int = 8,
+                       max_model_len: int | None = None, max_num_seqs: int = SchedulerConfig().max_num_seqs,
                        target_config: dict | None = None, verifies_trees: bool = False,
                        load_model: Callable[..., Any] | None = None,
                        draft_quantization: str | None = None) -> SpeculatorContext:

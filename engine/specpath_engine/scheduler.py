@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import attrs
 
+from specpath.config.model import SchedulerConfig
 from specpath_engine.block_manager import BlockManager
 from specpath_engine.request import Request, RequestStatus
 
@@ -45,8 +46,10 @@ class SchedulerSettings:
     with the context length and the speculative reservations filled in, built from an
     ``EngineConfig`` by :meth:`specpath_engine.llm_engine.LLMEngine.from_config`."""
 
-    max_num_seqs: int = attrs.field(default=8, validator=_at_least_one)
-    max_num_batched_tokens: int = attrs.field(default=512, validator=_at_least_one)
+    max_num_seqs: int = attrs.field(default=attrs.fields(SchedulerConfig).max_num_seqs.default,
+                                    validator=_at_least_one)
+    max_num_batched_tokens: int = attrs.field(default=attrs.fields(SchedulerConfig).max_num_batched_tokens.default,
+                                              validator=_at_least_one)
     max_model_len: int = attrs.field(default=2048, validator=_at_least_one)
     enable_chunked_prefill: bool = True
     num_lookahead_tokens: int = attrs.field(default=0, validator=_non_negative)
@@ -237,14 +240,3 @@ class Scheduler:
         request.finish_reason = reason
         self.blocks.free(request.table)
 
-
-def __getattr__(name: str) -> object:
-    """``SchedulerConfig`` was this module's name for :class:`SchedulerSettings` (deprecated: it
-    collided with the user-facing ``specpath.config.model.SchedulerConfig``)."""
-    if name == "SchedulerConfig":
-        import warnings
-
-        warnings.warn("specpath_engine.scheduler.SchedulerConfig is deprecated: use SchedulerSettings",
-                      DeprecationWarning, stacklevel=2)
-        return SchedulerSettings
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -156,14 +156,3 @@ def test_a_cache_too_small_for_one_request_is_refused_at_start(model):
     with pytest.raises(ValueError, match="cannot hold one request"):
         make_engine(model, block_size=4, num_blocks=3, max_model_len=64)
 
-
-def test_the_old_engine_names_still_work_with_a_deprecation_warning():
-    """``SchedulerConfig`` (engine) and ``CacheSettings`` moved; the old names are shims."""
-    from specpath.config.model import CacheConfig
-    from specpath_engine import llm_engine, scheduler
-
-    with pytest.warns(DeprecationWarning, match="SchedulerSettings"):
-        assert scheduler.SchedulerConfig is SchedulerSettings
-    with pytest.warns(DeprecationWarning, match="CacheConfig"):
-        cache = llm_engine.CacheSettings(block_size=8, memory_bytes=1 << 20, enable_prefix_caching=True)
-    assert cache == CacheConfig(block_size=8, kv_cache_memory_bytes=1 << 20, enable_prefix_caching=True)

@@ -192,10 +192,13 @@ class CacheConfig:
 
 @attrs.frozen(kw_only=True)
 class SchedulerConfig:
-    """Batching limits."""
+    """Batching limits: specpath's one set of scheduler defaults (the reference engine's
+    ``LLM``, its settings and the speculator context all take theirs from here)."""
 
-    max_num_seqs: int = attrs.field(default=64, validator=_positive)
-    max_num_batched_tokens: int = attrs.field(default=2048, validator=_positive)
+    max_num_seqs: int = attrs.field(default=8, validator=_positive)
+    """Requests in flight at once."""
+    max_num_batched_tokens: int = attrs.field(default=1024, validator=_positive)
+    """Tokens one engine step may schedule (prefill chunks, decode tokens and drafts)."""
     enable_chunked_prefill: bool = True
 
 
