@@ -26,7 +26,7 @@ other benchmarks).
                                   [--dtype bfloat16] [--json out.json]
 
 ``--model`` takes what ``LLM`` takes (a named model such as ``smollm2-135m``, an HF checkpoint
-directory such as ``/work/models/smollm2-135m``); a real model runs in bf16 unless ``--dtype``
+directory such as ``~/.cache/specpath/models/smollm2-135m-float32``); a real model runs in bf16 unless ``--dtype``
 says otherwise (the embedded model keeps its own dtype). ``--quick``: fewer, shorter requests
 and one round (about five minutes for SmolLM2 on a quiet 2-core machine).
 """

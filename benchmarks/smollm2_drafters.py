@@ -1,7 +1,7 @@
 """τ of the SmolLM2 drafters on held-out prompts, next to plain decoding (greedy identity checked),
 and their speed against plain decoding measured side by side.
 
-    python benchmarks/smollm2_drafters.py --target /work/models/smollm2-135m --k 4 --demo \
+    python benchmarks/smollm2_drafters.py --target smollm2-135m --k 4 --demo \
         --method eagle3=builtin_methods/eagle3/specpath_eagle3/heads/eagle3-smollm2 ...
     python benchmarks/smollm2_drafters.py ... --speed-dtype bfloat16   # + the speed ratios
 

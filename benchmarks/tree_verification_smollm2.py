@@ -7,7 +7,7 @@ import json, os, sys, time
 import torch
 from specpath_engine.llm import LLM, SamplingParams
 torch.set_num_threads(1)
-MODEL = sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else "/work/models/smollm2-135m"
+MODEL = sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else "smollm2-135m"
 PROMPTS = [
     "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
     "import json\nimport os\n\ndef load_config(path):\n",

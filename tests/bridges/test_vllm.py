@@ -1,6 +1,6 @@
 """The vLLM bridge inside the real vLLM (opt-in: runs where vLLM is importable).
 
-    VLLM_CPU_KVCACHE_SPACE=1 /work/venvs/vllm/bin/python -m pytest tests/bridges/test_vllm.py -q -p no:cacheprovider
+    VLLM_CPU_KVCACHE_SPACE=1 ~/.cache/specpath/venvs/vllm/bin/python -m pytest tests/bridges/test_vllm.py -q -p no:cacheprovider
 
 Each engine start costs about a minute on a 2-core CPU, so the module starts one plain
 engine and one per drafter. fp32 greedy output through ``method="custom_class"`` with

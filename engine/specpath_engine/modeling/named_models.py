@@ -86,3 +86,36 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
     if not path.exists() and str(model) in NAMED_MODELS:
         return NAMED_MODELS[str(model)].path()
     return path
+
+
+
+def hf_checkpoint_dir(model: str, dtype: str = "float32") -> Path:
+    """A Hugging Face checkpoint directory of the named ``model``, for engines that read only those
+    (transformers, vLLM): ``specpath convert``'s output, written on first use under
+    ``cache_root()/models/<name>-<dtype>`` (to a temporary directory, then renamed, so concurrent
+    callers never see half a checkpoint)."""
+    import shutil
+    import tempfile
+
+    import torch
+
+    from specpath_engine.cache import cache_root
+    from specpath_engine.modeling.gguf import convert_gguf
+
+    if model not in NAMED_MODELS:
+        raise ModelNotInstalledError(f"{model!r} is not a named model (known: {', '.join(NAMED_MODELS)})")
+    out = cache_root() / "models" / f"{model}-{dtype}"
+    if (out / "config.json").is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        convert_gguf(NAMED_MODELS[model].path(), tmp, dtype=getattr(torch, dtype))
+        try:
+            tmp.rename(out)
+        except OSError:  # another process got there first: keep its copy
+            if not (out / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
