@@ -26,6 +26,7 @@ from specpath_engine.sampling import sample_tokens
 from specpath_engine.sample.greedy import GREEDY_PREFIX_METHODS, accept_greedy_chains
 from specpath_engine.sample.randomness import position_generator
 from specpath_engine.scheduler import ScheduledRequest, Scheduler, SchedulerOutput
+from specpath_engine.spec_decode_metadata import SpecDecodeMetadata
 from specpath_engine import tree_layout
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftRequest
 
@@ -191,22 +192,14 @@ class ModelRunner:
         drafts, draft_probs = self._propose(scheduled)
         trees = self._trees if any(t is not None for t in self._trees) else None
 
+        spec_meta = SpecDecodeMetadata.build([s.num_new_tokens for s in scheduled], [s.samples for s in scheduled],
+                                             drafts, trees, self.device)
         input_ids: list[int] = []
-        logits_rows: list[int] = []
-        sampling: list[int] = []
-        num_query: list[int] = []
-        row = 0
-        for i, (s, d) in enumerate(zip(scheduled, drafts)):
-            r = s.request
-            c = r.num_computed_tokens
-            input_ids += r.token_ids[c : c + s.num_new_tokens]
+        for s, d in zip(scheduled, drafts):
+            c = s.request.num_computed_tokens
+            input_ids += s.request.token_ids[c : c + s.num_new_tokens]
             input_ids += d
-            q = s.num_new_tokens + len(d)
-            if s.samples:
-                sampling.append(i)
-                logits_rows.extend(range(row + s.num_new_tokens - 1, row + q))
-            num_query.append(q)
-            row += q
+        num_query = list(spec_meta.num_query_tokens)
 
         meta, positions = build_attention_metadata(
             block_tables=[s.request.table.block_ids for s in scheduled],
@@ -222,9 +215,8 @@ class ModelRunner:
                 num_new=[s.num_new_tokens for s in scheduled], num_query=num_query,
                 num_query_groups=self.num_query_groups)
         ids = torch.tensor(input_ids, dtype=torch.int64, device=self.device)
-        logits_index = torch.tensor(logits_rows, dtype=torch.int64, device=self.device) if sampling else None
-        if not sampling:  # a step of prefill chunks only: no logits needed, keep one row
-            logits_index = torch.zeros(1, dtype=torch.int64, device=self.device)
+        # a step of prefill chunks only needs no logits: keep one row
+        logits_index = torch.tensor(spec_meta.logits_indices or (0,), dtype=torch.int64, device=self.device)
         output = self.model.forward(
             ids,
             positions,
@@ -236,7 +228,8 @@ class ModelRunner:
         if self.features is not None:
             self.features.write(meta.slot_mapping, output.hidden_states)
 
-        emitted = self._verify(scheduled, sampling, drafts, draft_probs, output.logits, trees) if sampling else []
+        sampling = spec_meta.sampling
+        emitted = self._verify(scheduled, spec_meta, draft_probs, output.logits) if sampling else []
 
         finished: list[Request] = []
         verified_ids, verified_counts = [], []
@@ -271,48 +264,31 @@ class ModelRunner:
                 speculator.remove_request(r.req_id)
         return finished
 
-    def _verify(
-        self,
-        scheduled: Sequence[ScheduledRequest],
-        sampling: Sequence[int],
-        drafts: Sequence[Sequence[int]],
-        draft_probs: torch.Tensor | None,
-        logits: torch.Tensor,
-        trees: Sequence[tree_layout.Tree | None] | None = None,
-    ) -> list[list[int]]:
-        """Emitted tokens of each sampling request: accepted drafts then one new token."""
-        if trees is None:
-            return self._verify_chains(scheduled, sampling, drafts, draft_probs, logits)
-        # Requests with a tree are verified as trees, the others as chains (their own logits rows).
-        starts, row = [], 0
-        for i in sampling:
-            starts.append(row)
-            row += len(drafts[i]) + 1
-        tree_at = [j for j, i in enumerate(sampling) if trees[i] is not None]
-        chain_at = [j for j, i in enumerate(sampling) if trees[i] is None]
-        emitted: list[list[int]] = [[] for _ in sampling]
-
-        def rows_of(js):
-            return torch.tensor([r for j in js for r in range(starts[j], starts[j] + len(drafts[sampling[j]]) + 1)],
-                                dtype=torch.int64, device=self.device)
-
+    def _verify(self, scheduled: Sequence[ScheduledRequest], meta: SpecDecodeMetadata,
+                draft_probs: torch.Tensor | None, logits: torch.Tensor) -> list[list[int]]:
+        """Emitted tokens of each sampling request: accepted drafts then one new token. Requests
+        with a tree are verified as trees, the others as chains (each on its own logits rows)."""
+        if meta.trees is None:
+            return self._verify_chains(scheduled, meta, draft_probs, logits)
+        emitted: list[list[int]] = [[] for _ in meta.sampling]
+        chain_at, tree_at = meta.chain_positions, meta.tree_positions
         if chain_at:
-            chain = [sampling[j] for j in chain_at]
-            for j, tokens in zip(chain_at, self._verify_chains(scheduled, chain, drafts, draft_probs,
-                                                                          logits.index_select(0, rows_of(chain_at)))):
+            chains = self._verify_chains(scheduled, meta.select(chain_at), draft_probs,
+                                         logits.index_select(0, meta.logits_rows_of(chain_at)))
+            for j, tokens in zip(chain_at, chains):
                 emitted[j] = tokens
         from specpath_engine.sample.tree import verify_trees
 
-        requests = [scheduled[sampling[j]].request for j in tree_at]
+        requests = [scheduled[meta.sampling[j]].request for j in tree_at]
         params = [r.params for r in requests]
         gens = [position_generator(r.seed, len(r.token_ids), self.device) if p.samples else None
                 for r, p in zip(requests, params)]
-        chosen = [trees[sampling[j]] for j in tree_at]
-        results = verify_trees([(t.tokens, t.parents) for t in chosen], logits.index_select(0, rows_of(tree_at)),
+        chosen = [meta.trees[j] for j in tree_at]
+        results = verify_trees([(t.tokens, t.parents) for t in chosen], logits.index_select(0, meta.logits_rows_of(tree_at)),
                                [p.temperature for p in params], [p.top_k for p in params] if any(p.top_k for p in params) else None,
                                [p.top_p for p in params] if any(p.top_p < 1 for p in params) else None, gens)
         for j, tree, (path, final) in zip(tree_at, chosen, results):
-            s = scheduled[sampling[j]]
+            s = scheduled[meta.sampling[j]]
             r = s.request
             emitted[j] = [tree.tokens[n] for n in path] + [final]
             first = r.num_computed_tokens + s.num_new_tokens  # position (and slot order) of node 0
@@ -321,25 +297,17 @@ class ModelRunner:
                                      self._slots_at(r, [first + d for d in range(len(path))]))
         return emitted
 
-    def _verify_chains(
-        self,
-        scheduled: Sequence[ScheduledRequest],
-        sampling: Sequence[int],
-        drafts: Sequence[Sequence[int]],
-        draft_probs: torch.Tensor | None,
-        logits: torch.Tensor,
-    ) -> list[list[int]]:
-        """Chains: ``rejection_sample`` over the accepted prefix, then the bonus token."""
-        requests = [scheduled[i].request for i in sampling]
-        counts = [len(drafts[i]) for i in sampling]
+    def _verify_chains(self, scheduled: Sequence[ScheduledRequest], meta: SpecDecodeMetadata,
+                       draft_probs: torch.Tensor | None, logits: torch.Tensor) -> list[list[int]]:
+        """Chains: ``rejection_sample`` over the accepted prefix, then the bonus token; ``logits``
+        holds exactly ``meta``'s rows."""
+        requests = [scheduled[i].request for i in meta.sampling]
+        counts = meta.num_draft_tokens
         params = [r.params for r in requests]
         random_rows = [j for j, p in enumerate(params) if p.samples]
         if not random_rows and self.greedy_on_host:
-            return accept_greedy_chains([drafts[i] for i in sampling], logits.argmax(dim=-1).tolist())
-        bonus_rows = torch.tensor(
-            [sum(counts[: j + 1]) + j for j in range(len(counts))], dtype=torch.int64, device=self.device
-        )
-        bonus_logits = logits.index_select(0, bonus_rows) if sum(counts) else logits
+            return accept_greedy_chains(meta.draft_token_ids, logits.argmax(dim=-1).tolist())
+        bonus_logits = logits.index_select(0, meta.bonus_logits_indices) if sum(counts) else logits
         if not random_rows:
             bonus = bonus_logits.argmax(dim=-1)
             temperature = top_k = top_p = None
@@ -361,13 +329,10 @@ class ModelRunner:
 
         from specpath_engine.sample import rejection_sample
 
-        keep = torch.ones(logits.shape[0], dtype=torch.bool, device=self.device)
-        keep[bonus_rows] = False
-        flat = [t for i in sampling for t in drafts[i]]
         out = rejection_sample(
-            torch.tensor(flat, dtype=torch.int32, device=self.device),
+            meta.flat_draft_token_ids,
             counts,
-            logits[keep],
+            logits.index_select(0, meta.target_logits_indices),
             bonus.to(torch.int32),
             temperature if temperature is not None else torch.zeros(len(counts), device=self.device),
             draft_probs=draft_probs,
