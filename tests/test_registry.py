@@ -105,3 +105,17 @@ def test_unknown_method_error_lists_names_and_suggests():
     assert err.suggestion == "my_ngram"
     assert "built-in methods:" in str(err) and "'eagle3'" in str(err) and "['my_ngram']" in str(err)
     assert unknown_method_error("eagel3").suggestion == "eagle3"
+
+
+def test_restore_forgets_user_registrations_but_keeps_what_plugins_bound_since(fake_builtins):
+    """A test's snapshot/restore must not make a plugin loaded meanwhile look uninstalled."""
+    from specpath.registry import get_registry, register_speculative_method
+
+    registry = get_registry()
+    saved = registry.snapshot()
+    register_speculative_method("restore_user_method", fake_builtins.FakeNgram)
+    registry.bind("restore_plugin_method", fake_builtins.FakeNgram, origin="plugin 'x' (x 1.0)")
+    registry.restore(saved)
+    after = registry.snapshot()
+    assert "restore_user_method" not in after and "restore_plugin_method" in after
+    assert {n: r for n, r in after.items() if n != "restore_plugin_method"} == saved

@@ -31,6 +31,10 @@ class Registration:
     distribution: str | None = None
 
 
+USER_ORIGIN = "register_speculative_method"
+"""The origin of a binding made through the public :func:`register_speculative_method`."""
+
+
 def qualname_of(cls: type) -> str:
     """``module:Qualname`` of a class (how errors and listings name config classes)."""
     return f"{cls.__module__}:{cls.__qualname__}"
@@ -126,8 +130,12 @@ class MethodRegistry:
             return dict(self._bound)
 
     def restore(self, snapshot: dict[str, Registration]) -> None:
+        """Back to ``snapshot``'s bindings, but keep what plugins bound since: the plugin manager
+        records those plugins as loaded and never registers them again, so dropping their
+        methods would make them look uninstalled for the rest of the process."""
         with self._lock:
-            self._bound = dict(snapshot)
+            since = {n: r for n, r in self._bound.items() if n not in snapshot and r.origin != USER_ORIGIN}
+            self._bound = {**snapshot, **since}
 
 
 _registry = MethodRegistry()
@@ -150,4 +158,4 @@ def register_speculative_method(name: str, config_cls: type) -> None:
     A resolved config with ``method=name`` gets ``custom_method=name`` and
     ``method=config_cls.base_method``.
     """
-    get_registry().bind(name, config_cls, origin="register_speculative_method")
+    get_registry().bind(name, config_cls, origin=USER_ORIGIN)
