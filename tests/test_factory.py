@@ -20,7 +20,7 @@ def test_create_speculator_instantiates_the_named_class():
     spec = SpeculativeConfig(method="ngram", num_speculative_tokens=3)
     speculator = create_speculator(spec, CONTEXT)
     assert isinstance(speculator, core_fakes.FakeSpeculator)
-    assert speculator.config is spec and speculator.context is CONTEXT
+    assert speculator.spec is spec and speculator.context is CONTEXT
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ class HybridSpeculator(BaseSpeculator):
     """``drafter`` everywhere but where ``model_free`` drafts at least ``min_tokens`` tokens."""
 
     def __init__(self, drafter: BaseSpeculator, model_free: BaseSpeculator, min_tokens: int) -> None:
-        super().__init__(drafter.config, drafter.context)
+        super().__init__(drafter.spec, drafter.context)
         self.drafter = drafter
         self.model_free = model_free
         self.min_tokens = int(min_tokens)

@@ -130,9 +130,11 @@ class BaseSpeculator(abc.ABC):
     Keep per-step Python work small: on CPU a step is dominated by per-call overhead.
     """
 
-    def __init__(self, config: SpeculativeConfig, context: SpeculatorContext) -> None:
-        self.config = config
+    def __init__(self, spec: SpeculativeConfig, context: SpeculatorContext) -> None:
+        self.spec = spec
+        """The resolved speculative config (``spec`` is a ``SpeculativeConfig`` everywhere)."""
         self.context = context
+        """What the target lends: its config, embedding, head, device and dtype."""
 
     @property
     def hidden_state_layers(self) -> tuple[int, ...]:

@@ -213,7 +213,7 @@ class LLM:
 
         if model is not None and not isinstance(speculative_config, SpeculativeConfig):
             from specpath.config.args import load_speculative_config_text
-            from specpath.config.speculators import maybe_override_with_speculators
+            from specpath.config.speculators_format import maybe_override_with_speculators
 
             if isinstance(speculative_config, str):
                 speculative_config = load_speculative_config_text(speculative_config)

@@ -277,7 +277,7 @@ class ModelRunner:
                                          logits.index_select(0, meta.logits_rows_of(chain_at)))
             for j, tokens in zip(chain_at, chains):
                 emitted[j] = tokens
-        from specpath_engine.sample.tree import verify_trees
+        from specpath_engine.sample.tree_verification import verify_trees
 
         requests = [scheduled[meta.sampling[j]].request for j in tree_at]
         params = [r.params for r in requests]

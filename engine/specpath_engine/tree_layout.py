@@ -6,8 +6,8 @@ a tree never has more nodes than the request's ``max_draft_tokens``. Three thing
 this module does them:
 
 - attention: :func:`apply_tree_attention` gives each node its position ``prefix + depth`` and
-  lets it see the prefix and its own ancestors only (``specpath_engine.sample.tree.ancestor_mask``);
-- acceptance: ``specpath_engine.sample.tree.verify_trees``;
+  lets it see the prefix and its own ancestors only (``specpath_engine.sample.tree_verification.ancestor_mask``);
+- acceptance: ``specpath_engine.sample.tree_verification.verify_trees``;
 - commit: the accepted path's KV (and drafter features) is moved into place at consecutive
   positions (:func:`compact_path`); the other nodes' entries lie past the request's computed
   pointer, so they are simply overwritten later, like rejected chain drafts.
@@ -24,7 +24,7 @@ import attrs
 import torch
 
 from specpath_engine.attention import AttentionMetadata
-from specpath_engine.sample.tree import ancestor_mask, check_tree, depths
+from specpath_engine.sample.tree_verification import ancestor_mask, check_tree, depths
 from specpath.verification import TREE_VERIFY_METHODS
 
 

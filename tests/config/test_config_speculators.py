@@ -12,7 +12,7 @@ import warnings
 import pytest
 
 from specpath.config.engine import EngineConfig, EngineConfigWarning
-from specpath.config.speculators import declared_num_speculative_tokens, maybe_override_with_speculators
+from specpath.config.speculators_format import declared_num_speculative_tokens, maybe_override_with_speculators
 from specpath_engine.llm import LLM
 from specpath_engine.request import SamplingParams
 from specpath.errors import SpeculativeConfigError
@@ -36,11 +36,11 @@ def speculators_section(verifier, k, algorithm="eagle3", default=None):
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     pytest.importorskip("specpath_eagle3")
-    from specpath_drafting.testing import random_head, tiny_target
+    from specpath_drafting.testing import random_head, drafting_target
     from specpath_eagle3.head import Eagle3Head
 
     root = tmp_path_factory.mktemp("speculators")
-    target = tiny_target(root / "target", num_layers=4)
+    target = drafting_target(root / "target", num_layers=4)
     head = random_head(Eagle3Head, target, root / "head", seed=3)
     speculator = root / "Tiny-speculator.eagle3"
     shutil.copytree(head, speculator)

@@ -125,8 +125,8 @@ class LookupSpeculator(BaseSpeculator):
 
     layers: tuple[int, ...] = ()
 
-    def __init__(self, config, context):
-        super().__init__(config, context)
+    def __init__(self, spec, context):
+        super().__init__(spec, context)
         self.rows_seen = 0
         self.positions_announced = 0
 

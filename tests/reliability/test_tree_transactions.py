@@ -8,7 +8,7 @@ import pytest
 
 from specpath_engine import tree_layout
 from specpath_engine.llm import LLM, RequestFailedError, SamplingParams
-import specpath_engine.sample.tree as tree_module
+import specpath_engine.sample.tree_verification as tree_module
 from reliability_helpers import Boom, assert_clean, fail_on_call
 
 # Prompts with several continuations of the same context, so both drafters propose branching trees.

@@ -1,4 +1,4 @@
-"""Token-tree verification (``specpath_engine.sample.tree``): the mask and greedy acceptance against
+"""Token-tree verification (``specpath_engine.sample.tree_verification``): the mask and greedy acceptance against
 naive restatements (hypothesis), and sampled acceptance distributed exactly as the target
 (Pearson's chi-square on emitted pairs, as ``test_sample_lossless``)."""
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specpath_engine.sample import target_probs
-from specpath_engine.sample.tree import accept_greedy, accept_sampled, ancestor_mask, check_tree, depths, verify_trees
+from specpath_engine.sample.tree_verification import accept_greedy, accept_sampled, ancestor_mask, check_tree, depths, verify_trees
 
 ALPHA = 1e-6
 

@@ -7,11 +7,11 @@ import torch
 from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig
 from specpath_drafting.block.testing import reference_block, training_batch
 from specpath_train.block import block_batch, dflash_loss, position_weights
-from specpath_drafting.testing import tiny_target, train_steps
+from specpath_drafting.testing import drafting_target, train_steps
 
 
 def setup(tmp_path, anchor_sampling=False):
-    target = tiny_target(tmp_path / "t", num_layers=4).float()
+    target = drafting_target(tmp_path / "t", num_layers=4).float()
     config = DrafterConfig.for_target("dflash", target.config.to_hf_dict(), num_layers=2, num_taps=2,
                                       anchor_sampling=anchor_sampling)
     torch.manual_seed(0)

@@ -10,11 +10,11 @@ from specpath_train.block import block_batch
 from specpath_dspark.drafter import DSparkDrafter
 from specpath_dspark.reference import markov_sample_reference, topk_floor
 from specpath_train.recipes.dspark_losses import calibrate_temperatures, dspark_loss, expected_calibration_error, markov_outputs
-from specpath_drafting.testing import tiny_target, train_steps
+from specpath_drafting.testing import drafting_target, train_steps
 
 
 def setup(tmp_path):
-    target = tiny_target(tmp_path / "t", num_layers=4).float()
+    target = drafting_target(tmp_path / "t", num_layers=4).float()
     config = DrafterConfig.for_target("dspark", target.config.to_hf_dict(), num_layers=1, num_taps=2, markov_rank=8)
     torch.manual_seed(0)
     drafter = DSparkDrafter(config, embed_tokens=target.embed, lm_head=target.lm_head_logits)

@@ -4,14 +4,14 @@ import torch
 import torch.nn.functional as F
 
 from specpath_drafting.heads import HeadConfig
-from specpath_drafting.testing import tiny_target
+from specpath_drafting.testing import drafting_target
 from specpath_eagle.head import EagleHead
 from specpath_train.recipes.eagle import eagle_loss
 
 
 def test_training_loss_runs_and_learns():
     """A few optimiser steps of the EAGLE-1 loss lower it on a fixed batch."""
-    t = tiny_target(num_layers=4).float()
+    t = drafting_target(num_layers=4).float()
     cfg = t.config.to_hf_dict()
     emb, norm, head_w = t.model.embed_tokens.weight.detach(), t.model.norm.weight.detach(), t.lm_head.weight.detach()
     tokens = torch.randint(0, 64, (4, 24), generator=torch.Generator().manual_seed(0))

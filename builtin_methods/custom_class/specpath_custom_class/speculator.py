@@ -16,15 +16,15 @@ from specpath_custom_class.config import proposer_class
 class CustomClassSpeculator(BaseSpeculator):
     """Delegates to the user's proposer (specpath contract) or to the vLLM adapter."""
 
-    def __init__(self, config, context: SpeculatorContext) -> None:
-        super().__init__(config, context)
-        cls = proposer_class(config)
+    def __init__(self, spec, context: SpeculatorContext) -> None:
+        super().__init__(spec, context)
+        cls = proposer_class(spec)
         if issubclass(cls, BaseSpeculator):
-            self.inner: BaseSpeculator = cls(config, context)
+            self.inner: BaseSpeculator = cls(spec, context)
         else:
             from specpath_custom_class.vllm_adapter import VllmProposerAdapter
 
-            self.inner = VllmProposerAdapter(cls, config, context)
+            self.inner = VllmProposerAdapter(cls, spec, context)
 
     @property
     def hidden_state_layers(self) -> tuple[int, ...]:

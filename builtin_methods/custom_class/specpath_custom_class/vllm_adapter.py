@@ -74,12 +74,12 @@ class TargetView:
 class VllmProposerAdapter(BaseSpeculator):
     """specpath's speculator contract on top of a vLLM custom proposer."""
 
-    def __init__(self, cls: type, config, context: SpeculatorContext) -> None:
-        super().__init__(config, context)
+    def __init__(self, cls: type, spec, context: SpeculatorContext) -> None:
+        super().__init__(spec, context)
         self.name = f"{cls.__module__}.{cls.__qualname__}"
         self.vocab_size = int(context.vocab_size)
         view = VllmConfigView(
-            speculative_config=config,
+            speculative_config=spec,
             model_config=ModelConfigView(max_model_len=int(context.max_model_len), hf_config=dict(context.target_config),
                                          dtype=context.dtype, vocab_size=self.vocab_size),
             scheduler_config=SchedulerConfigView(max_num_seqs=int(context.max_num_seqs)),

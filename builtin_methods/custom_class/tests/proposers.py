@@ -54,7 +54,7 @@ class CopySpeculator(BaseSpeculator):
     """The same rule written against specpath's contract."""
 
     def propose(self, batch):
-        k = self.config.num_speculative_tokens
+        k = self.spec.num_speculative_tokens
         drafts = [copy_after_last_token(np.asarray(r.token_ids), min(k, r.max_draft_tokens)) for r in batch.requests]
         flat = sum(drafts, [])
         return DraftProposal(token_ids=torch.tensor(flat, dtype=torch.int32), num_draft_tokens=[len(d) for d in drafts])

@@ -99,9 +99,9 @@ def test_one_requests_block_on_the_native_kernels_equals_the_torch_pass(tmp_path
 
     from specpath_engine.testing.native import counting_native_attention
     from specpath_drafting.testing import greedy as greedy_params
-    from specpath_drafting.testing import tiny_llm, tiny_target
+    from specpath_drafting.testing import tiny_llm, drafting_target
 
-    tiny_target(tmp_path / "target", hidden_size=128, num_layers=3)  # head_dim 32: what the kernels take
+    drafting_target(tmp_path / "target", hidden_size=128, num_layers=3)  # head_dim 32: what the kernels take
     drafter = tiny_drafter("dflash", tmp_path / "target", tmp_path / "drafter", seed=3, num_layers=2)
     llm = tiny_llm(tmp_path / "target", {"method": "dflash", "model": drafter, "num_speculative_tokens": 4},
                    dtype="bfloat16")

@@ -90,14 +90,14 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 class DraftModelSpeculator(BaseSpeculator):
     """See the module docstring."""
 
-    def __init__(self, config: Any, context: SpeculatorContext) -> None:
-        super().__init__(config, context)
-        draft = config.draft_model_config
+    def __init__(self, spec: Any, context: SpeculatorContext) -> None:
+        super().__init__(spec, context)
+        draft = spec.draft_model_config
         hf = draft.hf_config
-        self.k_max = int(config.num_speculative_tokens)
-        self.parallel = bool(config.parallel_drafting)
-        self.heterogeneous = bool(config.use_heterogeneous_vocab)
-        self.sample_random = config.draft_sample_method == "random"
+        self.k_max = int(spec.num_speculative_tokens)
+        self.parallel = bool(spec.parallel_drafting)
+        self.heterogeneous = bool(spec.use_heterogeneous_vocab)
+        self.sample_random = spec.draft_sample_method == "random"
         self.device = torch.device(context.device)
         self.vocab = None
         if self.heterogeneous:

@@ -10,7 +10,7 @@ Each step, for every request of the batch:
    embedding of the token it just drafted, at the next position; or, with parallel drafting
    (P-EAGLE), K-1 mask queries appended to the ingest pass so all K drafts come out of one pass;
    or, with ``draft_tree_topk`` where the engine verifies trees, a dynamic tree
-   (:mod:`specpath_drafting.tree`: k nodes per head pass, the best K candidates).
+   (:mod:`specpath_drafting.tree_search`: k nodes per head pass, the best K candidates).
 
 Per step the loop costs one head call for the ingest and one per further chain draft, one
 ``prepare_drafter_inputs`` and one host sync for the drafted tokens.
@@ -32,7 +32,7 @@ from specpath_drafting.heads import HiddenStateHead
 from specpath_drafting.kv import DrafterKV
 from specpath_drafting.numerics import sharded_argmax
 from specpath_drafting.reference import prepare_drafter_inputs_reference
-from specpath_drafting.tree import TreeDraft, ancestor_runs, grow_tree
+from specpath_drafting.tree_search import TreeDraft, ancestor_runs, grow_tree
 
 
 def target_layers(context: SpeculatorContext) -> int:
@@ -54,20 +54,20 @@ class HiddenStateSpeculator(BaseSpeculator):
     Subclasses say which head to build (:meth:`build_head`) and which target layers it reads
     (:attr:`hidden_state_layers`)."""
 
-    def __init__(self, config: Any, context: SpeculatorContext) -> None:
-        super().__init__(config, context)
+    def __init__(self, spec: Any, context: SpeculatorContext) -> None:
+        super().__init__(spec, context)
         self.device = torch.device(context.device)
         self.dtype = torch_dtype(context.dtype)
-        self.k = int(config.num_speculative_tokens)
-        self.parallel = bool(config.parallel_drafting)
-        self.random_drafts = config.draft_sample_method == "random"
-        self.num_argmax_shards = int(config.draft_tensor_parallel_size or 1) if config.use_local_argmax_reduction else 1
+        self.k = int(spec.num_speculative_tokens)
+        self.parallel = bool(spec.parallel_drafting)
+        self.random_drafts = spec.draft_sample_method == "random"
+        self.num_argmax_shards = int(spec.draft_tensor_parallel_size or 1) if spec.use_local_argmax_reduction else 1
         self.head = self.build_head().to(device=self.device, dtype=self.dtype).eval()
         for p in self.head.parameters():
             p.requires_grad_(False)
         self.head.layer.fuse_projections()
-        if config.draft_lm_head_quantization is not None:
-            self.head.quantize_lm_head(config.draft_lm_head_quantization)
+        if spec.draft_lm_head_quantization is not None:
+            self.head.quantize_lm_head(spec.draft_lm_head_quantization)
         if context.prepare_module is not None:  # e.g. pre-packed bf16 linears, like the target's
             self.head = context.prepare_module(self.head)
         hc = self.head.config
@@ -78,7 +78,7 @@ class HiddenStateSpeculator(BaseSpeculator):
             )
         if hc.vocab_size != context.vocab_size:
             raise ValueError(f"the head's vocabulary ({hc.vocab_size}) differs from the target's ({context.vocab_size})")
-        topk = getattr(config, "draft_tree_topk", None)
+        topk = getattr(spec, "draft_tree_topk", None)
         self.tree_topk = int(topk) if topk is not None and context.verifies_trees and not self.parallel else 1
         """Nodes per drafting pass and children per node of a draft tree (``draft_tree_topk``,
         where the engine verifies trees); 1: the chain."""
@@ -216,7 +216,7 @@ class HiddenStateSpeculator(BaseSpeculator):
         return self._proposal(reqs, drafting, budgets, tokens, probs)
 
     def _draft_tree(self, a0: torch.Tensor, row: int, last: int, budget: int) -> TreeDraft:
-        """One request's tree (:mod:`specpath_drafting.tree`) from the ingest's output ``a0 [1, d]``
+        """One request's tree (:mod:`specpath_drafting.tree_search`) from the ingest's output ``a0 [1, d]``
         at its last committed position ``last``: a node of depth ``d`` runs at position
         ``last + 1 + d`` (as the chain's draft there), its k/v in scratch slots after ``last``."""
         head, dev = self.head, self.device

@@ -68,7 +68,7 @@ def drafting_setup(name: str, make_drafter: Callable[[Path, Any], Any], *, num_l
     @pytest.fixture(scope="module")
     def setup(tmp_path_factory: Any) -> DraftingSetup:
         root = tmp_path_factory.mktemp(name)
-        target = tiny_target(root / "target", num_layers=num_layers)
+        target = drafting_target(root / "target", num_layers=num_layers)
         return DraftingSetup(root, target, make_drafter(root, target), baseline_tokens(root / "target"))
 
     return setup
@@ -130,10 +130,11 @@ def check_every_proposal(speculator: Any, want: Callable[[Any, int], list[int]])
     return checked
 
 
-def tiny_target(path: str | Path | None = None, *, seed: int = 0, vocab_size: int = 64, num_layers: int = 4,
-                hidden_size: int = 32, max_len: int = 256, dtype: torch.dtype = torch.float64) -> Any:
-    """A random-weight Llama (float64 by default, so no near-tie can flip a greedy choice);
-    saved to ``path`` when given, so configs can resolve against it."""
+def drafting_target(path: str | Path | None = None, *, seed: int = 0, vocab_size: int = 64, num_layers: int = 4,
+                    hidden_size: int = 32, max_len: int = 256, dtype: torch.dtype = torch.float64) -> Any:
+    """The hidden-state drafters' test target: a random-weight Llama (float64 by default, so no
+    near-tie can flip a greedy choice), saved to ``path`` when given so configs can resolve
+    against it."""
     from specpath_engine.testing.engine import random_llama, save_with_byte_tokenizer
 
     model = random_llama(seed, vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers, max_len=max_len,
@@ -269,7 +270,7 @@ def chi_square_of_two_tokens(tmp_path: Path, spec_fields: Mapping[str, Any], mak
     from specpath_engine.request import SamplingParams
 
     vocab = 6
-    target = tiny_target(tmp_path / "t", vocab_size=vocab, num_layers=num_layers, hidden_size=16)
+    target = drafting_target(tmp_path / "t", vocab_size=vocab, num_layers=num_layers, hidden_size=16)
     with torch.no_grad():
         target.lm_head.weight.mul_(head_scale)  # back to spread-out distributions
     target.save_pretrained(tmp_path / "t")

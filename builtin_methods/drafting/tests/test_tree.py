@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specpath_drafting.tree import ancestor_runs, grow_tree, num_passes
+from specpath_drafting.tree_search import ancestor_runs, grow_tree, num_passes
 
 VOCAB = 12
 

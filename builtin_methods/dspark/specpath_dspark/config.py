@@ -34,7 +34,7 @@ class DSparkSpeculatorConfig(BlockDrafterConfig):
     """DSpark (see the module docstring). ``dspark_anchor_sampling`` defaults to the layout the
     checkpoint records; ``dspark_draft_topk`` keeps only the top-k base candidates per position
     before the Markov bias; ``xpress_topc`` proposes best-first trees of the top-c candidates per
-    node when the engine verifies trees (``specpath_dspark.tree``)."""
+    node when the engine verifies trees (``specpath_dspark.xpress_tree``)."""
 
     base_method = "dspark"
     speculator_class = "specpath_dspark.speculator:DSparkSpeculator"

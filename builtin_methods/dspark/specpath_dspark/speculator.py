@@ -9,7 +9,7 @@ confidences (:mod:`specpath_drafting.block.adaptive`).
 
 With ``xpress_topc = c`` and an engine that verifies trees (``SpeculatorContext.verifies_trees``),
 each proposal also carries a best-first tree of the top-c candidates per node
-(:mod:`specpath_dspark.tree`), with as many nodes as the chain has drafts; otherwise the
+(:mod:`specpath_dspark.xpress_tree`), with as many nodes as the chain has drafts; otherwise the
 option has no effect and the top-1 chain is verified.
 """
 
@@ -26,7 +26,7 @@ from specpath_drafting.block.speculator import DFlashSpeculator
 from specpath_dspark.drafter import DSparkDrafter
 from specpath.speculator import DraftProposal, DraftTree
 from specpath_dspark.reference import markov_sample_reference, topk_floor
-from specpath_dspark.tree import best_first_trees
+from specpath_dspark.xpress_tree import best_first_trees
 
 
 def markov_sample_fn(device: torch.device):
@@ -37,12 +37,12 @@ def markov_sample_fn(device: torch.device):
 class DSparkSpeculator(DFlashSpeculator):
     kind = "dspark"
 
-    def __init__(self, config: Any, context: Any) -> None:
-        super().__init__(config, context)
-        self.topk = config.dspark_draft_topk
+    def __init__(self, spec: Any, context: Any) -> None:
+        super().__init__(spec, context)
+        self.topk = spec.dspark_draft_topk
         self.sample = markov_sample_fn(self.device)
         self.temps = self.drafter.temperatures(self.k).float()
-        topc = config.xpress_topc
+        topc = spec.xpress_topc
         self.tree_c = int(topc) if topc is not None and getattr(context, "verifies_trees", False) else None
         """Children per tree node (``xpress_topc``) when the engine verifies trees, else None: chains."""
         self._tree_inputs: tuple | None = None

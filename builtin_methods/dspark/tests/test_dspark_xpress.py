@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from specpath_engine.llm import LLM, SamplingParams
 from specpath_drafting.block.testing import tiny_drafter
-from specpath_drafting.testing import TINY_PROMPTS, baseline_tokens, greedy, resolve, tiny_llm, tiny_target
+from specpath_drafting.testing import TINY_PROMPTS, baseline_tokens, greedy, resolve, tiny_llm, drafting_target
 from specpath_dspark.reference import markov_sample_reference, topk_floor
 from specpath_dspark.testing import strong_heads
-from specpath_dspark.tree import best_first_trees
+from specpath_dspark.xpress_tree import best_first_trees
 
 VOCAB, RANK = 7, 3
 
@@ -87,7 +87,7 @@ def test_top_one_is_the_greedy_chain():
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("dspark-xpress")
-    tiny_target(root / "target", num_layers=4)
+    drafting_target(root / "target", num_layers=4)
     drafter = tiny_drafter("dspark", root / "target", root / "drafter", seed=3, num_layers=2, markov_rank=8,
                            build=strong_heads)
     return root, drafter, baseline_tokens(root / "target")

@@ -18,7 +18,7 @@ class EagleSpeculator(HiddenStateSpeculator):
     """EAGLE-1: reads the target's last decoder layer (before the final norm)."""
 
     def build_head(self) -> HiddenStateHead:
-        path = self.config.model
+        path = self.spec.model
         config = read_head_config(path, "eagle")
         lm_head = serving_lm_head(self.context.lm_head, path, self.context.vocab_size,
                                   prepare=self.context.prepare_module)
@@ -34,11 +34,11 @@ class ExtractHiddenStatesSpeculator(BaseSpeculator):
     """Proposes nothing; keeps each request's target states of the auxiliary layers, in
     position order, until :meth:`pop_hidden_states` takes them."""
 
-    def __init__(self, config: Any, context: SpeculatorContext) -> None:
-        super().__init__(config, context)
+    def __init__(self, spec: Any, context: SpeculatorContext) -> None:
+        super().__init__(spec, context)
         from specpath_drafting.config import default_aux_layer_ids, engine_layers
 
-        ids = config.eagle_aux_hidden_state_layer_ids
+        ids = spec.eagle_aux_hidden_state_layer_ids
         self.layers = engine_layers(ids if ids is not None else default_aux_layer_ids(target_layers(context)))
         self.states: dict[str, list[torch.Tensor]] = {}
         self.finished: dict[str, torch.Tensor] = {}

@@ -15,7 +15,7 @@ from specpath_drafting.config import (
     method_from_checkpoint_config,
     method_from_path,
 )
-from specpath_drafting.testing import config_variant, random_head, resolve, tiny_target
+from specpath_drafting.testing import config_variant, random_head, resolve, drafting_target
 from specpath_eagle.config import EagleSpeculatorConfig
 from specpath_eagle.head import EagleHead
 
@@ -23,7 +23,7 @@ from specpath_eagle.head import EagleHead
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
     path = tmp_path_factory.mktemp("target")
-    return path, tiny_target(path, num_layers=6)
+    return path, drafting_target(path, num_layers=6)
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,14 @@ from specpath_engine.model import LlamaModel, default_model_path
 from specpath_engine.request import SamplingParams
 from specpath.errors import SpeculativeConfigError
 from specpath_eagle.config import EAGLE_HEAD, EagleSpeculatorConfig
-from specpath_drafting.testing import check_every_proposal, make_engine, reference_drafts, resolve, tiny_target
+from specpath_drafting.testing import check_every_proposal, make_engine, reference_drafts, resolve, drafting_target
 
 
 def test_default_model_is_the_shipped_head_only_for_the_embedded_target(tmp_path):
     assert EAGLE_HEAD.is_dir(), "the shipped EAGLE head is missing from the package"
     assert resolve({"method": "eagle", "num_speculative_tokens": 2}).model == str(EAGLE_HEAD)
     assert resolve({"method": "eagle", "num_speculative_tokens": 2}, default_model_path()).model == str(EAGLE_HEAD)
-    tiny_target(tmp_path / "other")
+    drafting_target(tmp_path / "other")
     with pytest.raises(SpeculativeConfigError, match="speculative_config.model"):
         resolve({"method": "eagle", "num_speculative_tokens": 2}, tmp_path / "other")
     demo = EagleSpeculatorConfig.demo_config()

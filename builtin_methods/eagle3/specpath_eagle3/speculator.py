@@ -11,7 +11,7 @@ from specpath_eagle3.head import Eagle3Head
 
 class Eagle3Speculator(HiddenStateSpeculator):
     def build_head(self) -> HiddenStateHead:
-        path = self.config.model
+        path = self.spec.model
         config = read_head_config(path, "eagle3")
         taps = self.hidden_state_layers
         if len(taps) != config.num_taps:
@@ -22,5 +22,5 @@ class Eagle3Speculator(HiddenStateSpeculator):
 
     @property
     def hidden_state_layers(self) -> tuple[int, ...]:
-        ids = self.config.eagle_aux_hidden_state_layer_ids
+        ids = self.spec.eagle_aux_hidden_state_layer_ids
         return engine_layers(ids if ids is not None else default_aux_layer_ids(target_layers(self.context)))

@@ -7,7 +7,7 @@ import pytest
 
 from specpath.errors import SpeculativeConfigError
 from specpath_drafting.heads import HeadConfig
-from specpath_drafting.testing import config_variant, random_head, resolve, tiny_target
+from specpath_drafting.testing import config_variant, random_head, resolve, drafting_target
 from specpath_eagle3.head import Eagle3Head
 from specpath_eagle3.config import Eagle3SpeculatorConfig
 
@@ -15,7 +15,7 @@ from specpath_eagle3.config import Eagle3SpeculatorConfig
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     root = tmp_path_factory.mktemp("e3")
-    target = tiny_target(root / "target", num_layers=6)
+    target = drafting_target(root / "target", num_layers=6)
     chain = random_head(Eagle3Head, target, root / "chain", seed=1)
     parallel = random_head(Eagle3Head, target, root / "parallel", seed=2, parallel_drafting=True, draft_vocab_size=40,
                            aux_layer_ids=(1, 3, 4))
@@ -70,7 +70,7 @@ def test_mismatch_with_an_eagle1_checkpoint(files, tmp_path):
     target, _, _ = files
     eagle1 = tmp_path / "e1"  # an EAGLE-1 head's config.json: resolution reads nothing else
     eagle1.mkdir()
-    shape = tiny_target(num_layers=6).config.to_hf_dict()
+    shape = drafting_target(num_layers=6).config.to_hf_dict()
     (eagle1 / "config.json").write_text(json.dumps(HeadConfig.for_target("eagle", shape).to_dict()))
     with pytest.raises(SpeculativeConfigError) as info:
         resolve({"method": "eagle3", "model": str(eagle1), "num_speculative_tokens": 2}, target)

@@ -11,7 +11,7 @@ from specpath_engine.llm import LLM
 from specpath_engine.model import default_model_path
 from specpath_engine.request import SamplingParams
 from specpath.errors import SpeculativeConfigError
-from specpath_drafting.testing import resolve, tiny_target
+from specpath_drafting.testing import resolve, drafting_target
 from specpath_eagle3.config import EAGLE3_HEAD, PEAGLE_HEAD, Eagle3SpeculatorConfig
 
 
@@ -22,7 +22,7 @@ def test_shipped_heads_and_demo_config(tmp_path):
     assert chain.eagle_aux_hidden_state_layer_ids == (2, 3, 5)  # the states entering layers 2, 3, 5
     spec = resolve({"method": "eagle3", "num_speculative_tokens": 4, "parallel_drafting": True})
     assert spec.model == str(PEAGLE_HEAD) and spec.speculator_config.max_num_new_slots_for_drafting == 3
-    tiny_target(tmp_path / "other")
+    drafting_target(tmp_path / "other")
     with pytest.raises(SpeculativeConfigError, match="speculative_config.model"):  # another target: no default
         resolve({"method": "eagle3", "num_speculative_tokens": 4}, tmp_path / "other")
     assert resolve(Eagle3SpeculatorConfig.demo_config()).method == "eagle3"

@@ -42,12 +42,12 @@ class MTPSpeculator(HiddenStateSpeculator):
     expected_modules: int | None = 1
 
     def build_head(self) -> HiddenStateHead:
-        lm_head = serving_lm_head(self.context.lm_head, self.config.model, self.context.vocab_size,
+        lm_head = serving_lm_head(self.context.lm_head, self.spec.model, self.context.vocab_size,
                                   prepare=self.context.prepare_module)
-        self.mtp_modules = load_mtp_modules(self.config.model, embed_tokens=self.context.embed_tokens, lm_head=lm_head)
+        self.mtp_modules = load_mtp_modules(self.spec.model, embed_tokens=self.context.embed_tokens, lm_head=lm_head)
         n = len(self.mtp_modules)
         if self.expected_modules is not None and n != self.expected_modules:
-            raise ValueError(f"{self.config.model}: {n} MTP modules; {type(self).__name__} drives one")
+            raise ValueError(f"{self.spec.model}: {n} MTP modules; {type(self).__name__} drives one")
         return self.mtp_modules[0]
 
     @property
@@ -60,8 +60,8 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
 
     expected_modules = None
 
-    def __init__(self, config: Any, context: SpeculatorContext) -> None:
-        super().__init__(config, context)
+    def __init__(self, spec: Any, context: SpeculatorContext) -> None:
+        super().__init__(spec, context)
         mods: list[MTPModule] = self.mtp_modules
         mods[0] = self.head  # as the base class readied it (prepare_module may return another module)
         for i, module in enumerate(mods[1:], start=1):

@@ -20,11 +20,11 @@ class NgramSpeculator(BaseSpeculator):
     """Drafts the tokens that followed the earliest, longest earlier occurrence of each
     request's last ``prompt_lookup_min..prompt_lookup_max`` tokens."""
 
-    def __init__(self, config, context: SpeculatorContext) -> None:
-        super().__init__(config, context)
-        self.min_n = int(config.prompt_lookup_min)
-        self.max_n = int(config.prompt_lookup_max)
-        self.k = int(config.num_speculative_tokens)
+    def __init__(self, spec, context: SpeculatorContext) -> None:
+        super().__init__(spec, context)
+        self.min_n = int(spec.prompt_lookup_min)
+        self.max_n = int(spec.prompt_lookup_max)
+        self.k = int(spec.num_speculative_tokens)
         self.max_model_len = int(context.max_model_len)
         self.history = TokenHistory(slots=max(context.max_num_seqs, 1))
         self._on_device = self._uses_device_path(torch.device(context.device))

@@ -25,10 +25,10 @@ class SuffixSpeculator(BaseSpeculator):
     """Drafts the most frequent continuation of each request's context from its own suffix
     tree or the global tree of earlier responses, whichever scores higher."""
 
-    def __init__(self, config, context: SpeculatorContext) -> None:
-        super().__init__(config, context)
-        method = config.speculator_config
-        self.k = int(config.num_speculative_tokens)
+    def __init__(self, spec, context: SpeculatorContext) -> None:
+        super().__init__(spec, context)
+        method = spec.speculator_config
+        self.k = int(spec.num_speculative_tokens)
         self.max_model_len = int(context.max_model_len)
         self.cache = SuffixCache(
             max_tree_depth=method.max_tree_depth,

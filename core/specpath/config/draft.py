@@ -80,7 +80,7 @@ def resolve_num_speculative_tokens(k: int | None, draft: ModelConfig | None) -> 
     n_predict = None if draft is None else draft.hf_config.get("n_predict")
     if not isinstance(n_predict, int) or isinstance(n_predict, bool) or n_predict < 1:
         if k is None and draft is not None:
-            from specpath.config.speculators import declared_num_speculative_tokens
+            from specpath.config.speculators_format import declared_num_speculative_tokens
 
             return declared_num_speculative_tokens(draft.hf_config)
         return k

@@ -149,7 +149,7 @@ class EngineConfig:
         """Build the target ModelConfig (local checkpoint) and resolve the speculative config
         against it. ``speculative_config`` may be a dict, a JSON string or ``@file.yaml``."""
         from specpath.config.args import create_speculative_config, load_speculative_config_text
-        from specpath.config.speculators import maybe_override_with_speculators
+        from specpath.config.speculators_format import maybe_override_with_speculators
 
         if isinstance(model, str) and not isinstance(speculative_config, SpeculativeConfig):
             if isinstance(speculative_config, str):

@@ -14,9 +14,9 @@ from specpath_freqgram.model import FrequencyModel
 
 
 class FreqgramSpeculator(BaseSpeculator):
-    def __init__(self, config, context: SpeculatorContext) -> None:
-        super().__init__(config, context)
-        self.max_order = config.speculator_config.max_order
+    def __init__(self, spec, context: SpeculatorContext) -> None:
+        super().__init__(spec, context)
+        self.max_order = spec.speculator_config.max_order
         self._models: dict[str, FrequencyModel] = {}
 
     def propose(self, batch: DraftBatch) -> DraftProposal:

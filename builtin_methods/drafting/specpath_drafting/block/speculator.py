@@ -44,14 +44,14 @@ class DFlashSpeculator(BaseSpeculator):
 
     kind = "dflash"
 
-    def __init__(self, config: Any, context: SpeculatorContext) -> None:
-        super().__init__(config, context)
+    def __init__(self, spec: Any, context: SpeculatorContext) -> None:
+        super().__init__(spec, context)
         self.device = torch.device(context.device)
         self.dtype = torch_dtype(context.dtype)
-        flags = config.speculator_config
-        self.k = int(config.num_speculative_tokens)
+        flags = spec.speculator_config
+        self.k = int(spec.num_speculative_tokens)
         self.anchor_first = bool(flags.anchor_sampling)
-        self.random_drafts = config.draft_sample_method == "random"
+        self.random_drafts = spec.draft_sample_method == "random"
         self.drafter = self.build_drafter().to(device=self.device, dtype=self.dtype).eval()
         for p in self.drafter.parameters():
             p.requires_grad_(False)
@@ -61,10 +61,10 @@ class DFlashSpeculator(BaseSpeculator):
             self.drafter = context.prepare_module(self.drafter)
         dc = self.drafter.config
         self.check_target(dc, context)
-        self.adaptive = bool(config.enable_adaptive_verification)
-        self.threshold = config.adaptive_verification_threshold
-        self.cost = VerifyCost.from_config(dict(config.draft_model_config.hf_config).get("verify_cost")
-                                           if config.draft_model_config is not None else None)
+        self.adaptive = bool(spec.enable_adaptive_verification)
+        self.threshold = spec.adaptive_verification_threshold
+        self.cost = VerifyCost.from_config(dict(spec.draft_model_config.hf_config).get("verify_cost")
+                                           if spec.draft_model_config is not None else None)
         rows = max(1, int(context.max_num_seqs))
         block = self.k if self.anchor_first else self.k + 1
         self.row_len = int(context.max_model_len) + block + 2
@@ -77,7 +77,7 @@ class DFlashSpeculator(BaseSpeculator):
 
     # -- construction ------------------------------------------------------------------------
     def build_drafter(self) -> DFlashDrafter:
-        path = self.config.model
+        path = self.spec.model
         dc = read_config(path)
         if dc.kind != self.kind:
             raise ValueError(f"{path}: a {dc.kind!r} drafter; method {self.kind!r} needs a {self.kind} drafter")
