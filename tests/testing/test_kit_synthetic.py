@@ -13,7 +13,7 @@ class RepeatLast(BaseSpeculator):
     """Drafts the last token again, as many times as allowed; records what it was told."""
 
     def __init__(self, dtype=torch.int32, extra=0, probs=False, layers=()):
-        super().__init__(config=None, context=tiny_context(vocab_size=VOCAB))
+        super().__init__(spec=None, context=tiny_context(vocab_size=VOCAB))
         self.dtype, self.extra, self.probs, self.layers = dtype, extra, probs, layers
         self.removed, self.verified, self.rows = [], [], []
 
