@@ -269,7 +269,19 @@ def _fmt_rates(rates: list[float]) -> str:
 
 def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[dict], list[tuple[str, str]]]:
     """Build every method's engine, then run the prompts round-robin (prompt-major), so load on a
-    shared machine affects every method alike."""
+    shared machine affects every method alike. A failure erases the progress bar first, so the
+    error is a line of its own."""
+    bars: list[Any] = []
+    try:
+        return _run_demo(args, progress, bars)
+    except BaseException:
+        for bar in bars:
+            bar.leave = False
+            bar.close()
+        raise
+
+
+def _run_demo(args: argparse.Namespace, progress: bool, bars: list[Any]) -> tuple[list[dict], list[tuple[str, str]]]:
     from tqdm import tqdm
 
     from specpath_engine.llm import LLM, SamplingParams
@@ -287,6 +299,7 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
         runs, skipped = demo_configs(args.num_speculative_tokens, only, model_free=args.model_free)
         bar = tqdm(total=(len(runs) + 1) * (len(harness.DEMO_PROMPTS) + 1), desc="specpath demo", unit="run",
                    disable=not progress, file=sys.stderr)
+        bars.append(bar)
 
         def step(what: str) -> None:
             bar.set_postfix_str(what)
@@ -307,6 +320,7 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
     runs, skipped = demo_configs(args.num_speculative_tokens, only, target=target, model_free=args.model_free)
     bar = tqdm(total=(len(runs) + 1) * (len(REAL_DEMO_PROMPTS) + 1), desc="specpath demo", unit="run",
                disable=not progress, file=sys.stderr)
+    bars.append(bar)
     bar.set_postfix_str("loading baseline")
     baseline = LLM(model, None, **_engine_kwargs(args))
     prompts: list[tuple[str, Any]] = list(REAL_DEMO_PROMPTS)
