@@ -257,3 +257,19 @@ def test_methods_columns_are_explained_and_match_the_docs(capsys, fresh_plugins)
         assert f"  {head}: {meaning} ({key})" in out  # and each explained under the table
     for old in ("own lane", "tail drop"):
         assert old not in header
+
+
+def test_explain_prints_a_config_classes_notes(capsys, fresh_plugins):
+    import attrs
+    import core_fakes
+    from specpath import register_speculative_method
+
+    @attrs.frozen(kw_only=True)
+    class Noted(core_fakes.MyNgram):
+        notes = ("state outlives a call",)
+
+    register_speculative_method("noted_ngram", Noted)
+    code, out, _ = run(capsys, "explain", "--speculative-config", '{"method": "noted_ngram", "num_speculative_tokens": 2}')
+    assert code == 0 and "note:           state outlives a call" in out
+    code, out, _ = run(capsys, "explain", "--json", "--speculative-config", '{"method": "noted_ngram", "num_speculative_tokens": 2}')
+    assert json.loads(out)["speculator"]["notes"] == ["state outlives a call"]

@@ -291,6 +291,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if "draft_shape" in described:
         print(f"drafts:         {described['draft_shape']}")
     print(f"hash:           {data['hash']}")
+    for note in described.get("notes") or ():
+        print(f"note:           {note}")
     for w in data["warnings"]:
         print(f"warning:        {w}")
     return 0

@@ -262,6 +262,12 @@ class SpeculatorConfig:
     def qualname(cls) -> str:
         return f"{cls.__module__}:{cls.__qualname__}"
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What a user of this configuration should know that no flag says (``specpath explain``
+        prints each as a ``note:`` line), e.g. state that outlives a call; default none."""
+        return ()
+
     def describe(self) -> dict[str, Any]:
         """Flags and resolved values, for listings and ``specpath explain``."""
         out: dict[str, Any] = {
@@ -269,6 +275,7 @@ class SpeculatorConfig:
             "base_method": self.base_method,
             "speculator_class": self.speculator_class,
             "supported_options": sorted(self.supported_options),
+            "notes": list(self.notes),
         }
         out.update({flag: bool(getattr(self, flag)) for flag in CAPABILITY_FLAGS})
         for name in (
