@@ -105,10 +105,7 @@ def create_speculative_config(
     elif speculative_config is None:
         data = {}
     elif isinstance(speculative_config, Mapping):
-        from specpath.config.loading import check_shape
-
-        check_shape(speculative_config, "speculative_config")
-        data = dict(speculative_config)
+        data = dict(speculative_config)  # values are checked where every entry is: SpeculativeConfig's constructor
     else:
         raise SpeculativeConfigError(
             "must be a JSON string, @file or a mapping", field="speculative_config", value=speculative_config

@@ -400,8 +400,15 @@ class SpeculativeConfig:
         return type(self)(**kwargs)
 
     def __attrs_post_init__(self) -> None:
+        from specpath.config.loading import check_shape
         from specpath.config.resolution import resolve
 
+        # the one gate every entry passes (keywords, from_dict, create_speculative_config, replace):
+        # nothing below may meet a value too deep, too large or containing itself
+        for f in self.user_fields():
+            value = getattr(self, f.name)
+            if value is not None:
+                check_shape(value, f"speculative_config.{f.name}")
         resolve(self)
 
     # -- derived values --------------------------------------------------------------------
