@@ -24,7 +24,7 @@ engines whose own configuration has no room for it (vLLM's ``custom_class``)."""
 def config_data(source: Any, *, field: str = "speculative_config") -> dict[str, Any]:
     """A config given as a mapping, JSON text or ``@path`` (.json/.yaml), as a normalised dict."""
     if isinstance(source, str):
-        data = load_speculative_config_text(source.strip())
+        data = load_speculative_config_text(source.strip(), source=field)
     elif isinstance(source, Mapping):
         data = dict(source)
     else:
