@@ -94,6 +94,14 @@ def unknown_method_error(name: object) -> UnknownMethodError:
                 field=field,
                 value=name,
             )
+        for b in plugins.broken_plugins():
+            if b.name == name:  # the plugin named like the method was refused: say so, not "unknown"
+                return UnknownMethodError(
+                    f"speculative method {name!r} is provided by plugin {b.name!r} ({b.distribution or 'in-process'}), "
+                    f"which is broken: {b.error}",
+                    field=field,
+                    value=name,
+                )
     registered = registered_speculative_methods()
     builtin = [m for m in CANONICAL_METHODS if m not in UNIMPLEMENTED_METHODS]
     # the suggestion may be an alias (a misspelt deepseek_mtp), but the list shows methods only
