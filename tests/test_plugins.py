@@ -447,3 +447,41 @@ def test_a_plugin_with_wrong_flag_types_is_broken_and_named_everywhere(fake_site
     assert err.startswith("specpath: error: speculative_config.method: speculative method 'sloppy_ngram' is provided "
                           "by plugin 'sloppy_ngram' (specpath-sloppy), which is broken: ")
     assert "prefer_dense_token_history" in err
+
+
+PLAIN_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1}
+
+
+@pytest.mark.parametrize(
+    ("directory", "expected"),
+    [("x-eagle3-dflash", "eagle3"), ("x-dflash-eagle3", "eagle3"), ("my-eagle-eagle3", "eagle"),
+     ("x-dspark-dflash", "dflash"), ("dflash-or-dspark", "dflash")],
+)
+@pytest.mark.parametrize("first", ["dflash", "dspark", "eagle3", "eagle", None])
+def test_path_hints_are_asked_in_one_documented_order_whatever_was_imported_first(directory, expected, first):
+    """The real built-in plugins; only the order in which they are imported changes."""
+    from specpath.config.checkpoint import DraftCheckpoint
+
+    try:
+        plugins.reset()
+        if first is not None:
+            assert plugins.load(first)
+        found = plugins.detect_method(DraftCheckpoint(path=f"/models/{directory}", config=PLAIN_LLAMA))
+        assert found is not None and found.method == expected, (directory, first, found)
+        host = plugins._get_host()
+        order = [host._plugin_name(impl.plugin) for impl in host.detection_order() if impl.trylast]  # the path hints
+        assert order.index("eagle") < order.index("eagle3") < order.index("dflash") < order.index("dspark")
+    finally:
+        plugins.reset()
+
+
+def test_config_evidence_still_beats_any_path_hint():
+    from specpath.config.checkpoint import DraftCheckpoint
+
+    try:
+        plugins.reset()
+        plugins.load("dflash")
+        head = {**PLAIN_LLAMA, "architectures": ["Eagle3LlamaForCausalLM"]}
+        assert plugins.detect_method(DraftCheckpoint(path="/models/x-dflash", config=head)).method == "eagle3"
+    finally:
+        plugins.reset()
