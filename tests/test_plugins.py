@@ -245,13 +245,14 @@ def test_a_raising_in_process_register_hook_is_recorded(fresh_plugins):
 
 def test_detect_hook_first_result_wins_and_a_raising_detector_is_skipped(fake_site, make_checkpoint):
     fake_site.add("specpath-detect", {"my_detected": "fake_detect_hooks"}, {"fake_detect_hooks": DETECTING})
-    fake_site.add("specpath-zz", {"zz_raising": "fake_raising_detect"}, {"fake_raising_detect": RAISING_DETECT})
+    # asked first: plugins outside the built-in table are asked by name (DETECTION_ORDER)
+    fake_site.add("specpath-aa", {"aa_raising": "fake_raising_detect"}, {"fake_raising_detect": RAISING_DETECT})
     fake_site.rescan()
     path = make_checkpoint("draft", model_type="my_draft")
     spec = specpath.SpeculativeConfig(model=path, num_speculative_tokens=2)
     assert (spec.method, spec.custom_method) == ("ngram", "my_detected")
     (broken,) = plugins.broken_plugins()
-    assert broken.name == "zz_raising" and "specpath_detect_method raised ValueError: detector exploded" in broken.error
+    assert broken.name == "aa_raising" and "specpath_detect_method raised ValueError: detector exploded" in broken.error
 
 
 def test_converter_hook_is_historic(fake_site):
