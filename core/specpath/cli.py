@@ -60,12 +60,9 @@ class CommandError(Exception):
         self.prog = prog
 
 
-_CliError = CommandError
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, exit 1 (argparse's default is usage + 2)
-        raise _CliError(message, prog=self.prog)
+        raise CommandError(message, prog=self.prog)
 
 
 def _print_json(data: Any) -> None:
@@ -323,7 +320,7 @@ def _add_resolve_args(parser: argparse.ArgumentParser) -> None:
 
 def _missing(reason: str) -> Any:
     def handler(args: argparse.Namespace) -> int:
-        raise _CliError(f"not available ({reason})", prog=f"specpath {args.command}")
+        raise CommandError(f"not available ({reason})", prog=f"specpath {args.command}")
 
     return handler
 
@@ -395,8 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 1
         return int(args.func(args) or 0)
-    except (SpeculativeConfigError, PluginError, _CliError) as exc:
-        prog = exc.prog if isinstance(exc, _CliError) else "specpath"
+    except (SpeculativeConfigError, PluginError, CommandError) as exc:
+        prog = exc.prog if isinstance(exc, CommandError) else "specpath"
         print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # pragma: no cover - e.g. `specpath methods | head`
