@@ -83,8 +83,8 @@ def builtin_config_class(method: str) -> Registration:
 
 def unknown_method_error(name: object) -> UnknownMethodError:
     """The validator's error: the closest name first, then the methods (canonical built-in
-    names, not the MTP aliases, and registered ones); names any broken plugin (which may be the one that should have provided it), or says
-    that the plugin named like the method is blocked or disabled."""
+    names, not the MTP aliases, and registered ones) and any broken plugin; or that the plugin
+    named like the method is blocked, disabled or broken."""
     field = "speculative_config.method"
     if isinstance(name, str):
         for record in _not_loaded(name):
