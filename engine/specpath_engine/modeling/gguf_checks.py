@@ -1,0 +1,149 @@
+"""What a GGUF file's metadata must say before any of its weights are read.
+
+:mod:`~specpath_engine.modeling.gguf_file` checks the container (counts, alignment, offsets);
+this module checks the meaning: every number has the right type and a sane range, the special
+token ids lie inside the vocabulary, the tokenizer's merges name tokens it has, and every tensor
+is one the architecture has, with the shape the numbers give. Each failure is one
+``CheckpointError`` line naming the file and the metadata key or tensor, so a broken file never
+loads as garbage weights (llama.cpp's own loader trusts most of these fields).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from specpath_engine.modeling.checkpoint import CheckpointError
+from specpath_engine.modeling.gguf_file import TensorInfo
+
+MAX_SIZE = 1 << 31
+"""Largest value of a size field (layers, widths, heads, vocabulary, context)."""
+_MISSING: Any = object()
+
+
+class Metadata:
+    """Typed reads of a GGUF file's metadata, each failure one line naming the file and key."""
+
+    def __init__(self, path: Path, meta: Mapping[str, Any]) -> None:
+        self.path, self.meta = path, meta
+
+    def error(self, key: str, problem: str) -> CheckpointError:
+        return CheckpointError(f"{self.path}: GGUF metadata {key}: {problem}")
+
+    def int(self, key: str, default: Any = _MISSING, *, low: int = 1, high: int = MAX_SIZE) -> Any:
+        value = self.meta.get(key, default)
+        if value is _MISSING:
+            raise self.error(key, "missing")
+        if value is None or value is default:
+            return value
+        if isinstance(value, list):
+            raise self.error(key, "per-layer values (an array) are not supported")
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise self.error(key, f"must be an integer from {low} to {high}, got {value!r:.40}")
+        return value
+
+    def float(self, key: str, default: float, *, low: float = 0.0, high: float = math.inf) -> float:
+        """A finite float with ``low < value <= high`` (a NaN epsilon or zero RoPE base is garbage)."""
+        value = self.meta.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.error(key, f"must be a finite number, got {value!r:.40}")
+        if not low < value <= high:
+            raise self.error(key, f"must be above {low:g}{'' if high == math.inf else f' and at most {high:g}'}, got {value!r:.40}")
+        return float(value)
+
+    def str(self, key: str, default: Any = None) -> Any:
+        value = self.meta.get(key, default)
+        if value is not None and not isinstance(value, str):
+            raise self.error(key, f"must be a string, got {type(value).__name__}")
+        return value
+
+    def bool(self, key: str, default: bool) -> bool:
+        value = self.meta.get(key, default)
+        if not isinstance(value, bool):
+            raise self.error(key, f"must be a boolean, got {value!r:.40}")
+        return value
+
+    def list(self, key: str, item: type) -> list[Any] | None:
+        value = self.meta.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, item) and not isinstance(v, bool) for v in value):
+            raise self.error(key, f"must be an array of {item.__name__}")
+        return value
+
+
+def check_tokenizer(md: Metadata, vocab_size: int) -> list[str]:
+    """The vocabulary (possibly empty), after checking it against the other tokenizer fields."""
+    tokens = md.list("tokenizer.ggml.tokens", str)
+    types = md.list("tokenizer.ggml.token_type", int)
+    merges = md.list("tokenizer.ggml.merges", str)
+    md.str("tokenizer.ggml.model")
+    md.str("tokenizer.ggml.pre")
+    if tokens is None:
+        return []
+    if len(tokens) > vocab_size:
+        raise md.error("tokenizer.ggml.tokens", f"{len(tokens)} tokens for a model vocabulary of {vocab_size}")
+    index = {token: i for i, token in enumerate(tokens)}
+    if len(index) != len(tokens):
+        duplicate = next(t for i, t in enumerate(tokens) if index[t] != i)
+        raise md.error("tokenizer.ggml.tokens", f"token {duplicate!r:.40} appears twice")
+    if types is not None and len(types) != len(tokens):
+        raise md.error("tokenizer.ggml.token_type", f"{len(types)} types for {len(tokens)} tokens")
+    for i, merge in enumerate(merges or ()):
+        left, sep, right = merge.partition(" ")
+        if not sep or not left or not right:
+            raise md.error(f"tokenizer.ggml.merges[{i}]", f"{merge!r:.60} is not two tokens separated by a space")
+        for part in (left, right, left + right):
+            if part not in index:
+                raise md.error(f"tokenizer.ggml.merges[{i}]", f"{merge!r:.60} names {part!r:.40}, which is not in "
+                               f"tokenizer.ggml.tokens")
+    return tokens
+
+
+def check_special_ids(md: Metadata, vocab_size: int) -> dict[str, int | None]:
+    """bos/eos/unk/pad ids, each inside the vocabulary or absent."""
+    keys = (("bos", "bos"), ("eos", "eos"), ("unk", "unknown"), ("pad", "padding"))
+    return {role: md.int(f"tokenizer.ggml.{key}_token_id", None, low=0, high=vocab_size - 1) for role, key in keys}
+
+
+def expected_shapes(config: Mapping[str, Any], names: set[str]) -> dict[str, tuple[int, ...]]:
+    """llama.cpp tensor name -> numpy shape, for the HF ``config`` :func:`gguf._hf_config` built."""
+    d, f, v = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+    heads, kv, hd = config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]
+    shapes: dict[str, tuple[int, ...]] = {"token_embd.weight": (v, d), "output_norm.weight": (d,)}
+    if not config["tie_word_embeddings"]:
+        shapes["output.weight"] = (v, d)
+    layer = {
+        "attn_norm.weight": (d,), "ffn_norm.weight": (d,),
+        "attn_q.weight": (heads * hd, d), "attn_k.weight": (kv * hd, d), "attn_v.weight": (kv * hd, d),
+        "attn_output.weight": (d, heads * hd),
+        "ffn_gate.weight": (f, d), "ffn_up.weight": (f, d), "ffn_down.weight": (d, f),
+    }
+    if config["model_type"] == "qwen3":
+        layer.update({"attn_q_norm.weight": (hd,), "attn_k_norm.weight": (hd,)})
+    if config["attention_bias"]:
+        layer.update({"attn_q.bias": (heads * hd,), "attn_k.bias": (kv * hd,), "attn_v.bias": (kv * hd,)})
+        if any(n.endswith("attn_output.bias") for n in names):
+            layer["attn_output.bias"] = (d,)
+    if config["mlp_bias"]:
+        layer.update({"ffn_gate.bias": (f,), "ffn_up.bias": (f,), "ffn_down.bias": (d,)})
+    for i in range(config["num_hidden_layers"]):
+        shapes.update({f"blk.{i}.{name}": shape for name, shape in layer.items()})
+    return shapes
+
+
+def check_tensors(path: Path, config: Mapping[str, Any], tensors: tuple[TensorInfo, ...]) -> None:
+    """Every tensor one the config's architecture has, with its shape; none missing."""
+    found = {t.name: t for t in tensors}
+    expected = expected_shapes(config, set(found))
+    for name, tensor in found.items():
+        if name not in expected:
+            raise CheckpointError(f"{path}: GGUF tensor {name!r:.80} is not part of this model "
+                                  f"({config['num_hidden_layers']} layers, {config['model_type']})")
+        if tensor.shape != expected[name]:
+            raise CheckpointError(f"{path}: GGUF tensor {name}: shape {tensor.shape}, the metadata gives "
+                                  f"{expected[name]}")
+    missing = sorted(set(expected) - set(found))
+    if missing:
+        raise CheckpointError(f"{path}: GGUF file is missing {len(missing)} tensor(s), e.g. {', '.join(missing[:3])}")
