@@ -295,18 +295,81 @@ def write_tokenizer_files(checkpoint: GGUFCheckpoint, out_dir: str | os.PathLike
     )
 
 
+class ConvertError(ValueError):
+    """A conversion destination that cannot be written safely (empty name, not empty, a file)."""
+
+
+def _check_destination(gguf_path: Path, out_dir: str | os.PathLike[str], overwrite: bool) -> Path:
+    """The output directory, refused before any work when writing it could lose data."""
+    if not str(out_dir).strip():
+        raise ConvertError("the output directory is an empty name; give the directory to write")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ConvertError(f"{out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise ConvertError(f"{out}: directory is not empty; pass --overwrite (overwrite=True) to replace it")
+        real = out.resolve()
+        if Path.cwd().resolve().is_relative_to(real) or gguf_path.resolve().is_relative_to(real):
+            raise ConvertError(f"{out}: holds the current directory or the input file; cannot replace it")
+    return out
+
+
+def _validate_written(gguf_path: Path, staged: Path, dtype: "torch.dtype") -> None:
+    """Load what was written with the checks ``run`` makes (config, weights, tokenizer)."""
+    from specpath_engine.model import LlamaModel
+    from specpath_engine.tokenizer import load_tokenizer
+
+    try:
+        LlamaModel.from_pretrained(staged, dtype=dtype)
+        if (staged / TOKENIZER_NAME).is_file():
+            load_tokenizer(staged)
+    except (ValueError, FileNotFoundError) as exc:
+        raise CheckpointError(f"{gguf_path}: the converted checkpoint does not load ({' '.join(str(exc).split())})") from None
+
+
 def convert_gguf(
-    gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, dtype: "torch.dtype | None" = None
+    gguf_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    dtype: "torch.dtype | None" = None,
+    overwrite: bool = False,
 ) -> Path:
-    """Write an HF checkpoint (config.json, model.safetensors, tokenizer files) from a GGUF file."""
+    """Write an HF checkpoint (config.json, model.safetensors, tokenizer files) from a GGUF file.
+
+    The files are written to a staging directory beside ``out_dir`` and loaded back with the
+    engine's own checks before they replace it, so a failed conversion leaves ``out_dir`` as it
+    was and a replaced one keeps no file of the checkpoint it held. A non-empty ``out_dir`` is
+    refused unless ``overwrite``.
+    """
+    import shutil
+    import tempfile
+
     import torch
 
     dtype = torch.float32 if dtype is None else dtype
+    gguf_path = Path(gguf_path)
+    out = _check_destination(gguf_path, out_dir, overwrite)
     checkpoint = read_gguf(gguf_path)
-    tensors = checkpoint.state_dict(dtype)
-    config = {**checkpoint.config, "torch_dtype": str(dtype).removeprefix("torch.")}
-    out = save_checkpoint(
-        out_dir, config=config, state_dict=tensors, metadata={"source": f"gguf:{Path(gguf_path).name}"}
-    )
-    write_tokenizer_files(checkpoint, out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{out.name}.convert-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    staged.chmod(0o777 & ~umask)  # mkdtemp's 0700 would become the checkpoint's mode
+    try:
+        tensors = checkpoint.state_dict(dtype)
+        config = {**checkpoint.config, "torch_dtype": str(dtype).removeprefix("torch.")}
+        save_checkpoint(staged, config=config, state_dict=tensors, metadata={"source": f"gguf:{gguf_path.name}"})
+        del tensors
+        write_tokenizer_files(checkpoint, staged)
+        _validate_written(gguf_path, staged, dtype)
+        old = None
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, old / out.name)
+        os.replace(staged, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
     return out

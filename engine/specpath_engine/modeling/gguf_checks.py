@@ -68,7 +68,7 @@ class Metadata:
         value = self.meta.get(key)
         if value is None:
             return None
-        if not isinstance(value, list) or not all(isinstance(v, item) and not isinstance(v, bool) for v in value):
+        if not isinstance(value, list) or not set(map(type, value)) <= {item}:  # exact types: no bool for int
             raise self.error(key, f"must be an array of {item.__name__}")
         return value
 
@@ -92,12 +92,13 @@ def check_tokenizer(md: Metadata, vocab_size: int) -> list[str]:
         raise md.error("tokenizer.ggml.token_type", f"{len(types)} types for {len(tokens)} tokens")
     for i, merge in enumerate(merges or ()):
         left, sep, right = merge.partition(" ")
+        if left in index and right in index and left + right in index:
+            continue
         if not sep or not left or not right:
             raise md.error(f"tokenizer.ggml.merges[{i}]", f"{merge!r:.60} is not two tokens separated by a space")
-        for part in (left, right, left + right):
-            if part not in index:
-                raise md.error(f"tokenizer.ggml.merges[{i}]", f"{merge!r:.60} names {part!r:.40}, which is not in "
-                               f"tokenizer.ggml.tokens")
+        part = next(p for p in (left, right, left + right) if p not in index)
+        raise md.error(f"tokenizer.ggml.merges[{i}]", f"{merge!r:.60} names {part!r:.40}, which is not in "
+                       f"tokenizer.ggml.tokens")
     return tokens
 
 

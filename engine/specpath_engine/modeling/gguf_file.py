@@ -18,10 +18,11 @@ keys or tensor names.
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import struct
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import attrs
 
@@ -87,29 +88,51 @@ class GGUFFile:
 
 
 class _Reader:
-    """A file read with every length checked against the bytes left in it."""
+    """A buffer (the file's memory map) read with every length checked against the bytes left."""
 
-    def __init__(self, f: BinaryIO, size: int) -> None:
-        self.f, self.size = f, size
+    def __init__(self, buf: Any, size: int) -> None:
+        self.buf, self.size, self.at = buf, size, 0
 
     @property
     def left(self) -> int:
-        return self.size - self.f.tell()
+        return self.size - self.at
 
     def fits(self, count: int, each: int, what: str) -> None:
-        if count * each > self.left:
+        if count * each > self.size - self.at:
             raise GGUFFormatError(f"{what}: {count} items cannot fit in the {self.left} bytes left in the file")
 
     def read(self, n: int, what: str) -> bytes:
-        if n > self.left:
+        if n > self.size - self.at:
             raise GGUFFormatError(f"{what}: {n} bytes needed, {self.left} left (truncated file)")
-        return self.f.read(n)
+        self.at += n
+        return self.buf[self.at - n : self.at]
 
     def unpack(self, fmt: str, what: str) -> Any:
-        return struct.unpack(fmt, self.read(struct.calcsize(fmt), what))[0]
+        n = struct.calcsize(fmt)
+        if n > self.size - self.at:
+            raise GGUFFormatError(f"{what}: {n} bytes needed, {self.left} left (truncated file)")
+        self.at += n
+        return struct.unpack_from(fmt, self.buf, self.at - n)[0]
 
     def string(self, what: str) -> str:
         return self.read(self.unpack("<Q", what), what).decode("utf-8", errors="surrogateescape")
+
+    def strings(self, count: int, what: str) -> list[str]:
+        """``count`` strings (a 49k-token vocabulary: the hot loop of the parse)."""
+        buf, size, at, out = self.buf, self.size, self.at, []
+        length = struct.Struct("<Q").unpack_from
+        for i in range(count):
+            if at + 8 > size:
+                self.at = at
+                raise GGUFFormatError(f"{what}[{i}]: truncated file")
+            (n,) = length(buf, at)
+            if at + 8 + n > size:
+                self.at = at
+                raise GGUFFormatError(f"{what}[{i}]: {n} bytes needed, {size - at - 8} left (truncated file)")
+            out.append(buf[at + 8 : at + 8 + n].decode("utf-8", errors="surrogateescape"))
+            at += 8 + n
+        self.at = at
+        return out
 
     def value(self, kind: int, what: str, depth: int = 0) -> Any:
         if kind in _SCALARS:
@@ -123,7 +146,7 @@ class _Reader:
             raise GGUFFormatError(f"{what}: array of unknown value type {item}")
         self.fits(count, _MIN_BYTES[item], f"{what} (array)")
         if item == _STRING:
-            return [self.string(f"{what}[{i}]") for i in range(count)]
+            return self.strings(count, what)
         if item in _NUMPY:
             import numpy as np
 
@@ -158,36 +181,44 @@ def _tensor(r: _Reader, index: int) -> TensorInfo:
     return TensorInfo(name, tuple(reversed(dims)), type_id, offset)
 
 
+def _header(r: _Reader) -> tuple[int, dict[str, Any], list[TensorInfo]]:
+    version = r.unpack("<I", "header version")
+    if version not in (2, 3):
+        raise GGUFFormatError(f"GGUF version {version} is not supported (2 and 3 are)")
+    num_tensors, num_kv = r.unpack("<Q", "header tensor count"), r.unpack("<Q", "header metadata count")
+    r.fits(num_kv, _MIN_KV_BYTES, "header metadata count")
+    metadata: dict[str, Any] = {}
+    for i in range(num_kv):
+        key = r.string(f"metadata key {i}")
+        if key in metadata:
+            raise GGUFFormatError(f"metadata key {key!r:.80} appears twice")
+        metadata[key] = r.value(r.unpack("<I", f"{key!r:.80} type"), f"metadata {key!r:.80}")
+    r.fits(num_tensors, _MIN_TENSOR_BYTES, "header tensor count")
+    tensors: list[TensorInfo] = []
+    names: set[str] = set()
+    for i in range(num_tensors):
+        tensor = _tensor(r, i)
+        if tensor.name in names:
+            raise GGUFFormatError(f"tensor {tensor.name!r:.80} appears twice")
+        names.add(tensor.name)
+        tensors.append(tensor)
+    return version, metadata, tensors
+
+
 def parse_gguf(path: str | os.PathLike[str]) -> GGUFFile:
     """Metadata and tensor descriptors of ``path`` (GGUFFormatError for anything malformed)."""
     path = Path(path)
     with open(path, "rb") as f:
-        r = _Reader(f, os.fstat(f.fileno()).st_size)
-        if f.read(4) != MAGIC:
+        size = os.fstat(f.fileno()).st_size
+        if size < 4 or f.read(4) != MAGIC:
             raise GGUFFormatError("no GGUF magic number")
-        version = r.unpack("<I", "header version")
-        if version not in (2, 3):
-            raise GGUFFormatError(f"GGUF version {version} is not supported (2 and 3 are)")
-        num_tensors, num_kv = r.unpack("<Q", "header tensor count"), r.unpack("<Q", "header metadata count")
-        r.fits(num_kv, _MIN_KV_BYTES, "header metadata count")
-        metadata: dict[str, Any] = {}
-        for i in range(num_kv):
-            key = r.string(f"metadata key {i}")
-            if key in metadata:
-                raise GGUFFormatError(f"metadata key {key!r:.80} appears twice")
-            metadata[key] = r.value(r.unpack("<I", f"{key!r:.80} type"), f"metadata {key!r:.80}")
-        r.fits(num_tensors, _MIN_TENSOR_BYTES, "header tensor count")
-        tensors: list[TensorInfo] = []
-        names: set[str] = set()
-        for i in range(num_tensors):
-            tensor = _tensor(r, i)
-            if tensor.name in names:
-                raise GGUFFormatError(f"tensor {tensor.name!r:.80} appears twice")
-            names.add(tensor.name)
-            tensors.append(tensor)
-        alignment = _alignment(metadata)
-        data_offset = -(-f.tell() // alignment) * alignment
-        _check_layout(tensors, alignment, r.size - data_offset)
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            r = _Reader(buf, size)
+            r.at = 4
+            version, metadata, tensors = _header(r)
+            alignment = _alignment(metadata)
+            data_offset = -(-r.at // alignment) * alignment
+            _check_layout(tensors, alignment, size - data_offset)
     return GGUFFile(path=path, version=version, metadata=metadata, tensors=tuple(tensors), data_offset=data_offset,
                     alignment=alignment)
 
