@@ -70,16 +70,17 @@ def _value(kind: int, value: Any) -> bytes:
         return struct.pack(_SCALARS[kind], value)
     if kind == STRING:
         return _string(value)
+    if isinstance(value, bytes):  # pre-encoded (nested_array)
+        return value
     item, items = value
     return struct.pack("<IQ", item, len(items)) + b"".join(_value(item, v) for v in items)
 
 
 def nested_array(depth: int) -> Value:
-    """``[[[...[1]...]]]``, ``depth`` arrays deep."""
-    value: Any = (UINT32, [1])
-    for _ in range(depth - 1):
-        value = (ARRAY, [value])
-    return Value(ARRAY, value)
+    """``[[[...[1]...]]]``, ``depth`` arrays deep, pre-encoded (too deep to encode recursively)."""
+    inner = struct.pack("<IQI", UINT32, 1, 1)
+    outer = struct.pack("<IQ", ARRAY, 1) * (depth - 1)
+    return Value(ARRAY, outer + inner)
 
 
 class _Decoder:

@@ -268,8 +268,8 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFCheckpoint:
     for name in names:
         hf_tensor_name(name)  # fail now, not halfway through loading
     config = _hf_config(md, arch, names)
-    check_tensors(path, config, file.tensors)
     tokens = check_tokenizer(md, config["vocab_size"])
+    check_tensors(path, config, file.tensors)
     template = md.str("tokenizer.chat_template")
     special = check_special_ids(md, config["vocab_size"])
     tokenizer_config = tokenizer_config_dict(

@@ -83,7 +83,7 @@ def check_tokenizer(md: Metadata, vocab_size: int) -> list[str]:
     if tokens is None:
         return []
     if len(tokens) > vocab_size:
-        raise md.error("tokenizer.ggml.tokens", f"{len(tokens)} tokens for a model vocabulary of {vocab_size}")
+        raise md.error("tokenizer.ggml.tokens", f"{len(tokens)} tokens for a model vocabulary (vocab_size) of {vocab_size}")
     index = {token: i for i, token in enumerate(tokens)}
     if len(index) != len(tokens):
         duplicate = next(t for i, t in enumerate(tokens) if index[t] != i)
@@ -108,13 +108,14 @@ def check_special_ids(md: Metadata, vocab_size: int) -> dict[str, int | None]:
     return {role: md.int(f"tokenizer.ggml.{key}_token_id", None, low=0, high=vocab_size - 1) for role, key in keys}
 
 
-def expected_shapes(config: Mapping[str, Any], names: set[str]) -> dict[str, tuple[int, ...]]:
-    """llama.cpp tensor name -> numpy shape, for the HF ``config`` :func:`gguf._hf_config` built."""
+def _shapes(config: Mapping[str, Any], names: set[str]) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
+    """(global tensors, one layer's tensors after ``blk.N.``): llama.cpp name -> numpy shape,
+    for the HF ``config`` that ``gguf._hf_config`` built."""
     d, f, v = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
     heads, kv, hd = config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]
-    shapes: dict[str, tuple[int, ...]] = {"token_embd.weight": (v, d), "output_norm.weight": (d,)}
+    globals_: dict[str, tuple[int, ...]] = {"token_embd.weight": (v, d), "output_norm.weight": (d,)}
     if not config["tie_word_embeddings"]:
-        shapes["output.weight"] = (v, d)
+        globals_["output.weight"] = (v, d)
     layer = {
         "attn_norm.weight": (d,), "ffn_norm.weight": (d,),
         "attn_q.weight": (heads * hd, d), "attn_k.weight": (kv * hd, d), "attn_v.weight": (kv * hd, d),
@@ -129,22 +130,37 @@ def expected_shapes(config: Mapping[str, Any], names: set[str]) -> dict[str, tup
             layer["attn_output.bias"] = (d,)
     if config["mlp_bias"]:
         layer.update({"ffn_gate.bias": (f,), "ffn_up.bias": (f,), "ffn_down.bias": (d,)})
-    for i in range(config["num_hidden_layers"]):
-        shapes.update({f"blk.{i}.{name}": shape for name, shape in layer.items()})
-    return shapes
+    return globals_, layer
+
+
+def _expected(name: str, layers: int, globals_: Mapping[str, tuple[int, ...]],
+              layer: Mapping[str, tuple[int, ...]]) -> tuple[int, ...] | None:
+    if name in globals_:
+        return globals_[name]
+    block, _, rest = name.partition(".")[2].partition(".")
+    if name.startswith("blk.") and block.isdigit() and int(block) < layers and rest in layer:
+        return layer[rest]
+    return None
 
 
 def check_tensors(path: Path, config: Mapping[str, Any], tensors: tuple[TensorInfo, ...]) -> None:
-    """Every tensor one the config's architecture has, with its shape; none missing."""
+    """Every tensor one the config's architecture has, with its shape; none missing. Works
+    tensor by tensor: a layer count of 2**31 costs no more than the file's own tensors."""
     found = {t.name: t for t in tensors}
-    expected = expected_shapes(config, set(found))
+    layers = config["num_hidden_layers"]
+    globals_, layer = _shapes(config, set(found))
     for name, tensor in found.items():
-        if name not in expected:
+        shape = _expected(name, layers, globals_, layer)
+        if shape is None:
             raise CheckpointError(f"{path}: GGUF tensor {name!r:.80} is not part of this model "
-                                  f"({config['num_hidden_layers']} layers, {config['model_type']})")
-        if tensor.shape != expected[name]:
-            raise CheckpointError(f"{path}: GGUF tensor {name}: shape {tensor.shape}, the metadata gives "
-                                  f"{expected[name]}")
-    missing = sorted(set(expected) - set(found))
-    if missing:
-        raise CheckpointError(f"{path}: GGUF file is missing {len(missing)} tensor(s), e.g. {', '.join(missing[:3])}")
+                                  f"({layers} layers, {config['model_type']})")
+        if tensor.shape != shape:
+            raise CheckpointError(f"{path}: GGUF tensor {name}: shape {tensor.shape}, the metadata gives {shape}")
+    if len(found) < len(globals_) + layers * len(layer):  # every found name is distinct and expected
+        missing = [n for n in globals_ if n not in found]
+        for i in range(layers):
+            missing += [f"blk.{i}.{n}" for n in layer if f"blk.{i}.{n}" not in found]
+            if len(missing) >= 3:
+                break
+        raise CheckpointError(f"{path}: GGUF file is missing "
+                              f"{len(globals_) + layers * len(layer) - len(found)} tensor(s), e.g. {', '.join(missing[:3])}")
