@@ -158,7 +158,7 @@ def load_mtp_modules(path: str | Path, *, embed_tokens=None, lm_head=None) -> li
     weights = Path(path) / "model.safetensors"
     if not weights.exists():
         raise ValueError(f"{weights}: missing (the MTP checkpoint has no weights)")
-    from specpath_engine.modeling.checkpoint import CheckpointError, check_safetensors_header
+    from specpath_engine.modeling.checkpoint import check_safetensors_header
 
     check_safetensors_header(weights)  # framing and float dtypes, one line naming the file
     with safe_open(str(weights), framework="pt") as f:
@@ -174,8 +174,8 @@ def load_mtp_modules(path: str | Path, *, embed_tokens=None, lm_head=None) -> li
             found = {k[len(prefix):] for k in names if k.startswith(prefix)}
             missing, extra = sorted(set(expected) - found), sorted(found - set(expected))
             if missing or extra:
-                raise ValueError(f"{weights}: module {i} does not match the config (missing {missing[:3]}, "
-                                 f"unexpected {extra[:3]})")
+                raise CheckpointError(f"{weights}: module {i} does not match the config (missing "
+                                      f"{[prefix + k for k in missing[:3]]}, unexpected {[prefix + k for k in extra[:3]]})")
             state = {}
             for name, shape in expected.items():
                 tensor = f.get_tensor(prefix + name)
