@@ -5,6 +5,7 @@ field, raised by ``read_gguf`` (before any weight is read) or, for bad weight va
 from __future__ import annotations
 
 import math
+import re
 import struct
 
 import attrs
@@ -316,3 +317,32 @@ def test_fuzzed_header_loads_or_fails_in_one_line(tmp_path, base, data):
         for name, tensor in tensors.items():  # a file that loads has the metadata's shapes, finite
             assert bool(tensor.isfinite().all()), name
         assert tensors["model.embed_tokens.weight"].shape[0] == checkpoint.config["vocab_size"]
+
+
+# -- through the public entry points ------------------------------------------------------------
+
+
+def _poison_merges(parts):
+    item, merges = parts.metadata["tokenizer.ggml.merges"].value
+    parts.metadata["tokenizer.ggml.merges"] = Value(ARRAY, (item, merges + ["Ġ zz"]))
+
+
+def _poison_weights(parts):
+    at = parts.tensor("output_norm.weight").offset
+    parts.data = parts.data[:at] + struct.pack("<f", math.nan) + parts.data[at + 4:]
+
+
+@pytest.mark.parametrize("poison,field", [(_poison_merges, "tokenizer.ggml.merges[6]"),
+                                          (_poison_weights, "output_norm.weight has NaN")])
+def test_run_and_llm_refuse_in_one_line(tmp_path, parts, capsys, poison, field):
+    from specpath.cli import main
+    from specpath_engine.llm import LLM
+
+    poison(parts)
+    file = _write(tmp_path, parts.encode())
+    assert main(["run", "--model", str(file), "--prompt", "hi", "--max-tokens", "2"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(file) in err and field in err, err
+    with pytest.raises(ValueError, match=re.escape(field)) as info:
+        LLM(str(file))
+    assert "\n" not in str(info.value) and str(file) in str(info.value)
