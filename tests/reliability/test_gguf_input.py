@@ -346,3 +346,10 @@ def test_run_and_llm_refuse_in_one_line(tmp_path, parts, capsys, poison, field):
     with pytest.raises(ValueError, match=re.escape(field)) as info:
         LLM(str(file))
     assert "\n" not in str(info.value) and str(file) in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["blk.01.ffn_up.weight", "blk.1.ffn_up.weight\n", "blk.1.ssm_a.weight", "x" * 5000])
+def test_tensor_names_that_are_not_the_models(tmp_path, parts, name):
+    parts.tensor("blk.1.ffn_up.weight").name = name
+    message = _refused(_write(tmp_path, parts.encode()))
+    assert repr(name)[:40] in message

@@ -73,14 +73,14 @@ def is_gguf(path: str | os.PathLike[str]) -> bool:
 
 def hf_tensor_name(gguf_name: str) -> str:
     """The HF parameter name of a llama.cpp tensor name; CheckpointError for an unknown one."""
-    match = _LAYER_NAME.match(gguf_name)
+    match = _LAYER_NAME.fullmatch(gguf_name)
     if match and match.group(2) in _LAYER_TENSORS:
         layer, part, kind = match.groups()
         return f"model.layers.{layer}.{_LAYER_TENSORS[part]}.{kind}"
-    match = _GLOBAL_NAME.match(gguf_name)
+    match = _GLOBAL_NAME.fullmatch(gguf_name)
     if match and match.group(1) in _GLOBAL_TENSORS:
         return f"{_GLOBAL_TENSORS[match.group(1)]}.{match.group(2)}"
-    raise CheckpointError(f"GGUF tensor {gguf_name!r} has no Hugging Face counterpart in this model")
+    raise CheckpointError(f"GGUF tensor {gguf_name!r:.80} has no Hugging Face counterpart in this model")
 
 
 def unpermute_rows(weight: Any, n_heads: int) -> Any:
@@ -265,8 +265,11 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFCheckpoint:
             f"{path}: GGUF architecture {arch!r:.40} is not supported; allowed: {', '.join(SUPPORTED_ARCHITECTURES)}"
         )
     names = {t.name for t in file.tensors}
-    for name in names:
-        hf_tensor_name(name)  # fail now, not halfway through loading
+    for name in names:  # fail now, not halfway through loading
+        try:
+            hf_tensor_name(name)
+        except CheckpointError as exc:
+            raise CheckpointError(f"{path}: {exc}") from None
     config = _hf_config(md, arch, names)
     tokens = check_tokenizer(md, config["vocab_size"])
     check_tensors(path, config, file.tensors)

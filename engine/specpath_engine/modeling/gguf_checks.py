@@ -138,7 +138,7 @@ def _expected(name: str, layers: int, globals_: Mapping[str, tuple[int, ...]],
     if name in globals_:
         return globals_[name]
     block, _, rest = name.partition(".")[2].partition(".")
-    if name.startswith("blk.") and block.isdigit() and int(block) < layers and rest in layer:
+    if name.startswith("blk.") and block.isdigit() and str(int(block)) == block and int(block) < layers and rest in layer:
         return layer[rest]
     return None
 
