@@ -396,6 +396,50 @@ class LlamaModel(nn.Module):
 
     # -- loading -----------------------------------------------------------------------------
 
+    @staticmethod
+    def _config_from(raw: Mapping[str, Any], source: Path) -> LlamaConfig:
+        try:
+            config = LlamaConfig.from_hf_dict(raw)
+        except (ValueError, TypeError) as exc:
+            raise checkpoint.CheckpointError(f"{source}: {exc}") from None
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                     "num_key_value_heads", "head_dim", "max_position_embeddings"):
+            value = getattr(config, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise checkpoint.CheckpointError(f"{source}: {name} must be a positive integer, got {value!r:.40}")
+        return config
+
+    @classmethod
+    def _expected_tensors(
+        cls, config: LlamaConfig, dtype: torch.dtype, source: Path
+    ) -> tuple["LlamaModel", dict[str, torch.Size], frozenset[str]]:
+        """(the model on meta, name -> shape of every tensor it loads, the optional names), after
+        checking the model fits in memory."""
+        from specpath_engine.modeling.memory import llama_bytes, require_memory
+
+        itemsize = max(torch.empty((), dtype=dtype).element_size(), 4)  # loaded in float32 first
+        require_memory(llama_bytes(config, itemsize), "the model", source)
+        with torch.device("meta"):
+            model = cls(config)
+        expected = {name: p.shape for name, p in model.named_parameters(remove_duplicate=False)}
+        optional = frozenset({"lm_head.weight"}) if config.tie_word_embeddings else frozenset()
+        if config.tie_word_embeddings:
+            expected.pop("lm_head.weight")
+        return model, expected, optional
+
+    @classmethod
+    def check_pretrained(cls, path: str | os.PathLike[str], *, dtype: torch.dtype = torch.float32) -> LlamaConfig:
+        """The checks :meth:`from_pretrained` makes on an HF directory (config, memory, tensor
+        names, shapes and dtypes), reading the weight files' headers only: what a writer that
+        checked its values runs on what it wrote (``specpath convert``)."""
+        config = cls._config_from(checkpoint.read_config(path), Path(path) / checkpoint.CONFIG_NAME)
+        _, expected, optional = cls._expected_tensors(config, dtype, Path(path))
+        found = {name: torch.empty(shape, device="meta") for name, shape in checkpoint.tensor_shapes(path).items()}
+        if config.tie_word_embeddings:
+            found.pop("lm_head.weight", None)
+        checkpoint.check_state_dict(expected, found, optional=optional, source=str(path))
+        return config
+
     @classmethod
     def from_pretrained(
         cls,
@@ -416,28 +460,12 @@ class LlamaModel(nn.Module):
             raw, source = gguf_file.config, Path(path)
         else:
             raw, source = checkpoint.read_config(path), Path(path) / checkpoint.CONFIG_NAME
-        try:
-            config = LlamaConfig.from_hf_dict(raw)
-        except (ValueError, TypeError) as exc:
-            raise checkpoint.CheckpointError(f"{source}: {exc}") from None
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                     "num_key_value_heads", "head_dim", "max_position_embeddings"):
-            value = getattr(config, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise checkpoint.CheckpointError(f"{source}: {name} must be a positive integer, got {value!r:.40}")
-        from specpath_engine.modeling.memory import llama_bytes, require_memory
-
-        itemsize = max(torch.empty((), dtype=dtype).element_size(), 4)  # loaded in float32 first
-        require_memory(llama_bytes(config, itemsize), "the model", source)
-        with torch.device("meta"):
-            model = cls(config)
+        config = cls._config_from(raw, source)
+        model, expected, optional = cls._expected_tensors(config, dtype, source)
         own = gguf_file.state_dict(dtype) if gguf_file is not None else checkpoint.load_state_dict(path)
         tensors = {**(shared_tensors or {}), **own}
-        expected = {name: p.shape for name, p in model.named_parameters(remove_duplicate=False)}
-        optional = frozenset({"lm_head.weight"}) if config.tie_word_embeddings else frozenset()
         if config.tie_word_embeddings:
             tensors.pop("lm_head.weight", None)
-            expected.pop("lm_head.weight")
         tensors = checkpoint.check_state_dict(expected, tensors, optional=optional, source=str(path))
         model.load_state_dict(tensors, strict=False, assign=True)
         if config.tie_word_embeddings:
