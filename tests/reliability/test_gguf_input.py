@@ -353,3 +353,49 @@ def test_tensor_names_that_are_not_the_models(tmp_path, parts, name):
     parts.tensor("blk.1.ffn_up.weight").name = name
     message = _refused(_write(tmp_path, parts.encode()))
     assert repr(name)[:40] in message
+
+
+_KEYS = ["general.alignment", "llama.block_count", "llama.embedding_length", "llama.feed_forward_length",
+         "llama.attention.head_count", "llama.attention.head_count_kv", "llama.context_length", "llama.vocab_size",
+         "llama.rope.dimension_count", "llama.attention.layer_norm_rms_epsilon", "llama.rope.freq_base",
+         "llama.rope.scaling.type", "llama.rope.scaling.factor", "tokenizer.ggml.bos_token_id",
+         "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id", "tokenizer.ggml.add_bos_token",
+         "tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges", "tokenizer.chat_template",
+         "general.architecture", "general.name"]
+_values = st.one_of(
+    st.builds(Value, st.just(UINT32), st.integers(0, 2**32 - 1)),
+    st.builds(Value, st.just(UINT32), st.sampled_from([0, 1, 2, 4, 8, 32, 64, 128, 265, 2**31])),
+    st.builds(Value, st.just(INT32), st.integers(-(2**31), 2**31 - 1)),
+    st.builds(Value, st.just(UINT64), st.integers(0, 2**64 - 1)),
+    st.builds(Value, st.just(FLOAT32), st.floats(width=32)),
+    st.builds(Value, st.just(STRING), st.sampled_from(["", "llama", "qwen3", "linear", "yarn", "x", "Ġ t"])),
+    st.builds(Value, st.just(7), st.booleans()),
+    st.builds(Value, st.just(ARRAY), st.tuples(st.just(UINT32), st.lists(st.integers(0, 300), max_size=4))),
+    st.builds(Value, st.just(ARRAY), st.tuples(st.just(STRING), st.lists(st.sampled_from(["a", "Ġ t", "h e"]), max_size=4))),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(changes=st.dictionaries(st.sampled_from(_KEYS), st.one_of(st.none(), _values), min_size=1, max_size=3))
+def test_fuzzed_metadata_loads_sanely_or_fails_in_one_line(tmp_path, base, changes):
+    """Any typed value (or none) for any key the reader uses: one line, or a config that makes sense."""
+    parts = gguf_bytes.decode(base.encode())
+    for key, value in changes.items():
+        if value is None:
+            parts.metadata.pop(key, None)
+        else:
+            parts.metadata[key] = value
+    file = _write(tmp_path, parts.encode(pad_to=64))
+    try:
+        checkpoint = read_gguf(file)
+    except CheckpointError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 400 and str(file) in str(exc)
+        return
+    c = checkpoint.config
+    assert c["rms_norm_eps"] > 0 and math.isfinite(c["rms_norm_eps"])
+    assert c["rope_theta"] > 0 and math.isfinite(c["rope_theta"])
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        assert c[key] is None or 0 <= c[key] < c["vocab_size"]
+    assert c["num_attention_heads"] % c["num_key_value_heads"] == 0
+    tensors = checkpoint.state_dict()
+    assert tensors["model.embed_tokens.weight"].shape == (c["vocab_size"], c["hidden_size"])
