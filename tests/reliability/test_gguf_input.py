@@ -399,3 +399,15 @@ def test_fuzzed_metadata_loads_sanely_or_fails_in_one_line(tmp_path, base, chang
     assert c["num_attention_heads"] % c["num_key_value_heads"] == 0
     tensors = checkpoint.state_dict()
     assert tensors["model.embed_tokens.weight"].shape == (c["vocab_size"], c["hidden_size"])
+
+
+@pytest.mark.parametrize("key", ["tokenizer.ggml.tokens", "tokenizer.ggml.merges", "tokenizer.chat_template"])
+def test_text_that_is_not_utf8(tmp_path, parts, key):
+    value = parts.metadata[key].value
+    if key == "tokenizer.chat_template":
+        parts.metadata[key] = Value(STRING, value + "\udcff")
+        field = key
+    else:
+        value[1][3] = "\udcff" + value[1][3]
+        field = f"{key}[3]"
+    _refused(_write(tmp_path, parts.encode()), field, "not valid UTF-8")

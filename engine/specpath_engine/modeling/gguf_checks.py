@@ -56,7 +56,18 @@ class Metadata:
         value = self.meta.get(key, default)
         if value is not None and not isinstance(value, str):
             raise self.error(key, f"must be a string, got {type(value).__name__}")
+        if value is not None:
+            self._utf8(key, [value])
         return value
+
+    def _utf8(self, key: str, texts: list[Any]) -> None:
+        """The parser keeps invalid UTF-8 as surrogates; text the tokenizer or a template reads must
+        be real UTF-8 (the tokenizers library fails on it with a message about something else)."""
+        try:
+            "".join(texts).encode("utf-8")
+        except UnicodeEncodeError:
+            at = next(i for i, t in enumerate(texts) if not _encodes(t))
+            raise self.error(key if len(texts) == 1 else f"{key}[{at}]", "is not valid UTF-8") from None
 
     def bool(self, key: str, default: bool) -> bool:
         value = self.meta.get(key, default)
@@ -70,7 +81,17 @@ class Metadata:
             return None
         if not isinstance(value, list) or not set(map(type, value)) <= {item}:  # exact types: no bool for int
             raise self.error(key, f"must be an array of {item.__name__}")
+        if item is str:
+            self._utf8(key, value)
         return value
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_tokenizer(md: Metadata, vocab_size: int) -> list[str]:
