@@ -53,6 +53,16 @@ def position_generator(seed: int, position: int, device: torch.device | str = "c
     return torch.Generator(device=device).manual_seed(key)
 
 
+_DRAFT_SALT = 0x5D5A_0D7A_F7E5_D1A1  # keeps the drafter's stream apart from the verifier's
+
+
+def draft_generator(seed: int, position: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """The drafter's generator for a step whose first draft lands at ``position``: like
+    :func:`position_generator` a function of ``(seed, position)`` only, on its own stream, so a
+    step re-run after preemption drafts the same tokens."""
+    return position_generator(seed ^ _DRAFT_SALT, position, device)
+
+
 def draw_uniforms(
     needs: Sequence[bool], counts: Sequence[int], generators: list[torch.Generator | None], device: torch.device,
 ) -> tuple[torch.Tensor, torch.Tensor]:
