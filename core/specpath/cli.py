@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from specpath.errors import PluginError, SpeculativeConfigError
+from specpath.errors import InputError, PluginError, SpeculativeConfigError
 
 COMMANDS_GROUP = "specpath.commands"
 """Entry-point group of command modules from other distributions."""
@@ -392,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 1
         return int(args.func(args) or 0)
-    except (SpeculativeConfigError, PluginError, CommandError) as exc:
+    except (SpeculativeConfigError, PluginError, InputError, CommandError) as exc:
         prog = exc.prog if isinstance(exc, CommandError) else "specpath"
         print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1

@@ -207,6 +207,10 @@ class LLM:
         from specpath_engine.quantization import QUANTIZATIONS
         from specpath_engine.tokenizer import load_tokenizer
 
+        from specpath_engine.arguments import EngineArgumentError, check_device, check_dtype, check_seed, check_threads
+
+        num_threads, seed = check_threads(num_threads), check_seed(seed)
+        dtype, device = check_dtype(dtype), check_device(device)
         if num_threads is not None:
             torch.set_num_threads(num_threads)
         from specpath.config.speculative import SpeculativeConfig
@@ -219,7 +223,7 @@ class LLM:
                 speculative_config = load_speculative_config_text(speculative_config)
             model, speculative_config = maybe_override_with_speculators(os.fspath(model), speculative_config)
         if quantization is not None and quantization not in QUANTIZATIONS:
-            raise ValueError(f"quantization: {quantization!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}")
+            raise EngineArgumentError(f"quantization: {quantization!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}")
         path = _model_path(model)
         raw_config = load_hf_config(str(path))
         dtype = resolve_dtype(dtype, raw_config.get("torch_dtype") or raw_config.get("dtype"), device)
@@ -229,7 +233,10 @@ class LLM:
         if kv_cache_memory is None and num_kv_blocks is None:
             kv_bytes: int | None = DEFAULT_KV_CACHE_MEMORY
         else:
-            kv_bytes = None if kv_cache_memory is None else parse_size(kv_cache_memory)
+            try:
+                kv_bytes = None if kv_cache_memory is None else parse_size(kv_cache_memory)
+            except ValueError as exc:
+                raise EngineArgumentError(f"kv_cache_memory: {exc}") from None
         engine_config = EngineConfig.create(
             ModelConfig(
                 model=str(path),
@@ -289,13 +296,22 @@ class LLM:
         and drafter state freed, and :class:`RequestFailedError` (a ``RuntimeError`` with the
         original exception as ``__cause__``) is raised; the ``LLM`` stays usable.
         """
+        from specpath_engine.arguments import EngineArgumentError, check_prompt_text, check_token_ids
+
+        if prompts is None or isinstance(prompts, bytes) or not hasattr(prompts, "__iter__"):
+            raise EngineArgumentError(f"prompts: expected a string, a list of token ids or a list of either, "
+                                      f"got {type(prompts).__name__}")
         items = as_token_lists(prompts)
+        if not items:
+            raise EngineArgumentError("prompts: the list is empty; give at least one prompt")
+        vocab = self.model.config.vocab_size
         token_lists = []
-        for p in items:
+        for i, p in enumerate(items):
+            name = "prompt" if len(items) == 1 else f"prompts[{i}]"
             if isinstance(p, str):
-                token_lists.append(self.tokenizer.encode(p))
+                token_lists.append(check_token_ids(name, self.tokenizer.encode(check_prompt_text(name, p)), vocab))
             else:
-                token_lists.append([int(t) for t in p])
+                token_lists.append(check_token_ids(name, p, vocab))
         params = sampling_params if sampling_params is not None else SamplingParams()
         requests, self.metrics = self.engine.generate(token_lists, params)
         return [self._output(r, p if isinstance(p, str) else None) for r, p in zip(requests, items)]

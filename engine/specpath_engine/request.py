@@ -184,6 +184,6 @@ def as_token_lists(prompts: Any) -> list[Sequence[int] | str]:
     if isinstance(prompts, str):
         return [prompts]
     prompts = list(prompts)
-    if prompts and all(isinstance(t, int) for t in prompts):
-        return [prompts]
+    if prompts and all(isinstance(t, numbers.Number) for t in prompts):
+        return [prompts]  # one list of ids (a non-integer among them is refused when checked)
     return prompts
