@@ -126,8 +126,14 @@ def _model_path(model: str | os.PathLike[str] | None) -> Path:
 
     path = resolve_model_path(model)
     if not path.exists() and model is not None:
+        from specpath.hub import is_hub_id
         from specpath.hub import resolve_model_path as resolve_hub_id
 
+        if not is_hub_id(os.fspath(model)):
+            from specpath_engine.arguments import EngineArgumentError
+            from specpath_engine.modeling.named_models import unknown_model_message
+
+            raise EngineArgumentError(unknown_model_message(os.fspath(model)))
         path = Path(resolve_hub_id(os.fspath(model)))  # org/name from the local Hugging Face cache, never the network
     if is_gguf(path):
         return path
