@@ -332,9 +332,9 @@ class LLM:
         """Generate the assistant's reply to one conversation (a list of ``{"role", "content"}``
         dicts) or to each of several, through the checkpoint's chat template. Generation stops at
         the model's EOS unless ``ignore_eos`` is set; ``RequestOutput.prompt`` is the rendered text."""
-        from specpath_engine.chat import render_chat
+        from specpath_engine.chat import render_chat, split_conversations
 
-        conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
+        conversations = split_conversations(messages)
         tok = self.tokenizer
         prompts = [
             render_chat(
