@@ -183,6 +183,11 @@ class LLM:
         trust_remote_code: allow code named by configuration or shipped with a checkpoint to run
             (a ``custom_class`` proposer, a checkpoint-declared config class, a tokenizer
             ``auto_map``); off, nothing from a checkpoint is imported.
+
+    A bad argument here, or a bad prompt to :meth:`generate`, is one
+    ``specpath_engine.arguments.EngineArgumentError`` line (a ``ValueError``), raised before any
+    work; a bad conversation or checkpoint template in :meth:`chat` is one
+    ``specpath_engine.chat.ChatTemplateError`` line. Both are ``specpath.errors.InputError``.
     """
 
     def __init__(

@@ -143,7 +143,10 @@ class Request:
     error: str | None = None
     """One line (``Type: message``) when a step failed under the request (finish_reason "error")."""
     generator: Any = None
-    """The request's ``torch.Generator`` when it samples (handed to its drafter)."""
+    """A ``torch.Generator`` when the request samples (None when greedy). The drafter and the
+    verifier each get a fresh generator per step keyed by ``seed`` and the step's position
+    instead (``specpath_engine.sample.randomness``), so a step re-run after preemption draws
+    the same numbers."""
     seed: int = 0
     """The request's seed; the verifier's random numbers at a step depend only on it and the
     step's first position (``specpath_engine.sample.randomness.position_generator``)."""
