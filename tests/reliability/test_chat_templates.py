@@ -109,3 +109,20 @@ def test_fuzzed_templates_and_messages_render_or_fail_in_one_line(fragments, mes
         _one_line(exc)
     else:
         assert isinstance(out, str)
+
+
+@pytest.mark.parametrize(("template", "match"), [
+    ("{{ 1 / 0 }}", "chat template failed: ZeroDivisionError: division by zero"),
+    ("{{ 'x' * 3000000000 }}", "chat template stopped: a repetition"),
+    ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "RecursionError"),
+])
+def test_cli_run_chat_with_a_hostile_checkpoint_template_is_one_line(tmp_path, capsys, template, match):
+    import gguf_helpers
+    from specpath.cli import main
+
+    path = tmp_path / "hostile.gguf"
+    gguf_helpers.write_tiny_gguf(path, chat_template=template)
+    assert main(["run", "--model", str(path), "--chat", "--prompt", "hi", "--max-tokens", "2"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("specpath: error: chat template") and "\n" not in err
+    assert match in err and "Traceback" not in err and "(SPECPATH_DEBUG" not in err
