@@ -214,9 +214,12 @@ class Scheduler:
                 request.num_computed_tokens = cached
                 request.metrics.num_cached_tokens = cached
             new = self._prefill_chunk(request, budget)
-            positions = request.num_computed_tokens + new + c.num_lookahead_tokens
-            resumes = new == 0 and request.num_uncomputed == 1  # the prefix cache held all but its last token
-            if (new == 0 and not resumes) or not self.blocks.can_allocate(request.table, positions):
+            drafts = 0
+            if new == 0 and c.speculative and request.num_output_tokens > 0 and request.num_uncomputed == 1:
+                # the prefix cache held all of a preempted request but its last token: it decodes now
+                new, drafts = 1, self._draft_budget(request, k, budget)
+            positions = request.num_computed_tokens + new + drafts + c.num_lookahead_tokens
+            if new == 0 or not self.blocks.can_allocate(request.table, positions):
                 if fresh:  # give back the prefix-cache hits; retry next step
                     self.blocks.free(request.table)
                     request.num_computed_tokens = 0
@@ -225,10 +228,8 @@ class Scheduler:
             self.waiting.popleft()
             request.status = RequestStatus.RUNNING
             self.running.append(request)
-            if resumes:
-                continue  # it decodes (and drafts) from the next step on
-            scheduled.append(ScheduledRequest(request=request, num_new_tokens=new, max_draft_tokens=0))
-            budget -= new
+            scheduled.append(ScheduledRequest(request=request, num_new_tokens=new, max_draft_tokens=drafts))
+            budget -= new + drafts + (c.num_extra_draft_slots if drafts else 0)
 
         return SchedulerOutput(
             scheduled=scheduled,
