@@ -92,9 +92,11 @@ def _add_engine_args(p: argparse.ArgumentParser, *, model_help: str | None = Non
 
 def _threads(args: argparse.Namespace) -> int | None:
     if args.threads is not None:
-        return args.threads
+        from specpath_engine.arguments import check_threads
+
+        return check_threads(args.threads)  # once, before any engine is built (demo builds many)
     model = args.model
-    return 1 if model is None or model == "embedded" else None
+    return 1 if model is None or str(model).strip().casefold() == "embedded" else None
 
 
 def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -291,6 +293,7 @@ def _run_demo(args: argparse.Namespace, progress: bool, bars: list[Any]) -> tupl
     from specpath_engine.tokenizer import load_tokenizer
     from specpath_engine.modeling.named_models import resolve_model_path
 
+    _threads(args)  # a bad --threads is one line before any progress bar
     model, _ = demo_target(args.model)
     args.model = model
     only = set(args.methods.split(",")) if args.methods else None

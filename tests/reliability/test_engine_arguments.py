@@ -122,3 +122,9 @@ def test_fuzzed_token_ids_are_taken_exactly_or_refused(plain_llm, ids):
         assert not exact
     else:
         assert exact and out[0].prompt_token_ids == ids
+
+
+def test_cli_demo_refuses_bad_threads_before_any_engine(capsys):
+    assert main(["demo", "--threads", "100000"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().startswith("specpath: error: num_threads") and "loading" not in err
