@@ -19,6 +19,7 @@ import functools
 import json
 import re
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -106,11 +107,12 @@ def _bounded_binop(limits: _Limits, operator: str, left: Any, right: Any) -> Non
         limits.check_args(right if isinstance(right, tuple) else (right,), {}, "a % format")
 
 
-_RENDER_LIMITS: list[_Limits] = []  # the limits of the render running in this thread (renders don't nest)
+_LOCAL = threading.local()  # .limits: those of the render running in this thread
 
 
 def _limits() -> _Limits:
-    return _RENDER_LIMITS[-1] if _RENDER_LIMITS else _Limits(MAX_CHARS, RENDER_SECONDS)
+    limits = getattr(_LOCAL, "limits", None)
+    return limits if limits is not None else _Limits(MAX_CHARS, RENDER_SECONDS)  # e.g. constant folding
 
 
 def _environment() -> Any:
@@ -274,8 +276,8 @@ def _run_bounded(compiled: Any, context: dict[str, Any], limits: _Limits) -> str
     def scope(frame, event, arg):
         return local if frame.f_code.co_filename == "<template>" else None
 
-    previous = sys.gettrace()
-    _RENDER_LIMITS.append(limits)
+    previous, outer = sys.gettrace(), getattr(_LOCAL, "limits", None)
+    _LOCAL.limits = limits
     sys.settrace(scope)
     try:
         parts, size = [], 0
@@ -286,7 +288,7 @@ def _run_bounded(compiled: Any, context: dict[str, Any], limits: _Limits) -> str
         return "".join(parts)
     finally:
         sys.settrace(previous)
-        _RENDER_LIMITS.pop()
+        _LOCAL.limits = outer
 
 
 def render_chat(
