@@ -186,6 +186,10 @@ def as_token_lists(prompts: Any) -> list[Sequence[int] | str]:
     """Normalise ``generate``'s prompts: one str, one id list, or a list of either."""
     if isinstance(prompts, str):
         return [prompts]
+    if callable(getattr(prompts, "tolist", None)):  # a tensor or an array of ids (1-d: one prompt)
+        prompts = prompts.tolist()
+        if not isinstance(prompts, list):
+            prompts = [prompts]
     prompts = list(prompts)
     if prompts and all(isinstance(t, numbers.Number) for t in prompts):
         return [prompts]  # one list of ids (a non-integer among them is refused when checked)

@@ -102,6 +102,17 @@ def test_bad_prompts_are_one_line(plain_llm, prompt, match):
     assert plain_llm.engine.blocks.num_free_blocks == plain_llm.engine.blocks.num_blocks
 
 
+def test_tensor_and_array_prompts_are_ids(plain_llm):
+    import numpy as np
+    import torch
+
+    expected = plain_llm.generate([[5, 6, 7]], ONE)[0].token_ids
+    assert plain_llm.generate(torch.tensor([5, 6, 7]), ONE)[0].token_ids == expected
+    assert plain_llm.generate(np.array([[5, 6, 7]]), ONE)[0].token_ids == expected
+    with pytest.raises(EngineArgumentError, match="token ids are integers, got float"):
+        plain_llm.generate(torch.tensor([5.0, 6.5]), ONE)
+
+
 def test_engine_add_request_refuses_non_integer_ids(plain_llm):
     for bad in (["1", "2"], [1.7], [None], []):
         with pytest.raises(EngineArgumentError):
