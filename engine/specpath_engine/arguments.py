@@ -90,7 +90,7 @@ def check_dtype(dtype: Any) -> str:
     if not isinstance(dtype, str):
         raise EngineArgumentError(f"dtype: expected a string, one of {', '.join(ENGINE_DTYPES)}; got {type(dtype).__name__}")
     if _ALIASES.get(dtype, dtype) not in ENGINE_DTYPES:
-        hint = closest_match(dtype, ENGINE_DTYPES)
+        hint = "float32" if dtype.startswith("float") else closest_match(dtype, ENGINE_DTYPES)  # float64: the widest
         mean = f"; did you mean {hint!r}?" if hint else ""
         raise EngineArgumentError(f"dtype: {dtype!r} is not supported (allowed: {', '.join(ENGINE_DTYPES)}{mean})")
     return dtype

@@ -78,7 +78,7 @@ def _add_engine_args(p: argparse.ArgumentParser, *, model_help: str | None = Non
                    help="most memory for the KV cache, e.g. 64MiB or 1GB (default 64MiB)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (default: 1 for the embedded model, whose steps lose time in thread "
-                        "barriers; torch's default for real models)")
+                        "barriers; torch's default for real models); at most 4 per CPU this process may use")
     p.add_argument("--enable-prefix-caching", action="store_true",
                    help="reuse the KV cache of a prompt prefix already computed (same output, less prefill)")
     p.add_argument("--quantization", choices=["int8", "int4"], default=None,
