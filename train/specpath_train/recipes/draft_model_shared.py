@@ -140,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-vocab", type=int, default=8192)
     p.add_argument("--vocab-corpus", type=int, default=0, help="also rank the training vocabulary on N stdlib slices")
     p.add_argument("--reg-weight", type=float, default=0.1)
-    p.add_argument("--minutes", type=float, default=10.0)
+    p.add_argument("--minutes", type=float, default=10.0, help="wall-clock budget (0 with --steps: none)")
+    p.add_argument("--steps", type=int, default=None, help="optimizer-step budget (repeatable runs)")
+    p.add_argument("--progress", action="store_true", help="a progress bar on stderr")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--seed", type=int, default=0)
@@ -188,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = train_loop(draft, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
                          lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]),
                          resume=out / "resume.pt" if args.resume else None, warmup=args.warmup, eval_every_s=args.eval_every,
-                         bf16=args.bf16)
+                         bf16=args.bf16, max_steps=args.steps, progress=args.progress)
     log(f"draft: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
     extra = {"specpath_draft": {"recipe": "shared_embeddings", "script": "python -m specpath_train.recipes.draft_model_shared",
                                 "seed": args.seed, "minutes": args.minutes, "argv": sys.argv[1:] if argv is None else argv,
