@@ -194,3 +194,29 @@ def test_python_dash_m():
     result = subprocess.run([sys.executable, "-m", "specpath", "fields", "--json"], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0 and json.loads(result.stdout)
+
+
+def test_train_without_its_distribution_says_what_to_install(capsys, monkeypatch):
+    _command_entry_points(monkeypatch)
+    code, _, err = run(capsys, "train", "eagle3", "--target", "x", "--out", "y")
+    assert code == 1 and err.count("\n") == 1
+    assert "specpath train: not available (specpath-train is not installed: pip install ./train" in err
+
+
+def test_a_command_error_is_one_line_without_a_type_name(capsys, monkeypatch):
+    import types
+
+    from specpath.errors import CommandError
+
+    def add_subcommands(sub):
+        def fail(args):
+            raise CommandError("data.jsonl: line 3 is not JSON\n(expected an object)")
+
+        sub.add_parser("failing").set_defaults(func=fail)
+
+    module = types.ModuleType("specpath_fake_failing_cmd")
+    module.add_subcommands = add_subcommands
+    monkeypatch.setitem(__import__("sys").modules, "specpath_fake_failing_cmd", module)
+    _command_entry_points(monkeypatch, ("specpath_fake_failing_cmd", "fake"))
+    code, _, err = run(capsys, "failing")
+    assert code == 1 and err == "specpath: error: data.jsonl: line 3 is not JSON (expected an object)\n"

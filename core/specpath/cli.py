@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from specpath.errors import PluginError, SpeculativeConfigError
+from specpath.errors import CommandError, PluginError, SpeculativeConfigError
 
 COMMANDS_GROUP = "specpath.commands"
 """Entry-point group of command modules from other distributions."""
@@ -26,6 +26,7 @@ OTHER_COMMANDS: dict[str, str] = {
     "run": "specpath-engine",
     "demo": "specpath-engine",
     "convert": "specpath-engine",
+    "train": "specpath-train",
 }
 """Command -> the distribution that provides it (so that a missing one can say what to install)."""
 
@@ -372,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 1
         return int(args.func(args) or 0)
-    except (SpeculativeConfigError, PluginError, _CliError) as exc:
+    except (SpeculativeConfigError, PluginError, CommandError, _CliError) as exc:
         print(f"specpath: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # pragma: no cover - e.g. `specpath methods | head`
