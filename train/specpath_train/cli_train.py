@@ -235,8 +235,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     prompts = read_prompts(args.data) if args.data else None  # bad data fails before anything is written
     out = Path(args.out)
-    # a GGUF file is converted into the run directory, once that is known to be ours
-    target_dir, target_id = (None, None) if _is_gguf(args.target) else resolve_target(args.target, None, None)
+    # a GGUF file is converted into the run directory once that is known to be ours; any other
+    # target is loaded once now, so a bad one fails before anything is written
+    target_dir, _ = (None, None) if _is_gguf(args.target) else resolve_target(args.target, None, None)
+    if target_dir is not None:
+        target_config, tokenizer = load_target_checked(Path(target_dir), args.target)
     data_id = _data_id(args.data)
     config = {"method": args.method, "target": str(Path(args.target).resolve()) if Path(args.target).exists() else args.target,
               "data": data_id, "prompts": None if args.data else args.prompts, "heldout": args.heldout,
@@ -245,12 +248,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     prepare_out(out, config, resume=args.resume, overwrite=args.overwrite)
     run_dir = out / RUN
     run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "run.json").write_text(json.dumps(config, indent=2) + "\n")
     log = _logger(run_dir / "train.log")
-    if target_dir is None:  # a GGUF file: converted into the run directory
-        target_dir, target_id = resolve_target(args.target, run_dir, log)
-    target_config, tokenizer = load_target_checked(Path(target_dir), args.target)
-    (run_dir / "run.json").write_text(json.dumps({**config, "target_dir": str(target_dir), "target_id": target_id},
-                                                 indent=2) + "\n")
+    if target_dir is None:
+        target_dir, _ = resolve_target(args.target, run_dir, log)
+        target_config, tokenizer = load_target_checked(Path(target_dir), args.target)
     import torch
 
     torch.set_num_threads(args.threads)
