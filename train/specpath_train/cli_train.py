@@ -57,6 +57,9 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                    help="of the target while generating and capturing (default float32)")
     p.add_argument("--max-num-seqs", type=int, default=32, help="requests generated at once (default 32)")
+    p.add_argument("--generations", metavar="DIR",
+                   help="keep the target's responses here, shared by runs of other methods on the same prompts "
+                        "(default: inside --out)")
     p.add_argument("--minutes", type=float, default=None, help="training budget by the clock")
     p.add_argument("--steps", type=int, default=None, help="training budget in optimizer steps (repeatable runs)")
     p.add_argument("--batch", type=int, default=8, help="windows per step (default 8)")
@@ -225,6 +228,24 @@ def heldout_record(checkpoint_config: dict) -> dict:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """The command (see the module docstring); SIGTERM is handled as Ctrl-C: the stage in
+    flight keeps what it finished (chunk files, the training state) and the error says how to go on."""
+    import signal
+
+    def terminate(num: int, _frame: Any) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    old = signal.signal(signal.SIGTERM, terminate)
+    try:
+        return _train(args)
+    except KeyboardInterrupt as exc:
+        raise _error(f"interrupted ({exc or 'SIGINT'}); what was done is kept in {Path(args.out) / RUN}: "
+                     "run the same command with --resume to continue") from None
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _train(args: argparse.Namespace) -> int:
     import importlib
 
     recipe = check_method(args.method)
@@ -283,7 +304,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     meta = selfdistill.build(target_dir, data_dir, layers, train=train_ids, heldout=held_ids, window=args.window,
                              max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
                              dtype=getattr(torch, args.dtype), max_num_seqs=args.max_num_seqs, progress=progress,
-                             log=log)
+                             log=log, generations=args.generations)
     timings["data_s"] = round(time.time() - t0, 2)
 
     # 3. train
@@ -291,12 +312,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     argv = recipe_argv(recipe, args, Path(target_dir), data_dir, run_dir / "work", out, target_config)
     log(f"train: specpath_train.recipes.{recipe.module} {' '.join(argv)}")
     module = importlib.import_module(f"specpath_train.recipes.{recipe.module}")
-    from specpath_train.trainer import TrainingInterrupted
-
-    try:
-        module.main(argv)
-    except (TrainingInterrupted, KeyboardInterrupt) as exc:
-        raise _error(f"interrupted ({exc or 'KeyboardInterrupt'}); continue with the same command and --resume") from None
+    module.main(argv)
     timings["train_s"] = round(time.time() - t0, 2)
 
     # 4. evaluate
@@ -317,7 +333,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     accept = " ".join(f"{a:.2f}" for a in served["acceptance_by_position"])
     print(f"{out}: {args.method} drafter, {state['step']} steps; held-out tau {served['tau']:.2f}, acceptance by "
           f"position {accept} (K={NUM_SPECULATIVE_TOKENS}, {served['prompts']} prompts); serve it with "
-          f"--speculative-config '{{\"model\": \"{out}\"}}'")
+          f"--speculative-config '{{\"model\": \"{out}\", \"num_speculative_tokens\": {NUM_SPECULATIVE_TOKENS}}}'")
     return 0
 
 

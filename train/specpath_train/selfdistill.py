@@ -108,10 +108,13 @@ def capture(target: Any, windows: torch.Tensor, layers: Sequence[int], data: Pat
 def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *, train: Sequence[Sequence[int]],
           heldout: Sequence[Sequence[int]], window: int, max_new_tokens: int, temperature: float, seed: int,
           dtype: torch.dtype = torch.float32, top_k: int = 8, chunk: int = 64, max_num_seqs: int = 32,
-          feature_batch: int = 8, progress: bool = False, log: Callable[[str], None] = print) -> dict:
+          feature_batch: int = 8, progress: bool = False, log: Callable[[str], None] = print,
+          generations: str | Path | None = None) -> dict:
     """Generate, pack and capture into ``data_dir`` (skipped when its ``features.json`` exists);
     returns that file's contents. Too little text for one held-out and one training window is
-    a CommandError saying what to change."""
+    a CommandError saying what to change. ``generations``: a directory whose subdirectory per
+    (target, prompts, length, temperature, seed) holds the responses, shared by the runs of
+    several methods (only the features depend on the method)."""
     from safetensors.torch import save_file
 
     from specpath_engine.model import LlamaModel
@@ -128,9 +131,18 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
     target = LlamaModel.from_pretrained(target_dir, dtype=dtype)
     longest = max(len(p) for p in (*train, *heldout))
     max_model_len = longest + max_new_tokens + 8
+    gen_dir = data
+    if generations is not None:
+        import hashlib
+
+        key = json.dumps([target_digest(target_dir), [list(map(int, p)) for p in heldout], [list(map(int, p)) for p in train],
+                          max_new_tokens, temperature, seed, chunk, str(dtype)])
+        gen_dir = Path(generations) / hashlib.sha256(key.encode()).hexdigest()[:16]
+        gen_dir.mkdir(parents=True, exist_ok=True)
+        log(f"data: responses in {gen_dir}")
     seqs = {}
     for split, prompts, s in (("heldout", heldout, seed + 7), ("train", train, seed)):
-        seqs[split] = generate_split(target, prompts, data, split, max_new_tokens=max_new_tokens,
+        seqs[split] = generate_split(target, prompts, gen_dir, split, max_new_tokens=max_new_tokens,
                                      temperature=temperature, eos_ids=eos_ids, seed=s, chunk=chunk,
                                      max_num_seqs=max_num_seqs, max_model_len=max_model_len, progress=progress, log=log)
     held, rest = pack_windows(seqs["heldout"], window), pack_windows(seqs["train"], window)
