@@ -47,6 +47,25 @@ def _bar(enabled: bool, total: int, desc: str, unit: str):
     return tqdm(total=total, desc=desc, unit=unit, disable=not enabled, dynamic_ncols=True)
 
 
+class _chunk_lock:
+    """An exclusive ``flock`` on ``<chunk>.lock`` (POSIX; elsewhere no lock)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path.with_suffix(".lock")
+
+    def __enter__(self) -> None:
+        self.fh = open(self.path, "a")
+        try:
+            import fcntl
+
+            fcntl.flock(self.fh, fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - not POSIX
+            pass
+
+    def __exit__(self, *exc: Any) -> None:
+        self.fh.close()  # releases the lock
+
+
 def generate_split(target: Any, prompts: Sequence[Sequence[int]], data: Path, split: str, *, max_new_tokens: int,
                    temperature: float, eos_ids: Sequence[int], seed: int, chunk: int, max_num_seqs: int,
                    max_model_len: int, progress: bool, log: Callable[[str], None]) -> list[list[int]]:
@@ -59,15 +78,16 @@ def generate_split(target: Any, prompts: Sequence[Sequence[int]], data: Path, sp
         for c in range(0, len(prompts), chunk):
             path = data / f"gen-{split}-{c // chunk:04d}.json"
             part = prompts[c:c + chunk]
-            if not path.is_file():
-                t0 = time.time()
-                got = generate(target, part, max_new_tokens=max_new_tokens, temperatures=(temperature,),
-                               eos_token_ids=eos_ids, seed=seed + c, max_num_seqs=max_num_seqs,
-                               max_model_len=max_model_len)
-                _write_json(path, got)
-                new_total += sum(len(g) for g in got) - sum(len(p) for p in part)
-                t_total += time.time() - t0
-                bar.set_postfix(tok_s=f"{new_total / max(t_total, 1e-9):.0f}", refresh=False)
+            with _chunk_lock(path):  # runs sharing --generations: one generates a chunk, the others wait for it
+                if not path.is_file():
+                    t0 = time.time()
+                    got = generate(target, part, max_new_tokens=max_new_tokens, temperatures=(temperature,),
+                                   eos_token_ids=eos_ids, seed=seed + c, max_num_seqs=max_num_seqs,
+                                   max_model_len=max_model_len)
+                    _write_json(path, got)
+                    new_total += sum(len(g) for g in got) - sum(len(p) for p in part)
+                    t_total += time.time() - t0
+                    bar.set_postfix(tok_s=f"{new_total / max(t_total, 1e-9):.0f}", refresh=False)
             seqs += json.loads(path.read_text())
             bar.update(len(part))
     if new_total:
