@@ -126,10 +126,21 @@ def save_shared_draft(draft, out: str | Path, *, extra: dict, dtype: torch.dtype
     return checkpoint.save_checkpoint(out, config=config, state_dict=state)
 
 
+def _weights_digest(target: Path) -> str:
+    """The single weights file's digest (as recorded so far), else the sharded checkpoint's."""
+    from specpath_train.trainer import file_digest
+
+    if (target / "model.safetensors").is_file():
+        return file_digest(target / "model.safetensors")
+    from specpath_train.selfdistill import target_digest
+
+    return target_digest(target)
+
+
 def main(argv: list[str] | None = None) -> int:
     from specpath_engine.model import LlamaModel
     from specpath_train.target_text import load_dataset
-    from specpath_train.trainer import file_digest, start_run, train_loop, train_vocab_record, vocab_by_frequency
+    from specpath_train.trainer import start_run, train_loop, train_vocab_record, vocab_by_frequency
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", required=True)
@@ -198,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "pard_depth": args.pard_depth, "init_record": init_record,
                                 "vocab_corpus": args.vocab_corpus,
                                 "target": {"path": str(args.target),
-                                           "weights_sha256_16": file_digest(Path(args.target) / "model.safetensors")},
+                                           "weights_sha256_16": _weights_digest(Path(args.target))},
                                 "data": data["meta"].get("key"), "heldout": metrics,
                                 "heldout_note": "top-1 agreement within the training vocabulary, teacher forced"},
              # the ids the head was scored on, where serving reads them (specpath_drafting.vocab)
