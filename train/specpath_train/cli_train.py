@@ -40,7 +40,9 @@ CONFIG_KEYS = ("method", "target", "data", "prompts", "heldout", "max_new_tokens
 def add_subcommands(subparsers: Any) -> None:
     """Register ``train`` on the ``specpath`` CLI."""
     p = subparsers.add_parser("train", help="train a drafter for a target (self-distilled data, the method's recipe)",
-                              description=__doc__.split("\n\n")[0])
+                              description="Train a drafter for your own target: the target answers the prompts "
+                                          "(--data or the built-in corpus), the method's recipe trains on its "
+                                          "features, and DIR becomes a checkpoint served as {\"model\": DIR}.")
     p.add_argument("method", metavar="METHOD", help="eagle, eagle3, mtp, dflash, dspark or draft_model")
     p.add_argument("--target", required=True, help="the target: HF checkpoint dir, .gguf file, named model or 'embedded'")
     p.add_argument("--out", required=True, help="output directory: the checkpoint, metrics.json and run/ (resume state)")
