@@ -178,3 +178,27 @@ def test_an_existing_directory_is_never_written_over_without_overwrite(capsys, t
     code, _, err = train(capsys, "mtp", "--out", str(run), "--data", str(data_file), *TINY, "--seed", "1", "--overwrite")
     assert code == 0, err
     assert json.loads((run / "run" / "run.json").read_text())["seed"] == 1
+
+
+@pytest.mark.parametrize(("arch", "method"), [("qwen3", "mtp"), ("llama", "draft_model")])
+def test_a_gguf_target_with_a_bpe_vocabulary_and_a_chat_template(capsys, tmp_path, arch, method):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import gguf_helpers
+
+    target = tmp_path / f"tiny-{arch}.gguf"
+    gguf_helpers.write_tiny_gguf(target, arch=arch)
+    data = tmp_path / "chat.jsonl"
+    data.write_text("\n".join(json.dumps({"messages": [{"role": "user", "content": f"hello number {i}"}]})
+                              for i in range(8)) + "\n" + json.dumps({"prompt": "plain text prompt"}) + "\n")
+    out = tmp_path / "out"
+    argv = [a if a != "embedded" else str(target) for a in TINY]
+    code, _, err = train(capsys, method, "--out", str(out), "--data", str(data), *argv)
+    assert code == 0, err
+    assert (out / RUN_TARGET / "config.json").is_file()  # converted once, inside the run
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["heldout"]["method_inferred"] == method and metrics["steps"] == 3
+
+
+RUN_TARGET = Path("run") / "target"
