@@ -131,6 +131,7 @@ def test_an_interrupted_loop_resumes_to_the_same_weights(tmp_path):
     ('{"text": "x"}\n', 'exactly one of "prompt" or "messages"'),
     ('{"prompt": ""}\n', '"prompt" must be a non-empty string'),
     ('{"messages": [{"role": "user"}]}\n', "messages[0] must be an object"),
+    ('{"prompt": "only one"}\n', "need at least 2 prompts"),
 ])
 def test_bad_data_is_one_line_and_writes_nothing(capsys, tmp_path, content, expected):
     data = tmp_path / "data.jsonl"

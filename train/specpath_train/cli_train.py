@@ -229,6 +229,31 @@ def heldout_record(checkpoint_config: dict) -> dict:
     return {}
 
 
+def prompt_ids(args: argparse.Namespace, split: tuple[list, list] | None, tokenizer: Any,
+               target_config: dict) -> tuple[list[list[int]], list[list[int]], str]:
+    """(training, held-out) prompt ids and where they came from; prompts are cut to fit the
+    target's context with the response after them."""
+    from specpath_train.prompts import builtin_prompts, render
+
+    if split is None:
+        n_held = max(1, round(args.heldout * args.prompts / (1 - args.heldout)))
+        split = (builtin_prompts("train", args.prompts, seed=args.seed),
+                 builtin_prompts("heldout", n_held, seed=args.seed + 7))
+        source = "the built-in corpus"
+    else:
+        source = str(args.data)
+    context = target_config.get("max_position_embeddings") or 2048
+    budget = min(args.max_prompt_tokens, context - max(args.max_new_tokens, args.eval_tokens) - 8)
+    if budget < 1:
+        raise _error(f"--max-new-tokens {args.max_new_tokens} / --eval-tokens {args.eval_tokens} leave no room for a "
+                     f"prompt in the target's context of {context} tokens")
+    train_ids, held_ids = (render(part, tokenizer, max_tokens=budget, source=source) for part in split)
+    if not train_ids or not held_ids:
+        raise _error(f"{source}: every prompt of the {'training' if not train_ids else 'held-out'} split is empty "
+                     "once tokenised")
+    return train_ids, held_ids, source
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """The command (see the module docstring); SIGTERM is handled as Ctrl-C: the stage in
     flight keeps what it finished (chunk files, the training state) and the error says how to go on."""
@@ -254,15 +279,17 @@ def _train(args: argparse.Namespace) -> int:
     if isinstance(recipe, Exception):
         raise recipe
     check_budget(args)
-    from specpath_train.prompts import builtin_prompts, read_prompts, render
+    from specpath_train.prompts import read_prompts
 
     prompts = read_prompts(args.data) if args.data else None  # bad data fails before anything is written
+    split = split_prompts(prompts, args.heldout, args.seed) if prompts is not None else None
     out = Path(args.out)
     # a GGUF file is converted into the run directory once that is known to be ours; any other
-    # target is loaded once now, so a bad one fails before anything is written
+    # target is loaded (and the prompts rendered) now, so a bad one fails before anything is written
     target_dir, _ = (None, None) if _is_gguf(args.target) else resolve_target(args.target, None, None)
     if target_dir is not None:
         target_config, tokenizer = load_target_checked(Path(target_dir), args.target)
+        train_ids, held_ids, source = prompt_ids(args, split, tokenizer, target_config)
     data_id = _data_id(args.data)
     config = {"method": args.method, "target": str(Path(args.target).resolve()) if Path(args.target).exists() else args.target,
               "data": data_id, "prompts": None if args.data else args.prompts, "heldout": args.heldout,
@@ -276,6 +303,7 @@ def _train(args: argparse.Namespace) -> int:
     if target_dir is None:
         target_dir, _ = resolve_target(args.target, run_dir, log)
         target_config, tokenizer = load_target_checked(Path(target_dir), args.target)
+        train_ids, held_ids, source = prompt_ids(args, split, tokenizer, target_config)
     import torch
 
     torch.set_num_threads(args.threads)
@@ -285,17 +313,6 @@ def _train(args: argparse.Namespace) -> int:
 
     # 1-2. data and features
     t0 = time.time()
-    if prompts is None:
-        n_held = max(1, round(args.heldout * args.prompts / (1 - args.heldout)))
-        train_p = builtin_prompts("train", args.prompts, seed=args.seed)
-        held_p = builtin_prompts("heldout", n_held, seed=args.seed + 7)
-        source = "the built-in corpus"
-    else:
-        train_p, held_p = split_prompts(prompts, args.heldout, args.seed)
-        source = str(args.data)
-    budget = args.max_prompt_tokens
-    train_ids = render(train_p, tokenizer, max_tokens=budget, source=source)
-    held_ids = render(held_p, tokenizer, max_tokens=budget, source=source)
     log(f"train {args.method}: target {args.target} ({target_config.get('num_hidden_layers')} layers, vocab "
         f"{target_config.get('vocab_size')}), {len(train_ids)} training + {len(held_ids)} held-out prompts from {source}")
     (run_dir / "heldout_prompts.json").write_text(json.dumps(held_ids))
