@@ -66,3 +66,13 @@ def test_a_chat_template_renders_messages_with_the_generation_prompt():
     tok.chat_template = "{{ raise_exception('no system role') }}"
     with pytest.raises(CommandError, match="x: prompt 1: "):
         render([chat], tok, max_tokens=100, source="x")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(), min_size=2, max_size=50, unique=True), st.floats(0.01, 0.99), st.integers(0, 9))
+def test_the_held_out_split_is_a_seeded_partition_with_both_sides_non_empty(items, share, seed):
+    from specpath_train.cli_train import split_prompts
+
+    train, held = split_prompts(items, share, seed)
+    assert sorted(train + held) == sorted(items) and train and held
+    assert split_prompts(items, share, seed) == (train, held)
