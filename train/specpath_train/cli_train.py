@@ -84,6 +84,7 @@ def _error(text: str) -> Exception:
 
 
 def check_method(method: str) -> Any:
+    """The method's :class:`~specpath_train.methods.MethodRecipe`, or a one-line error."""
     from specpath.errors import closest_match
     from specpath_train.methods import RECIPES
 
@@ -95,7 +96,7 @@ def check_method(method: str) -> Any:
     known = method in CANONICAL_METHODS
     text = (f"method {method!r} has no trainer" if known else f"unknown method {method!r}")
     text += f"; specpath train trains {', '.join(RECIPES)}"
-    return _error(text + (f" (did you mean {hint!r}?)" if hint and not known else ""))
+    raise _error(text + (f" (did you mean {hint!r}?)" if hint and not known else ""))
 
 
 def check_budget(args: argparse.Namespace) -> None:
@@ -276,8 +277,6 @@ def _train(args: argparse.Namespace) -> int:
     import importlib
 
     recipe = check_method(args.method)
-    if isinstance(recipe, Exception):
-        raise recipe
     check_budget(args)
     from specpath_train.prompts import read_prompts
 
