@@ -73,7 +73,7 @@ def _embedded() -> str:
     return str(embedded_model_path())
 
 
-def test_two_runs_of_a_seed_give_identical_weights_and_resume_continues(capsys, tmp_path, data_file):
+def test_two_runs_of_a_seed_give_identical_weights_and_resume_continues(capsys, tmp_path, data_file, monkeypatch):
     runs = []
     for name in ("a", "b"):
         code, _, err = train(capsys, "dflash", "--out", str(tmp_path / name), "--data", str(data_file), "--seed", "3",
@@ -82,6 +82,30 @@ def test_two_runs_of_a_seed_give_identical_weights_and_resume_continues(capsys, 
         runs.append(load_file(str(tmp_path / name / "model.safetensors")))
     assert runs[0].keys() == runs[1].keys()
     assert all(torch.equal(runs[0][k], runs[1][k]) for k in runs[0])
+    # Ctrl-C during step 2: one line saying how to go on; --resume then ends with the same weights
+    import os
+    import signal
+
+    from specpath_train import trainer
+
+    real, calls = trainer.warmup_cosine, []
+
+    def interrupting(step, *a, **kw):
+        calls.append(step)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(step, *a, **kw)
+
+    monkeypatch.setattr(trainer, "warmup_cosine", interrupting)
+    cut = tmp_path / "cut"
+    code, _, err = train(capsys, "dflash", "--out", str(cut), "--data", str(data_file), "--seed", "3", *TINY)
+    assert code == 1 and "stopped by SIGINT at step 2" in last_error(err) and "--resume" in last_error(err)
+    monkeypatch.setattr(trainer, "warmup_cosine", real)
+    code, _, err = train(capsys, "dflash", "--out", str(cut), "--data", str(data_file), "--seed", "3", *TINY,
+                         "--resume")
+    assert code == 0, err
+    resumed = load_file(str(cut / "model.safetensors"))
+    assert all(torch.equal(runs[0][k], resumed[k]) for k in runs[0])
     # the same command again is refused; with --resume and a larger budget it continues from step 3
     code, _, err = train(capsys, "dflash", "--out", str(tmp_path / "a"), "--data", str(data_file), "--seed", "3", *TINY)
     assert code == 1 and "holds a run of this config; --resume" in last_error(err)

@@ -291,12 +291,14 @@ def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Ten
 
     ``max_steps``: a step budget as well (``minutes`` <= 0: the only one); the schedule then
     follows ``step / max_steps``, so a run is repeatable for a seed and thread count.
-    With ``resume`` (a file), the weights, optimizer, step, elapsed time and sampler state are
+    With ``resume`` (a file), the weights, optimizer, step, elapsed time and sampler state (and
+    the states of ``loss_fn.generators``, the loss's own random draws, when it lists them) are
     saved there every ``save_every_s`` seconds, after the step in flight when SIGINT/SIGTERM
     arrives (then :class:`TrainingInterrupted` is raised), and picked up again by a restarted
     run, which then only spends what is left of the budget. ``bf16``: the steps' forward runs
     under ``torch.autocast`` (bfloat16 matmuls, float32 master weights)."""
     gen = torch.Generator().manual_seed(seed)
+    loss_generators = list(getattr(loss_fn, "generators", ()))  # the loss's own draws (anchors, noise)
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
     budget = minutes * 60.0 if minutes and minutes > 0 else math.inf
@@ -308,12 +310,15 @@ def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Ten
         head.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         gen.set_state(state["generator"])
+        for g, saved in zip(loss_generators, state.get("loss_generators", ())):
+            g.set_state(saved)
         step, spent = state["step"], state["elapsed"]
         log(f"resumed from {resume}: step {step}, {spent:.0f}s spent")
 
     def save() -> None:
         tmp = Path(str(resume) + ".tmp")
         torch.save({"model": head.state_dict(), "optimizer": opt.state_dict(), "generator": gen.get_state(),
+                    "loss_generators": [g.get_state() for g in loss_generators],
                     "step": step, "elapsed": time.time() - start}, tmp)
         tmp.replace(resume)
 

@@ -61,6 +61,7 @@ def eagle_loss(head: EagleHead, norm_w: torch.Tensor, head_w: torch.Tensor, eps:
             info["acc1"] = ok.float().mean().item()
         return reg + ce_weight * ce, info
 
+    loss_fn.generators = [g for g in (generator,) if g is not None]  # saved with the resume state
     return loss_fn
 
 
