@@ -227,3 +227,14 @@ def test_a_gguf_target_with_a_bpe_vocabulary_and_a_chat_template(capsys, tmp_pat
 
 
 RUN_TARGET = Path("run") / "target"
+
+
+def test_a_clock_budget_with_progress_bars(capsys, tmp_path, data_file):
+    argv = [a for a in TINY if a != "--no-progress"]
+    argv = argv[:argv.index("--steps")] + argv[argv.index("--steps") + 2:]
+    out = tmp_path / "clock"
+    code, _, err = train(capsys, "dspark", "--out", str(out), "--data", str(data_file), *argv, "--minutes", "0.02")
+    assert code == 0, err
+    assert "generate train" in err and "features" in err and "tok_s=" in err  # the bars, with tokens/s
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["steps"] >= 1 and metrics["train_seconds"] >= 1.2

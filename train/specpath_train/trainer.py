@@ -333,7 +333,8 @@ def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Ten
     start = last_eval = last_save = time.time() - spent
     metrics: dict = {}
     window = tokens.shape[1] if tokens.dim() > 1 else 1
-    bar = _progress_bar(progress, max_steps, step)
+    first_step = step
+    bar = _progress_bar(progress, max_steps, step, budget, spent)
     with _deferred_signals() as stop:
         while not done():
             for group in opt.param_groups:
@@ -346,9 +347,10 @@ def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Ten
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             step += 1
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{bar.n * batch * window / max(bar.format_dict['elapsed'], 1e-9):.0f}",
+            if bar is not None:  # steps (or seconds of a clock budget) done, training tokens per second
+                bar.update(1 if max_steps is not None else min(budget, time.time() - start) - bar.n)
+                bar.set_postfix(step=step, loss=f"{loss.item():.3f}",
+                                tok_s=f"{(step - first_step) * batch * window / max(bar.format_dict['elapsed'], 1e-9):.0f}",
                                 refresh=False)
             if stop:
                 if resume is not None:
@@ -383,12 +385,16 @@ class TrainingInterrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM stopped :func:`train_loop` between two steps (its state saved)."""
 
 
-def _progress_bar(enabled: bool, max_steps: int | None, step: int):
+def _progress_bar(enabled: bool, max_steps: int | None, step: int, budget: float, spent: float):
+    """A bar over the steps, or over the seconds of a clock budget (so either way it has an ETA)."""
     if not enabled:
         return None
     from tqdm import tqdm
 
-    return tqdm(total=max_steps, initial=step, unit="step", desc="train", dynamic_ncols=True)
+    if max_steps is not None:
+        return tqdm(total=max_steps, initial=step, unit="step", desc="train", dynamic_ncols=True)
+    return tqdm(total=budget, initial=min(spent, budget), unit="s", desc="train", dynamic_ncols=True,
+                bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f}s [{elapsed}<{remaining}{postfix}]")
 
 
 class _deferred_signals:
