@@ -79,15 +79,6 @@ class PluginError(RuntimeError):
     """A plugin failed to load or register while ``SPECPATH_STRICT_PLUGINS`` is set."""
 
 
-class CommandError(RuntimeError):
-    """A command of another distribution (``specpath.commands``) rejects its input or cannot go
-    on: ``str(err)`` is the one line the CLI prints (``specpath: error: <it>``), naming the file,
-    flag or directory at fault and what to do about it."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(_one_line(message))
-
-
 class ChoiceError(ValueError):
     """Raised by the strict converter for a value outside a ``Literal``; kept structured."""
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specpath.errors import CommandError
+from specpath.cli import CommandError
 from specpath_train.prompts import Prompt, parse_line, read_prompts, render
 
 text = st.text(min_size=1, max_size=40)

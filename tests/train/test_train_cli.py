@@ -43,7 +43,7 @@ def train(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def last_error(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.startswith("specpath: error:")]
+    lines = [line for line in err.splitlines() if line.startswith("specpath train: error:")]
     assert len(lines) == 1, err
     return lines[0]
 

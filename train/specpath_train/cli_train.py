@@ -52,7 +52,7 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--heldout", type=float, default=0.1, help="share of the prompts held out (default 0.1, at least 1)")
     p.add_argument("--max-new-tokens", type=int, default=192, help="response length the target writes (default 192)")
     p.add_argument("--temperature", type=float, default=0.0, help="of the target's responses (default 0: greedy)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seeds the prompts, the split, the responses and training (default 0)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1; results repeat per thread count)")
     p.add_argument("--window", type=int, default=256, help="training window in tokens (default 256)")
     p.add_argument("--max-prompt-tokens", type=int, default=512, help="longer prompts keep their first and last halves")
@@ -78,9 +78,9 @@ def add_subcommands(subparsers: Any) -> None:
 
 
 def _error(text: str) -> Exception:
-    from specpath.errors import CommandError
+    from specpath_train.errors import train_error
 
-    return CommandError(text)
+    return train_error(text)
 
 
 def check_method(method: str) -> Any:

@@ -4,7 +4,7 @@ One JSON object a line, either ``{"prompt": "text"}`` (sent as it is) or ``{"mes
 [{"role": ..., "content": ...}, ...]}`` (rendered with the target's chat template, generation
 prompt added). Only the prompts are read: the target writes every response itself
 (self-distillation), since the drafter must predict *the target*, not whoever wrote the data.
-Blank lines are skipped; any other bad line is a :class:`~specpath.errors.CommandError` naming
+Blank lines are skipped; any other bad line is a :func:`~specpath_train.errors.train_error` naming
 the file and line.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from specpath.errors import CommandError
+from specpath_train.errors import train_error
 
 
 @attrs.frozen(kw_only=True)
@@ -39,25 +39,25 @@ def parse_line(line: str, *, where: str) -> Prompt | None:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise CommandError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
+        raise train_error(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(obj, dict):
-        raise CommandError(f"{where}: expected an object with \"prompt\" or \"messages\", got {type(obj).__name__}")
+        raise train_error(f"{where}: expected an object with \"prompt\" or \"messages\", got {type(obj).__name__}")
     has_prompt, has_messages = "prompt" in obj, "messages" in obj
     if has_prompt == has_messages:
-        raise CommandError(f"{where}: expected exactly one of \"prompt\" or \"messages\" (got keys {sorted(obj)})")
+        raise train_error(f"{where}: expected exactly one of \"prompt\" or \"messages\" (got keys {sorted(obj)})")
     if has_prompt:
         text = obj["prompt"]
         if not isinstance(text, str) or not text:
-            raise CommandError(f"{where}: \"prompt\" must be a non-empty string")
+            raise train_error(f"{where}: \"prompt\" must be a non-empty string")
         return Prompt(text=text)
     messages = obj["messages"]
     if not isinstance(messages, list) or not messages:
-        raise CommandError(f"{where}: \"messages\" must be a non-empty list of {{\"role\", \"content\"}} objects")
+        raise train_error(f"{where}: \"messages\" must be a non-empty list of {{\"role\", \"content\"}} objects")
     out = []
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not m.get("role") \
                 or not isinstance(m.get("content"), str):
-            raise CommandError(f"{where}: messages[{i}] must be an object with string \"role\" and \"content\"")
+            raise train_error(f"{where}: messages[{i}] must be an object with string \"role\" and \"content\"")
         out.append(tuple(sorted((str(k), v) for k, v in m.items() if isinstance(v, str))))
     return Prompt(messages=tuple(out))
 
@@ -66,14 +66,14 @@ def read_prompts(path: str | Path) -> list[Prompt]:
     """Every prompt of a ``.jsonl`` file, in order (see the module docstring)."""
     path = Path(path)
     if not path.is_file():
-        raise CommandError(f"--data {path}: no such file")
+        raise train_error(f"--data {path}: no such file")
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as exc:
-        raise CommandError(f"--data {path}: not UTF-8 text (byte {exc.start})") from None
+        raise train_error(f"--data {path}: not UTF-8 text (byte {exc.start})") from None
     prompts = [p for n, line in enumerate(lines, 1) if (p := parse_line(line, where=f"{path}:{n}")) is not None]
     if not prompts:
-        raise CommandError(f"--data {path}: no prompts (one {{\"prompt\": ...}} or {{\"messages\": [...]}} object a line)")
+        raise train_error(f"--data {path}: no prompts (one {{\"prompt\": ...}} or {{\"messages\": [...]}} object a line)")
     return prompts
 
 
@@ -108,7 +108,7 @@ def render(prompts: Sequence[Prompt], tokenizer: Any, *, max_tokens: int, source
                 text = render_chat(template, p.message_dicts(), bos_token=getattr(tokenizer, "bos_token", None),
                                    eos_token=getattr(tokenizer, "eos_token", None))
             except ChatTemplateError as exc:
-                raise CommandError(f"{source}: prompt {i + 1}: {exc}") from None
+                raise train_error(f"{source}: prompt {i + 1}: {exc}") from None
         else:
             text = "\n".join(m["content"] for m in p.message_dicts()) + "\n"
         ids = list(tokenizer.encode(text))

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from specpath.errors import CommandError
+from specpath_train.errors import train_error
 
 
 def target_digest(target_dir: str | Path) -> str:
@@ -168,7 +168,7 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
     held, rest = pack_windows(seqs["heldout"], window), pack_windows(seqs["train"], window)
     if held.shape[0] < 1 or rest.shape[0] < 1:
         tokens = {k: sum(len(s) for s in v) for k, v in seqs.items()}
-        raise CommandError(f"too little text for windows of {window} tokens: {tokens['train']} training and "
+        raise train_error(f"too little text for windows of {window} tokens: {tokens['train']} training and "
                            f"{tokens['heldout']} held-out tokens make {rest.shape[0]} and {held.shape[0]} windows; "
                            "give more prompts, a larger --max-new-tokens or a smaller --window")
     rest = rest[torch.randperm(rest.shape[0], generator=torch.Generator().manual_seed(seed))]
