@@ -196,6 +196,13 @@ def test_python_dash_m():
     assert result.returncode == 0 and json.loads(result.stdout)
 
 
+def test_train_without_its_distribution_says_what_to_install(capsys, monkeypatch):
+    _command_entry_points(monkeypatch)
+    code, _, err = run(capsys, "train", "eagle3", "--target", "x", "--out", "y")
+    assert code == 1 and err.count("\n") == 1
+    assert "specpath train: error: not available (specpath-train is not installed: pip install ./train" in err
+
+
 def test_an_unknown_command_is_prefixed_once(capsys):
     code, _, err = run(capsys, "bogus")
     assert code == 1 and err.startswith("specpath: error: argument COMMAND: invalid choice: 'bogus'")
