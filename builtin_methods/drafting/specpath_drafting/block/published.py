@@ -118,3 +118,10 @@ def recorded_layout(config: Mapping[str, Any]) -> bool | None:
         if isinstance(value, bool):
             return value
     return None
+
+
+def path_names(config: Mapping[str, Any], path: Any, method: str) -> bool:
+    """vLLM's path hint for a block drafter: ``method`` in the checkpoint's path, only for a
+    checkpoint whose ``config.json`` says nothing about block drafting (a plugin asks this
+    after every plugin's config evidence, in a ``trylast`` detection hook)."""
+    return block_kind(config) is None and method in str(path or "").lower()

@@ -1,5 +1,5 @@
-"""The DFlash speculator: per request, a position-indexed context KV in every draft layer, and
-each step one non-causal pass over the block [anchor, masks].
+"""The block-drafting loop DFlash and DSpark share: per request, a position-indexed context KV
+in every draft layer, and each step one non-causal pass over the block.
 
 Each step, for the whole batch at once:
 
@@ -10,10 +10,9 @@ Each step, for the whole batch at once:
    stopped.
 2. *Draft*: the block inputs (anchor = the last sampled token, then mask slots, at the positions
    after the context) go through the drafter once; block keys/values live only inside that pass.
-   The K predictions become drafts (greedy, or sampled per position with ``draft_sample_method
-   = "random"``); with adaptive verification only a prefix is proposed.
-
-Subclasses (DSpark) change how drafts are chosen from the block's outputs (:meth:`choose`).
+   The method's :meth:`BlockSpeculator.choose` turns the K predictions into drafts
+   (``specpath_dflash.speculator``: independent positions; ``specpath_dspark.speculator``: left to
+   right through the Markov head); with adaptive verification only a prefix is proposed.
 """
 
 from __future__ import annotations
@@ -39,10 +38,11 @@ def block_queries_fn(device: torch.device):
                                build_block_queries_reference)
 
 
-class DFlashSpeculator(BaseSpeculator):
-    """See the module docstring."""
+class BlockSpeculator(BaseSpeculator):
+    """See the module docstring. Subclasses name the drafter ``kind`` (as its ``config.json``
+    records it) and implement :meth:`choose`."""
 
-    kind = "dflash"
+    kind: str
 
     def __init__(self, spec: Any, context: SpeculatorContext) -> None:
         super().__init__(spec, context)
@@ -204,23 +204,9 @@ class DFlashSpeculator(BaseSpeculator):
 
     def choose(self, hidden: torch.Tensor, anchors: Sequence[int], temps: Sequence[float], gens: Sequence[Any]):
         """Drafts [R, K], their probabilities [R, K, V] (None: one-hot) and acceptance estimates
-        [R, K]. DFlash's positions are independent; its estimate is each position's top
-        probability (it reads the position's distribution, not the token drafted there)."""
-        logits = self.drafter.logits(hidden)
-        if not self.random_drafts or all(t <= 0 for t in temps):
-            tokens = logits.argmax(-1)
-            conf = torch.softmax(logits, dim=-1).amax(-1) if self.adaptive else None
-            return tokens, None, conf
-        probs = torch.empty_like(logits)
-        tokens = torch.empty(logits.shape[:2], dtype=torch.int64, device=logits.device)
-        for i, (t, g) in enumerate(zip(temps, gens)):
-            if t <= 0:
-                tokens[i] = logits[i].argmax(-1)
-                probs[i] = torch.nn.functional.one_hot(tokens[i], logits.shape[-1]).to(probs.dtype)
-            else:
-                probs[i] = torch.softmax(logits[i] / t, dim=-1)
-                tokens[i] = torch.multinomial(probs[i], 1, generator=g)[:, 0]
-        return tokens, probs, probs.amax(-1)
+        [R, K] (None unless adaptive verification reads them) from the block outputs ``hidden``
+        [R, K, d]: the method's own rule."""
+        raise NotImplementedError
 
     def proposal(self, num_reqs: int, drafting: Sequence[int], counts: Sequence[int], tokens: torch.Tensor,
                  probs: torch.Tensor | None, conf: torch.Tensor | None) -> DraftProposal:
