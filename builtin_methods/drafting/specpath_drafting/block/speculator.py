@@ -24,11 +24,11 @@ import torch
 
 from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_engine.modeling.dtypes import torch_dtype
-from specpath_engine.modeling.rows import RowAllocator
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
 from specpath_drafting.block.adaptive import VerifyCost, schedule
 from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig, load_weights, read_config
 from specpath_drafting.block.reference import build_block_queries_reference
+from specpath_drafting.kv import DrafterKV
 from specpath_drafting.vocab import serving_lm_head
 
 
@@ -68,10 +68,11 @@ class BlockSpeculator(BaseSpeculator):
         rows = max(1, int(context.max_num_seqs))
         block = self.k if self.anchor_first else self.k + 1
         self.row_len = int(context.max_model_len) + block + 2
-        shape = (dc.num_hidden_layers, rows * self.row_len, dc.num_key_value_heads, dc.head_dim)
-        self.ctx_keys = torch.zeros(shape, dtype=self.dtype, device=self.device)
-        self.ctx_values = torch.zeros(shape, dtype=self.dtype, device=self.device)
-        self.rows = RowAllocator(rows, owner=type(self).__name__)
+        self.kv = DrafterKV(num_layers=dc.num_hidden_layers, num_rows=rows, row_len=self.row_len,
+                            num_kv_heads=dc.num_key_value_heads, head_dim=dc.head_dim, dtype=self.dtype,
+                            device=self.device, owner=type(self).__name__)
+        """The context KV: committed positions' keys/values in every draft layer."""
+        self.rows = self.kv.rows
         self.build_queries = block_queries_fn(self.device)
         self.drafter.rotary.ensure_length(self.row_len)
 
@@ -155,9 +156,7 @@ class BlockSpeculator(BaseSpeculator):
         cos, sin = self.drafter.rope(torch.tensor(positions, device=self.device))
         index = torch.tensor(slots, device=self.device)
         for i in range(len(self.drafter.layers)):
-            k, v = self.drafter.context_kv(i, ctx, cos, sin)
-            self.ctx_keys[i].index_copy_(0, index, k)
-            self.ctx_values[i].index_copy_(0, index, v)
+            self.kv.write(i, index, *self.drafter.context_kv(i, ctx, cos, sin))
 
     def draft_block(self, anchors: Sequence[int], anchor_pos: Sequence[int], rows: Sequence[int], k: int) -> torch.Tensor:
         """One non-causal pass; returns ``[R, k, d]``: the outputs that predict drafts 1..k."""
@@ -172,7 +171,7 @@ class BlockSpeculator(BaseSpeculator):
         cos, sin = self.drafter.rope(positions[:, None])
 
         def context_kv(layer: int):
-            return self.ctx_keys[layer][ctx_slots], self.ctx_values[layer][ctx_slots]
+            return self.kv.gather(layer, ctx_slots)  # [R, P, KV, D] each
 
         out = self.drafter.block(h, cos, sin, context_kv, visible[:, None])[:, 0]
         return out[:, :k] if self.anchor_first else out[:, 1:]
@@ -185,20 +184,18 @@ class BlockSpeculator(BaseSpeculator):
         from specpath_engine.modeling.native import attention_kernels, native_kernels
 
         d = self.drafter
-        if native_kernels(self.ctx_keys) is None or any(layer.native_linears() is None for layer in d.layers):
+        if native_kernels(self.kv.keys) is None or any(layer.native_linears() is None for layer in d.layers):
             return None  # decided before any work: the batched torch pass runs instead
         h = d.block_embeds(ids)  # [B, d]
         cos, sin = d.rope(positions)
         block = ids.shape[0]
         length = anchor_pos + block
-        start = row * self.row_len
         visible = torch.ones(block, length, dtype=torch.bool, device=h.device)
         for i, layer in enumerate(d.layers):
             q, k, v = layer.qkv(d.input_layernorms[i](h), cos, sin)
-            if (native := attention_kernels(q, k, v, self.ctx_keys[i])) is None:
+            if (native := attention_kernels(q, k, v, self.kv.keys[i])) is None:
                 return None
-            attn = native.attention(q, k, v, self.ctx_keys[i][start : start + self.row_len],
-                                    self.ctx_values[i][start : start + self.row_len], length, visible)
+            attn = native.attention(q, k, v, *self.kv.row_span(i, row), length, visible)
             h = layer.finish(attn, h)
         return h
 
