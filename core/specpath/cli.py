@@ -26,6 +26,7 @@ OTHER_COMMANDS: dict[str, str] = {
     "run": "specpath-engine",
     "demo": "specpath-engine",
     "convert": "specpath-engine",
+    "export": "specpath-train",
 }
 """Command -> the distribution that provides it (so that a missing one can say what to install)."""
 
