@@ -86,10 +86,12 @@ def worker(args: argparse.Namespace) -> int:
 
 
 def prompt_ids(target: str) -> list[list[int]]:
+    from specpath_engine.modeling.named_models import hf_checkpoint_dir
     from specpath_train.target_text import chat_template, load_tokenizer, render_chat
 
-    tok, template = load_tokenizer(target), chat_template(target)
-    return [tok.encode(render_chat(template, p)).ids for p in PROMPTS]
+    path = hf_checkpoint_dir(target)
+    tok, template = load_tokenizer(path), chat_template(path)
+    return [tok.encode(render_chat(template, [{"role": "user", "content": p}])).ids for p in PROMPTS]
 
 
 def specpath_run(target: str, spec: dict | None, prompts: list[list[int]], max_tokens: int) -> dict:

@@ -58,6 +58,9 @@ def export_config(head: Any, fmt: str, *, dtype: str, target: str | None, num_sp
     """The exported ``config.json`` of head config ``head`` (a ``HeadConfig``)."""
     from specpath_drafting.config import default_aux_layer_ids
 
+    if head.aux_layer_ids is None and head.target_num_hidden_layers is None:
+        raise ExportError(f"{source}: the head names neither its taps (eagle_aux_hidden_state_layer_ids) nor its "
+                          "target's depth (target_num_hidden_layers)")
     ids = list(head.aux_layer_ids or default_aux_layer_ids(head.target_num_hidden_layers))
     draft_vocab = head.draft_vocab_size or head.vocab_size
     provenance = {"source": source, "format": fmt, "method": "eagle3"}
@@ -68,6 +71,7 @@ def export_config(head: Any, fmt: str, *, dtype: str, target: str | None, num_sp
             "speculators_version": "0.1.0",
             "draft_vocab_size": draft_vocab,
             "target_hidden_size": head.target_hidden_size,
+            "target_num_hidden_layers": head.target_num_hidden_layers,
             "norm_before_residual": False,
             "eagle_aux_hidden_state_layer_ids": ids,
             "speculators_config": {
@@ -86,6 +90,7 @@ def export_config(head: Any, fmt: str, *, dtype: str, target: str | None, num_sp
         **_layer_config(head),
         "draft_vocab_size": draft_vocab,
         "target_hidden_size": head.target_hidden_size,
+        "target_num_hidden_layers": head.target_num_hidden_layers,
         "num_aux_hidden_states": len(ids),
         "norm_before_residual": False,
         "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids, "use_aux_hidden_state": True},
