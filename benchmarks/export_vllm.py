@@ -59,7 +59,8 @@ def worker(args: argparse.Namespace) -> int:
     from vllm import LLM, SamplingParams
 
     job = json.loads(Path(args.worker).read_text())
-    options = dict(dtype="float32", max_model_len=1024, max_num_seqs=1, disable_log_stats=False, seed=0)
+    options = dict(dtype="float32", max_model_len=1024, max_num_seqs=1, disable_log_stats=False, seed=0,
+                   enforce_eager=True, skip_tokenizer_init=True)  # token ids in and out; no compile wait
     if job["format"] == "speculators":  # the checkpoint names its verifier: serve it as the model
         llm = LLM(model=job["draft"], **options)
     else:
