@@ -47,7 +47,7 @@ REFUSALS: Mapping[str, str] = {
         "speculators has no MTP algorithm"
     ),
 }
-"""Why a kind has no engine layout (the message after ``cannot export a <kind> checkpoint``)."""
+"""Why a kind has no engine layout in any format (the end of its one-line refusal)."""
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -102,7 +102,7 @@ def export_checkpoint(src: str | Path, fmt: str, out: str | Path, *, target: str
     config = read_config(src)
     kind = checkpoint_kind(config)
     if kind in REFUSALS:
-        raise ExportError(f"cannot export a {kind} checkpoint to {fmt}: {REFUSALS[kind]}")
+        raise ExportError(f"cannot export {src.name} (a {kind!r} checkpoint) to {fmt}: {REFUSALS[kind]}")
     if out.resolve() == src.resolve():
         raise ExportError(f"{out}: the output is the checkpoint itself")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
