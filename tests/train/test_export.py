@@ -218,6 +218,8 @@ def test_existing_output_is_kept_without_overwrite(tmp_path, capsys):
     (out / "keep.txt").write_text("mine")
     code, err = _cli(capsys, eagle3, "--format", "vllm", out)
     assert code == 1 and "--overwrite" in err and (out / "keep.txt").read_text() == "mine"
+    code, err = _cli(capsys, eagle3, "--format", "speculators", out, "--overwrite")  # fails: no --target
+    assert code == 1 and "needs --target" in err and (out / "keep.txt").read_text() == "mine"
     assert cli_main(["export", str(eagle3), "--format", "vllm", str(out), "--overwrite"]) == 0
     assert not (out / "keep.txt").exists() and (out / "model.safetensors").is_file()
     again = tmp_path / "again"

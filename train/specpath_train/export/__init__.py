@@ -105,14 +105,25 @@ def export_checkpoint(src: str | Path, fmt: str, out: str | Path, *, target: str
         raise ExportError(f"cannot export {src.name} (a {kind!r} checkpoint) to {fmt}: {REFUSALS[kind]}")
     if out.resolve() == src.resolve():
         raise ExportError(f"{out}: the output is the checkpoint itself")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        if not overwrite:
-            raise ExportError(f"{out} exists and is not empty; pass --overwrite to replace it")
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
-    if kind == "eagle3":
-        from specpath_train.export.eagle3 import write_eagle3
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+        raise ExportError(f"{out} exists and is not empty; pass --overwrite to replace it")
+    # written beside OUT and moved in at the end: a refused or failed export leaves OUT as it was
+    tmp = out.parent / f".{out.name}.export-tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        if kind == "eagle3":
+            from specpath_train.export.eagle3 import write_eagle3
 
-        return write_eagle3(src, config, fmt, out, target=target, num_speculative_tokens=num_speculative_tokens)
-    from specpath_train.export.draft_model import write_draft_model
+            written = write_eagle3(src, config, fmt, tmp, target=target, num_speculative_tokens=num_speculative_tokens)
+        else:
+            from specpath_train.export.draft_model import write_draft_model
 
-    return write_draft_model(src, config, fmt, out, target=target)
+            written = write_draft_model(src, config, fmt, tmp, target=target)
+        if out.is_dir():
+            shutil.rmtree(out)
+        elif out.exists():
+            out.unlink()
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [out / p.name for p in written]
