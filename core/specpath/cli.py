@@ -27,6 +27,7 @@ OTHER_COMMANDS: dict[str, str] = {
     "demo": "specpath-engine",
     "convert": "specpath-engine",
     "train": "specpath-train",
+    "export": "specpath-train",
 }
 """Command -> the distribution that provides it (so that a missing one can say what to install)."""
 

@@ -60,14 +60,24 @@ def save_drafter_checkpoint(module: nn.Module, path: str | Path, *, extra_config
     return save_checkpoint(path, config=config, state_dict=state)
 
 
-def load_drafter_weights(module: Module, path: str | Path, what: str) -> Module:
+def load_drafter_weights(module: Module, path: str | Path, what: str, *,
+                         rename: Callable[[str], str | None] | None = None,
+                         complete: Callable[[dict[str, torch.Tensor]], None] | None = None) -> Module:
     """Load ``model.safetensors`` into ``module`` in its dtype; every tensor must be present with
-    its shape (``what`` names the kind of drafter in errors)."""
+    its shape (``what`` names the kind of drafter in errors). ``rename`` maps a published
+    layout's names onto the module's (None drops a tensor); ``complete`` adds tensors a layout
+    leaves out and the module derives (EAGLE-3's ``t2d`` from ``d2t``)."""
     from specpath_engine.modeling.checkpoint import read_safetensors
 
     weights = Path(path) / "model.safetensors"
     non_float = {k for k, v in module.state_dict().items() if not v.is_floating_point()}  # e.g. EAGLE-3's vocab maps
+    if rename is not None:  # a published layout may prefix its vocabulary maps with "model."
+        non_float |= {"model." + k for k in non_float}
     tensors = read_safetensors(weights, non_float)  # framing, dtypes and finite values checked, one line each
+    if rename is not None:
+        tensors = {new: v for k, v in tensors.items() if (new := rename(k)) is not None}
+    if complete is not None:
+        complete(tensors)
     expected = {k: v.shape for k, v in _stored_state(module).items()}
     missing, extra = sorted(set(expected) - set(tensors)), sorted(set(tensors) - set(expected))
     if missing or extra:

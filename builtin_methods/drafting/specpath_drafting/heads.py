@@ -51,6 +51,10 @@ class HeadConfig(LayerShape):
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> HeadConfig:
+        from specpath_drafting.published_heads import head_config_dict, is_published_eagle3
+
+        if is_published_eagle3(d):  # vLLM / SpecForge / speculators: the same head, other keys
+            d = head_config_dict(d)
         ids = d.get("eagle_aux_hidden_state_layer_ids")
         return cls(
             kind=str(d.get("model_type", "eagle")),
@@ -193,5 +197,22 @@ def save_head(head: HiddenStateHead, path: str | Path, *, extra_config: dict | N
 
 
 def load_head_weights(head: HiddenStateHead, path: str | Path) -> HiddenStateHead:
-    """Load ``model.safetensors`` into ``head``; every parameter must be present with its shape."""
-    return load_drafter_weights(head, path, f"{head.config.kind} head")
+    """Load ``model.safetensors`` into ``head``; every parameter must be present with its shape.
+    An EAGLE-3 head may be in a published layout (:mod:`specpath_drafting.published_heads`)."""
+    if head.config.kind != "eagle3":
+        return load_drafter_weights(head, path, f"{head.config.kind} head")
+    from specpath_drafting.published_heads import specpath_name
+
+    vocab = head.config.vocab_size
+
+    def complete(tensors: dict[str, torch.Tensor]) -> None:
+        if "t2d" not in tensors and "d2t" in tensors:  # vLLM skips t2d; it is d2t's image
+            d2t = tensors["d2t"].to(torch.int64)
+            t2d = torch.zeros(vocab, dtype=torch.bool)
+            t2d[torch.arange(d2t.shape[0]) + d2t] = True
+            tensors["t2d"] = t2d
+        if "d2t" not in tensors and "lm_head.weight" in tensors and tensors["lm_head.weight"].shape[0] == vocab:
+            tensors["d2t"] = torch.zeros(vocab, dtype=torch.int64)  # full vocabulary: the identity map
+            tensors.setdefault("t2d", torch.ones(vocab, dtype=torch.bool))
+
+    return load_drafter_weights(head, path, f"{head.config.kind} head", rename=specpath_name, complete=complete)
