@@ -26,6 +26,7 @@ OTHER_COMMANDS: dict[str, str] = {
     "run": "specpath-engine",
     "demo": "specpath-engine",
     "convert": "specpath-engine",
+    "bench": "specpath-engine",
 }
 """Command -> the distribution that provides it (so that a missing one can say what to install)."""
 
