@@ -5,7 +5,9 @@ step without changing what is generated. Drafting ``k`` tokens costs the drafter
 passes and the target ``k`` more query rows, and returns the accepted prefix. With ``P(j)``
 the chance that the first ``j`` drafts are all accepted, a step yields on average
 ``E(k) = 1 + P(1) + ... + P(k)`` tokens for a relative cost
-``C(k) = 1 + call + k * (draft + verify)`` (a plain step costs 1), so the governor picks
+``C(k) = 1 + call + pass + k * verify`` for a drafter that drafts all K in one pass, or
+``1 + call + k * (pass + verify)`` for one that drafts a token a pass (a plain step costs 1; the
+drafter's ``pass`` cost is static: see ``llm_engine.draft_pass_cost``), so the governor picks
 ``k = argmax E(k) / C(k)`` over ``0..K``; ``k = 0`` is plain decoding.
 
 ``P(j)`` comes from the request's own recent verifications (conditional acceptance at each
@@ -15,7 +17,7 @@ probes keep failing, so a request that becomes predictable (a quoted block, a re
 picked up again. Every input is the request's own history and fixed costs, never timings: the
 same request gives the same drafts, and a seeded request the same text, in every run.
 
-Worked example: K=4, draft cost 0.10 per token (verify 0.02, call 0.03). A request whose
+Worked example: K=4, a pass of 0.10 per token (verify 0.02, call 0.03). A request whose
 conditional acceptance is 0.8 at every depth has P = 0.8, 0.64, 0.51, 0.41: E(4)/C(4) =
 3.36/1.51 = 2.2, so it drafts 4. At 0.3 per depth P = 0.3, 0.09, ...: E(1)/C(1) = 1.3/1.15 =
 1.13 beats E(2)/C(2) = 1.39/1.27, so it drafts 1; at 0.1 nothing beats 1.0 and it decodes plainly.
@@ -62,14 +64,15 @@ class RequestAcceptance:
         return (self.accepted[depth] + PRIOR_ACCEPTANCE * PRIOR_WEIGHT) / (self.tried[depth] + PRIOR_WEIGHT)
 
 
-def best_length(conditional: list[float], max_k: int, draft_cost: float) -> int:
+def best_length(conditional: list[float], max_k: int, pass_cost: float, one_pass: bool = False) -> int:
     """``argmax_k E(k) / C(k)`` (see the module docstring); 0 when no draft pays."""
     best_k, best, reach, expected = 0, 1.0, 1.0, 1.0
-    per_token = draft_cost + VERIFY_COST
+    fixed = 1.0 + CALL_COST + (pass_cost if one_pass else 0.0)
+    per_token = VERIFY_COST + (0.0 if one_pass else pass_cost)
     for k in range(1, max_k + 1):
         reach *= conditional[k - 1]
         expected += reach
-        value = expected / (1.0 + CALL_COST + k * per_token)
+        value = expected / (fixed + k * per_token)
         if value > best:
             best_k, best = k, value
     return best_k
@@ -78,10 +81,12 @@ def best_length(conditional: list[float], max_k: int, draft_cost: float) -> int:
 class DraftGovernor:
     """Per-request draft lengths (``choose``) and their outcomes (``observe``)."""
 
-    def __init__(self, max_k: int, draft_cost: float) -> None:
+    def __init__(self, max_k: int, pass_cost: float, *, one_pass: bool = False) -> None:
         self.max_k = max_k
-        self.draft_cost = draft_cost
-        """Drafter cost of one drafted token relative to a plain target step."""
+        self.pass_cost = pass_cost
+        """Cost of one drafter pass relative to a plain target step."""
+        self.one_pass = one_pass
+        """The drafter drafts all K in one pass (else one token a pass)."""
         self._requests: dict[str, RequestAcceptance] = {}
 
     def _state(self, req_id: str) -> RequestAcceptance:
@@ -102,7 +107,7 @@ class DraftGovernor:
             state.probing = True
             return min(max_draft_tokens, self.max_k)
         limit = min(max_draft_tokens, self.max_k)
-        k = best_length([state.conditional(j) for j in range(limit)], limit, self.draft_cost)
+        k = best_length([state.conditional(j) for j in range(limit)], limit, self.pass_cost, self.one_pass)
         if k == 0:
             state.wait = state.next_wait
         return k
@@ -121,7 +126,7 @@ class DraftGovernor:
                 state.accepted[j] += 1.0
         if state.probing:
             state.probing = False
-            pays = best_length([state.conditional(j) for j in range(self.max_k)], self.max_k, self.draft_cost) > 0
+            pays = best_length([state.conditional(j) for j in range(self.max_k)], self.max_k, self.pass_cost, self.one_pass) > 0
             state.next_wait = FIRST_WAIT if pays else min(MAX_WAIT, state.next_wait * 2)
 
     def remove(self, req_id: str) -> None:

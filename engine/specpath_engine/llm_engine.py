@@ -176,30 +176,47 @@ def draft_governor(spec: Any, speculator: BaseSpeculator, max_k: int, target: An
     synthetic verification (its acceptance is preset, so there is nothing to adapt to)."""
     if spec.draft_length_policy != "adaptive" or spec.rejection_sample_method == "synthetic" or not max_k:
         return None
-    return DraftGovernor(max_k, draft_token_cost(spec, speculator, target))
+    return DraftGovernor(max_k, draft_pass_cost(spec, speculator, target),
+                         one_pass=spec.speculator_config.drafts_in_one_pass)
 
 
-MIN_DRAFT_TOKEN_COST = 0.03
-"""A model-based drafter's cost per token is never taken below this (its per-token Python and
+MIN_DRAFT_PASS_COST = 0.03
+"""A model-based drafter's pass is never taken to cost less than this (its Python and
 kernel-launch work, whatever its size)."""
 
 
-def draft_token_cost(spec: Any, speculator: BaseSpeculator, target: Any = None) -> float:
-    """``draft_token_cost`` when configured, else the speculator's own estimate
-    (``BaseSpeculator.draft_token_cost``), else 0 for a model-free method and, for the others, the
-    bytes of the drafter's own weights over the target's (decode reads every weight once a
-    step: bytes are the cost). Static, so decisions never depend on timings."""
-    if spec.draft_token_cost is not None:
-        return float(spec.draft_token_cost)
-    estimate = getattr(speculator, "draft_token_cost", None)
+def draft_pass_cost(spec: Any, speculator: BaseSpeculator, target: Any = None) -> float:
+    """``draft_pass_cost`` when configured, else the speculator's own estimate
+    (``BaseSpeculator.draft_pass_cost``), else 0 for a model-free method and, for the others, the
+    bytes of the drafter's own weights (and of the target's LM head where it drafts through it)
+    over the target's: decode reads every weight once a pass, so bytes are the cost. Static, so
+    decisions never depend on timings."""
+    if spec.draft_pass_cost is not None:
+        return float(spec.draft_pass_cost)
+    estimate = getattr(speculator, "draft_pass_cost", None)
     if estimate is not None:
         return float(estimate)
     if spec.speculator_config.model_free or target is None:
-        return 0.0 if spec.speculator_config.model_free else MIN_DRAFT_TOKEN_COST
+        return 0.0 if spec.speculator_config.model_free else MIN_DRAFT_PASS_COST
     target_tensors = _tensors([target])
     target_bytes = sum(target_tensors.values())
-    own = sum(b for ptr, b in _tensors(_modules(speculator)).items() if ptr not in target_tensors)
-    return max(MIN_DRAFT_TOKEN_COST, own / max(1, target_bytes))
+    modules = _modules(speculator)
+    own = sum(b for ptr, b in _tensors(modules).items() if ptr not in target_tensors)
+    if _calls_target(modules, target):  # drafting through the target's own LM head reads all of it
+        cfg = target.config
+        own += cfg.vocab_size * cfg.hidden_size * next(target.parameters()).element_size()
+    return max(MIN_DRAFT_PASS_COST, own / max(1, target_bytes))
+
+
+def _calls_target(modules: Sequence[Any], target: Any) -> bool:
+    """Whether a drafter module holds one of the target's bound methods (its LM head, lent
+    through ``SpeculatorContext.lm_head``)."""
+    for module in modules:
+        for m in module.modules():
+            for v in vars(m).values():
+                if getattr(v, "__self__", None) is target and getattr(v, "__name__", "") != "embed":
+                    return True
+    return False
 
 
 def _modules(speculator: Any) -> list[Any]:

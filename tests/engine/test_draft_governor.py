@@ -12,6 +12,8 @@ def test_the_docstrings_worked_example():
     assert best_length([0.3] * 4, 4, 0.10) == 1
     assert best_length([0.1] * 4, 4, 0.10) == 0
     assert best_length([0.1] * 4, 4, 0.0) == 1  # a free drafter still pays at low acceptance
+    assert best_length([0.5] * 4, 4, 0.25, one_pass=True) == 4  # one pass: K costs what 1 does
+    assert best_length([0.5] * 4, 4, 0.25) == 1
 
 
 @given(st.lists(st.floats(0, 1), min_size=1, max_size=8), st.floats(0, 10), st.integers(0, 8))
@@ -23,7 +25,7 @@ def test_length_is_within_budget_and_monotone_in_cost(rates, cost, budget):
 
 
 def test_backs_off_probes_and_returns():
-    g = DraftGovernor(4, draft_cost=0.1)
+    g = DraftGovernor(4, pass_cost=0.1)
     assert g.choose("r", 4) == 4  # the optimistic prior tries drafting
     for _ in range(30):  # nothing is ever accepted
         k = g.choose("r", 4)
@@ -47,7 +49,7 @@ def test_backs_off_probes_and_returns():
 
 
 def test_requests_are_independent():
-    g = DraftGovernor(4, draft_cost=0.1)
+    g = DraftGovernor(4, pass_cost=0.1)
     for _ in range(20):
         g.observe("bad", 4, 0)
         g.observe("good", 4, 4)
@@ -117,7 +119,7 @@ def test_every_builtin_drafter_catches_up_after_skipped_steps(name, plain_output
 def test_an_expensive_drafter_is_backed_off_losslessly(plain_output):
     params = SamplingParams(max_tokens=32, ignore_eos=True)
     cheap = LLM(None, {**EMBEDDED_CONFIGS["eagle"]}, dtype="float32").generate(PROMPTS, params)
-    costly = LLM(None, {**EMBEDDED_CONFIGS["eagle"], "draft_token_cost": 5.0}, dtype="float32").generate(PROMPTS, params)
+    costly = LLM(None, {**EMBEDDED_CONFIGS["eagle"], "draft_pass_cost": 5.0}, dtype="float32").generate(PROMPTS, params)
     assert [o.token_ids for o in cheap] == [o.token_ids for o in costly] == plain_output
     assert sum(o.metrics.num_backoff_steps for o in costly) > sum(o.metrics.num_backoff_steps for o in cheap)
     assert sum(o.metrics.num_draft_tokens for o in costly) < sum(o.metrics.num_draft_tokens for o in cheap)
@@ -137,5 +139,5 @@ def test_fixed_policy_and_synthetic_verification_have_no_governor():
     with pytest.warns(Warning, match="synthetic acceptance"):
         assert LLM(None, synthetic).engine.runner.governor is None
     g = LLM(None, EMBEDDED_CONFIGS["eagle"]).engine.runner.governor
-    assert g is not None and 0.03 <= g.draft_cost < 1
-    assert LLM(None, EMBEDDED_CONFIGS["ngram"]).engine.runner.governor.draft_cost == 0.0
+    assert g is not None and 0.03 <= g.pass_cost < 1
+    assert LLM(None, EMBEDDED_CONFIGS["ngram"]).engine.runner.governor.pass_cost == 0.0

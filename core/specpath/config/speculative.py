@@ -173,10 +173,11 @@ class SpeculativeConfig:
         "acceptance makes pay against the drafter's cost, down to plain decoding (lossless: "
         "verification accepts any length); fixed: always up to K.",
     )
-    draft_token_cost: float | None = _field(
+    draft_pass_cost: float | None = _field(
         group="budget",
-        doc="adaptive: the drafter's cost of one drafted token relative to a plain target step "
-        "(0..10); None: the drafter's own estimate (its weights against the target's).",
+        doc="adaptive: the cost of one drafter pass relative to a plain target step (0..10; a pass "
+        "drafts one token, or all K for drafters that draft in one pass); None: the drafter's own "
+        "estimate (the bytes of its weights against the target's).",
         check=(rules.finite(), rules.at_least(0, "must be >= 0"), rules.at_most(10)),
     )
     parallel_drafting: bool = _field(

@@ -258,6 +258,12 @@ class SpeculatorConfig:
                 value=list(spec.eagle_aux_hidden_state_layer_ids),
             )
 
+    @property
+    def drafts_in_one_pass(self) -> bool:
+        """All of a step's drafts come from one drafter pass (``parallel_drafting``; block drafters
+        always): drafting costs about the same for any K, which the adaptive draft length weighs."""
+        return bool(self.spec.parallel_drafting)
+
     def hash_factors(self) -> tuple[Any, ...]:
         """Fields of this method that change the computation graph (see ``compute_hash``)."""
         return ()
