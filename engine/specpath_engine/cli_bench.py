@@ -45,6 +45,7 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--wait", type=float, default=120.0, help="seconds to wait for the gate (default 120; 0: no gate)")
     p.add_argument("--seed", type=int, default=0, help="request i samples with seed+i in every engine (default 0)")
     p.add_argument("--out", type=Path, help="directory for result.json, report.md, report.html and the plots")
+    p.add_argument("--title", help="a heading for this result (docs/benchmarks.md sections use it)")
     p.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
     p.set_defaults(func=cmd_bench)
 
@@ -150,6 +151,8 @@ def run_bench(args: argparse.Namespace, *, progress: bool = True) -> dict:
         bar.close()
     llm = engines[0][2]
     return {
+        "title": args.title,
+        "command": _command(args, specs),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": {"cpu": _cpu(), "cores": os.cpu_count(), "load_at_start": load,
                     "gated": args.wait > 0, "max_load": args.max_load},
@@ -160,6 +163,28 @@ def run_bench(args: argparse.Namespace, *, progress: bool = True) -> dict:
         "rows": rows,
         "skipped": skipped,
     }
+
+
+def _command(args: argparse.Namespace, specs: list[str]) -> str:
+    """The command line that reproduces this run (what docs/benchmarks.md shows)."""
+    import shlex
+
+    parts = ["specpath", "bench", "--model", args.model or "embedded"]
+    if args.methods:
+        parts += ["--methods", args.methods]
+    for c in args.config:
+        parts += ["--config", c]
+    for w in specs:
+        parts += ["--workload", w]
+    parts += ["--batch", *map(str, args.batch), "--temperature", *(f"{t:g}" for t in args.temperature),
+              "--max-tokens", str(args.max_tokens), "--repeats", str(args.repeats)]
+    for flag, value in (("--dtype", args.dtype if args.dtype != "auto" else None), ("--quantization", args.quantization),
+                        ("--threads", args.threads)):
+        if value is not None:
+            parts += [flag, str(value)]
+    if args.honour_eos:
+        parts.append("--honour-eos")
+    return shlex.join(parts)
 
 
 def _threads_used() -> int:
