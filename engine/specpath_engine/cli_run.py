@@ -38,15 +38,19 @@ def add_subcommands(subparsers: Any) -> None:
     _add_engine_args(p)
     p.add_argument("--max-tokens", type=int, default=128, help="most tokens to generate (default 128)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--top-k", type=int, default=0,
+                   help="with --temperature > 0: sample from the k most likely tokens only (0 = all, default)")
+    p.add_argument("--top-p", type=float, default=1.0,
+                   help="with --temperature > 0: sample from the smallest set of tokens whose probability "
+                        "reaches p (1.0 = all, default)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of this request's sampling, for a repeatable sampled run (default: unseeded)")
     p.add_argument("--json", action="store_true", help="print one JSON object: text, token_ids, metrics")
     p.set_defaults(func=cmd_run)
 
     p = subparsers.add_parser("demo", help="every installed method on fixed code and chat prompts, against the baseline")
-    _add_engine_args(p, model_help=f"target (default: {DEFAULT_DEMO_MODEL} when installed, else the embedded "
-                                   "model; 'embedded' for the fast byte-model demo)")
+    _add_engine_args(p, model_help=f"target, as for run (default: the embedded byte-level model, as run and LLM(); "
+                                   f"{REAL_DEMO_MODEL} for the real chat model)")
     p.add_argument("--max-tokens", type=int, default=128, help="tokens per prompt (default 128)")
     p.add_argument("--num-speculative-tokens", type=int, default=DEFAULT_DEMO_K,
                    help=f"K for methods without a demo config of their own (default {DEFAULT_DEMO_K})")
@@ -74,8 +78,9 @@ def _add_engine_args(p: argparse.ArgumentParser, *, model_help: str | None = Non
                    help="most memory for the KV cache, e.g. 64MiB or 1GB (default 64MiB)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (default: 1 for the embedded model, whose steps lose time in thread "
-                        "barriers; torch's default for real models)")
-    p.add_argument("--enable-prefix-caching", action="store_true")
+                        "barriers; torch's default for real models); at most 4 per CPU this process may use")
+    p.add_argument("--enable-prefix-caching", action="store_true",
+                   help="reuse the KV cache of a prompt prefix already computed (same output, less prefill)")
     p.add_argument("--quantization", choices=["int8", "int4"], default=None,
                    help="weight-only target matrices: int8 (half the bytes of bf16 per step) or int4 (a quarter; "
                         "GGUF Q4_1's block of 32, best in bf16); speculation stays lossless with respect to the "
@@ -87,9 +92,11 @@ def _add_engine_args(p: argparse.ArgumentParser, *, model_help: str | None = Non
 
 def _threads(args: argparse.Namespace) -> int | None:
     if args.threads is not None:
-        return args.threads
+        from specpath_engine.arguments import check_threads
+
+        return check_threads(args.threads)  # once, before any engine is built (demo builds many)
     model = args.model
-    return 1 if model is None or model == "embedded" else None
+    return 1 if model is None or str(model).strip().casefold() == "embedded" else None
 
 
 def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -119,6 +126,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from specpath_engine.llm import LLM, SamplingParams
 
     llm = LLM(args.model, _speculative_input(args), **_engine_kwargs(args))
+    if args.chat and not llm.tokenizer.chat_template:
+        from specpath.cli import CommandError
+
+        what = "the embedded model" if args.model in (None, "embedded") else repr(args.model)
+        raise CommandError(f"--chat: {what} has no chat template; drop --chat to continue the prompt as plain "
+                           f"text, or use --model {REAL_DEMO_MODEL}", prog="specpath run")
     params = SamplingParams(
         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed
     )
@@ -146,8 +159,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------- demo
-DEFAULT_DEMO_MODEL = "smollm2-135m"
-"""What ``specpath demo`` runs on when installed (else the embedded model, with a note)."""
+REAL_DEMO_MODEL = "smollm2-135m"
+"""The real model the docs run the demo on (``specpath demo --model smollm2-135m``)."""
 
 REAL_DEMO_PROMPTS: tuple[tuple[str, Any], ...] = (
     ("code", "def quicksort(items):\n    \"\"\"Sort a list of numbers with quicksort.\"\"\"\n"),
@@ -161,16 +174,17 @@ REAL_DEMO_PROMPTS: tuple[tuple[str, Any], ...] = (
 
 
 def demo_target(model: str | None) -> tuple[str | None, str | None]:
-    """(model to run, note): the named default model when installed, else the embedded one."""
+    """(model to run, note). With no ``--model`` the demo runs where ``run`` and ``LLM()`` do, on
+    the embedded model; the note names the real model to try when it is installed."""
     from specpath_engine.modeling.named_models import NAMED_MODELS, ModelNotInstalledError
 
     if model is not None:
         return model, None
     try:
-        NAMED_MODELS[DEFAULT_DEMO_MODEL].path()
-    except ModelNotInstalledError as exc:
-        return None, f"{exc}; running the embedded byte-level model instead"
-    return DEFAULT_DEMO_MODEL, None
+        NAMED_MODELS[REAL_DEMO_MODEL].path()
+    except ModelNotInstalledError:
+        return None, None
+    return None, f"the embedded byte-level model (the default of run and LLM()); --model {REAL_DEMO_MODEL} for a real chat model"
 
 
 def _accepts_target(hook: Any) -> bool:
@@ -257,7 +271,19 @@ def _fmt_rates(rates: list[float]) -> str:
 
 def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[dict], list[tuple[str, str]]]:
     """Build every method's engine, then run the prompts round-robin (prompt-major), so load on a
-    shared machine affects every method alike."""
+    shared machine affects every method alike. A failure erases the progress bar first, so the
+    error is a line of its own."""
+    bars: list[Any] = []
+    try:
+        return _run_demo(args, progress, bars)
+    except BaseException:
+        for bar in bars:
+            bar.leave = False
+            bar.close()
+        raise
+
+
+def _run_demo(args: argparse.Namespace, progress: bool, bars: list[Any]) -> tuple[list[dict], list[tuple[str, str]]]:
     from tqdm import tqdm
 
     from specpath_engine.llm import LLM, SamplingParams
@@ -267,16 +293,16 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
     from specpath_engine.tokenizer import load_tokenizer
     from specpath_engine.modeling.named_models import resolve_model_path
 
-    model, note = demo_target(args.model)
+    _threads(args)  # a bad --threads is one line before any progress bar
+    model, _ = demo_target(args.model)
     args.model = model
     only = set(args.methods.split(",")) if args.methods else None
     chat_model = load_tokenizer(resolve_model_path(model)).chat_template is not None
     if not chat_model:  # the embedded (or another byte-level code) model: the one benchmark harness
         runs, skipped = demo_configs(args.num_speculative_tokens, only, model_free=args.model_free)
-        if note:
-            skipped.insert(0, ("(model)", note))
         bar = tqdm(total=(len(runs) + 1) * (len(harness.DEMO_PROMPTS) + 1), desc="specpath demo", unit="run",
                    disable=not progress, file=sys.stderr)
+        bars.append(bar)
 
         def step(what: str) -> None:
             bar.set_postfix_str(what)
@@ -295,10 +321,9 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
 
         target = ModelConfig(model=str(resolve_model_path(model)))
     runs, skipped = demo_configs(args.num_speculative_tokens, only, target=target, model_free=args.model_free)
-    if note:
-        skipped.insert(0, ("(model)", note))
     bar = tqdm(total=(len(runs) + 1) * (len(REAL_DEMO_PROMPTS) + 1), desc="specpath demo", unit="run",
                disable=not progress, file=sys.stderr)
+    bars.append(bar)
     bar.set_postfix_str("loading baseline")
     baseline = LLM(model, None, **_engine_kwargs(args))
     prompts: list[tuple[str, Any]] = list(REAL_DEMO_PROMPTS)
@@ -392,6 +417,7 @@ def _identity_cell(row: dict) -> str:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    _, note = demo_target(args.model)
     rows, skipped = run_demo(args, progress=not args.json)
     if args.json:
         print(json.dumps({"rows": rows, "skipped": [{"method": m, "reason": r} for m, r in skipped]}))
@@ -433,4 +459,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
               "(bf16 logits here are rounded to steps of 1/16-1/8).")
     for name, reason in skipped:
         print(f"skipped {name}: {reason}")
+    if note:
+        print(f"model: {note}")
     return 0
