@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Render docs/benchmarks.md from the `specpath bench` results kept in docs/results/*.json.
 
-    specpath bench --model smollm2-135m ... --out /tmp/run && cp /tmp/run/result.json docs/results/NAME.json
+    specpath bench --model smollm2-135m ... --out RUN && cp RUN/result.json docs/results/NAME.json
     python scripts/render_benchmarks.py            # rewrites docs/benchmarks.md
     python scripts/render_benchmarks.py --check    # exit 1 if the page is stale (the docs test runs this)
 

@@ -14,8 +14,10 @@ drafter's ``pass`` cost is static: see ``llm_engine.draft_pass_cost``), so the g
 depth, decayed so it follows the text as it changes, starting from an optimistic prior so every
 request tries drafting). A backed-off request is probed again after a wait that doubles while
 probes keep failing, so a request that becomes predictable (a quoted block, a repetition) is
-picked up again. Every input is the request's own history and fixed costs, never timings: the
-same request gives the same drafts, and a seeded request the same text, in every run.
+picked up again. Every input is the request's own history and fixed costs, never timings, and
+the back-off is counted in output positions, not calls: the same request gives the same drafts,
+and a seeded request the same text, in every run, whatever the batch, and across preemption (a
+resumed request re-asked at a position gets the same answer).
 
 Worked example: K=4, a pass of 0.10 per token (verify 0.02, call 0.03). A request whose
 conditional acceptance is 0.8 at every depth has P = 0.8, 0.64, 0.51, 0.41: E(4)/C(4) =
@@ -44,7 +46,7 @@ CALL_COST = 0.03
 """Fixed cost of a drafting step (the drafter's call, the verification set-up)."""
 
 FIRST_WAIT, MAX_WAIT = 4, 64
-"""Steps a backed-off request waits before a probe; doubled per failed probe, at most MAX_WAIT."""
+"""Positions a backed-off request waits before a probe; doubled per failed probe, at most MAX_WAIT."""
 
 
 @attrs.define(kw_only=True, slots=True)
@@ -55,9 +57,10 @@ class RequestAcceptance:
     """Decayed count of drafts accepted at depth j (given depths < j accepted)."""
     tried: list[float]
     """Decayed count of drafts verified at depth j."""
-    wait: int = 0
-    """Steps left before the next probe while backed off (0: not backed off)."""
+    probe_at: int = -1
+    """While backed off, the position from which the next probe drafts (-1: not backed off)."""
     next_wait: int = FIRST_WAIT
+    """Positions the next back-off waits."""
     probing: bool = False
 
     def conditional(self, depth: int) -> float:
@@ -95,21 +98,21 @@ class DraftGovernor:
             state = self._requests[req_id] = RequestAcceptance(accepted=[0.0] * self.max_k, tried=[0.0] * self.max_k)
         return state
 
-    def choose(self, req_id: str, max_draft_tokens: int) -> int:
-        """Drafts for this request this step, at most ``max_draft_tokens``."""
+    def choose(self, req_id: str, max_draft_tokens: int, position: int) -> int:
+        """Drafts for this request this step, at most ``max_draft_tokens``; ``position`` is the
+        request's length (what the drafts would follow)."""
         if max_draft_tokens <= 0:
             return 0
         state = self._state(req_id)
-        if state.wait > 0:
-            state.wait -= 1
-            if state.wait > 0:
+        limit = min(max_draft_tokens, self.max_k)
+        if state.probe_at >= 0:
+            if position < state.probe_at:
                 return 0
             state.probing = True
-            return min(max_draft_tokens, self.max_k)
-        limit = min(max_draft_tokens, self.max_k)
+            return limit
         k = best_length([state.conditional(j) for j in range(limit)], limit, self.pass_cost, self.one_pass)
         if k == 0:
-            state.wait = state.next_wait
+            state.probe_at = position + state.next_wait
         return k
 
     def observe(self, req_id: str, num_drafted: int, num_accepted: int) -> None:
@@ -126,6 +129,7 @@ class DraftGovernor:
                 state.accepted[j] += 1.0
         if state.probing:
             state.probing = False
+            state.probe_at = -1
             pays = best_length([state.conditional(j) for j in range(self.max_k)], self.max_k, self.pass_cost, self.one_pass) > 0
             state.next_wait = FIRST_WAIT if pays else min(MAX_WAIT, state.next_wait * 2)
 

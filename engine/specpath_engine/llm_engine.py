@@ -231,10 +231,13 @@ def _modules(speculator: Any) -> list[Any]:
 
 
 def _tensors(modules: Sequence[Any]) -> dict[int, int]:
-    """Bytes of each distinct parameter and buffer storage, by data pointer."""
+    """Bytes of each distinct weight storage, by data pointer: parameters, and buffers named as
+    weights (the engine's packed and quantised matrices); never caches (rotary tables, KV), whose
+    size follows max_model_len and would make the estimate depend on the engine's settings."""
     out: dict[int, int] = {}
     for m in modules:
-        for t in (*m.parameters(), *m.buffers()):
+        named = [*m.named_parameters()] + [(n, b) for n, b in m.named_buffers() if "weight" in n.rsplit(".", 1)[-1]]
+        for _, t in named:
             out.setdefault(t.data_ptr(), t.numel() * t.element_size())
     return out
 

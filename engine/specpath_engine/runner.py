@@ -124,7 +124,7 @@ class ModelRunner:
         if governor is None:
             budget = [s.max_draft_tokens for s in scheduled]
         else:
-            budget = [governor.choose(s.request.req_id, s.max_draft_tokens) for s in scheduled]
+            budget = [governor.choose(s.request.req_id, s.max_draft_tokens, len(s.request.token_ids)) for s in scheduled]
             for s, k in zip(scheduled, budget):
                 if k == 0 and s.max_draft_tokens > 0:
                     s.request.metrics.num_backoff_steps += 1

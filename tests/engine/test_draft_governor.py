@@ -26,13 +26,16 @@ def test_length_is_within_budget_and_monotone_in_cost(rates, cost, budget):
 
 def test_backs_off_probes_and_returns():
     g = DraftGovernor(4, pass_cost=0.1)
-    assert g.choose("r", 4) == 4  # the optimistic prior tries drafting
+    pos = 100
+    assert g.choose("r", 4, pos) == 4  # the optimistic prior tries drafting
     for _ in range(30):  # nothing is ever accepted
-        k = g.choose("r", 4)
+        pos += 1
+        k = g.choose("r", 4, pos)
         g.observe("r", k, 0)
     waits, run = [], 0
-    for _ in range(400):
-        k = g.choose("r", 4)
+    for _ in range(400):  # plain steps emit one token: one position each
+        pos += 1
+        k = g.choose("r", 4, pos)
         if k:
             waits.append(run)
             run = 0
@@ -41,11 +44,23 @@ def test_backs_off_probes_and_returns():
             run += 1
     assert waits[0] >= FIRST_WAIT - 1 and waits == sorted(waits) and max(waits) <= MAX_WAIT
     for _ in range(MAX_WAIT + 1):  # the text becomes predictable: probes now succeed
-        k = g.choose("r", 4)
+        pos += 1
+        k = g.choose("r", 4, pos)
         if k:
             g.observe("r", k, k)
-    assert g.choose("r", 4) == 4
-    assert g.choose("r", 2) <= 2 and g.choose("r", 0) == 0
+            pos += k
+    assert g.choose("r", 4, pos) == 4
+    assert g.choose("r", 2, pos) <= 2 and g.choose("r", 0, pos) == 0
+
+
+def test_asking_again_at_a_position_gets_the_same_answer():
+    """A preempted request is re-asked at the position it had: the answer must not move."""
+    g = DraftGovernor(4, pass_cost=0.1)
+    for _ in range(20):
+        g.observe("r", 4, 0)
+    first = g.choose("r", 4, 50)
+    assert first == 0 and all(g.choose("r", 4, 50) == 0 for _ in range(10))
+    assert g.choose("r", 4, 50 + FIRST_WAIT) == 4  # the probe comes at the same position whatever the calls
 
 
 def test_requests_are_independent():
@@ -53,9 +68,9 @@ def test_requests_are_independent():
     for _ in range(20):
         g.observe("bad", 4, 0)
         g.observe("good", 4, 4)
-    assert g.choose("good", 4) == 4 and g.choose("bad", 4) == 0
+    assert g.choose("good", 4, 10) == 4 and g.choose("bad", 4, 10) == 0
     g.remove("bad")
-    assert g.choose("bad", 4) == 4  # a new request starts from the prior
+    assert g.choose("bad", 4, 10) == 4  # a new request starts from the prior
 
 
 PROMPTS = ["def fibonacci(n):\n", "class Stack:\n    def __init__(self):\n"]
@@ -74,7 +89,7 @@ class EveryOtherStretch:
     def __init__(self):
         self.steps = {}
 
-    def choose(self, req_id, max_draft_tokens):
+    def choose(self, req_id, max_draft_tokens, position):
         if max_draft_tokens <= 0:
             return 0
         n = self.steps[req_id] = self.steps.get(req_id, 0) + 1
