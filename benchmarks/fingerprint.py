@@ -64,6 +64,15 @@ def configs() -> list[tuple[str | None, str, dict]]:
     return rows
 
 
+def _fixed_k() -> dict:
+    """Pin K (the adaptive draft length would make counts depend on the policy, not the code)."""
+    import attrs
+
+    from specpath.config.speculative import SpeculativeConfig
+
+    return {"draft_length_policy": "fixed"} if "draft_length_policy" in attrs.fields_dict(SpeculativeConfig) else {}
+
+
 def fingerprint() -> dict[str, dict]:
     from specpath_engine.llm import LLM, SamplingParams
 
@@ -72,7 +81,7 @@ def fingerprint() -> dict[str, dict]:
     for target, label, cfg in configs():
         key = f"{target or 'embedded'}/{label}"
         try:
-            llm = LLM(target, speculative_config=cfg, dtype="float32")
+            llm = LLM(target, speculative_config={**cfg, **_fixed_k()}, dtype="float32")
             results = llm.generate(PROMPTS, params)
         except Exception as exc:  # a missing optional model is a row, not a crash
             out[key] = {"error": f"{type(exc).__name__}: {exc}"}

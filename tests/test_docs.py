@@ -117,3 +117,13 @@ def test_a_nav_entry_for_a_page_not_written_yet_is_left_out(tmp_path):
            {"Empty": [{"D": "d.md"}]}, {"Site": "https://example.org/x.md"}]
     assert mkdocs_hooks._written_pages_only(nav, tmp_path) == [
         {"A": "a.md"}, {"Group": [{"B": "sub/b.md"}]}, {"Site": "https://example.org/x.md"}]
+
+
+def test_benchmarks_page_is_rendered_from_the_results():
+    """docs/benchmarks.md is exactly what scripts/render_benchmarks.py makes of docs/results/*.json."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "render_benchmarks.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -26,6 +26,7 @@ OTHER_COMMANDS: dict[str, str] = {
     "run": "specpath-engine",
     "demo": "specpath-engine",
     "convert": "specpath-engine",
+    "bench": "specpath-engine",
     "train": "specpath-train",
     "export": "specpath-train",
 }
@@ -287,6 +288,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     )
     print(f"extra slots:    {described['max_num_new_slots_for_drafting']} per request (drafter side)")
     print(f"verification:   {spec.rejection_sample_method}{' (LOSSY)' if spec.is_lossy else ''}")
+    print(f"draft length:   {_draft_length(spec)}")
     if "draft_shape" in described:
         print(f"drafts:         {described['draft_shape']}")
     print(f"hash:           {data['hash']}")
@@ -318,6 +320,24 @@ def _add_resolve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tensor-parallel-size", type=int, default=1,
                         help="the target's tensor-parallel size (the draft's defaults to it; default 1)")
     parser.add_argument("--data-parallel-size", type=int, default=1, help="the target's data-parallel size (default 1)")
+
+
+def _draft_length(spec: Any) -> str:
+    """What ``explain`` says of the draft-length policy (the engine applies it; see draft_governor)."""
+    k = spec.num_speculative_tokens
+    if spec.draft_length_policy == "fixed" or spec.rejection_sample_method == "synthetic":
+        why = " (synthetic verification: preset acceptance, nothing to adapt to)" if spec.draft_length_policy != "fixed" else ""
+        return f"fixed: up to K={k} every step{why}"
+    shape = "all K in one pass" if spec.speculator_config.drafts_in_one_pass else "one token a pass"
+    if spec.draft_pass_cost is not None:
+        cost = f"{spec.draft_pass_cost:g} of a target step (configured)"
+    elif spec.speculator_config.model_free:
+        cost = "next to nothing (model-free)"
+    else:
+        cost = "the engine's estimate (the drafter's weight bytes over the target's)"
+    return (f"adaptive: 0..{k} per request and step, as many as pay at the request's running acceptance, "
+            f"plain decoding where none do (lossless); drafts {shape}, a pass costing {cost}; "
+            "draft_length_policy='fixed' always drafts K; metrics: num_backoff_steps")
 
 
 def _missing(reason: str) -> Any:

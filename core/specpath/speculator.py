@@ -130,6 +130,11 @@ class BaseSpeculator(abc.ABC):
     Keep per-step Python work small: on CPU a step is dominated by per-call overhead.
     """
 
+    draft_pass_cost: float | None = None
+    """The cost of one drafting pass relative to a plain target step, for the adaptive draft
+    length (``SpeculativeConfig.draft_length_policy``); None: the engine estimates it from the
+    drafter's weights. A speculator that knows better (work the weights do not show) says so."""
+
     def __init__(self, spec: SpeculativeConfig, context: SpeculatorContext) -> None:
         self.spec = spec
         """The resolved speculative config (``spec`` is a ``SpeculativeConfig`` everywhere)."""

@@ -18,6 +18,7 @@ import attrs
 import torch
 
 from specpath_engine.block_manager import BlockManager
+from specpath_engine.draft_governor import DraftGovernor
 from specpath_engine.kv_cache import KVCache
 from specpath_engine.metrics import SpecMetrics
 from specpath_engine.request import Request, SamplingParams
@@ -71,6 +72,10 @@ class SpeculationSettings:
     """Verify the speculator's ``DraftProposal.tree`` where ``verify_method`` allows (standard);
     False: chains only. ``SpeculatorContext.verifies_trees`` must agree
     (``specpath_engine.tree_layout.verifies_trees``)."""
+    governor: DraftGovernor | None = None
+    """Chooses each request's draft length per step (``draft_length_policy: adaptive``); None: K."""
+    skips_backed_off: bool = False
+    """A backed-off request is left out of the drafter's step (``tolerates_skipped_steps``)."""
 
 
 def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
@@ -135,7 +140,7 @@ def checked_draft_quantization(spec: Any) -> str | None:
 
 
 def speculation_settings(engine_config: Any, speculator: BaseSpeculator, *,
-                         verify_trees: bool = True) -> SpeculationSettings:
+                         verify_trees: bool = True, target: Any = None) -> SpeculationSettings:
     """The engine's view of a resolved ``EngineConfig``: forwarding properties and flags only."""
     spec = engine_config.speculative_config
     flags = spec.speculator_config
@@ -161,7 +166,80 @@ def speculation_settings(engine_config: Any, speculator: BaseSpeculator, *,
         verify_method=spec.rejection_sample_method,
         verify_options=verify_options,
         verify_trees=verify_trees,
+        governor=draft_governor(spec, speculator, engine_config.num_speculative_tokens, target) if proposes else None,
+        skips_backed_off=flags.tolerates_skipped_steps,
     )
+
+
+def draft_governor(spec: Any, speculator: BaseSpeculator, max_k: int, target: Any = None) -> DraftGovernor | None:
+    """The adaptive draft-length policy's governor, or None where K stays fixed: ``fixed``, and
+    synthetic verification (its acceptance is preset, so there is nothing to adapt to)."""
+    if spec.draft_length_policy != "adaptive" or spec.rejection_sample_method == "synthetic" or not max_k:
+        return None
+    return DraftGovernor(max_k, draft_pass_cost(spec, speculator, target),
+                         one_pass=spec.speculator_config.drafts_in_one_pass)
+
+
+MIN_DRAFT_PASS_COST = 0.03
+"""A model-based drafter's pass is never taken to cost less than this (its Python and
+kernel-launch work, whatever its size)."""
+
+
+def draft_pass_cost(spec: Any, speculator: BaseSpeculator, target: Any = None) -> float:
+    """``draft_pass_cost`` when configured, else the speculator's own estimate
+    (``BaseSpeculator.draft_pass_cost``), else 0 for a model-free method and, for the others, the
+    bytes of the drafter's own weights (and of the target's LM head where it drafts through it)
+    over the target's: decode reads every weight once a pass, so bytes are the cost. Static, so
+    decisions never depend on timings."""
+    if spec.draft_pass_cost is not None:
+        return float(spec.draft_pass_cost)
+    estimate = getattr(speculator, "draft_pass_cost", None)
+    if estimate is not None:
+        return float(estimate)
+    if spec.speculator_config.model_free or target is None:
+        return 0.0 if spec.speculator_config.model_free else MIN_DRAFT_PASS_COST
+    target_tensors = _tensors([target])
+    target_bytes = sum(target_tensors.values())
+    modules = _modules(speculator)
+    own = sum(b for ptr, b in _tensors(modules).items() if ptr not in target_tensors)
+    if _calls_target(modules, target):  # drafting through the target's own LM head reads all of it
+        cfg = target.config
+        own += cfg.vocab_size * cfg.hidden_size * next(target.parameters()).element_size()
+    return max(MIN_DRAFT_PASS_COST, own / max(1, target_bytes))
+
+
+def _calls_target(modules: Sequence[Any], target: Any) -> bool:
+    """Whether a drafter module holds one of the target's bound methods (its LM head, lent
+    through ``SpeculatorContext.lm_head``)."""
+    for module in modules:
+        for m in module.modules():
+            for v in vars(m).values():
+                if getattr(v, "__self__", None) is target and getattr(v, "__name__", "") != "embed":
+                    return True
+    return False
+
+
+def _modules(speculator: Any) -> list[Any]:
+    """The torch modules a speculator holds (one level into lists, tuples and dicts)."""
+    values = list(vars(speculator).values())
+    for v in list(values):
+        if isinstance(v, (list, tuple)):
+            values.extend(v)
+        elif isinstance(v, dict):
+            values.extend(v.values())
+    return [v for v in values if isinstance(v, torch.nn.Module)]
+
+
+def _tensors(modules: Sequence[Any]) -> dict[int, int]:
+    """Bytes of each distinct weight storage, by data pointer: parameters, and buffers named as
+    weights (the engine's packed and quantised matrices); never caches (rotary tables, KV), whose
+    size follows max_model_len and would make the estimate depend on the engine's settings."""
+    out: dict[int, int] = {}
+    for m in modules:
+        named = [*m.named_parameters()] + [(n, b) for n, b in m.named_buffers() if "weight" in n.rsplit(".", 1)[-1]]
+        for _, t in named:
+            out.setdefault(t.data_ptr(), t.numel() * t.element_size())
+    return out
 
 
 class LLMEngine:
@@ -249,6 +327,8 @@ class LLMEngine:
             verify_method=speculation.verify_method if speculation else "standard",
             verify_options=speculation.verify_options if speculation else None,
             verify_trees=speculation.verify_trees if speculation else False,
+            governor=speculation.governor if speculation else None,
+            skips_backed_off=speculation.skips_backed_off if speculation else False,
             tokenizer=tokenizer,
             device=self.device,
         )
@@ -299,7 +379,7 @@ class LLMEngine:
                                              verifies_trees=trees, load_model=load_model,
                                              draft_quantization=draft_quantization)
                 speculator = create_speculator(engine_config.speculative_config, context)
-            speculation = speculation_settings(engine_config, speculator, verify_trees=trees)
+            speculation = speculation_settings(engine_config, speculator, verify_trees=trees, target=model)
         return cls(model, scheduler=scheduler, cache=engine_config.cache_config, speculation=speculation, **options)
 
     # ------------------------------------------------------------------------------ API

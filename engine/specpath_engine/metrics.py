@@ -7,7 +7,9 @@ Definitions (the ones engine users know):
 - ``mean_acceptance_length`` (τ): tokens emitted per verification step, counting the bonus or
   recovered token: ``1 + num_accepted_tokens / num_drafts`` (1.0 without drafts);
 - ``acceptance_rate_by_position[i]``: of the drafts proposed at depth ``i``, the fraction accepted;
-- ``tokens_per_s``: generated tokens over wall time (from arrival to finish, or over the call).
+- ``tokens_per_s``: generated tokens over wall time (from arrival to finish, or over the call);
+- ``num_backoff_steps``: decoding steps in which the request could draft but the adaptive
+  draft-length policy chose plain decoding (drafting did not pay at its running acceptance).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class SpecMetrics:
     """Target forward passes in which the request emitted tokens (prefill's last chunk included)."""
     num_cached_tokens: int = 0
     """Prompt positions whose KV came from the prefix cache."""
+    num_backoff_steps: int = 0
+    """Decoding steps the draft-length policy ran without drafts (see the module docstring)."""
     drafted_by_position: list[int] = attrs.field(factory=list)
     accepted_by_position: list[int] = attrs.field(factory=list)
     elapsed_s: float = 0.0
@@ -79,6 +83,7 @@ class SpecMetrics:
             "num_generated_tokens": self.num_generated_tokens,
             "num_steps": self.num_steps,
             "num_cached_tokens": self.num_cached_tokens,
+            "num_backoff_steps": self.num_backoff_steps,
         }
 
     @classmethod
@@ -92,6 +97,7 @@ class SpecMetrics:
             out.num_generated_tokens += m.num_generated_tokens
             out.num_steps += m.num_steps
             out.num_cached_tokens += m.num_cached_tokens
+            out.num_backoff_steps += m.num_backoff_steps
             grow = len(m.drafted_by_position) - len(out.drafted_by_position)
             if grow > 0:
                 out.drafted_by_position.extend([0] * grow)

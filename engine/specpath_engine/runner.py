@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from specpath_engine.attention import PagedAttention, build_attention_metadata
+from specpath_engine.draft_governor import DraftGovernor
 from specpath_engine.kv_cache import FeatureStore, KVCache
 from specpath_engine.request import Request
 from specpath_engine.sampling import sample_tokens
@@ -44,6 +45,10 @@ class ModelRunner:
             then stored per slot and handed over for every newly committed position.
         verify_method / verify_options: ``rejection_sample``'s mode and options.
         verify_trees: verify ``DraftProposal.tree`` where the mode allows (``tree_layout``).
+        governor: chooses each request's draft length per step (``draft_governor``); None: the
+            scheduler's K.
+        skips_backed_off: leave a request the governor backs off out of the drafter's step
+            (the speculator's ``tolerates_skipped_steps``); else it still ingests, drafting 0.
         tokenizer: decodes output for stop strings (optional).
     """
 
@@ -58,6 +63,8 @@ class ModelRunner:
         verify_method: str = "standard",
         verify_options: dict | None = None,
         verify_trees: bool = True,
+        governor: DraftGovernor | None = None,
+        skips_backed_off: bool = False,
         tokenizer: Any = None,
         device: str | torch.device = "cpu",
     ) -> None:
@@ -75,6 +82,10 @@ class ModelRunner:
         """Greedy chains are verified by :func:`~specpath_engine.sample.greedy.accept_greedy_chains`
         (exactly what ``rejection_sample`` computes for them, without its tensor set-up)."""
         self._trees: list[tree_layout.Tree | None] = []
+        self.governor = governor
+        self.skips_backed_off = skips_backed_off
+        self._draft_budget: list[int] = []
+        """This step's draft length per scheduled request, after the governor."""
         self.tokenizer = tokenizer
         self.device = torch.device(device)
         self.vocab_size = model.config.vocab_size
@@ -109,12 +120,24 @@ class ModelRunner:
         speculator = self.speculator
         if speculator is None:
             return drafts, None
+        governor = self.governor
+        if governor is None:
+            budget = [s.max_draft_tokens for s in scheduled]
+        else:
+            budget = [governor.choose(s.request.req_id, s.max_draft_tokens, len(s.request.token_ids)) for s in scheduled]
+            for s, k in zip(scheduled, budget):
+                if k == 0 and s.max_draft_tokens > 0:
+                    s.request.metrics.num_backoff_steps += 1
+        self._draft_budget = budget
         feeding = self.features is not None
+        # A request backed off to plain decoding is left out where the drafter tolerates it: its
+        # new positions (and their hidden states, kept per slot) reach the drafter in one go later.
         picked = [
             i
-            for i, s in enumerate(scheduled)
-            if s.max_draft_tokens > 0
-            or (feeding and s.request.num_computed_tokens > s.request.num_delivered_positions)
+            for i, (s, k) in enumerate(zip(scheduled, budget))
+            if k > 0
+            or (feeding and s.request.num_computed_tokens > s.request.num_delivered_positions
+                and not (self.skips_backed_off and s.max_draft_tokens > 0))
         ]
         if not picked:
             return drafts, None
@@ -132,7 +155,7 @@ class ModelRunner:
                     req_id=r.req_id,
                     token_ids=ids,
                     num_new_positions=computed - r.num_delivered_positions,
-                    max_draft_tokens=s.max_draft_tokens,
+                    max_draft_tokens=budget[i],
                     temperature=r.params.temperature,
                     # fresh each step, keyed by (seed, position): never by how often it drafted before
                     generator=None if r.generator is None else draft_generator(r.seed, len(ids), self.device),
@@ -189,7 +212,7 @@ class ModelRunner:
         scheduled = out.scheduled
         if not scheduled:
             return []
-        self._trees = []
+        self._trees, self._draft_budget = [], []
         drafts, draft_probs = self._propose(scheduled)
         trees = self._trees if any(t is not None for t in self._trees) else None
 
@@ -243,9 +266,11 @@ class ModelRunner:
             accepted = len(tokens) - 1
             r.num_computed_tokens += accepted
             r.metrics.record_verification(len(drafts[i]), accepted)
-            if s.max_draft_tokens > 0:
+            if self._draft_budget and self._draft_budget[i] > 0:
                 verified_ids.append(r.req_id)
                 verified_counts.append(accepted)
+                if self.governor is not None:
+                    self.governor.observe(r.req_id, len(drafts[i]), accepted)
             reason = self._append(r, tokens)
             if reason is not None:
                 r.finish_time = now
@@ -263,6 +288,8 @@ class ModelRunner:
         if speculator is not None:
             for r in finished:
                 speculator.remove_request(r.req_id)
+                if self.governor is not None:
+                    self.governor.remove(r.req_id)
         return finished
 
     def _verify(self, scheduled: Sequence[ScheduledRequest], meta: SpecDecodeMetadata,

@@ -18,7 +18,8 @@ llm = DraftingSetup.llm
 
 
 def spec_for(setup, k, **extra):
-    return {"method": "eagle3", "model": str(setup[2]), "num_speculative_tokens": k, **extra}
+    return {"method": "eagle3", "model": str(setup[2]), "num_speculative_tokens": k, "draft_length_policy": "fixed",
+            **extra}  # these tests check what K drafts are, so K every step
 
 
 @pytest.mark.parametrize("parallel", [False, True])

@@ -15,11 +15,13 @@ from pathlib import Path
 
 def speculative_metrics(target_dir: str | Path, checkpoint: str | Path, prompts: Sequence[Sequence[int]], *,
                         num_speculative_tokens: int, max_tokens: int, dtype: str = "float32") -> dict:
-    """τ, acceptance by position and what they were measured on."""
+    """τ, acceptance by position and what they were measured on: the drafter's own, at K every
+    step (the adaptive draft length would measure the policy, not the drafter)."""
     from specpath_engine.llm import LLM, SamplingParams
 
     t0 = time.time()
-    llm = LLM(str(target_dir), {"model": str(checkpoint), "num_speculative_tokens": num_speculative_tokens},
+    llm = LLM(str(target_dir), {"model": str(checkpoint), "num_speculative_tokens": num_speculative_tokens,
+                                "draft_length_policy": "fixed"},
               dtype=dtype, max_num_seqs=max(1, len(prompts)))
     method = llm.engine_config.speculative_config.method
     llm.generate([list(p) for p in prompts], SamplingParams(temperature=0.0, max_tokens=max_tokens))

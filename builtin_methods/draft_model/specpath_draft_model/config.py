@@ -80,6 +80,8 @@ class StandaloneARSpeculatorConfig(DraftModelSpeculatorConfig):
 
     base_method = "draft_model"
     speculator_class = "specpath_draft_model.speculator:DraftModelSpeculator"
+    tolerates_skipped_steps = True
+    """Catches up on every position since in one pass (tests/engine/test_draft_governor.py)."""
     draft_has_own_vocab = True
     supports_variable_draft_length = True
     """Each request gets its own draft budget (``DraftRequest.max_draft_tokens``) every step."""

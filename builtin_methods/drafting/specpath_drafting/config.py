@@ -35,6 +35,8 @@ class HiddenStateDrafterConfig(DraftModelSpeculatorConfig):
     """Each request drafts up to its own ``max_draft_tokens``."""
     supports_parallel_drafting = False
     """A chain by default; P-EAGLE heads say otherwise."""
+    tolerates_skipped_steps = True
+    """Catches up on every position since in one pass (tests/engine/test_draft_governor.py)."""
 
     @property
     def num_lookahead_tokens(self) -> int:

@@ -277,7 +277,7 @@ def chi_square_of_two_tokens(tmp_path: Path, spec_fields: Mapping[str, Any], mak
     drafter = make_drafter(tmp_path / "t", target)
     prompt = [1, 2, 3]
     engine = LLM(str(tmp_path / "t"), {"model": str(drafter), "num_speculative_tokens": 3,
-                                       "draft_sample_method": "random", **spec_fields},
+                                       "draft_sample_method": "random", "draft_length_policy": "fixed", **spec_fields},
                  num_threads=1, max_num_seqs=64, seed=seed)
     n = 1200
     outputs = engine.generate([prompt] * n, SamplingParams(temperature=1.0, max_tokens=3, ignore_eos=True))

@@ -23,7 +23,8 @@ llm = DraftingSetup.llm
 
 
 def spec_for(setup, k, **extra):
-    return {"method": "eagle", "model": str(setup.drafter), "num_speculative_tokens": k, **extra}
+    return {"method": "eagle", "model": str(setup.drafter), "num_speculative_tokens": k, "draft_length_policy": "fixed",
+            **extra}  # these tests check what K drafts are, so K every step
 
 
 @pytest.mark.parametrize("num_blocks", [None, 14])  # 14 blocks of 8: requests get preempted and recomputed

@@ -35,7 +35,8 @@ def test_shipped_heads_on_the_default_model(parallel):
     prompts = list(DEMO_PROMPTS[:3])
     params = SamplingParams(max_tokens=48, ignore_eos=True)
     plain = [o.token_ids for o in LLM(None, None, num_threads=1).generate(prompts, params)]
-    llm = LLM(None, {"method": "eagle3", "num_speculative_tokens": 4, "parallel_drafting": parallel}, num_threads=1)
+    llm = LLM(None, {"method": "eagle3", "num_speculative_tokens": 4, "parallel_drafting": parallel,
+                     "draft_length_policy": "fixed"}, num_threads=1)  # the recorded drafts drafted K every step
     assert [o.token_ids for o in llm.generate(prompts, params)] == plain
     assert llm.metrics.mean_acceptance_length > 1.3
 
@@ -49,7 +50,8 @@ vLLM/SGLang convention (the state *entering* layer i: [2, 3, 5])."""
 @pytest.mark.parametrize("parallel", [False, True])
 def test_remapped_layer_ids_give_the_same_drafts(parallel):
     torch.set_num_threads(1)
-    llm = LLM(None, {"method": "eagle3", "num_speculative_tokens": 4, "parallel_drafting": parallel}, num_threads=1)
+    llm = LLM(None, {"method": "eagle3", "num_speculative_tokens": 4, "parallel_drafting": parallel,
+                     "draft_length_policy": "fixed"}, num_threads=1)  # the recorded drafts drafted K every step
     speculator = llm.engine.runner.speculator
     assert speculator.hidden_state_layers == (1, 2, 4)  # engine capture points: unchanged
     drafts, propose = [], speculator.propose

@@ -39,6 +39,8 @@ class NgramSpeculatorConfig(SpeculatorConfig):
 
     base_method = "ngram"
     speculator_class = "specpath_ngram.speculator:NgramSpeculator"
+    tolerates_skipped_steps = True
+    """Catches up on every position since in one pass (tests/engine/test_draft_governor.py)."""
     prefer_dense_token_history = True
     supports_variable_draft_length = True
     model_free = True

@@ -38,6 +38,8 @@ class SuffixSpeculatorConfig(SpeculatorConfig):
 
     base_method = "suffix"
     speculator_class = "specpath_suffix.speculator:SuffixSpeculator"
+    tolerates_skipped_steps = True
+    """Catches up on every position since in one pass (tests/engine/test_draft_governor.py)."""
     supported_options = frozenset(DEFAULTS)
     supports_variable_draft_length = True
     model_free = True

@@ -169,6 +169,20 @@ class SpeculativeConfig:
         doc="Dynamic K: [start, end, K] inclusive batch-size ranges, non-overlapping, 1 <= K <= "
         "num_speculative_tokens.",
     )
+    draft_length_policy: Literal["adaptive", "fixed"] = _field(
+        "adaptive",
+        group="budget",
+        doc="adaptive: each step the engine drafts for a request only as many tokens as its running "
+        "acceptance makes pay against the drafter's cost, down to plain decoding (lossless: "
+        "verification accepts any length); fixed: always up to K.",
+    )
+    draft_pass_cost: float | None = _field(
+        group="budget",
+        doc="adaptive: the cost of one drafter pass relative to a plain target step (0..10; a pass "
+        "drafts one token, or all K for drafters that draft in one pass); None: the drafter's own "
+        "estimate (the bytes of its weights against the target's).",
+        check=(rules.finite(), rules.at_least(0, "must be >= 0"), rules.at_most(10)),
+    )
     parallel_drafting: bool = _field(
         False,
         group="budget",

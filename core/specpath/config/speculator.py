@@ -89,6 +89,7 @@ CAPABILITY_FLAGS: tuple[str, ...] = (
     "draft_kv_depends_on_next_token",
     "supports_variable_draft_length",
     "model_free",
+    "tolerates_skipped_steps",
 )
 """The boolean ``ClassVar`` capabilities, in the order listings show them."""
 
@@ -136,6 +137,12 @@ class SpeculatorConfig:
     """The drafter reads the requests' token ids and nothing else: no weights, no target
     states, no KV slots, no extra query rows (n-gram, suffix). Such a method can also draft
     beside another drafter (``speculative_config.model_free_drafter``)."""
+    tolerates_skipped_steps: ClassVar[bool] = False
+    """The speculator copes with a decoding request left out of some steps' ``DraftBatch`` and then
+    handed every position since at once (``num_new_positions`` > 1, their hidden states together):
+    where the engine backs a request off to plain decoding (``draft_length_policy``), the drafter
+    then costs nothing for it. False: such a request is still handed over each step, with
+    ``max_draft_tokens`` 0."""
     supports_parallel_drafting: ClassVar[bool | None] = None
     """``parallel_drafting`` is accepted (P-EAGLE, PARD); False: rejected by
     :meth:`check_declared_inputs`; None: the class checks it itself."""
@@ -251,6 +258,12 @@ class SpeculatorConfig:
                 field="speculative_config.eagle_aux_hidden_state_layer_ids",
                 value=list(spec.eagle_aux_hidden_state_layer_ids),
             )
+
+    @property
+    def drafts_in_one_pass(self) -> bool:
+        """All of a step's drafts come from one drafter pass (``parallel_drafting``; block drafters
+        always): drafting costs about the same for any K, which the adaptive draft length weighs."""
+        return bool(self.spec.parallel_drafting)
 
     def hash_factors(self) -> tuple[Any, ...]:
         """Fields of this method that change the computation graph (see ``compute_hash``)."""

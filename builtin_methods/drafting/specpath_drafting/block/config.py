@@ -94,6 +94,14 @@ class BlockDrafterConfig(DraftModelSpeculatorConfig):
     supports_parallel_drafting = False
     """The block is always one pass; ``parallel_drafting`` (P-EAGLE/PARD) does not apply."""
     demo_num_speculative_tokens = 4
+    tolerates_skipped_steps = True
+    """Catches up on every position since in one pass (tests/engine/test_draft_governor.py)."""
+
+    @property
+    def drafts_in_one_pass(self) -> bool:
+        """A block of K drafts from one denoising pass."""
+        return True
+
     anchor_sampling_default: ClassVar[bool] = False
     """The layout: False, the anchor is context and the K masks are the predictions (DFlash);
     True, the anchor position predicts the first draft (DSpark's anchor-first layout)."""

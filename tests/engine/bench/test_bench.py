@@ -1,0 +1,105 @@
+"""``specpath bench`` end to end on the embedded model (tiny budgets), and its report."""
+
+import json
+
+import pytest
+
+from specpath.cli import main
+from specpath_engine.bench import report
+from specpath_engine.bench.measure import Setting, build_engines, measure
+from specpath_engine.bench.workloads import Workload
+
+WORKLOAD = Workload(name="tiny", items=("def add(a, b):\n", "class Point:\n    def __init__(self, x, y):\n"))
+
+
+@pytest.fixture(scope="module")
+def engines():
+    runs = [("baseline", None), ("ngram", {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3})]
+    built, skipped = build_engines(runs, model=None, engine_kwargs={"num_threads": 1}, progress=lambda _: None)
+    assert skipped == []
+    return built
+
+
+def test_rows_against_the_same_rounds_baseline(engines):
+    rows = measure(engines, Setting(workload=WORKLOAD, batch_size=1, temperature=0.0, max_tokens=12),
+                   repeats=2, progress=lambda _: None)
+    base, ngram = rows
+    assert (base["method"], ngram["method"]) == ("baseline", "ngram")
+    assert base["speedups"] == [1.0, 1.0] and base["tokens_per_target_pass"] == pytest.approx(1.0)
+    assert len(ngram["speedups"]) == 2 and len(ngram["per_batch_speedup"]) == 2
+    assert ngram["greedy_identical"] is True and ngram["identical_requests"] == 2
+    assert ngram["tokens_per_target_pass"] >= 1.0
+    assert ngram["target_passes"] * ngram["tokens_per_target_pass"] == pytest.approx(2 * 12)
+
+
+def test_batched_and_sampled_settings(engines):
+    rows = measure(engines, Setting(workload=WORKLOAD, batch_size=3, temperature=0.8, max_tokens=6, seed=5),
+                   repeats=1, progress=lambda _: None)
+    assert all(r["num_requests"] == 3 and r["greedy_identical"] is None for r in rows)
+    assert len(rows[1]["per_batch_speedup"]) == 1
+
+
+def _row(method, speedup, passes, config=True, workload="code", temperature=0.0):
+    return {"workload": workload, "batch_size": 1, "temperature": temperature, "method": method,
+            "config": {"method": method} if config else None, "tokens_per_s": 10 * speedup, "speedup": speedup,
+            "speedups": [speedup, speedup], "mean_acceptance_length": passes, "acceptance_rate_by_position": [0.5, 0.25],
+            "tokens_per_target_pass": passes, "target_passes": 10, "plausible": speedup <= 1.25 * passes,
+            "greedy_identical": True if temperature == 0 else None, "identical_requests": 1, "num_requests": 1,
+            "per_batch_speedup": [speedup], "load_per_core": [0.1]}
+
+
+RESULT = {
+    "date": "2026-12-03 06:00 UTC",
+    "machine": {"cpu": "AMD EPYC", "cores": 2, "load_at_start": 0.1, "gated": True, "max_load": 0.5},
+    "settings": {"model": "embedded", "dtype": "float32", "quantization": None, "threads": 1, "workloads": ["code"],
+                 "batch": [1], "temperature": [0.0], "max_tokens": 12, "ignore_eos": True, "repeats": 2},
+    "rows": [_row("baseline", 1.0, 1.0, config=False), _row("slow", 0.9, 1.1), _row("fast", 1.5, 1.8),
+             _row("impossible", 3.0, 1.2)],
+    "skipped": [["eagle", "no drafter for this target"]],
+}
+
+
+def test_tables_sort_fastest_first_and_flag_impossible_rows():
+    (key, rows), = report.groups(RESULT["rows"]).items()
+    assert [r["method"] for r in rows] == ["baseline", "impossible", "fast", "slow"]
+    table = report.text_table(rows)
+    assert "3.00x (3.00-3.00) !" in table and "1.50x (1.50-1.50)  " in table
+    assert report.fastest(rows) == "fastest: impossible (3.00x)"
+    assert report.fastest([RESULT["rows"][0], _row("slow", 0.9, 1.1)]) == "fastest: plain decoding (no method pays here)"
+
+
+def test_outputs_written(tmp_path):
+    written = report.write_outputs(RESULT, tmp_path)
+    names = {p.name for p in written}
+    assert {"result.json", "report.md", "report.html", "acceptance_by_position.png", "acceptance_by_position.svg",
+            "speedup_per_workload.png", "speedup_per_workload.svg"} <= names
+    assert (tmp_path / "acceptance_by_position.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = (tmp_path / "report.html").read_text()
+    assert html.count("<svg") == 2 and "fastest: impossible" in html
+    md = (tmp_path / "report.md").read_text()
+    assert "### code, batch 1, greedy" in md and "AMD EPYC" in md and "skipped eagle" in md
+    assert "Per request" in md
+    assert json.loads((tmp_path / "result.json").read_text())["rows"][2]["method"] == "fast"
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--workload", "nope"], "unknown workload 'nope'"),
+    (["--batch", "0"], "--batch must be >= 1"),
+    (["--config", "x"], "expected LABEL=JSON"),
+    (["--config", "x={"], "--config x: not JSON"),
+    (["--methods", "bogus"], "unknown method(s) bogus"),
+    (["--workload", "chat"], "no workload this model can run"),
+])
+def test_bad_arguments_are_one_line(capsys, argv, says):
+    assert main(["bench", "--model", "embedded", "--wait", "0", *argv]) == 1
+    err = capsys.readouterr().err.strip()
+    assert says in err and err.startswith("specpath: error:") and "\n" not in err
+
+
+def test_cli_json(capsys):
+    code = main(["bench", "--model", "embedded", "--wait", "0", "--methods", "ngram", "--workload", "code",
+                 "--max-tokens", "4", "--repeats", "1", "--json"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert {r["method"] for r in result["rows"]} == {"baseline", "ngram"}
+    assert result["settings"]["model"] == "embedded" and result["machine"]["gated"] is False
