@@ -72,9 +72,10 @@ def _add_engine_args(p: argparse.ArgumentParser, *, model_help: str | None = Non
                    help="longest context (default: the model's, at most 2048); sizes the KV cache")
     p.add_argument("--kv-cache-memory", default=None,
                    help="most memory for the KV cache, e.g. 64MiB or 1GB (default 64MiB)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch threads (default: 1 for the embedded model, whose steps lose time in thread "
-                        "barriers; torch's default for real models)")
+    p.add_argument("--threads", type=_thread_count, default=None,
+                   help="intra-op threads, 1 to the CPUs this process may use (default: $SPECPATH_NUM_THREADS, "
+                        "else 1 for tiny models such as the embedded one, else the CPUs the load average leaves "
+                        "free); idle threads sleep (OMP_WAIT_POLICY=PASSIVE) unless OMP_WAIT_POLICY is set")
     p.add_argument("--enable-prefix-caching", action="store_true")
     p.add_argument("--quantization", choices=["int8", "int4"], default=None,
                    help="weight-only target matrices: int8 (half the bytes of bf16 per step) or int4 (a quarter; "
@@ -85,11 +86,18 @@ def _add_engine_args(p: argparse.ArgumentParser, *, model_help: str | None = Non
                         "(custom_class proposers, a tokenizer's auto_map)")
 
 
+def _thread_count(text: str) -> int:
+    from specpath_engine.threads import available_cpus, parse_threads
+
+    try:
+        return parse_threads(text, cpus=available_cpus(), source="--threads")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--threads: ")) from None
+
+
 def _threads(args: argparse.Namespace) -> int | None:
-    if args.threads is not None:
-        return args.threads
-    model = args.model
-    return 1 if model is None or model == "embedded" else None
+    """``--threads``; None lets ``LLM`` choose for the machine (``specpath_engine.threads``)."""
+    return args.threads
 
 
 def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -117,6 +125,7 @@ def _speculative_input(args: argparse.Namespace) -> dict | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from specpath_engine.llm import LLM, SamplingParams
+    from specpath_engine.threads import wait_policy
 
     llm = LLM(args.model, _speculative_input(args), **_engine_kwargs(args))
     params = SamplingParams(
@@ -131,7 +140,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         out = llm.generate([args.prompt], params)[0]
     metrics = out.metrics.as_dict()
     if args.json:
-        keys = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "mean_acceptance_length",
+        metrics.update(num_threads=llm.threads.num_threads, threads_reason=llm.threads.reason,
+                       wait_policy=wait_policy())
+        keys = ("num_threads", "threads_reason", "wait_policy", "num_drafts", "num_draft_tokens", "num_accepted_tokens", "mean_acceptance_length",
                 "acceptance_rate_by_position", "tokens_per_s")
         print(json.dumps({"text": out.text, "token_ids": out.token_ids,
                           "finish_reason": out.finish_reason, "metrics": {k: metrics[k] for k in keys}}))
@@ -139,10 +150,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stdout.write((out.text if args.chat else args.prompt + out.text) + "\n")
         print(
             f"[{len(out.token_ids)} tokens, {metrics['tokens_per_s']:.1f} tok/s, "
-            f"tau {metrics['mean_acceptance_length']:.2f}, finish: {out.finish_reason}]",
+            f"tau {metrics['mean_acceptance_length']:.2f}, finish: {out.finish_reason}; {_threads_note(llm)}]",
             file=sys.stderr,
         )
     return 0
+
+
+def _threads_note(llm: Any) -> str:
+    """``threads 2 (load 0.3 on 2 CPUs), idle threads: passive (specpath default)``."""
+    from specpath_engine.threads import wait_policy
+
+    return f"threads {llm.threads.num_threads} ({llm.threads.reason}), idle threads: {wait_policy()}"
 
 
 # ---------------------------------------------------------------------------------------- demo

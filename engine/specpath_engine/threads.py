@@ -1,0 +1,160 @@
+"""How many intra-op threads to run and how idle ones wait, chosen for the machine.
+
+On a CPU shared with other work, OpenMP threads that busy-wait at barriers take the cores that
+the thread they wait for needs: on a 2-core VM beside two other 2-thread jobs a SmolLM2 decode
+step went from 0.02 s to over a second. Two choices keep generation usable there:
+
+- the wait policy: libgomp (torch's OpenMP runtime, which the native kernels share) reads
+  ``OMP_WAIT_POLICY`` once, when it loads with torch, so :func:`prefer_passive_wait` sets
+  ``PASSIVE`` (idle threads sleep instead of spinning) from ``specpath_engine``'s import, before
+  torch loads, unless the user set it; once torch has loaded the variable is put back as it was
+  (:func:`restore_environment`), so child processes inherit the user's environment, not ours;
+- the thread count: the CPUs this process may use (affinity, cgroup quota) less the load already
+  on them (:func:`choose_threads`), 1 for tiny models whose steps lose more in barriers than
+  they gain; ``num_threads=`` / ``--threads`` or ``$SPECPATH_NUM_THREADS`` override it.
+
+Pure selection (:func:`choose_threads`, :func:`parse_threads`) is separate from reading the
+machine (:func:`available_cpus`, :func:`load_average`) so it can be tested without one.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+import attrs
+
+THREADS_ENV = "SPECPATH_NUM_THREADS"
+"""Overrides the chosen thread count (below an explicit ``num_threads`` / ``--threads``)."""
+WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
+"""libgomp's wait policy; read once, when torch loads libgomp."""
+
+_STATE: dict[str, object] = {}
+"""What :func:`prefer_passive_wait` found and did (``policy``, ``source``, ``restore``)."""
+
+
+@attrs.frozen(kw_only=True)
+class ThreadChoice:
+    """A thread count and why (shown in ``specpath run``'s output)."""
+
+    num_threads: int
+    reason: str
+
+
+def parse_threads(value: object, *, cpus: int, source: str) -> int:
+    """``value`` as a thread count between 1 and ``cpus`` (more threads than CPUs only adds
+    barrier stalls; tens of thousands kill the process), else one-line ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"{source}: expected a whole number of threads, got {type(value).__name__}")
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.isdecimal() or len(text) > 6:
+            raise ValueError(f"{source}: expected a whole number of threads, got {value[:20]!r}")
+        value = int(text)
+    if not 1 <= value <= cpus:
+        shown = value if abs(value) < 10**9 else "a huge number"
+        raise ValueError(f"{source}: {shown} threads; allowed: 1 to {cpus} (the CPUs this process may use)")
+    return value
+
+
+def choose_threads(*, requested: object = None, env: str | None = None, cpus: int, load: float | None,
+                   small_model: bool = False) -> ThreadChoice:
+    """The thread count for a model: ``requested`` (``num_threads=`` / ``--threads``), else
+    ``env`` (``$SPECPATH_NUM_THREADS``), else 1 for a small model, else the CPUs left free by
+    ``load`` (the 1-minute load average, other processes' runnable threads), at least 1."""
+    if requested is not None:
+        return ThreadChoice(num_threads=parse_threads(requested, cpus=cpus, source="num_threads"), reason="requested")
+    if env is not None and env.strip():
+        return ThreadChoice(num_threads=parse_threads(env, cpus=cpus, source=THREADS_ENV), reason=THREADS_ENV)
+    if small_model:
+        return ThreadChoice(num_threads=1, reason="small model")
+    if load is None or not math.isfinite(load):
+        return ThreadChoice(num_threads=cpus, reason=f"{cpus} CPUs")
+    free = max(1, min(cpus, math.floor(cpus - load + 0.5)))
+    return ThreadChoice(num_threads=free, reason=f"load {load:.1f} on {cpus} CPUs")
+
+
+def _cgroup_cpus() -> float | None:
+    """The cgroup v2 CPU quota in CPUs (``cpu.max``), None without one."""
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+    except (OSError, ValueError):
+        return None
+    if quota == "max":
+        return None
+    try:
+        return int(quota) / int(period)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on: its affinity mask, capped by a cgroup quota."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    quota = _cgroup_cpus()
+    if quota is not None:
+        cpus = min(cpus, max(1, math.ceil(quota)))
+    return max(1, cpus)
+
+
+def load_average() -> float | None:
+    """The 1-minute load average, None where the platform has none."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def machine_threads(requested: object = None, *, small_model: bool = False) -> ThreadChoice:
+    """:func:`choose_threads` for this machine now."""
+    return choose_threads(requested=requested, env=os.environ.get(THREADS_ENV), cpus=available_cpus(),
+                          load=load_average(), small_model=small_model)
+
+
+def prefer_passive_wait(environ: dict | None = None, torch_loaded: bool | None = None) -> str:
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless the user set a policy or torch (and so libgomp)
+    has already loaded; returns the policy libgomp will use, as :func:`wait_policy` reports it."""
+    env = os.environ if environ is None else environ
+    loaded = ("torch" in sys.modules) if torch_loaded is None else torch_loaded
+    user = env.get(WAIT_POLICY_ENV)
+    if user:
+        _STATE.update(policy=user.strip().lower(), source=WAIT_POLICY_ENV, restore=False)
+    elif loaded:
+        _STATE.update(policy="libgomp's default (spins, then sleeps)",
+                      source="torch was imported before specpath_engine", restore=False)
+    else:
+        env[WAIT_POLICY_ENV] = "PASSIVE"
+        _STATE.update(policy="passive", source="specpath default", restore=True, environ=env)
+    return str(_STATE["policy"])
+
+
+def restore_environment() -> None:
+    """Once torch has loaded (libgomp has read the policy), drop the variable we set, so child
+    processes get the user's environment."""
+    if _STATE.get("restore") and "torch" in sys.modules:
+        env = _STATE.get("environ", os.environ)
+        if env.get(WAIT_POLICY_ENV) == "PASSIVE":
+            del env[WAIT_POLICY_ENV]
+        _STATE["restore"] = False
+
+
+def wait_policy() -> str:
+    """How idle OpenMP threads wait in this process, and who chose it: e.g. ``passive
+    (specpath default)``."""
+    if not _STATE:
+        prefer_passive_wait()
+    return f"{_STATE['policy']} ({_STATE['source']})"
+
+
+def apply(choice: ThreadChoice) -> None:
+    """Set torch's intra-op threads (shared with the native kernels' OpenMP regions)."""
+    import torch
+
+    restore_environment()
+    if torch.get_num_threads() != choice.num_threads:
+        torch.set_num_threads(choice.num_threads)
