@@ -29,6 +29,9 @@ THREADS_ENV = "SPECPATH_NUM_THREADS"
 """Overrides the chosen thread count (below an explicit ``num_threads`` / ``--threads``)."""
 WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
 """libgomp's wait policy; read once, when torch loads libgomp."""
+SPIN_COUNT_ENV = "GOMP_SPINCOUNT"
+"""libgomp's spins before a waiting thread sleeps; when set it decides how long threads spin
+whatever the policy, so a user who sets it is left alone (libgomp's own default is 300000)."""
 
 _STATE: dict[str, object] = {}
 """What :func:`prefer_passive_wait` found and did (``policy``, ``source``, ``restore``)."""
@@ -121,9 +124,11 @@ def prefer_passive_wait(environ: dict | None = None, torch_loaded: bool | None =
     has already loaded; returns the policy libgomp will use, as :func:`wait_policy` reports it."""
     env = os.environ if environ is None else environ
     loaded = ("torch" in sys.modules) if torch_loaded is None else torch_loaded
-    user = env.get(WAIT_POLICY_ENV)
+    user, spins = env.get(WAIT_POLICY_ENV), env.get(SPIN_COUNT_ENV)
     if user:
         _STATE.update(policy=user.strip().lower(), source=WAIT_POLICY_ENV, restore=False)
+    elif spins:
+        _STATE.update(policy=f"spin {spins.strip()[:20]} times, then sleep", source=SPIN_COUNT_ENV, restore=False)
     elif loaded:
         _STATE.update(policy="libgomp's default (spins, then sleeps)",
                       source="torch was imported before specpath_engine", restore=False)

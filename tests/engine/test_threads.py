@@ -63,6 +63,9 @@ def test_wait_policy_passive_unless_user_set_or_too_late():
     user = {"OMP_WAIT_POLICY": "ACTIVE"}
     assert prefer_passive_wait(user, torch_loaded=False) == "active"
     assert user == {"OMP_WAIT_POLICY": "ACTIVE"}
+    spins = {"GOMP_SPINCOUNT": "300000"}
+    assert prefer_passive_wait(spins, torch_loaded=False) == "spin 300000 times, then sleep"
+    assert spins == {"GOMP_SPINCOUNT": "300000"}
     late: dict = {}
     assert prefer_passive_wait(late, torch_loaded=True).startswith("libgomp's default")
     assert late == {}  # libgomp has read its environment already: nothing to set
