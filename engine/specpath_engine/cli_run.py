@@ -219,6 +219,7 @@ def demo_configs(
 
     from specpath import plugins
     from specpath.registry import get_registry
+    from specpath_engine import demo_table
 
     plugins.load_all()
     registry = get_registry()
@@ -236,6 +237,9 @@ def demo_configs(
         cls = registry.get(name).config_class
         if not cls.proposes_draft_tokens:
             skipped.append((name, "proposes no draft tokens"))
+            continue
+        if not demo_table.shown_on(cls, "cpu"):
+            skipped.append((name, "built for an accelerator: on this CPU it would repeat a host method's numbers"))
             continue
         generic = {"method": name, "num_speculative_tokens": k}
         if target is None:
@@ -300,12 +304,16 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
             bar.set_postfix_str(what)
             bar.update(1)
 
+        load = [harness.machine_load()]
         rows, failed = harness.compare(runs, model=model, threads=_threads(args) or 1, max_tokens=args.max_tokens,
                                        enable_prefix_caching=args.enable_prefix_caching, progress=step)
         bar.close()
+        load.append(harness.machine_load())
+        configs = dict(runs)
         for r in rows:
             r.update(identical_prompts=len(harness.DEMO_PROMPTS) if r["greedy_identical"] else 0,
-                     num_prompts=len(harness.DEMO_PROMPTS), model=model or "embedded", dtype="float32")
+                     num_prompts=len(harness.DEMO_PROMPTS), model=model or "embedded", dtype="float32",
+                     kind=_kind(configs.get(r["method"])), load_per_core=load, threads=_threads(args) or 1)
         return rows, skipped + failed
     target = None
     if chat_model:  # a real (chat) model: code and chat prompts, EOS honoured
@@ -339,20 +347,25 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
     parts: dict[str, list] = {name: [] for name, _, _ in engines}
     tokens: dict[str, list] = {name: [] for name, _, _ in engines}
     prompt_ids: list[list[int]] = []
-    elapsed: dict[str, float] = {name: 0.0 for name, _, _ in engines}
-    for kind, prompt in prompts:  # batch 1, one prompt at a time: the latency setting
-        for name, _, llm in engines:
+    seconds: dict[str, list[float]] = {name: [] for name, _, _ in engines}
+    by_name = {name: llm for name, _, llm in engines}
+    load = [harness.machine_load()]
+    for turn, (kind, prompt) in enumerate(prompts):  # batch 1, one prompt at a time: the latency setting
+        for name in demo_table.rotation(list(by_name), turn):  # no engine always first, or always after another
+            llm = by_name[name]
             bar.set_postfix_str(name)
             start = time.perf_counter()
             out = (llm.chat(prompt, params) if kind == "chat" else llm.generate([prompt], params))[0]
-            elapsed[name] += time.perf_counter() - start
+            seconds[name].append(time.perf_counter() - start)
             parts[name].append(out.metrics)
             tokens[name].append(out.token_ids)
             if name == "baseline":
                 prompt_ids.append(list(out.prompt_token_ids))
             bar.update(1)
     bar.close()
+    load.append(harness.machine_load())
     margins = _divergence_margins(baseline.model, prompt_ids, tokens)
+    elapsed = {name: sum(s) for name, s in seconds.items()}
     baseline_tps = SpecMetrics.total(parts["baseline"], elapsed_s=elapsed["baseline"]).tokens_per_s
     dtype = engines[0][2].engine_config.model_config.dtype
     rows: list[dict] = []
@@ -367,6 +380,12 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
             "tokens_per_s": total.tokens_per_s,
             "speedup": total.tokens_per_s / baseline_tps if baseline_tps else 0.0,
             "target_steps": total.num_steps,
+            "tokens": total.num_generated_tokens,
+            "turn_speedups": [(len(t) / s) / (len(bt) / bs) if s and bs and bt else 0.0 for t, s, bt, bs in
+                              zip(tokens[name], seconds[name], tokens["baseline"], seconds["baseline"])],
+            "kind": _kind(config),
+            "load_per_core": load,
+            "threads": engines[0][2].threads.num_threads,
             "greedy_identical": tokens[name] == tokens["baseline"],
             "identical_prompts": same,
             "divergence_margins": margins[name],
@@ -375,6 +394,14 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
             "dtype": dtype,
         })
     return rows, skipped
+
+
+def _kind(config: dict | None) -> str:
+    """The table's "drafts with" cell for a run's config (None: the baseline)."""
+    from specpath.registry import get_registry
+    from specpath_engine.demo_table import kind
+
+    return kind(None if config is None else get_registry().get(config["method"]).config_class)
 
 
 def _divergence_margins(model: Any, prompt_ids: list[list[int]], tokens: dict[str, list]) -> dict[str, list[dict]]:
@@ -414,14 +441,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"rows": rows, "skipped": [{"method": m, "reason": r} for m, r in skipped]}))
         return 0
-    header = ["method", "τ", "acceptance by position", "tokens/s", "speedup", "greedy identical"]
+    from specpath_engine import demo_table
+
+    baseline = next(r for r in rows if r["method"] == "baseline")
+    rows = demo_table.sort_rows(rows)
+    header = ["method", "drafts with", "τ", "tokens/pass", "target passes", "acceptance by position", "tokens/s",
+              "speedup (per prompt)", "greedy identical"]
     table = [
         [
             r["method"],
+            r.get("kind", "-"),
             f"{r['mean_acceptance_length']:.2f}",
+            f"{demo_table.tokens_per_pass(r['tokens'], r['target_steps']):.2f}",
+            demo_table.passes_cell(r, baseline),
             _fmt_rates(r["acceptance_rate_by_position"]),
             f"{r['tokens_per_s']:.0f}" if r["tokens_per_s"] >= 100 else f"{r['tokens_per_s']:.1f}",
-            f"{r['speedup']:.2f}x",
+            demo_table.speedup_cell(r, baseline),
             _identity_cell(r),
         ]
         for r in rows
@@ -432,11 +467,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(line(["-" * w for w in widths]))
     for cells in table:
         print(line(cells))
+    print()
+    for text in demo_table.summary_lines(rows, baseline):
+        print(text)
     first = rows[0] if rows else {"num_prompts": 0, "model": "?", "dtype": "?"}
     eos = "up to" if first["model"] != "embedded" else ""
     print(f"\n{first['model']} ({first['dtype']}): {first['num_prompts']} prompts, {eos} {args.max_tokens} tokens each"
           f"{' (EOS ends a reply)' if eos else ''}, batch 1, greedy; τ = tokens per verification step "
-          "(bonus included).".replace("  ", " "))
+          "(bonus included); tokens/pass = tokens per target pass over the whole reply (steps without drafts "
+          "too); engines take turns in a rotating order.".replace("  ", " "))
+    before, after = baseline.get("load_per_core", (0.0, 0.0))
+    print(f"load average per core {before:.2f} before the timed prompts, {after:.2f} after; {baseline.get('threads')} "
+          f"thread(s){'; a busy machine: expect noise, see the per-prompt range' if max(before, after) > 0.7 else ''}")
     if first["dtype"] == "bfloat16":
         from specpath_engine.modeling.native import kernels, unavailable_reason
 

@@ -136,6 +136,12 @@ class SpeculatorConfig:
     """The drafter reads the requests' token ids and nothing else: no weights, no target
     states, no KV slots, no extra query rows (n-gram, suffix). Such a method can also draft
     beside another drafter (``speculative_config.model_free_drafter``)."""
+    accelerator_only: ClassVar[bool] = False
+    """Built for an accelerator (its state kept on the device): on a CPU it only repeats a host
+    method, so CPU listings and ``specpath demo`` leave it out there."""
+    example_plugin: ClassVar[bool] = False
+    """A teaching example (the plugin template's method), labelled so in listings;
+    ``specpath new-plugin`` copies turn it off."""
     supports_parallel_drafting: ClassVar[bool | None] = None
     """``parallel_drafting`` is accepted (P-EAGLE, PARD); False: rejected by
     :meth:`check_declared_inputs`; None: the class checks it itself."""
