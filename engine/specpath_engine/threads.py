@@ -52,9 +52,9 @@ def parse_threads(value: object, *, cpus: int, source: str) -> int:
         raise ValueError(f"{source}: expected a whole number of threads, got {type(value).__name__}")
     if isinstance(value, str):
         text = value.strip()
-        if not text.isdecimal() or len(text) > 6:
+        if not text.isascii() or not text.isdigit():
             raise ValueError(f"{source}: expected a whole number of threads, got {value[:20]!r}")
-        value = int(text)
+        value = int(text) if len(text) <= 30 else 10**30  # int() of thousands of digits is refused or slow
     if not 1 <= value <= cpus:
         shown = value if abs(value) < 10**9 else "a huge number"
         raise ValueError(f"{source}: {shown} threads; allowed: 1 to {cpus} (the CPUs this process may use)")

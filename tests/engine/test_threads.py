@@ -38,7 +38,8 @@ def test_overrides_in_order():
         num_threads=1, reason="small model")
 
 
-@pytest.mark.parametrize("bad", [0, -1, 5, 10**6, 10**400, "1000000", "x", "1.5", "", True, 2.0, None])
+@pytest.mark.parametrize("bad", [0, -1, 5, 10**6, 10**400, "1000000", "9" * 5000, "x", "1.5", "", "٣", True, 2.0,
+                                 None])
 def test_bad_thread_counts_are_one_line_errors(bad):
     with pytest.raises(ValueError) as info:
         parse_threads(bad, cpus=4, source="--threads")
@@ -102,3 +103,33 @@ def test_import_sets_passive_before_torch_and_leaves_children_the_users_environm
     assert "OMP_WAIT_POLICY = 'PASSIVE'" in gomp  # what libgomp itself read
     said, gomp = _probe({**env, "OMP_WAIT_POLICY": "active"})
     assert said == "active (OMP_WAIT_POLICY) active" and "OMP_WAIT_POLICY = 'ACTIVE'" in gomp
+
+
+def test_run_states_the_threads_and_wait_policy(capsys):
+    import json
+
+    from specpath.cli import main
+
+    assert main(["run", "--prompt", "def f(x):", "--max-tokens", "2", "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)["metrics"]
+    assert (metrics["num_threads"], metrics["threads_reason"]) == (1, "small model")
+    assert metrics["wait_policy"] == threads.wait_policy()
+
+
+def test_run_refuses_a_thread_count_past_the_cpus_in_one_line(capsys):
+    from specpath.cli import main
+
+    try:
+        code = main(["run", "--prompt", "x", "--threads", "1000000"])
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and len(err.splitlines()) == 1
+    assert "1000000 threads; allowed: 1 to" in err
+
+
+def test_llm_refuses_a_bad_thread_count_before_loading():
+    from specpath_engine.llm import LLM
+
+    with pytest.raises(ValueError, match="^num_threads: 1000000 threads; allowed: 1 to"):
+        LLM(num_threads=10**6)
