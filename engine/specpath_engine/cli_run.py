@@ -278,14 +278,14 @@ def _fmt_rates(rates: list[float]) -> str:
 
 
 def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[dict], list[tuple[str, str]]]:
-    """Build every method's engine, then run the prompts round-robin (prompt-major), so load on a
-    shared machine affects every method alike."""
+    """Build every method's engine, then run the prompts round-robin (prompt-major, the engines'
+    order rotating from prompt to prompt), so load on a shared machine affects every method alike."""
     from tqdm import tqdm
 
     from specpath_engine.llm import LLM, SamplingParams
     from specpath_engine.metrics import SpecMetrics
 
-    from specpath_engine import harness
+    from specpath_engine import demo_table, harness
     from specpath_engine.tokenizer import load_tokenizer
     from specpath_engine.modeling.named_models import resolve_model_path
 

@@ -90,8 +90,8 @@ def passes_cell(row: dict, baseline: dict) -> str:
     """``312 (-49%)``: the row's target passes and how many fewer than the baseline's."""
     if row is baseline or not baseline["target_steps"]:
         return str(row["target_steps"])
-    saved = 1 - row["target_steps"] / baseline["target_steps"]
-    return f"{row['target_steps']} ({-saved:+.0%})"
+    change = row["target_steps"] / baseline["target_steps"] - 1
+    return f"{row['target_steps']} ({change:+.0%})"
 
 
 def summary_lines(rows: Sequence[dict], baseline: dict) -> list[str]:

@@ -46,6 +46,7 @@ def test_tokens_per_pass_counts_every_step_not_only_drafted_ones():
     assert dt.passes_cell(ngram, BASE) == "554 (-10%)"
     assert dt.passes_cell(eagle3, BASE) == "312 (-49%)"
     assert dt.passes_cell(BASE, BASE) == "616"
+    assert dt.passes_cell(_row("none", 616, 616, 16.0, 0.95), BASE) == "616 (+0%)"
     assert dt.tokens_per_pass(5, 0) == 0.0
 
 
