@@ -11,7 +11,8 @@ step went from 0.02 s to over a second. Two choices keep generation usable there
   (:func:`restore_environment`), so child processes inherit the user's environment, not ours;
 - the thread count: the CPUs this process may use (affinity, cgroup quota) less the load already
   on them (:func:`choose_threads`), 1 for tiny models whose steps lose more in barriers than
-  they gain; ``num_threads=`` / ``--threads`` or ``$SPECPATH_NUM_THREADS`` override it.
+  they gain; ``num_threads=`` / ``--threads``, ``$SPECPATH_NUM_THREADS`` or ``$OMP_NUM_THREADS``
+  override it.
 
 Pure selection (:func:`choose_threads`, :func:`parse_threads`) is separate from reading the
 machine (:func:`available_cpus`, :func:`load_average`) so it can be tested without one.
@@ -61,15 +62,16 @@ def parse_threads(value: object, *, cpus: int, source: str) -> int:
     return value
 
 
-def choose_threads(*, requested: object = None, env: str | None = None, cpus: int, load: float | None,
-                   small_model: bool = False) -> ThreadChoice:
+def choose_threads(*, requested: object = None, env: str | None = None, env_name: str = THREADS_ENV, cpus: int,
+                   load: float | None, small_model: bool = False) -> ThreadChoice:
     """The thread count for a model: ``requested`` (``num_threads=`` / ``--threads``), else
-    ``env`` (``$SPECPATH_NUM_THREADS``), else 1 for a small model, else the CPUs left free by
-    ``load`` (the 1-minute load average, other processes' runnable threads), at least 1."""
+    ``env`` (the value of ``env_name``: ``$SPECPATH_NUM_THREADS``, else ``$OMP_NUM_THREADS``),
+    else 1 for a small model, else the CPUs left free by ``load`` (the 1-minute load average,
+    other processes' runnable threads), at least 1."""
     if requested is not None:
         return ThreadChoice(num_threads=parse_threads(requested, cpus=cpus, source="num_threads"), reason="requested")
     if env is not None and env.strip():
-        return ThreadChoice(num_threads=parse_threads(env, cpus=cpus, source=THREADS_ENV), reason=THREADS_ENV)
+        return ThreadChoice(num_threads=parse_threads(env, cpus=cpus, source=env_name), reason=env_name)
     if small_model:
         return ThreadChoice(num_threads=1, reason="small model")
     if load is None or not math.isfinite(load):
@@ -115,7 +117,8 @@ def load_average() -> float | None:
 
 def machine_threads(requested: object = None, *, small_model: bool = False) -> ThreadChoice:
     """:func:`choose_threads` for this machine now."""
-    return choose_threads(requested=requested, env=os.environ.get(THREADS_ENV), cpus=available_cpus(),
+    name = next((n for n in (THREADS_ENV, "OMP_NUM_THREADS") if os.environ.get(n, "").strip()), THREADS_ENV)
+    return choose_threads(requested=requested, env=os.environ.get(name), env_name=name, cpus=available_cpus(),
                           load=load_average(), small_model=small_model)
 
 

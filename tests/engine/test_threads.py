@@ -73,6 +73,17 @@ def test_wait_policy_passive_unless_user_set_or_too_late():
     prefer_passive_wait()  # back to what this process really did (torch is loaded here)
 
 
+def test_omp_num_threads_counts_as_the_users_choice(monkeypatch):
+    monkeypatch.delenv("SPECPATH_NUM_THREADS", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert threads.machine_threads(None) == threads.ThreadChoice(num_threads=1, reason="OMP_NUM_THREADS")
+    monkeypatch.setenv("SPECPATH_NUM_THREADS", "1")
+    assert threads.machine_threads(None).reason == "SPECPATH_NUM_THREADS"
+    monkeypatch.setenv("SPECPATH_NUM_THREADS", "0")
+    with pytest.raises(ValueError, match="^SPECPATH_NUM_THREADS: 0 threads"):
+        threads.machine_threads(None)
+
+
 def test_available_cpus_within_affinity():
     assert 1 <= threads.available_cpus() <= len(os.sched_getaffinity(0))
 
