@@ -140,12 +140,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         out = llm.generate([args.prompt], params)[0]
     metrics = out.metrics.as_dict()
     if args.json:
-        metrics.update(num_threads=llm.threads.num_threads, threads_reason=llm.threads.reason,
-                       wait_policy=wait_policy())
-        keys = ("num_threads", "threads_reason", "wait_policy", "num_drafts", "num_draft_tokens", "num_accepted_tokens", "mean_acceptance_length",
+        keys = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "mean_acceptance_length",
                 "acceptance_rate_by_position", "tokens_per_s")
         print(json.dumps({"text": out.text, "token_ids": out.token_ids,
-                          "finish_reason": out.finish_reason, "metrics": {k: metrics[k] for k in keys}}))
+                          "finish_reason": out.finish_reason, "metrics": {k: metrics[k] for k in keys},
+                          "threads": {"num_threads": llm.threads.num_threads, "reason": llm.threads.reason,
+                                      "wait_policy": wait_policy()}}))
     else:
         sys.stdout.write((out.text if args.chat else args.prompt + out.text) + "\n")
         print(

@@ -122,9 +122,8 @@ def test_run_states_the_threads_and_wait_policy(capsys):
     from specpath.cli import main
 
     assert main(["run", "--prompt", "def f(x):", "--max-tokens", "2", "--json"]) == 0
-    metrics = json.loads(capsys.readouterr().out)["metrics"]
-    assert (metrics["num_threads"], metrics["threads_reason"]) == (1, "small model")
-    assert metrics["wait_policy"] == threads.wait_policy()
+    said = json.loads(capsys.readouterr().out)["threads"]
+    assert said == {"num_threads": 1, "reason": "small model", "wait_policy": threads.wait_policy()}
 
 
 def test_run_refuses_a_thread_count_past_the_cpus_in_one_line(capsys):
