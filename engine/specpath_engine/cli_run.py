@@ -50,6 +50,9 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--max-tokens", type=int, default=128, help="tokens per prompt (default 128)")
     p.add_argument("--num-speculative-tokens", type=int, default=DEFAULT_DEMO_K,
                    help=f"K for methods without a demo config of their own (default {DEFAULT_DEMO_K})")
+    p.add_argument("--rounds", type=_rounds, default=1,
+                   help="times to run the prompts (default 1); the speedup range covers every prompt of every round. "
+                        "Methods that remember earlier replies (suffix's global tree) gain from round 2 on")
     p.add_argument("--methods", help="comma-separated subset of methods to run")
     p.add_argument("--model-free", metavar="METHOD",
                    help="also run each drafter with this model-free method beside it (model_free_drafter), "
@@ -84,6 +87,12 @@ def _add_engine_args(p: argparse.ArgumentParser, *, model_help: str | None = Non
     p.add_argument("--trust-remote-code", action="store_true",
                    help="allow code named by the configuration or shipped with a checkpoint to run "
                         "(custom_class proposers, a tokenizer's auto_map)")
+
+
+def _rounds(text: str) -> int:
+    if not text.strip().isdigit() or not 1 <= int(text) <= 100:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 100, got {text[:20]!r}")
+    return int(text)
 
 
 def _thread_count(text: str) -> int:
@@ -297,7 +306,8 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
         runs, skipped = demo_configs(args.num_speculative_tokens, only, model_free=args.model_free)
         if note:
             skipped.insert(0, ("(model)", note))
-        bar = tqdm(total=(len(runs) + 1) * (len(harness.DEMO_PROMPTS) + 1), desc="specpath demo", unit="run",
+        bar = tqdm(total=(len(runs) + 1) * (args.rounds * len(harness.DEMO_PROMPTS) + 1), desc="specpath demo",
+                   unit="run",
                    disable=not progress, file=sys.stderr)
 
         def step(what: str) -> None:
@@ -306,7 +316,8 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
 
         load = [harness.machine_load()]
         rows, failed = harness.compare(runs, model=model, threads=_threads(args) or 1, max_tokens=args.max_tokens,
-                                       enable_prefix_caching=args.enable_prefix_caching, progress=step)
+                                       repeats=args.rounds, enable_prefix_caching=args.enable_prefix_caching,
+                                       progress=step)
         bar.close()
         load.append(harness.machine_load())
         configs = dict(runs)
@@ -329,7 +340,8 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
     baseline = LLM(model, None, **_engine_kwargs(args))
     prompts: list[tuple[str, Any]] = list(REAL_DEMO_PROMPTS)
     params = SamplingParams(max_tokens=args.max_tokens)  # EOS ends each answer
-    bar.total = (len(runs) + 1) * (len(prompts) + 1)
+    rounds = args.rounds
+    bar.total = (len(runs) + 1) * (rounds * len(prompts) + 1)
     warm_up = harness.WARM_UP_PROMPT  # in no prompt set: nothing may learn a timed answer before it is timed
     engines = []
     for name, config in [("baseline", None), *runs]:
@@ -342,25 +354,29 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
             if name == "baseline":
                 raise
             skipped.append((name, " ".join(str(exc).split()) or type(exc).__name__))
-            bar.total -= len(prompts)
+            bar.total -= rounds * len(prompts)
         bar.update(1)
     parts: dict[str, list] = {name: [] for name, _, _ in engines}
     tokens: dict[str, list] = {name: [] for name, _, _ in engines}
     prompt_ids: list[list[int]] = []
     seconds: dict[str, list[float]] = {name: [] for name, _, _ in engines}
+    rates: dict[str, list[float]] = {name: [] for name, _, _ in engines}  # per (round, prompt) tokens/s
     by_name = {name: llm for name, _, llm in engines}
     load = [harness.machine_load()]
-    for turn, (kind, prompt) in enumerate(prompts):  # batch 1, one prompt at a time: the latency setting
+    turns = [(r, kind, prompt) for r in range(rounds) for kind, prompt in prompts]
+    for turn, (r, kind, prompt) in enumerate(turns):  # batch 1, one prompt at a time: the latency setting
         for name in demo_table.rotation(list(by_name), turn):  # no engine always first, or always after another
             llm = by_name[name]
             bar.set_postfix_str(name)
             start = time.perf_counter()
             out = (llm.chat(prompt, params) if kind == "chat" else llm.generate([prompt], params))[0]
             seconds[name].append(time.perf_counter() - start)
+            rates[name].append(len(out.token_ids) / seconds[name][-1] if seconds[name][-1] else 0.0)
             parts[name].append(out.metrics)
-            tokens[name].append(out.token_ids)
-            if name == "baseline":
-                prompt_ids.append(list(out.prompt_token_ids))
+            if r == 0:  # greedy identity and margins: the first round's outputs
+                tokens[name].append(out.token_ids)
+                if name == "baseline":
+                    prompt_ids.append(list(out.prompt_token_ids))
             bar.update(1)
     bar.close()
     load.append(harness.machine_load())
@@ -381,8 +397,7 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
             "speedup": total.tokens_per_s / baseline_tps if baseline_tps else 0.0,
             "target_steps": total.num_steps,
             "tokens": total.num_generated_tokens,
-            "turn_speedups": [(len(t) / s) / (len(bt) / bs) if s and bs and bt else 0.0 for t, s, bt, bs in
-                              zip(tokens[name], seconds[name], tokens["baseline"], seconds["baseline"])],
+            "turn_speedups": [rate / base if base else 0.0 for rate, base in zip(rates[name], rates["baseline"])],
             "kind": _kind(config),
             "load_per_core": load,
             "threads": engines[0][2].threads.num_threads,
@@ -473,7 +488,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     first = rows[0] if rows else {"num_prompts": 0, "model": "?", "dtype": "?"}
     eos = "up to" if first["model"] != "embedded" else ""
     print(f"\n{first['model']} ({first['dtype']}): {first['num_prompts']} prompts, {eos} {args.max_tokens} tokens each"
-          f"{' (EOS ends a reply)' if eos else ''}, batch 1, greedy; τ = tokens per verification step "
+          f"{' (EOS ends a reply)' if eos else ''}, {args.rounds} round(s), batch 1, greedy; τ = tokens per verification step "
           "(bonus included); tokens/pass = tokens per target pass over the whole reply (steps without drafts "
           "too); engines take turns in a rotating order.".replace("  ", " "))
     before, after = baseline.get("load_per_core", (0.0, 0.0))
