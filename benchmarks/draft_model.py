@@ -46,18 +46,18 @@ def per_call_cost(path: str, target_path: str, repeats: int = 200) -> float:
     import torch
 
     from specpath_engine.model import LlamaModel
-    from specpath_draft_model.kv import DraftKV
+    from specpath_drafting.kv import DrafterKV
 
     model = LlamaModel.from_pretrained(path)
     cfg = model.config
-    kv = DraftKV(num_layers=cfg.num_hidden_layers, num_kv_heads=cfg.num_key_value_heads, head_dim=cfg.head_dim,
-                 max_len=512, max_rows=1, dtype=torch.float32, device="cpu")
+    kv = DrafterKV(num_layers=cfg.num_hidden_layers, num_kv_heads=cfg.num_key_value_heads, head_dim=cfg.head_dim,
+                   row_len=512, num_rows=1, dtype=torch.float32, device="cpu")
     row = kv.row("r")
     times = []
     with torch.inference_mode():
         for _ in range(repeats):
             start = time.perf_counter()
-            attention = kv.attention([row], [300], [1])
+            attention = kv.row_attention([row], [300], [1])
             model.forward(torch.zeros(1, dtype=torch.long), attention.positions, attention)
             times.append(time.perf_counter() - start)
     return statistics.median(times)

@@ -21,6 +21,11 @@ from pathlib import Path
 PROMPTS = ["def fibonacci(n):\n", "The capital of France is"]
 MAX_TOKENS = 24
 K = 4
+OVERRIDES = {
+    "mtp:mtp3": {"num_speculative_tokens": 3},  # K must be a multiple of its 3 modules
+    "draft_model:bpe": {"use_heterogeneous_vocab": True},  # a BPE draft for the byte-level target
+}
+"""Rows whose checkpoint cannot run at the common K=4 config as it is."""
 
 
 def _plugin_dir(package: str) -> Path:
@@ -47,8 +52,9 @@ def configs() -> list[tuple[str | None, str, dict]]:
             continue
         for ckpt in sorted(p for p in root.iterdir() if (p / "config.json").exists()):
             target = "smollm2-135m" if "smollm2" in ckpt.name else None
-            rows.append((target, f"{method}:{ckpt.name}",
-                         {"method": method, "model": str(ckpt), "num_speculative_tokens": K}))
+            label = f"{method}:{ckpt.name}"
+            rows.append((target, label, {"method": method, "model": str(ckpt), "num_speculative_tokens": K,
+                                         **OVERRIDES.get(label, {})}))
     for target in (None, "smollm2-135m"):
         for method in ("ngram", "suffix"):
             cfg = {"method": method, "num_speculative_tokens": K}

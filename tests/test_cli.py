@@ -124,13 +124,13 @@ def test_a_missing_distribution_says_what_to_install(capsys, monkeypatch):
     _command_entry_points(monkeypatch)
     code, _, err = run(capsys, "demo")
     assert code == 1 and err.count("\n") == 1
-    assert "specpath demo: not available (specpath-engine is not installed: pip install ./engine" in err
+    assert "specpath demo: error: not available (specpath-engine is not installed: pip install ./engine" in err
 
 
 def test_a_broken_command_module_says_why(capsys, monkeypatch):
     _command_entry_points(monkeypatch, ("specpath_not_a_module_xyz", "specpath-engine"))
     code, _, err = run(capsys, "demo")
-    assert code == 1 and "specpath demo: not available" in err and "specpath_not_a_module_xyz" in err
+    assert code == 1 and "specpath demo: error: not available" in err and "specpath_not_a_module_xyz" in err
 
 
 def test_command_modules_can_add_commands(capsys, monkeypatch, tmp_path):
@@ -194,3 +194,89 @@ def test_python_dash_m():
     result = subprocess.run([sys.executable, "-m", "specpath", "fields", "--json"], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0 and json.loads(result.stdout)
+
+
+def test_train_without_its_distribution_says_what_to_install(capsys, monkeypatch):
+    _command_entry_points(monkeypatch)
+    code, _, err = run(capsys, "train", "eagle3", "--target", "x", "--out", "y")
+    assert code == 1 and err.count("\n") == 1
+    assert "specpath train: error: not available (specpath-train is not installed: pip install ./train" in err
+
+
+def test_an_unknown_command_is_prefixed_once(capsys):
+    code, _, err = run(capsys, "bogus")
+    assert code == 1 and err.startswith("specpath: error: argument COMMAND: invalid choice: 'bogus'")
+    assert err.count("specpath") == 1 and err.count("\n") == 1
+
+
+def test_every_option_of_every_command_has_help():
+    """A flag without help is one a user must guess at (--json, --top-k, --seed, ...)."""
+    import argparse
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = []
+    for name, p in sub.choices.items():
+        if p.prefix_chars == "\0":  # a stand-in for a command whose distribution is missing
+            continue
+        for action in p._actions:
+            if action.option_strings and not action.help:
+                missing.append(f"{name} {action.option_strings[-1]}")
+    assert missing == []
+    run_parser = sub.choices["run"]
+    helps = {a.option_strings[-1]: a.help for a in run_parser._actions if a.option_strings}
+    assert {"--json", "--top-k", "--top-p", "--seed", "--enable-prefix-caching"} <= set(helps)
+
+
+def test_explain_model_help_names_every_kind_of_target():
+    import argparse
+
+    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    (model,) = [a for a in sub.choices["explain"]._actions if "--model" in a.option_strings]
+    assert ".gguf file" in model.help and "named model" in model.help and "directory" in model.help
+
+
+def test_fields_renders_every_type_one_way_and_hides_refused_fields(capsys):
+    code, out, _ = run(capsys, "fields")
+    assert code == 0
+    assert "<class" not in out and "typing." not in out and "Optional[" not in out
+    assert "  parallel_drafting: bool = False" in out
+    assert "  draft_lm_head_quantization: Literal['fp8', 'nvfp4'] | None" in out
+    assert "  model_free_drafter: Mapping[str, Any] | None" in out
+    assert "  draft_load_config: LoadConfig | None" in out
+    names = [line.split(":")[0].strip() for line in out.splitlines() if line.startswith("  ") and ":" in line]
+    assert "tensor_parallel_size" not in names and "draft_tensor_parallel_size" in names
+    code, out, _ = run(capsys, "fields", "--json")
+    assert "tensor_parallel_size" not in {r["name"] for r in json.loads(out)}
+
+
+def test_methods_columns_are_explained_and_match_the_docs(capsys, fresh_plugins):
+    from pathlib import Path
+
+    code, out, _ = run(capsys, "methods")
+    assert code == 0
+    header = out.splitlines()[0]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "methods" / "index.md").read_text()
+    doc_header = next(line for line in page.splitlines() if line.startswith("| method | config class"))
+    doc_columns = [c.strip() for c in doc_header.strip("|").split("|")]
+    for head, key, meaning in cli.METHOD_COLUMNS:
+        assert head in header and head in doc_columns  # the same names in both places
+        assert f"  {head}: {meaning} ({key})" in out  # and each explained under the table
+    for old in ("own lane", "tail drop"):
+        assert old not in header
+
+
+def test_explain_prints_a_config_classes_notes(capsys, fresh_plugins):
+    import attrs
+    import core_fakes
+    from specpath import register_speculative_method
+
+    @attrs.frozen(kw_only=True)
+    class Noted(core_fakes.MyNgram):
+        notes = ("state outlives a call",)
+
+    register_speculative_method("noted_ngram", Noted)
+    code, out, _ = run(capsys, "explain", "--speculative-config", '{"method": "noted_ngram", "num_speculative_tokens": 2}')
+    assert code == 0 and "note:           state outlives a call" in out
+    code, out, _ = run(capsys, "explain", "--json", "--speculative-config", '{"method": "noted_ngram", "num_speculative_tokens": 2}')
+    assert json.loads(out)["speculator"]["notes"] == ["state outlives a call"]

@@ -67,3 +67,9 @@ def test_an_engine_command_names_the_distribution_to_install(core_venv):
     result = run(core_venv, "specpath", "run", "--prompt", "x", "--speculative-config", "{}")
     assert result.returncode == 1 and result.stderr.count("\n") == 1
     assert "specpath-engine is not installed: pip install ./engine" in result.stderr
+
+
+def test_train_names_the_training_distribution_to_install(core_venv):
+    result = run(core_venv, "specpath", "train", "eagle3", "--target", "x", "--out", "y")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "specpath-train is not installed: pip install ./train" in result.stderr

@@ -245,13 +245,14 @@ def test_a_raising_in_process_register_hook_is_recorded(fresh_plugins):
 
 def test_detect_hook_first_result_wins_and_a_raising_detector_is_skipped(fake_site, make_checkpoint):
     fake_site.add("specpath-detect", {"my_detected": "fake_detect_hooks"}, {"fake_detect_hooks": DETECTING})
-    fake_site.add("specpath-zz", {"zz_raising": "fake_raising_detect"}, {"fake_raising_detect": RAISING_DETECT})
+    # asked first: plugins outside the built-in table are asked by name (DETECTION_ORDER)
+    fake_site.add("specpath-aa", {"aa_raising": "fake_raising_detect"}, {"fake_raising_detect": RAISING_DETECT})
     fake_site.rescan()
     path = make_checkpoint("draft", model_type="my_draft")
     spec = specpath.SpeculativeConfig(model=path, num_speculative_tokens=2)
     assert (spec.method, spec.custom_method) == ("ngram", "my_detected")
     (broken,) = plugins.broken_plugins()
-    assert broken.name == "zz_raising" and "specpath_detect_method raised ValueError: detector exploded" in broken.error
+    assert broken.name == "aa_raising" and "specpath_detect_method raised ValueError: detector exploded" in broken.error
 
 
 def test_converter_hook_is_historic(fake_site):
@@ -388,3 +389,100 @@ def test_a_blocked_or_disabled_plugin_is_named_as_such(fake_site, monkeypatch, v
         specpath.SpeculativeConfig(method="my_ngram", num_speculative_tokens=2)
     assert f"provided by plugin 'my_ngram' (specpath-fake-custom), which is {why}" in str(info.value)
     assert "fake_ngram_hooks" not in sys.modules and "fake_custom_hooks" not in sys.modules
+
+
+WRONG_FLAG_TYPES = """
+import attrs
+from specpath.hookspecs import hookimpl
+from core_fakes import MyNgram
+
+@attrs.frozen(kw_only=True)
+class Sloppy(MyNgram):
+    prefer_dense_token_history = "yes"   # a string, truthy whatever it says
+
+@hookimpl
+def specpath_register_methods(register):
+    register("sloppy_ngram", Sloppy)
+"""
+
+
+@pytest.mark.parametrize(
+    ("attribute", "value", "expected"),
+    [
+        ("uses_target_hidden_states", "no", "True or False (a capability flag)"),
+        ("model_free", 1, "True or False (a capability flag)"),
+        ("supports_parallel_drafting", "maybe", "True, False or None"),
+        ("supported_options", ["prompt_lookup_max"], "a frozenset of option names"),
+        ("speculator_class", 42, "None or a 'module:Class' string"),
+        ("demo_num_speculative_tokens", 0, "None or an integer >= 1"),
+        ("shipped_checkpoints", ("/some/dir",), "a tuple of ShippedCheckpoint rows"),
+    ],
+)
+def test_declarations_of_the_wrong_type_are_refused_at_registration(fresh_plugins, attribute, value, expected):
+    import attrs
+    import core_fakes
+
+    cls = attrs.frozen(kw_only=True)(type("Sloppy", (core_fakes.MyNgram,), {attribute: value}))
+    with pytest.raises(SpeculativeConfigError) as err:
+        specpath.register_speculative_method("sloppy", cls)
+    assert f"Sloppy.{attribute} must be {expected}" in str(err.value) and "\n" not in str(err.value)
+    from specpath.registry import get_registry
+
+    assert get_registry().get("sloppy") is None
+
+
+def test_a_plugin_with_wrong_flag_types_is_broken_and_named_everywhere(fake_site, capsys):
+    from specpath import cli
+
+    fake_site.add("specpath-sloppy", {"sloppy_ngram": "fake_sloppy_hooks"}, {"fake_sloppy_hooks": WRONG_FLAG_TYPES})
+    fake_site.rescan()
+    plugins.load_all()
+    (broken,) = plugins.broken_plugins()
+    assert broken.distribution == "specpath-sloppy"
+    assert "Sloppy.prefer_dense_token_history must be True or False" in broken.error
+    code = cli.main(["methods"])
+    out = capsys.readouterr().out
+    assert code == 0 and "plugin specpath-sloppy is broken: " in out and "prefer_dense_token_history" in out
+    assert cli.main(["validate", "--speculative-config", '{"method": "sloppy_ngram", "num_speculative_tokens": 2}']) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("specpath: error: speculative_config.method: speculative method 'sloppy_ngram' is provided "
+                          "by plugin 'sloppy_ngram' (specpath-sloppy), which is broken: ")
+    assert "prefer_dense_token_history" in err
+
+
+PLAIN_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1}
+
+
+@pytest.mark.parametrize(
+    ("directory", "expected"),
+    [("x-eagle3-dflash", "eagle3"), ("x-dflash-eagle3", "eagle3"), ("my-eagle-eagle3", "eagle"),
+     ("x-dspark-dflash", "dflash"), ("dflash-or-dspark", "dflash")],
+)
+@pytest.mark.parametrize("first", ["dflash", "dspark", "eagle3", "eagle", None])
+def test_path_hints_are_asked_in_one_documented_order_whatever_was_imported_first(directory, expected, first):
+    """The real built-in plugins; only the order in which they are imported changes."""
+    from specpath.config.checkpoint import DraftCheckpoint
+
+    try:
+        plugins.reset()
+        if first is not None:
+            assert plugins.load(first)
+        found = plugins.detect_method(DraftCheckpoint(path=f"/models/{directory}", config=PLAIN_LLAMA))
+        assert found is not None and found.method == expected, (directory, first, found)
+        host = plugins._get_host()
+        order = [host._plugin_name(impl.plugin) for impl in host.detection_order() if impl.trylast]  # the path hints
+        assert order.index("eagle") < order.index("eagle3") < order.index("dflash") < order.index("dspark")
+    finally:
+        plugins.reset()
+
+
+def test_config_evidence_still_beats_any_path_hint():
+    from specpath.config.checkpoint import DraftCheckpoint
+
+    try:
+        plugins.reset()
+        plugins.load("dflash")
+        head = {**PLAIN_LLAMA, "architectures": ["Eagle3LlamaForCausalLM"]}
+        assert plugins.detect_method(DraftCheckpoint(path="/models/x-dflash", config=head)).method == "eagle3"
+    finally:
+        plugins.reset()

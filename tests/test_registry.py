@@ -103,7 +103,10 @@ def test_unknown_method_error_lists_names_and_suggests():
     err = unknown_method_error("my_ngarm")
     assert isinstance(err, UnknownMethodError)
     assert err.suggestion == "my_ngram"
-    assert "built-in methods:" in str(err) and "'eagle3'" in str(err) and "['my_ngram']" in str(err)
+    text = str(err)
+    assert text.index("did you mean 'my_ngram'?") < text.index("methods:")  # the suggestion first
+    assert "eagle3," in text and "registered custom methods: my_ngram" in text
+    assert "deepseek_mtp" not in text  # the methods, not the 26 MTP aliases
     assert unknown_method_error("eagel3").suggestion == "eagle3"
 
 

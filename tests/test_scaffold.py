@@ -65,9 +65,21 @@ def test_command_line_entry(tmp_path, capsys):
     parser = argparse.ArgumentParser()
     scaffold.add_arguments(parser)
     assert scaffold.main(parser.parse_args(["my-method", "--dir", str(tmp_path)])) == 0
-    assert "specpath-my-method" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "specpath-my-method" in out
+    (hint,) = [line for line in out.splitlines() if line.startswith("next: ")]
+    import shlex
+
+    words = shlex.split(hint.removeprefix("next: "))
+    assert words[:4] == ["pip", "install", "-e", f"{tmp_path / 'specpath-my-method'}[test]"]  # the extra, quoted for the shell
+    assert words[4:7] == ["&&", "python", "-m"]
+    import tomllib
+
+    test_extra = tomllib.loads((tmp_path / "specpath-my-method" / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["test"]
+    assert any(r.startswith("pytest") for r in test_extra) and any(r.startswith("specpath-engine") for r in test_extra)
     assert scaffold.main(parser.parse_args(["Bad Name", "--dir", str(tmp_path)])) == 1
-    assert capsys.readouterr().err.startswith("error: plugin name 'Bad Name' is invalid")
+    assert capsys.readouterr().err.startswith("specpath new-plugin: error: plugin name 'Bad Name' is invalid")
 
 
 def test_the_template_is_the_example_plugin_and_its_copies_are_not(tmp_path):

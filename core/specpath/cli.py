@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from specpath.errors import PluginError, SpeculativeConfigError
+from specpath.errors import InputError, PluginError, SpeculativeConfigError
 
 COMMANDS_GROUP = "specpath.commands"
 """Entry-point group of command modules from other distributions."""
@@ -26,6 +26,7 @@ OTHER_COMMANDS: dict[str, str] = {
     "run": "specpath-engine",
     "demo": "specpath-engine",
     "convert": "specpath-engine",
+    "train": "specpath-train",
 }
 """Command -> the distribution that provides it (so that a missing one can say what to install)."""
 
@@ -35,14 +36,34 @@ DISTRIBUTION_DIRS: dict[str, str] = {"specpath-engine": "engine", "specpath-trai
 PROBE_K = 4
 """K at which ``specpath methods`` evaluates K-dependent values."""
 
+METHOD_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("reads target hidden states", "uses_target_hidden_states", "the drafter reads the target's hidden states"),
+    ("separate workspace", "uses_separate_workspace_lane",
+     "drafts run in a workspace of their own instead of adding rows to the target batch"),
+    ("lookahead KV", "num_lookahead_tokens", "target-side KV positions reserved per request"),
+    ("extra draft slots", "max_num_new_slots_for_drafting", "query rows the drafter adds to the target batch"),
+    ("own vocab", "draft_has_own_vocab", "the drafter has its own vocabulary (else the target's)"),
+    ("PCP", "supports_pcp", "works with prefill context parallelism"),
+    ("tail-block drop", "draft_kv_depends_on_next_token",
+     "draft KV at position p depends on the token after p, so a prefix-cache tail block is dropped"),
+)
+"""``specpath methods``' capability columns: header (as in docs/methods/index.md), row key, meaning."""
 
-class _CliError(Exception):
-    pass
+CAPABILITY_KEYS = frozenset(key for _, key, _ in METHOD_COLUMNS if not key.startswith(("num_", "max_")))
+
+
+class CommandError(Exception):
+    """A usage error, printed as ``<prog>: error: <message>`` (prog: ``specpath`` or ``specpath run``);
+    other distributions' command handlers raise it too."""
+
+    def __init__(self, message: str, prog: str = "specpath") -> None:
+        super().__init__(message)
+        self.prog = prog
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, exit 1 (argparse's default is usage + 2)
-        raise _CliError(f"{self.prog}: {message}")
+        raise CommandError(message, prog=self.prog)
 
 
 def _print_json(data: Any) -> None:
@@ -136,25 +157,20 @@ def cmd_methods(args: argparse.Namespace) -> int:
     def yn(v: Any) -> str:
         return "-" if v is None else ("yes" if v else "no")
 
+    def cell(r: dict[str, Any], key: str) -> str:
+        v = r[key]
+        return (yn(v) if key in CAPABILITY_KEYS else str(v)) if v is not None else "-"
+
     table = [
-        [
-            r["name"],
-            r["distribution"] or "-",
-            "yes" if r["installed"] else "NO",
-            (r["config_class"] or "-").rpartition(":")[2],
-            yn(r["uses_target_hidden_states"]),
-            yn(r["uses_separate_workspace_lane"]),
-            "-" if r["num_lookahead_tokens"] is None else str(r["num_lookahead_tokens"]),
-            "-" if r["max_num_new_slots_for_drafting"] is None else str(r["max_num_new_slots_for_drafting"]),
-            yn(r["draft_has_own_vocab"]),
-            yn(r["supports_pcp"]),
-            yn(r["draft_kv_depends_on_next_token"]),
-        ]
+        [r["name"], r["distribution"] or "-", "yes" if r["installed"] else "NO",
+         (r["config_class"] or "-").rpartition(":")[2], *(cell(r, key) for _, key, _ in METHOD_COLUMNS)]
         for r in rows
     ]
-    header = ["method", "distribution", "installed", "config class", "hidden", "own lane",
-              f"lookahead(K={PROBE_K})", f"extra slots(K={PROBE_K})", "own vocab", "PCP", "tail drop"]
+    header = ["method", "distribution", "installed", "config class", *(h for h, _, _ in METHOD_COLUMNS)]
     print(_table(table, header))
+    print(f"columns (K = num_speculative_tokens = {PROBE_K} here; docs/methods/index.md has the same table):")
+    for head, key, meaning in METHOD_COLUMNS:
+        print(f"  {head}: {meaning} ({key})")
     for r in rows:
         if not r.get("note"):
             continue
@@ -273,6 +289,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if "draft_shape" in described:
         print(f"drafts:         {described['draft_shape']}")
     print(f"hash:           {data['hash']}")
+    for note in described.get("notes") or ():
+        print(f"note:           {note}")
     for w in data["warnings"]:
         print(f"warning:        {w}")
     return 0
@@ -291,16 +309,19 @@ def _add_resolve_args(parser: argparse.ArgumentParser) -> None:
     from specpath.config.args import add_speculative_args
 
     add_speculative_args(parser)
-    parser.add_argument("--model", help="target model: a local Hugging Face checkpoint directory")
+    parser.add_argument("--model", help="target model the config is resolved against: a Hugging Face checkpoint "
+                        "directory, a .gguf file, a named model (e.g. smollm2-135m) or 'embedded'; default: the "
+                        "embedded model (shipped drafters and defaults follow it)")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="allow code named by the configuration (custom_class proposers, checkpoint-declared classes)")
-    parser.add_argument("--tensor-parallel-size", type=int, default=1)
-    parser.add_argument("--data-parallel-size", type=int, default=1)
+    parser.add_argument("--tensor-parallel-size", type=int, default=1,
+                        help="the target's tensor-parallel size (the draft's defaults to it; default 1)")
+    parser.add_argument("--data-parallel-size", type=int, default=1, help="the target's data-parallel size (default 1)")
 
 
 def _missing(reason: str) -> Any:
     def handler(args: argparse.Namespace) -> int:
-        raise _CliError(f"specpath {args.command}: not available ({reason})")
+        raise CommandError(f"not available ({reason})", prog=f"specpath {args.command}")
 
     return handler
 
@@ -336,20 +357,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("methods", help="capability table of every built-in and registered method")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON list of rows, every capability flag included")
     p.set_defaults(func=cmd_methods)
 
     p = sub.add_parser("plugins", help="installed method plugins and their status")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON list of plugin records")
     p.set_defaults(func=cmd_plugins)
 
     p = sub.add_parser("fields", help="every speculative-config field, by group, with its documentation")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON list of fields (group, name, type, default, doc)")
     p.set_defaults(func=cmd_fields)
 
     p = sub.add_parser("explain", help="resolve a speculative config and show every step")
     _add_resolve_args(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object: steps, flags, config and hash")
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("validate", help="exit 0 if a speculative config resolves, else 1 with the error")
@@ -372,8 +393,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 1
         return int(args.func(args) or 0)
-    except (SpeculativeConfigError, PluginError, _CliError) as exc:
-        print(f"specpath: error: {' '.join(str(exc).split())}", file=sys.stderr)
+    except (SpeculativeConfigError, PluginError, InputError, CommandError) as exc:
+        prog = exc.prog if isinstance(exc, CommandError) else "specpath"
+        print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # pragma: no cover - e.g. `specpath methods | head`
         return 0

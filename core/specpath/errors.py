@@ -71,6 +71,15 @@ class SpeculativeConfigError(ValueError):
         super().__init__(_one_line(text))
 
 
+class InputError(ValueError):
+    """Bad input a user gave (an engine argument, a prompt, a conversation, a checkpoint's chat
+    template), refused in one line that says what to change. Packages subclass it for their own
+    kinds of input; the CLI prints its message as is, without a traceback or a type name."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(_one_line(message))
+
+
 class UnknownMethodError(SpeculativeConfigError):
     """A method name that is neither built in nor registered (nor provided by a plugin)."""
 

@@ -38,7 +38,8 @@ def specpath_detect_method(checkpoint: DraftCheckpoint) -> str | None:
     ``config.json`` goes in a plain implementation; a weaker guess (a path hint) in a second
     one marked ``@hookimpl(trylast=True, specname="specpath_detect_method")``, so that every
     plugin's config evidence is asked first. The core's own ``tryfirst`` implementation
-    answers first with a checkpoint's declared ``speculator_config_class``."""
+    answers first with a checkpoint's declared ``speculator_config_class``. Within a tier,
+    plugins are asked in ``specpath.plugins.DETECTION_ORDER``, not in import order."""
 
 
 @hookspec(historic=True)

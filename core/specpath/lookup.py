@@ -9,8 +9,8 @@ is installed but blocked by ``SPECPATH_PLUGINS`` or disabled.
 from __future__ import annotations
 
 from specpath import plugins
-from specpath.errors import SpeculativeConfigError, UnknownMethodError, closest_match
-from specpath.methods import BUILTIN_METHODS, METHOD_DISTRIBUTIONS, UNIMPLEMENTED_METHODS
+from specpath.errors import SpeculativeConfigError, UnknownMethodError, _short, closest_match
+from specpath.methods import BUILTIN_METHODS, CANONICAL_METHODS, METHOD_DISTRIBUTIONS, MTP_ALIASES, UNIMPLEMENTED_METHODS
 from specpath.registry import Registration, get_registry
 
 
@@ -82,9 +82,9 @@ def builtin_config_class(method: str) -> Registration:
 
 
 def unknown_method_error(name: object) -> UnknownMethodError:
-    """The validator's error: lists built-in and registered names, suggests the closest one
-    and names any broken plugin (which may be the one that should have provided it), or says
-    that the plugin named like the method is blocked or disabled."""
+    """The validator's error: the closest name first, then the methods (canonical built-in
+    names, not the MTP aliases, and registered ones) and any broken plugin; or that the plugin
+    named like the method is blocked, disabled or broken."""
     field = "speculative_config.method"
     if isinstance(name, str):
         for record in _not_loaded(name):
@@ -94,16 +94,28 @@ def unknown_method_error(name: object) -> UnknownMethodError:
                 field=field,
                 value=name,
             )
+        for b in plugins.broken_plugins():
+            if b.name == name:  # the plugin named like the method was refused: say so, not "unknown"
+                return UnknownMethodError(
+                    f"speculative method {name!r} is provided by plugin {b.name!r} ({b.distribution or 'in-process'}), "
+                    f"which is broken: {b.error}",
+                    field=field,
+                    value=name,
+                )
     registered = registered_speculative_methods()
-    builtin = sorted(BUILTIN_METHODS)
+    builtin = [m for m in CANONICAL_METHODS if m not in UNIMPLEMENTED_METHODS]
+    # the suggestion may be an alias (a misspelt deepseek_mtp), but the list shows methods only
+    suggestion = closest_match(name, sorted(BUILTIN_METHODS) + registered) if isinstance(name, str) else None
     broken = plugins.broken_plugins()
-    suffix = ""
+    text = f"unknown speculative method {_short(name)}"
+    if suggestion is not None:
+        text += f" (did you mean {suggestion!r}?)"
+    text += f"; methods: {', '.join(builtin)}"
+    if registered:
+        text += f"; registered custom methods: {', '.join(registered)}"
+    text += f" ({len(MTP_ALIASES)} MTP model-type aliases of 'mtp' are also accepted; see specpath methods)"
     if broken:
-        suffix = "; broken plugins: " + ", ".join(f"{b.name} ({b.error})" for b in broken)
-    return UnknownMethodError(
-        f"unknown speculative method; built-in methods: {builtin}; registered custom methods: "
-        f"{registered}{suffix}",
-        field=field,
-        value=name,
-        suggestion=closest_match(str(name), builtin + registered) if isinstance(name, str) else None,
-    )
+        text += "; broken plugins: " + ", ".join(f"{b.name} ({b.error})" for b in broken)
+    err = UnknownMethodError(text, field=field)
+    err.value, err.suggestion = name, suggestion  # kept for programs; the line puts the suggestion first
+    return err

@@ -36,7 +36,7 @@ import pluggy
 from specpath import hookspecs
 from specpath.config import declared
 from specpath.errors import PluginError, SpeculativeConfigError, closest_match
-from specpath.methods import BUILTIN_METHODS, METHOD_DISTRIBUTIONS
+from specpath.methods import BUILTIN_METHODS, CANONICAL_METHODS, METHOD_DISTRIBUTIONS
 from specpath.registry import get_registry, qualname_of, reset_registry
 
 GROUP = "specpath.methods"
@@ -310,12 +310,28 @@ class _PluginHost:
                 return record
         return None
 
+    def _plugin_name(self, plugin: object) -> str:
+        record = self.record_for(plugin)
+        return record.name if record is not None else (self.pm.get_name(plugin) or "?")
+
+    def detection_order(self) -> list[Any]:
+        """The ``specpath_detect_method`` implementations in the order they are asked: tier by
+        tier (``tryfirst``, plain = config evidence, ``trylast`` = path hints), and within a tier
+        by :data:`DETECTION_ORDER`, never by which plugin happened to be imported first."""
+
+        def key(impl: Any) -> tuple[int, int, str]:
+            tier = 0 if impl.tryfirst else (2 if impl.trylast else 1)
+            name = self._plugin_name(impl.plugin)
+            rank = DETECTION_ORDER.index(name) if name in DETECTION_ORDER else len(DETECTION_ORDER)
+            return tier, rank, f"{name}:{impl.function.__module__}.{impl.function.__name__}"
+
+        return sorted(self.pm.hook.specpath_detect_method.get_hookimpls(), key=key)
+
     def detect(self, checkpoint: Any) -> Detection | None:
-        """Every ``specpath_detect_method`` in pluggy's call order (tryfirst, then the rest,
-        last registered first, then trylast), each called on its own so that a raising one
-        is recorded and skipped; the first non-None answer wins."""
+        """Every ``specpath_detect_method`` in :meth:`detection_order`, each called on its own so
+        that a raising one is recorded and skipped; the first non-None answer wins."""
         self.load_all()
-        for impl in reversed(self.pm.hook.specpath_detect_method.get_hookimpls()):  # pluggy's order
+        for impl in self.detection_order():
             try:
                 answer = _call(impl, checkpoint=checkpoint)
             except KeyboardInterrupt:
@@ -327,10 +343,16 @@ class _PluginHost:
                 self._fail(record, exc, "specpath_detect_method raised ")
                 continue
             if answer is not None:
-                record = self.record_for(impl.plugin)
-                name = record.name if record is not None else (self.pm.get_name(impl.plugin) or "?")
+                name = self._plugin_name(impl.plugin)
                 return Detection(answer, name, f"{impl.function.__module__}.{impl.function.__name__}")
         return None
+
+
+DETECTION_ORDER: tuple[str, ...] = CANONICAL_METHODS
+"""Within a tier of ``specpath_detect_method`` answers, plugins (by entry-point name) are asked in
+the built-in methods' table order (so ``eagle`` before ``eagle3``, as the article's path hints,
+and both before ``dflash`` and ``dspark``); any other plugin after them, by name. A plain-Llama
+checkpoint under ``x-eagle3-dflash`` is therefore ``eagle3`` whatever was imported first."""
 
 
 def _owners(records: list[PluginRecord]) -> dict[str, str]:

@@ -13,7 +13,8 @@ import threading
 
 import attrs
 
-from specpath.config.speculator import SpeculatorConfig
+from specpath.config.shipped import ShippedCheckpoint
+from specpath.config.speculator import CAPABILITY_FLAGS, SpeculatorConfig
 from specpath.errors import SpeculativeConfigError
 from specpath.methods import BUILTIN_METHODS, CANONICAL_METHODS, UNIMPLEMENTED_METHODS
 
@@ -40,6 +41,36 @@ def qualname_of(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_DECLARATIONS: dict[str, tuple[str, object]] = {
+    **{flag: ("True or False (a capability flag)", lambda v: type(v) is bool) for flag in CAPABILITY_FLAGS},
+    "supports_parallel_drafting": ("True, False or None", lambda v: v is None or type(v) is bool),
+    "speculator_class": ("None or a 'module:Class' string", lambda v: v is None or (isinstance(v, str) and ":" in v)),
+    "supported_options": ("a frozenset of option names",
+                          lambda v: isinstance(v, (set, frozenset)) and all(isinstance(o, str) for o in v)),
+    "shipped_checkpoints": ("a tuple of ShippedCheckpoint rows",
+                            lambda v: isinstance(v, tuple) and all(isinstance(r, ShippedCheckpoint) for r in v)),
+    "demo_num_speculative_tokens": ("None or an integer >= 1", lambda v: v is None or (_is_int(v) and v >= 1)),
+}
+"""What a config class may declare for each class-level attribute consumers read: a wrong type
+(``uses_target_hidden_states = "no"``, which is truthy) would mislead every consumer silently."""
+
+
+def check_declarations(config_class: type) -> None:
+    """Raise :class:`SpeculativeConfigError` naming the first class attribute of the wrong type."""
+    for attribute, (expected, ok) in _DECLARATIONS.items():
+        value = getattr(config_class, attribute, None)
+        if not ok(value):
+            raise SpeculativeConfigError(
+                f"{qualname_of(config_class)}.{attribute} must be {expected}",
+                field=attribute,
+                value=value,
+            )
+
+
 class MethodRegistry:
     """Name -> :class:`Registration`; validates every binding, never loads anything itself."""
 
@@ -61,6 +92,7 @@ class MethodRegistry:
                 field="method",
                 value=config_class,
             )
+        check_declarations(config_class)
         base = config_class.base_method
         if name in BUILTIN_METHODS:
             if not allow_builtin:

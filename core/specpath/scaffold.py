@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import keyword
 import re
+import shlex
 import shutil
 import sys
 from importlib import resources
@@ -145,13 +146,14 @@ def main(args: argparse.Namespace) -> int:
     try:
         target = new_plugin(args.name, args.dir)
     except ScaffoldError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"specpath new-plugin: error: {exc}", file=sys.stderr)
         return 1
     names = plugin_names(args.name)
     print(f"created {target}")
     print(f"  distribution {names['specpath-' + PLACEHOLDER]}, package specpath_{names[PLACEHOLDER]}, "
           f"method {names[PLACEHOLDER]!r}")
-    print(f"next: pip install -e {target} && python -m pytest {target}/tests")
+    # the [test] extra brings pytest and the engine's conformance kit, which a wheel-only venv lacks
+    print(f"next: pip install -e {shlex.quote(f'{target}[test]')} && python -m pytest {shlex.quote(f'{target}/tests')}")
     return 0
 
 

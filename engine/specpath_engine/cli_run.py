@@ -38,15 +38,19 @@ def add_subcommands(subparsers: Any) -> None:
     _add_engine_args(p)
     p.add_argument("--max-tokens", type=int, default=128, help="most tokens to generate (default 128)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--top-k", type=int, default=0,
+                   help="with --temperature > 0: sample from the k most likely tokens only (0 = all, default)")
+    p.add_argument("--top-p", type=float, default=1.0,
+                   help="with --temperature > 0: sample from the smallest set of tokens whose probability "
+                        "reaches p (1.0 = all, default)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of this request's sampling, for a repeatable sampled run (default: unseeded)")
     p.add_argument("--json", action="store_true", help="print one JSON object: text, token_ids, metrics")
     p.set_defaults(func=cmd_run)
 
     p = subparsers.add_parser("demo", help="every installed method on fixed code and chat prompts, against the baseline")
-    _add_engine_args(p, model_help=f"target (default: {DEFAULT_DEMO_MODEL} when installed, else the embedded "
-                                   "model; 'embedded' for the fast byte-model demo)")
+    _add_engine_args(p, model_help=f"target, as for run (default: the embedded byte-level model, as run and LLM(); "
+                                   f"{REAL_DEMO_MODEL} for the real chat model)")
     p.add_argument("--max-tokens", type=int, default=128, help="tokens per prompt (default 128)")
     p.add_argument("--num-speculative-tokens", type=int, default=DEFAULT_DEMO_K,
                    help=f"K for methods without a demo config of their own (default {DEFAULT_DEMO_K})")
@@ -75,11 +79,13 @@ def _add_engine_args(p: argparse.ArgumentParser, *, model_help: str | None = Non
                    help="longest context (default: the model's, at most 2048); sizes the KV cache")
     p.add_argument("--kv-cache-memory", default=None,
                    help="most memory for the KV cache, e.g. 64MiB or 1GB (default 64MiB)")
-    p.add_argument("--threads", type=_thread_count, default=None,
-                   help="intra-op threads, 1 to the CPUs this process may use (default: $SPECPATH_NUM_THREADS, "
-                        "else 1 for tiny models such as the embedded one, else the CPUs the load average leaves "
-                        "free); idle threads sleep (OMP_WAIT_POLICY=PASSIVE) unless OMP_WAIT_POLICY is set")
-    p.add_argument("--enable-prefix-caching", action="store_true")
+    p.add_argument("--threads", type=int, default=None,
+                   help="intra-op threads, at most 4 per CPU this process may use (default: $SPECPATH_NUM_THREADS "
+                        "or $OMP_NUM_THREADS, else 1 for tiny models such as the embedded one, else the CPUs the "
+                        "load average leaves free); idle threads sleep (OMP_WAIT_POLICY=PASSIVE) unless "
+                        "OMP_WAIT_POLICY or GOMP_SPINCOUNT is set")
+    p.add_argument("--enable-prefix-caching", action="store_true",
+                   help="reuse the KV cache of a prompt prefix already computed (same output, less prefill)")
     p.add_argument("--quantization", choices=["int8", "int4"], default=None,
                    help="weight-only target matrices: int8 (half the bytes of bf16 per step) or int4 (a quarter; "
                         "GGUF Q4_1's block of 32, best in bf16); speculation stays lossless with respect to the "
@@ -95,18 +101,14 @@ def _rounds(text: str) -> int:
     return int(text)
 
 
-def _thread_count(text: str) -> int:
-    from specpath_engine.threads import available_cpus, parse_threads
-
-    try:
-        return parse_threads(text, cpus=available_cpus(), source="--threads")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--threads: ")) from None
-
-
 def _threads(args: argparse.Namespace) -> int | None:
-    """``--threads``; None lets ``LLM`` choose for the machine (``specpath_engine.threads``)."""
-    return args.threads
+    """``--threads`` checked once, before any engine is built (demo builds many); None lets
+    ``LLM`` choose for the machine (``specpath_engine.threads``)."""
+    if args.threads is not None:
+        from specpath_engine.arguments import check_threads
+
+        return check_threads(args.threads)
+    return None
 
 
 def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -137,6 +139,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from specpath_engine.threads import wait_policy
 
     llm = LLM(args.model, _speculative_input(args), **_engine_kwargs(args))
+    if args.chat and not llm.tokenizer.chat_template:
+        from specpath.cli import CommandError
+
+        what = "the embedded model" if args.model in (None, "embedded") else repr(args.model)
+        raise CommandError(f"--chat: {what} has no chat template; drop --chat to continue the prompt as plain "
+                           f"text, or use --model {REAL_DEMO_MODEL}", prog="specpath run")
     params = SamplingParams(
         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed
     )
@@ -173,8 +181,8 @@ def _threads_note(llm: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------- demo
-DEFAULT_DEMO_MODEL = "smollm2-135m"
-"""What ``specpath demo`` runs on when installed (else the embedded model, with a note)."""
+REAL_DEMO_MODEL = "smollm2-135m"
+"""The real model the docs run the demo on (``specpath demo --model smollm2-135m``)."""
 
 REAL_DEMO_PROMPTS: tuple[tuple[str, Any], ...] = (
     ("code", "def quicksort(items):\n    \"\"\"Sort a list of numbers with quicksort.\"\"\"\n"),
@@ -188,16 +196,17 @@ REAL_DEMO_PROMPTS: tuple[tuple[str, Any], ...] = (
 
 
 def demo_target(model: str | None) -> tuple[str | None, str | None]:
-    """(model to run, note): the named default model when installed, else the embedded one."""
+    """(model to run, note). With no ``--model`` the demo runs where ``run`` and ``LLM()`` do, on
+    the embedded model; the note names the real model to try when it is installed."""
     from specpath_engine.modeling.named_models import NAMED_MODELS, ModelNotInstalledError
 
     if model is not None:
         return model, None
     try:
-        NAMED_MODELS[DEFAULT_DEMO_MODEL].path()
-    except ModelNotInstalledError as exc:
-        return None, f"{exc}; running the embedded byte-level model instead"
-    return DEFAULT_DEMO_MODEL, None
+        NAMED_MODELS[REAL_DEMO_MODEL].path()
+    except ModelNotInstalledError:
+        return None, None
+    return None, f"the embedded byte-level model (the default of run and LLM()); --model {REAL_DEMO_MODEL} for a real chat model"
 
 
 def _accepts_target(hook: Any) -> bool:
@@ -288,7 +297,19 @@ def _fmt_rates(rates: list[float]) -> str:
 
 def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[dict], list[tuple[str, str]]]:
     """Build every method's engine, then run the prompts round-robin (prompt-major, the engines'
-    order rotating from prompt to prompt), so load on a shared machine affects every method alike."""
+    order rotating from prompt to prompt), so load on a shared machine affects every method alike.
+    A failure erases the progress bar first, so the error is a line of its own."""
+    bars: list[Any] = []
+    try:
+        return _run_demo(args, progress, bars)
+    except BaseException:
+        for bar in bars:
+            bar.leave = False
+            bar.close()
+        raise
+
+
+def _run_demo(args: argparse.Namespace, progress: bool, bars: list[Any]) -> tuple[list[dict], list[tuple[str, str]]]:
     from tqdm import tqdm
 
     from specpath_engine.llm import LLM, SamplingParams
@@ -298,17 +319,17 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
     from specpath_engine.tokenizer import load_tokenizer
     from specpath_engine.modeling.named_models import resolve_model_path
 
-    model, note = demo_target(args.model)
+    _threads(args)  # a bad --threads is one line before any progress bar
+    model, _ = demo_target(args.model)
     args.model = model
     only = set(args.methods.split(",")) if args.methods else None
     chat_model = load_tokenizer(resolve_model_path(model)).chat_template is not None
     if not chat_model:  # the embedded (or another byte-level code) model: the one benchmark harness
         runs, skipped = demo_configs(args.num_speculative_tokens, only, model_free=args.model_free)
-        if note:
-            skipped.insert(0, ("(model)", note))
         bar = tqdm(total=(len(runs) + 1) * (args.rounds * len(harness.DEMO_PROMPTS) + 1), desc="specpath demo",
                    unit="run",
                    disable=not progress, file=sys.stderr)
+        bars.append(bar)
 
         def step(what: str) -> None:
             bar.set_postfix_str(what)
@@ -332,10 +353,9 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
 
         target = ModelConfig(model=str(resolve_model_path(model)))
     runs, skipped = demo_configs(args.num_speculative_tokens, only, target=target, model_free=args.model_free)
-    if note:
-        skipped.insert(0, ("(model)", note))
     bar = tqdm(total=(len(runs) + 1) * (len(REAL_DEMO_PROMPTS) + 1), desc="specpath demo", unit="run",
                disable=not progress, file=sys.stderr)
+    bars.append(bar)
     bar.set_postfix_str("loading baseline")
     baseline = LLM(model, None, **_engine_kwargs(args))
     prompts: list[tuple[str, Any]] = list(REAL_DEMO_PROMPTS)
@@ -452,6 +472,7 @@ def _identity_cell(row: dict) -> str:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    _, note = demo_target(args.model)
     rows, skipped = run_demo(args, progress=not args.json)
     if args.json:
         print(json.dumps({"rows": rows, "skipped": [{"method": m, "reason": r} for m, r in skipped]}))
@@ -508,4 +529,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
               "(bf16 logits here are rounded to steps of 1/16-1/8).")
     for name, reason in skipped:
         print(f"skipped {name}: {reason}")
+    if note:
+        print(f"model: {note}")
     return 0

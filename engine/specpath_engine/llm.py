@@ -138,8 +138,14 @@ def _model_path(model: str | os.PathLike[str] | None) -> Path:
 
     path = resolve_model_path(model)
     if not path.exists() and model is not None:
+        from specpath.hub import is_hub_id
         from specpath.hub import resolve_model_path as resolve_hub_id
 
+        if not is_hub_id(os.fspath(model)):
+            from specpath_engine.arguments import EngineArgumentError
+            from specpath_engine.modeling.named_models import unknown_model_message
+
+            raise EngineArgumentError(unknown_model_message(os.fspath(model)))
         path = Path(resolve_hub_id(os.fspath(model)))  # org/name from the local Hugging Face cache, never the network
     if is_gguf(path):
         return path
@@ -192,6 +198,11 @@ class LLM:
         trust_remote_code: allow code named by configuration or shipped with a checkpoint to run
             (a ``custom_class`` proposer, a checkpoint-declared config class, a tokenizer
             ``auto_map``); off, nothing from a checkpoint is imported.
+
+    A bad argument here, or a bad prompt to :meth:`generate`, is one
+    ``specpath_engine.arguments.EngineArgumentError`` line (a ``ValueError``), raised before any
+    work; a bad conversation or checkpoint template in :meth:`chat` is one
+    ``specpath_engine.chat.ChatTemplateError`` line. Both are ``specpath.errors.InputError``.
     """
 
     def __init__(
@@ -222,10 +233,12 @@ class LLM:
         from specpath_engine.quantization import QUANTIZATIONS
         from specpath_engine.tokenizer import load_tokenizer
 
+        from specpath_engine.arguments import EngineArgumentError, check_device, check_dtype, check_seed, check_threads
+
         from specpath_engine import threads
 
-        if num_threads is not None:  # a bad value fails before anything loads
-            threads.parse_threads(num_threads, cpus=threads.available_cpus(), source="num_threads")
+        num_threads, seed = check_threads(num_threads), check_seed(seed)  # a bad value fails before anything loads
+        dtype, device = check_dtype(dtype), check_device(device)
         from specpath.config.speculative import SpeculativeConfig
 
         if model is not None and not isinstance(speculative_config, SpeculativeConfig):
@@ -236,7 +249,7 @@ class LLM:
                 speculative_config = load_speculative_config_text(speculative_config)
             model, speculative_config = maybe_override_with_speculators(os.fspath(model), speculative_config)
         if quantization is not None and quantization not in QUANTIZATIONS:
-            raise ValueError(f"quantization: {quantization!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}")
+            raise EngineArgumentError(f"quantization: {quantization!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}")
         path = _model_path(model)
         raw_config = load_hf_config(str(path))
         self.threads = threads.machine_threads(num_threads, small_model=_is_small(raw_config))
@@ -249,7 +262,10 @@ class LLM:
         if kv_cache_memory is None and num_kv_blocks is None:
             kv_bytes: int | None = DEFAULT_KV_CACHE_MEMORY
         else:
-            kv_bytes = None if kv_cache_memory is None else parse_size(kv_cache_memory)
+            try:
+                kv_bytes = None if kv_cache_memory is None else parse_size(kv_cache_memory)
+            except ValueError as exc:
+                raise EngineArgumentError(f"kv_cache_memory: {exc}") from None
         engine_config = EngineConfig.create(
             ModelConfig(
                 model=str(path),
@@ -309,13 +325,22 @@ class LLM:
         and drafter state freed, and :class:`RequestFailedError` (a ``RuntimeError`` with the
         original exception as ``__cause__``) is raised; the ``LLM`` stays usable.
         """
+        from specpath_engine.arguments import EngineArgumentError, check_prompt_text, check_token_ids
+
+        if prompts is None or isinstance(prompts, bytes) or not hasattr(prompts, "__iter__"):
+            raise EngineArgumentError(f"prompts: expected a string, a list of token ids or a list of either, "
+                                      f"got {type(prompts).__name__}")
         items = as_token_lists(prompts)
+        if not items:
+            raise EngineArgumentError("prompts: the list is empty; give at least one prompt")
+        vocab = self.model.config.vocab_size
         token_lists = []
-        for p in items:
+        for i, p in enumerate(items):
+            name = "prompt" if len(items) == 1 else f"prompts[{i}]"
             if isinstance(p, str):
-                token_lists.append(self.tokenizer.encode(p))
+                token_lists.append(check_token_ids(name, self.tokenizer.encode(check_prompt_text(name, p)), vocab))
             else:
-                token_lists.append([int(t) for t in p])
+                token_lists.append(check_token_ids(name, p, vocab))
         params = sampling_params if sampling_params is not None else SamplingParams()
         requests, self.metrics = self.engine.generate(token_lists, params)
         return [self._output(r, p if isinstance(p, str) else None) for r, p in zip(requests, items)]
@@ -330,9 +355,9 @@ class LLM:
         """Generate the assistant's reply to one conversation (a list of ``{"role", "content"}``
         dicts) or to each of several, through the checkpoint's chat template. Generation stops at
         the model's EOS unless ``ignore_eos`` is set; ``RequestOutput.prompt`` is the rendered text."""
-        from specpath_engine.chat import render_chat
+        from specpath_engine.chat import render_chat, split_conversations
 
-        conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
+        conversations = split_conversations(messages)
         tok = self.tokenizer
         prompts = [
             render_chat(

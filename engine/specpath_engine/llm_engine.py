@@ -304,12 +304,9 @@ class LLMEngine:
 
     # ------------------------------------------------------------------------------ API
     def add_request(self, prompt_token_ids: Sequence[int], params: SamplingParams, req_id: str | None = None) -> Request:
-        prompt = [int(t) for t in prompt_token_ids]
-        if not prompt:
-            raise ValueError("prompt is empty: give at least one token")
-        vocab = self.model.config.vocab_size
-        if min(prompt) < 0 or max(prompt) >= vocab:
-            raise ValueError(f"prompt token ids must lie in [0, {vocab})")
+        from specpath_engine.arguments import check_token_ids
+
+        prompt = check_token_ids("prompt_token_ids", prompt_token_ids, self.model.config.vocab_size)
         n = next(self._ids)
         generator = None
         if not isinstance(params, SamplingParams):

@@ -29,6 +29,7 @@ The interface the engine and the drafters rely on:
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -80,6 +81,25 @@ def _positive(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         raise ValueError(f"model config: {attribute.name} must be > 0, got {value!r}")
 
 
+def _finite_positive(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """rms_norm_eps / rope_theta: a string or NaN here would fail only at the first forward."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"model config: {attribute.name} must be a finite number > 0, got {value!r:.40}")
+
+
+def _token_ids(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """bos/eos/pad ids: None, an integer, or (eos) a list of integers; bos/eos inside the vocabulary."""
+    ids = value if isinstance(value, list) and attribute.name == "eos_token_id" else [value]
+    for token_id in ids:
+        if token_id is None and not isinstance(value, list):
+            continue
+        if isinstance(token_id, bool) or not isinstance(token_id, int):
+            raise ValueError(f"model config: {attribute.name} must be a token id (an integer), got {value!r:.40}")
+        vocab = instance.vocab_size
+        if attribute.name != "pad_token_id" and isinstance(vocab, int) and not 0 <= token_id < vocab:
+            raise ValueError(f"model config: {attribute.name}={token_id} is outside the vocabulary (0 to {vocab - 1})")
+
+
 @attrs.frozen(kw_only=True)
 class LlamaConfig:
     """The architecture fields of an HF Llama/Qwen3 ``config.json`` that change the computation."""
@@ -93,8 +113,8 @@ class LlamaConfig:
     #: per-head width; HF derives hidden_size // num_attention_heads when absent.
     head_dim: int = attrs.field(validator=_positive)
     max_position_embeddings: int = attrs.field(default=2048, validator=_positive)
-    rms_norm_eps: float = 1e-6
-    rope_theta: float = 10000.0
+    rms_norm_eps: float = attrs.field(default=1e-6, validator=_finite_positive)
+    rope_theta: float = attrs.field(default=10000.0, validator=_finite_positive)
     #: canonical scaling dict with ``rope_type`` (see rope.normalize_rope_scaling), None = plain RoPE.
     rope_scaling: dict[str, Any] | None = None
     tie_word_embeddings: bool = False
@@ -103,9 +123,9 @@ class LlamaConfig:
     #: Qwen3's per-head RMSNorm of q and k before RoPE.
     qk_norm: bool = False
     model_type: str = "llama"
-    bos_token_id: int | None = None
-    eos_token_id: int | list[int] | None = None
-    pad_token_id: int | None = None
+    bos_token_id: int | None = attrs.field(default=None, validator=_token_ids)
+    eos_token_id: int | list[int] | None = attrs.field(default=None, validator=_token_ids)
+    pad_token_id: int | None = attrs.field(default=None, validator=_token_ids)
 
     def __attrs_post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -145,7 +165,7 @@ class LlamaConfig:
             head_dim=d.get("head_dim") or d["hidden_size"] // heads,
             max_position_embeddings=max_pos,
             rms_norm_eps=d.get("rms_norm_eps", 1e-6),
-            rope_theta=float(theta),
+            rope_theta=float(theta) if isinstance(theta, (int, float)) and not isinstance(theta, bool) else theta,
             rope_scaling=normalize_rope_scaling(rope, max_position_embeddings=max_pos),
             tie_word_embeddings=d.get("tie_word_embeddings", False),
             attention_bias=d.get("attention_bias", False),
@@ -376,6 +396,50 @@ class LlamaModel(nn.Module):
 
     # -- loading -----------------------------------------------------------------------------
 
+    @staticmethod
+    def _config_from(raw: Mapping[str, Any], source: Path) -> LlamaConfig:
+        try:
+            config = LlamaConfig.from_hf_dict(raw)
+        except (ValueError, TypeError) as exc:
+            raise checkpoint.CheckpointError(f"{source}: {exc}") from None
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                     "num_key_value_heads", "head_dim", "max_position_embeddings"):
+            value = getattr(config, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise checkpoint.CheckpointError(f"{source}: {name} must be a positive integer, got {value!r:.40}")
+        return config
+
+    @classmethod
+    def _expected_tensors(
+        cls, config: LlamaConfig, dtype: torch.dtype, source: Path
+    ) -> tuple["LlamaModel", dict[str, torch.Size], frozenset[str]]:
+        """(the model on meta, name -> shape of every tensor it loads, the optional names), after
+        checking the model fits in memory."""
+        from specpath_engine.modeling.memory import llama_bytes, require_memory
+
+        itemsize = max(torch.empty((), dtype=dtype).element_size(), 4)  # loaded in float32 first
+        require_memory(llama_bytes(config, itemsize), "the model", source)
+        with torch.device("meta"):
+            model = cls(config)
+        expected = {name: p.shape for name, p in model.named_parameters(remove_duplicate=False)}
+        optional = frozenset({"lm_head.weight"}) if config.tie_word_embeddings else frozenset()
+        if config.tie_word_embeddings:
+            expected.pop("lm_head.weight")
+        return model, expected, optional
+
+    @classmethod
+    def check_pretrained(cls, path: str | os.PathLike[str], *, dtype: torch.dtype = torch.float32) -> LlamaConfig:
+        """The checks :meth:`from_pretrained` makes on an HF directory (config, memory, tensor
+        names, shapes and dtypes), reading the weight files' headers only: what a writer that
+        checked its values runs on what it wrote (``specpath convert``)."""
+        config = cls._config_from(checkpoint.read_config(path), Path(path) / checkpoint.CONFIG_NAME)
+        _, expected, optional = cls._expected_tensors(config, dtype, Path(path))
+        found = {name: torch.empty(shape, device="meta") for name, shape in checkpoint.tensor_shapes(path).items()}
+        if config.tie_word_embeddings:
+            found.pop("lm_head.weight", None)
+        checkpoint.check_state_dict(expected, found, optional=optional, source=str(path))
+        return config
+
     @classmethod
     def from_pretrained(
         cls,
@@ -396,28 +460,12 @@ class LlamaModel(nn.Module):
             raw, source = gguf_file.config, Path(path)
         else:
             raw, source = checkpoint.read_config(path), Path(path) / checkpoint.CONFIG_NAME
-        try:
-            config = LlamaConfig.from_hf_dict(raw)
-        except (ValueError, TypeError) as exc:
-            raise checkpoint.CheckpointError(f"{source}: {exc}") from None
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                     "num_key_value_heads", "head_dim", "max_position_embeddings"):
-            value = getattr(config, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise checkpoint.CheckpointError(f"{source}: {name} must be a positive integer, got {value!r:.40}")
-        from specpath_engine.modeling.memory import llama_bytes, require_memory
-
-        itemsize = max(torch.empty((), dtype=dtype).element_size(), 4)  # loaded in float32 first
-        require_memory(llama_bytes(config, itemsize), "the model", source)
-        with torch.device("meta"):
-            model = cls(config)
+        config = cls._config_from(raw, source)
+        model, expected, optional = cls._expected_tensors(config, dtype, source)
         own = gguf_file.state_dict(dtype) if gguf_file is not None else checkpoint.load_state_dict(path)
         tensors = {**(shared_tensors or {}), **own}
-        expected = {name: p.shape for name, p in model.named_parameters(remove_duplicate=False)}
-        optional = frozenset({"lm_head.weight"}) if config.tie_word_embeddings else frozenset()
         if config.tie_word_embeddings:
             tensors.pop("lm_head.weight", None)
-            expected.pop("lm_head.weight")
         tensors = checkpoint.check_state_dict(expected, tensors, optional=optional, source=str(path))
         model.load_state_dict(tensors, strict=False, assign=True)
         if config.tie_word_embeddings:

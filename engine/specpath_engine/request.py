@@ -143,7 +143,10 @@ class Request:
     error: str | None = None
     """One line (``Type: message``) when a step failed under the request (finish_reason "error")."""
     generator: Any = None
-    """The request's ``torch.Generator`` when it samples (handed to its drafter)."""
+    """A ``torch.Generator`` when the request samples (None when greedy). The drafter and the
+    verifier each get a fresh generator per step keyed by ``seed`` and the step's position
+    instead (``specpath_engine.sample.randomness``), so a step re-run after preemption draws
+    the same numbers."""
     seed: int = 0
     """The request's seed; the verifier's random numbers at a step depend only on it and the
     step's first position (``specpath_engine.sample.randomness.position_generator``)."""
@@ -183,7 +186,11 @@ def as_token_lists(prompts: Any) -> list[Sequence[int] | str]:
     """Normalise ``generate``'s prompts: one str, one id list, or a list of either."""
     if isinstance(prompts, str):
         return [prompts]
+    if callable(getattr(prompts, "tolist", None)):  # a tensor or an array of ids (1-d: one prompt)
+        prompts = prompts.tolist()
+        if not isinstance(prompts, list):
+            prompts = [prompts]
     prompts = list(prompts)
-    if prompts and all(isinstance(t, int) for t in prompts):
-        return [prompts]
+    if prompts and all(isinstance(t, numbers.Number) for t in prompts):
+        return [prompts]  # one list of ids (a non-integer among them is refused when checked)
     return prompts

@@ -24,7 +24,7 @@ from specpath_engine.kv_cache import FeatureStore, KVCache
 from specpath_engine.request import Request
 from specpath_engine.sampling import sample_tokens
 from specpath_engine.sample.greedy import GREEDY_PREFIX_METHODS, accept_greedy_chains
-from specpath_engine.sample.randomness import position_generator
+from specpath_engine.sample.randomness import draft_generator, position_generator
 from specpath_engine.scheduler import ScheduledRequest, Scheduler, SchedulerOutput
 from specpath_engine.spec_decode_metadata import SpecDecodeMetadata
 from specpath_engine import tree_layout
@@ -134,7 +134,8 @@ class ModelRunner:
                     num_new_positions=computed - r.num_delivered_positions,
                     max_draft_tokens=s.max_draft_tokens,
                     temperature=r.params.temperature,
-                    generator=r.generator,
+                    # fresh each step, keyed by (seed, position): never by how often it drafted before
+                    generator=None if r.generator is None else draft_generator(r.seed, len(ids), self.device),
                 )
             )
             r.num_delivered_positions = computed

@@ -13,7 +13,9 @@ table at the current batch size). Budgets are hard limits:
 A prefill chunk never ends fewer than ``num_prefill_lookahead_tokens`` tokens before the end of
 the prompt, so a drafter that reads the tokens after a committed position always has them.
 When the KV pool runs dry the most recently admitted running request is preempted (its blocks
-freed, to be recomputed later, prefix cache permitting).
+freed, to be recomputed later, prefix cache permitting). A preempted request that was decoding
+recomputes all but its last token, which it then decodes as before, drafts included: its steps
+(and so the random numbers each one draws) are the ones it would have run without preemption.
 
 The scheduler reads only numbers; it never knows which method is running.
 """
@@ -138,6 +140,8 @@ class Scheduler:
     def _prefill_chunk(self, request: Request, budget: int) -> int:
         """How much of ``request``'s uncomputed prompt fits ``budget`` (0: wait)."""
         remaining = request.num_uncomputed
+        if self.config.speculative and request.num_output_tokens > 0:
+            remaining -= 1  # a recompute after preemption: the last token is a decode step, with drafts
         chunk = min(remaining, budget)
         if chunk < remaining:
             if not self.config.enable_chunked_prefill:
@@ -210,7 +214,11 @@ class Scheduler:
                 request.num_computed_tokens = cached
                 request.metrics.num_cached_tokens = cached
             new = self._prefill_chunk(request, budget)
-            positions = request.num_computed_tokens + new + c.num_lookahead_tokens
+            drafts = 0
+            if new == 0 and c.speculative and request.num_output_tokens > 0 and request.num_uncomputed == 1:
+                # the prefix cache held all of a preempted request but its last token: it decodes now
+                new, drafts = 1, self._draft_budget(request, k, budget)
+            positions = request.num_computed_tokens + new + drafts + c.num_lookahead_tokens
             if new == 0 or not self.blocks.can_allocate(request.table, positions):
                 if fresh:  # give back the prefix-cache hits; retry next step
                     self.blocks.free(request.table)
@@ -220,8 +228,8 @@ class Scheduler:
             self.waiting.popleft()
             request.status = RequestStatus.RUNNING
             self.running.append(request)
-            scheduled.append(ScheduledRequest(request=request, num_new_tokens=new, max_draft_tokens=0))
-            budget -= new
+            scheduled.append(ScheduledRequest(request=request, num_new_tokens=new, max_draft_tokens=drafts))
+            budget -= new + drafts + (c.num_extra_draft_slots if drafts else 0)
 
         return SchedulerOutput(
             scheduled=scheduled,

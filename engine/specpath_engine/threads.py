@@ -46,20 +46,25 @@ class ThreadChoice:
     reason: str
 
 
-def parse_threads(value: object, *, cpus: int, source: str) -> int:
-    """``value`` as a thread count between 1 and ``cpus`` (more threads than CPUs only adds
-    barrier stalls; tens of thousands kill the process), else one-line ``ValueError``."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ValueError(f"{source}: expected a whole number of threads, got {type(value).__name__}")
+def parse_threads(value: object, *, source: str) -> int:
+    """``value`` (an int, or the text of an environment variable) as a thread count within
+    :func:`specpath_engine.arguments.check_threads`' bounds, else one
+    :class:`~specpath_engine.arguments.EngineArgumentError` line naming ``source``."""
+    from specpath_engine.arguments import EngineArgumentError, check_threads
+
     if isinstance(value, str):
         text = value.strip()
-        if not text.isascii() or not text.isdigit():
-            raise ValueError(f"{source}: expected a whole number of threads, got {value[:20]!r}")
+        if not (text.isascii() and text.isdigit()):
+            raise EngineArgumentError(f"{source}: expected a whole number of threads, got {value[:20]!r}")
         value = int(text) if len(text) <= 30 else 10**30  # int() of thousands of digits is refused or slow
-    if not 1 <= value <= cpus:
-        shown = value if abs(value) < 10**9 else "a huge number"
-        raise ValueError(f"{source}: {shown} threads; allowed: 1 to {cpus} (the CPUs this process may use)")
-    return value
+    if value is None:
+        raise EngineArgumentError(f"{source}: expected a whole number of threads, got None")
+    try:
+        return check_threads(value)
+    except EngineArgumentError as exc:
+        if source == "num_threads":
+            raise
+        raise EngineArgumentError(str(exc).replace("num_threads:", f"{source}:", 1)) from None
 
 
 def choose_threads(*, requested: object = None, env: str | None = None, env_name: str = THREADS_ENV, cpus: int,
@@ -69,9 +74,9 @@ def choose_threads(*, requested: object = None, env: str | None = None, env_name
     else 1 for a small model, else the CPUs left free by ``load`` (the 1-minute load average,
     other processes' runnable threads), at least 1."""
     if requested is not None:
-        return ThreadChoice(num_threads=parse_threads(requested, cpus=cpus, source="num_threads"), reason="requested")
+        return ThreadChoice(num_threads=parse_threads(requested, source="num_threads"), reason="requested")
     if env is not None and env.strip():
-        return ThreadChoice(num_threads=parse_threads(env, cpus=cpus, source=env_name), reason=env_name)
+        return ThreadChoice(num_threads=parse_threads(env, source=env_name), reason=env_name)
     if small_model:
         return ThreadChoice(num_threads=1, reason="small model")
     if load is None or not math.isfinite(load):

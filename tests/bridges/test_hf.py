@@ -91,6 +91,30 @@ def test_config_errors_are_one_line(embedded):
                           speculative_config={"method": "ngram"})
 
 
+@pytest.mark.parametrize(
+    ("config", "field", "words"),
+    [
+        ({"method": "ngram", "num_speculative_tokens": 4, "rejection_sample_method": "synthetic",
+          "synthetic_acceptance_length": 2.0}, "rejection_sample_method", "standard rejection sampling only"),
+        ({"method": "ngram", "num_speculative_tokens": 4, "rejection_sample_method": "block"},
+         "rejection_sample_method", "standard rejection sampling only"),
+        ({"method": "ngram", "num_speculative_tokens": 4, "draft_tensor_parallel_size": 4},
+         "draft_tensor_parallel_size", "unsharded, on one device"),
+        ({"method": "draft_model", "num_speculative_tokens": 3, "draft_tensor_parallel_size": 4},
+         "draft_tensor_parallel_size", "must be 1 or the target's"),
+    ],
+    ids=["synthetic", "block", "ngram-draft-tp", "draft-model-tp"],
+)
+@pytest.mark.filterwarnings("ignore::specpath.config.rules.LossyVerificationWarning")
+def test_what_the_bridge_cannot_honour_is_refused(embedded, config, field, words):
+    """Never a lossy synthetic run passed off as standard verification, nor a draft TP it ignores."""
+    ids = torch.tensor([list(PROMPTS[0])])
+    with pytest.raises(SpeculativeConfigError) as err:
+        embedded.generate(ids, max_new_tokens=4, custom_generate=specpath_generate, speculative_config=config)
+    text = str(err.value)
+    assert "\n" not in text and text.startswith(f"speculative_config.{field}:") and words in text
+
+
 def _conditional_counts(model, prompt, config, n, seed):
     """Counts of the second generated token given the first, over ``n`` sampled generations of
     three tokens (the second is decided by verification of one draft)."""

@@ -95,6 +95,33 @@ def test_start_up_errors_are_one_line(monkeypatch, target, config, match):
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("config", ["{not json", '["ngram"]', "@spec.txt", "@/nonexistent/spec.json"])
+def test_errors_about_the_environment_config_name_the_variable(monkeypatch, target, config):
+    """The Proposer's config comes from SPECPATH_SPECULATIVE_CONFIG, so that is what its errors name."""
+    with pytest.raises(SpeculativeConfigError) as err:
+        make(monkeypatch, target, config)
+    assert "--speculative-config" not in str(err.value)
+    assert str(err.value).startswith(ENV_VAR) or "/nonexistent/spec.json" in str(err.value)
+
+
+@pytest.mark.parametrize("missing", ["speculative_config", "model_config", "scheduler_config"])
+def test_a_vllm_config_without_a_section_is_one_line_saying_what_vllm_needs(monkeypatch, target, missing):
+    from specpath_engine.bridges.vllm import Proposer
+
+    monkeypatch.setenv(ENV_VAR, '{"method": "ngram"}')
+    config = vllm_config(target)
+    delattr(config, missing)
+    with pytest.raises(SpeculativeConfigError) as err:
+        Proposer(config)
+    text = str(err.value)
+    assert "\n" not in text and text.startswith(f"vllm_config.{missing}: the specpath vLLM Proposer needs")
+    assert "'method': 'custom_class'" in text and "specpath_engine.bridges.vllm.Proposer" in text
+    config = vllm_config(target)
+    config.speculative_config = SimpleNamespace(method="custom_class")  # no K
+    with pytest.raises(SpeculativeConfigError, match=r"\(no num_speculative_tokens\)"):
+        Proposer(config)
+
+
 def test_token_drafter_reports_acceptance(target):
     """on_verified gets the common prefix of what the engine appended and what was drafted."""
     import specpath

@@ -127,3 +127,28 @@ def test_builtin_plugins_declare_their_shipped_checkpoints():
         # mtp / dspark: the target's own modules (DeepSeek-V4 carries DSpark stages) first
         assert "default_model" not in vars(cls) or name in {"mtp", "dspark"}, name
         json.dumps(cls.demo_config())
+
+
+@pytest.mark.parametrize("method", ["eagle", "eagle3", "draft_model"])
+def test_a_shipped_drafter_runs_at_its_k_when_none_is_given(method):
+    """``{"method": "eagle3"}`` on a target that ships a head resolves as MTP/DFlash/DSpark do."""
+    from specpath import create_speculative_config
+    from specpath.lookup import builtin_config_class
+
+    spec = create_speculative_config({"method": method})
+    cls = builtin_config_class(method).config_class
+    assert spec.num_speculative_tokens == cls.demo_num_speculative_tokens
+    assert spec.model == cls.default_model(spec)
+    assert create_speculative_config({"method": method, "num_speculative_tokens": 2}).num_speculative_tokens == 2
+
+
+def test_a_checkpoint_of_ones_own_still_needs_k(tmp_path):
+    import shutil
+
+    from specpath import create_speculative_config
+    from specpath.lookup import builtin_config_class
+
+    shipped = builtin_config_class("eagle3").config_class.shipped_checkpoint()
+    own = shutil.copytree(shipped, tmp_path / "my-eagle3-head")
+    with pytest.raises(SpeculativeConfigError, match="num_speculative_tokens: must be provided"):
+        create_speculative_config({"method": "eagle3", "model": str(own)})

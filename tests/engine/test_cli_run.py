@@ -33,3 +33,61 @@ def test_the_identity_cell_names_the_margins():
     assert _identity_cell(row) == "NO (2/6 differ; top-2 margin 0.06 0.00)"
     assert _identity_cell({**row, "greedy_identical": True}) == "yes"
     assert _identity_cell({**row, "divergence_margins": []}) == "NO (2/6 differ)"
+
+
+def test_a_failing_demo_erases_its_progress_bar_before_the_error(capsys, monkeypatch):
+    from specpath import cli
+    from specpath_engine import harness
+
+    def compare(runs, *, progress, **kw):
+        progress("baseline")
+        progress("ngram")
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(harness, "compare", compare)
+    assert cli.main(["demo", "--model", "embedded", "--methods", "ngram"]) == 1
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.split("\n") if "boom" in line]
+    shown = line.split("\r")[-1]  # what a terminal shows: the bar is overwritten by blanks, then the error
+    assert shown.startswith("specpath: error: RuntimeError: boom") and "specpath demo:" not in shown
+    assert "\r" in line  # the bar was drawn and then cleared
+
+
+def test_run_llm_and_demo_share_the_default_model():
+    import argparse
+
+    from specpath_engine.cli_run import _threads, demo_target
+    from specpath_engine.modeling.named_models import embedded_model_path, resolve_model_path
+
+    model, _ = demo_target(None)
+    assert model is None and resolve_model_path(model) == embedded_model_path()  # LLM(None) and run's default
+    assert _threads(argparse.Namespace(threads=None, model=model)) == 1  # and run's thread default for it
+    assert demo_target("smollm2-135m") == ("smollm2-135m", None)
+
+
+def test_run_chat_on_a_model_without_a_template_says_what_to_do(capsys):
+    from specpath import cli
+
+    assert cli.main(["run", "--chat", "--prompt", "hi", "--max-tokens", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("specpath run: error: --chat: the embedded model has no chat template")
+    assert "drop --chat" in err and "--model smollm2-135m" in err and "generate()" not in err
+
+
+def test_the_getting_started_example_reads_as_code():
+    """The documented first `run` on the embedded model prints code, not a line of spaces."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from specpath_engine.llm import LLM, SamplingParams
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "getting-started.md").read_text()
+    (line,) = [line for line in page.splitlines() if line.startswith("specpath run --prompt")]
+    quoted = re.search(r"--prompt \$'([^']*)'", line).group(1)
+    prompt = quoted.encode().decode("unicode_escape")
+    assert "--spec-method ngram --spec-tokens 4" in line and shlex.split(line.split("$")[0])
+    text = LLM(None, {"method": "ngram", "num_speculative_tokens": 4}, num_threads=1).generate(
+        [prompt], SamplingParams(max_tokens=128))[0].text
+    words = re.findall(r"[A-Za-z_]{2,}", text)
+    assert len(words) >= 10 and sum(not c.isspace() for c in text) >= 0.5 * len(text)  # text, not padding

@@ -157,3 +157,71 @@ def test_fuzzed_configs_load_or_fail_in_one_line(good, tmp_path_factory, changes
         LlamaModel.from_pretrained(path)
     except BAD as exc:
         assert "\n" not in str(exc) and len(str(exc)) < 400
+
+
+@pytest.mark.parametrize("field,value,problem", [
+    ("eos_token_id", "x", "eos_token_id must be a token id"),
+    ("eos_token_id", [2, "x"], "eos_token_id must be a token id"),
+    ("bos_token_id", 1.5, "bos_token_id must be a token id"),
+    ("eos_token_id", 64, "outside the vocabulary"),
+    ("rms_norm_eps", "x", "rms_norm_eps must be a finite number"),
+    ("rms_norm_eps", None, "rms_norm_eps must be a finite number"),
+    ("rms_norm_eps", -1e-6, "rms_norm_eps must be a finite number"),
+    ("rope_theta", "x", "rope_theta must be a finite number"),
+])
+def test_bad_config_values_are_refused_at_load(ckpt, field, value, problem):
+    """Refused by from_pretrained, naming config.json (not at the first forward, not unnamed)."""
+    config = json.loads((ckpt / "config.json").read_text())
+    config[field] = value
+    (ckpt / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=problem) as failure:
+        LlamaModel.from_pretrained(ckpt)
+    _one_line(failure, str(ckpt / "config.json"))
+
+
+def test_a_list_of_eos_ids_still_loads(ckpt):
+    config = json.loads((ckpt / "config.json").read_text())
+    config["eos_token_id"] = [1, 2]
+    (ckpt / "config.json").write_text(json.dumps(config))
+    assert LlamaModel.from_pretrained(ckpt).config.eos_token_id == [1, 2]
+
+
+@pytest.mark.parametrize("extra", ["mtp.0.extra.weight", "mtp.1.norm.weight", "model.norm.weight"])
+def test_mtp_tensor_that_no_module_loads_is_refused(good, tmp_path, extra):
+    from specpath_mtp.module import load_mtp_modules, random_mtp_checkpoint
+
+    path = random_mtp_checkpoint(good, tmp_path / "mtp", 1)
+    assert len(load_mtp_modules(path)) == 1
+    tensors = load_file(str(path / "model.safetensors"))
+    tensors[extra] = torch.ones(16)
+    save_file(tensors, str(path / "model.safetensors"))
+    with pytest.raises(CheckpointError, match="belong to no MTP module|module 0 does not match") as failure:
+        load_mtp_modules(path)
+    _one_line(failure, extra)
+
+
+@pytest.mark.parametrize("act", ["gelu", "relu", None])
+def test_eagle_head_with_another_activation_is_refused(tmp_path, act):
+    from specpath_drafting.heads import read_head_config
+    from specpath_eagle.config import EAGLE_HEAD
+
+    head = shutil.copytree(EAGLE_HEAD, tmp_path / "head")
+    assert read_head_config(head, "eagle").kind == "eagle"
+    config = json.loads((head / "config.json").read_text())
+    config["hidden_act"] = act
+    (head / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="hidden_act") as failure:
+        read_head_config(head, "eagle")
+    _one_line(failure, str(head / "config.json"))
+
+
+def test_mtp_checkpoint_with_another_activation_is_refused(good, tmp_path):
+    from specpath_mtp.module import load_mtp_modules, random_mtp_checkpoint
+
+    path = random_mtp_checkpoint(good, tmp_path / "mtp", 1)
+    config = json.loads((path / "config.json").read_text())
+    config["hidden_act"] = "gelu"
+    (path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="hidden_act") as failure:
+        load_mtp_modules(path)
+    _one_line(failure, "config.json")

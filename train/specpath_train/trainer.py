@@ -57,7 +57,10 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="run directory (features cache, log, head)")
     p.add_argument("--export", default=None, help="also write the trained head here")
     p.add_argument("--features", default=None, help="features cache directory (default: OUT/features)")
-    p.add_argument("--minutes", type=float, default=10.0, help="wall-clock training budget")
+    p.add_argument("--minutes", type=float, default=10.0, help="wall-clock training budget (0 with --steps: none)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="optimizer-step budget (the schedule follows steps: runs are repeatable, unlike --minutes)")
+    p.add_argument("--progress", action="store_true", help="a progress bar (steps, tokens/s, ETA) on stderr")
     p.add_argument("--window", type=int, default=256)
     p.add_argument("--corpus-windows", type=int, default=480)
     p.add_argument("--generated-windows", type=int, default=320)
@@ -281,60 +284,94 @@ def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Ten
                tokens: torch.Tensor, taps: torch.Tensor, *, minutes: float, batch: int, lr: float, seed: int,
                log: Callable[[str], None] = print, eval_every_s: float = 60.0,
                heldout: tuple[torch.Tensor, torch.Tensor] | None = None, warmup: int = 50,
-               resume: str | Path | None = None, save_every_s: float = 120.0, bf16: bool = False) -> dict:
+               resume: str | Path | None = None, save_every_s: float = 120.0, bf16: bool = False,
+               max_steps: int | None = None, progress: bool = False) -> dict:
     """AdamW with warm-up and cosine decay over a wall-clock budget; ``loss_fn(tokens, taps)``
     returns the loss and float metrics of one batch. Returns the last held-out metrics.
 
-    With ``resume`` (a file), the weights, optimizer, step, elapsed time and sampler state are
-    saved there every ``save_every_s`` seconds and picked up again by a restarted run, which
-    then only spends what is left of the budget. ``bf16``: the steps' forward runs under
-    ``torch.autocast`` (bfloat16 matmuls, float32 master weights)."""
+    ``max_steps``: a step budget as well (``minutes`` <= 0: the only one); the schedule then
+    follows ``step / max_steps``, so a run is repeatable for a seed and thread count.
+    With ``resume`` (a file), the weights, optimizer, step, elapsed time and sampler state (and
+    the states of ``loss_fn.generators``, the loss's own random draws, when it lists them) are
+    saved there every ``save_every_s`` seconds, after the step in flight when SIGINT/SIGTERM
+    arrives (then :class:`TrainingInterrupted` is raised), and picked up again by a restarted
+    run, which then only spends what is left of the budget. ``bf16``: the steps' forward runs
+    under ``torch.autocast`` (bfloat16 matmuls, float32 master weights)."""
     gen = torch.Generator().manual_seed(seed)
+    loss_generators = list(getattr(loss_fn, "generators", ()))  # the loss's own draws (anchors, noise)
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
-    budget = minutes * 60.0
+    budget = minutes * 60.0 if minutes and minutes > 0 else math.inf
+    if max_steps is None and budget == math.inf:
+        raise ValueError("train_loop: give a time budget (minutes > 0) or max_steps")
     step, spent = 0, 0.0
     if resume is not None and Path(resume).is_file():
         state = torch.load(resume, weights_only=False)
         head.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         gen.set_state(state["generator"])
+        for g, saved in zip(loss_generators, state.get("loss_generators", ())):
+            g.set_state(saved)
         step, spent = state["step"], state["elapsed"]
-        log(f"resumed from {resume}: step {step}, {spent:.0f}s of {budget:.0f}s spent")
+        log(f"resumed from {resume}: step {step}, {spent:.0f}s spent")
 
     def save() -> None:
         tmp = Path(str(resume) + ".tmp")
         torch.save({"model": head.state_dict(), "optimizer": opt.state_dict(), "generator": gen.get_state(),
+                    "loss_generators": [g.get_state() for g in loss_generators],
                     "step": step, "elapsed": time.time() - start}, tmp)
         tmp.replace(resume)
 
+    def done() -> bool:
+        return (max_steps is not None and step >= max_steps) or time.time() - start >= budget
+
+    def schedule() -> float:
+        if max_steps is not None:
+            return step / max_steps
+        return (time.time() - start) / budget
+
     start = last_eval = last_save = time.time() - spent
     metrics: dict = {}
-    while True:
-        elapsed = time.time() - start
-        if elapsed >= budget:
-            break
-        for group in opt.param_groups:
-            group["lr"] = warmup_cosine(step, elapsed / budget, peak=lr, warmup=warmup)
-        idx = torch.randint(0, tokens.shape[0], (batch,), generator=gen)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss, info = loss_fn(tokens[idx], taps[idx].float())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        step += 1
-        if resume is not None and time.time() - last_save >= save_every_s:
-            last_save = time.time()
-            save()
-        if time.time() - last_eval >= eval_every_s or time.time() - start >= budget:
-            last_eval = time.time()
-            text = " ".join(f"{k}={v:.3f}" for k, v in info.items())
-            if heldout is not None:
-                with torch.no_grad():
-                    _, metrics = loss_fn(heldout[0], heldout[1].float())
-                text += " | heldout " + " ".join(f"{k}={v:.3f}" for k, v in metrics.items())
-            log(f"step {step} {time.time() - start:.0f}s loss={loss.item():.4f} {text}")
+    window = tokens.shape[1] if tokens.dim() > 1 else 1
+    first_step = step
+    bar = _progress_bar(progress, max_steps, step, budget, spent)
+    with _deferred_signals() as stop:
+        while not done():
+            for group in opt.param_groups:
+                group["lr"] = warmup_cosine(step, schedule(), peak=lr, warmup=warmup)
+            idx = torch.randint(0, tokens.shape[0], (batch,), generator=gen)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss, info = loss_fn(tokens[idx], taps[idx].float())
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            step += 1
+            if bar is not None:  # steps (or seconds of a clock budget) done, training tokens per second
+                bar.update(1 if max_steps is not None else min(budget, time.time() - start) - bar.n)
+                bar.set_postfix(step=step, loss=f"{loss.item():.3f}",
+                                tok_s=f"{(step - first_step) * batch * window / max(bar.format_dict['elapsed'], 1e-9):.0f}",
+                                refresh=False)
+            if stop:
+                if resume is not None:
+                    save()
+                if bar is not None:
+                    bar.close()
+                raise TrainingInterrupted(f"stopped by {stop[0]} at step {step}"
+                                          + (f"; state saved in {resume}" if resume is not None else ""))
+            if resume is not None and time.time() - last_save >= save_every_s:
+                last_save = time.time()
+                save()
+            if time.time() - last_eval >= eval_every_s or done():
+                last_eval = time.time()
+                text = " ".join(f"{k}={v:.3f}" for k, v in info.items())
+                if heldout is not None:
+                    with torch.no_grad():
+                        _, metrics = loss_fn(heldout[0], heldout[1].float())
+                    text += " | heldout " + " ".join(f"{k}={v:.3f}" for k, v in metrics.items())
+                log(f"step {step} {time.time() - start:.0f}s loss={loss.item():.4f} {text}")
+    if bar is not None:
+        bar.close()
     if heldout is not None and not metrics:  # a resumed run with nothing left to train
         with torch.no_grad():
             _, metrics = loss_fn(heldout[0], heldout[1].float())
@@ -342,6 +379,45 @@ def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Ten
         save()
     metrics["steps"] = step
     return metrics
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped :func:`train_loop` between two steps (its state saved)."""
+
+
+def _progress_bar(enabled: bool, max_steps: int | None, step: int, budget: float, spent: float):
+    """A bar over the steps, or over the seconds of a clock budget (so either way it has an ETA)."""
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    if max_steps is not None:
+        return tqdm(total=max_steps, initial=step, unit="step", desc="train", dynamic_ncols=True)
+    return tqdm(total=budget, initial=min(spent, budget), unit="s", desc="train", dynamic_ncols=True,
+                bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f}s [{elapsed}<{remaining}{postfix}]")
+
+
+class _deferred_signals:
+    """SIGINT/SIGTERM set a flag (the list holds the signal's name) instead of stopping the
+    process mid-step, so the loop saves a consistent state; the old handlers come back after.
+    Off the main thread (where handlers cannot be set) signals keep their usual effect."""
+
+    def __enter__(self) -> list[str]:
+        import signal
+        import threading
+
+        self.flag: list[str] = []
+        self.old: dict = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.old[sig] = signal.signal(sig, lambda num, _frame: self.flag.append(signal.Signals(num).name))
+        return self.flag
+
+    def __exit__(self, *exc: Any) -> None:
+        import signal
+
+        for sig, handler in self.old.items():
+            signal.signal(sig, handler)
 
 
 def vocab_by_frequency(tokens: torch.Tensor, vocab_size: int, size: int,
@@ -393,7 +469,8 @@ def fit(name: str, model: torch.nn.Module, loss_fn: Callable, tokens: torch.Tens
     metrics = train_loop(model, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
                          lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]),
                          resume=resume_file(args), warmup=getattr(args, "warmup", 50),
-                         eval_every_s=getattr(args, "eval_every", 60.0), bf16=getattr(args, "bf16", False))
+                         eval_every_s=getattr(args, "eval_every", 60.0), bf16=getattr(args, "bf16", False),
+                         max_steps=getattr(args, "steps", None), progress=getattr(args, "progress", False))
     log(f"{name}: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
     return metrics
 

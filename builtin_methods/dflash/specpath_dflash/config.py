@@ -32,7 +32,7 @@ class DFlashSpeculatorConfig(BlockDrafterConfig):
     one non-causal pass. ``model`` is the drafter's checkpoint directory."""
 
     base_method = "dflash"
-    speculator_class = "specpath_drafting.block.speculator:DFlashSpeculator"
+    speculator_class = "specpath_dflash.speculator:DFlashSpeculator"
     supports_watermarking = True
     """Drafts come from the target's own head over its vocabulary, so a watermark can bias them."""
     shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, DFLASH_CHECKPOINT),

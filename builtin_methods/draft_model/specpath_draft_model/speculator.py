@@ -29,7 +29,7 @@ import torch
 
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
 from specpath.config.parallel_drafting import parallel_drafting_token_id
-from specpath_draft_model.kv import DraftKV
+from specpath_drafting.kv import DrafterKV
 
 BYTE_VOCAB_SIZE = 256
 
@@ -119,14 +119,16 @@ class DraftModelSpeculator(BaseSpeculator):
         rotary = getattr(getattr(self.model, "model", None), "rotary_emb", None)
         if hasattr(rotary, "ensure_length"):
             rotary.ensure_length(max_len)
-        self.kv = DraftKV(
+        self.kv = DrafterKV(
             num_layers=hf["num_hidden_layers"],
             num_kv_heads=hf.get("num_key_value_heads") or heads,
             head_dim=head_dim,
-            max_len=max_len,
-            max_rows=context.max_num_seqs,
+            row_len=max_len,
+            num_rows=context.max_num_seqs,
+            initial_rows=4,  # a whole model's layers: rows double on demand up to max_num_seqs
             dtype=next(self.model.parameters()).dtype,
             device=self.device,
+            owner="draft KV",
         )
         self.state: dict[str, _RequestState] = {}
 
@@ -170,7 +172,7 @@ class DraftModelSpeculator(BaseSpeculator):
 
     def _forward(self, ids: list[int] | torch.Tensor, rows: list[int], starts: list[int], lengths: list[int],
                  logits_indices: torch.Tensor | None = None) -> torch.Tensor:
-        attention = self.kv.attention(rows, starts, lengths)
+        attention = self.kv.row_attention(rows, starts, lengths)
         if not isinstance(ids, torch.Tensor):
             ids = torch.tensor(ids, dtype=torch.long, device=self.device)
         out = self.model.forward(ids, attention.positions, attention, logits_indices=logits_indices)
@@ -202,7 +204,7 @@ class DraftModelSpeculator(BaseSpeculator):
             r = batch.requests[i]
             state, row = self._request(r.req_id)
             n = len(r.token_ids)
-            k = min(r.max_draft_tokens, self.k_max, self.kv.max_len - n + 1)
+            k = min(r.max_draft_tokens, self.k_max, self.kv.row_len - n + 1)
             if k <= 0:
                 continue
             start = min(state.cached, n - 1)
@@ -294,7 +296,7 @@ class DraftModelSpeculator(BaseSpeculator):
             context = tokens[:-1]
             start = common_prefix(state.ids, context)
             start = min(start, len(context) - 1)  # re-read at least one token to get its logits
-            k = min(r.max_draft_tokens, self.k_max, self.kv.max_len - len(context) - 1)
+            k = min(r.max_draft_tokens, self.k_max, self.kv.row_len - len(context) - 1)
             if k <= 0:
                 continue
             ids.extend(context[start:])

@@ -33,6 +33,13 @@ def read_drafter_config(path: str | Path, parse: Callable[[Mapping[str, Any]], C
         return parse(raw)
     except (KeyError, TypeError) as exc:
         raise ValueError(f"{config_path}: not a {what} config (missing {exc})") from None
+    except ValueError as exc:  # a field the architecture cannot honour (hidden_act, rms_norm_eps, ...)
+        from specpath.errors import SpeculativeConfigError
+        from specpath_engine.modeling.checkpoint import CheckpointError
+
+        if isinstance(exc, SpeculativeConfigError) or str(config_path) in str(exc):
+            raise
+        raise CheckpointError(f"{config_path}: {' '.join(str(exc).split())}") from None
 
 
 def _stored_state(module: nn.Module) -> dict[str, torch.Tensor]:

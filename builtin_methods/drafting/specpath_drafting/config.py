@@ -81,42 +81,32 @@ class HiddenStateDrafterConfig(DraftModelSpeculatorConfig):
 
 
 def _lower(values: Any) -> list[str]:
+    """The strings among ``values`` (one string, or a list of them), lower-cased; anything else
+    (a number, a mapping: a malformed ``config.json``) names nothing."""
     if isinstance(values, str):
         values = [values]
+    if not isinstance(values, (list, tuple)):
+        return []
     return [str(v).lower() for v in values or () if isinstance(v, str)]
 
 
-def method_from_checkpoint_config(config: Mapping[str, Any]) -> str | None:
-    """"eagle3", "eagle" or None from a draft's ``config.json`` alone (architectures,
-    ``model_type``, the speculators-format ``speculators_model_type``); no path guessing."""
-    kinds = _lower(config.get("model_type")) + _lower(config.get("speculators_model_type"))
-    archs = _lower(config.get("architectures"))
-    if {"eagle3", "peagle"} & set(kinds) or any("eagle3" in a or a.startswith("peagle") for a in archs):
-        return "eagle3"  # P-EAGLE (SpecForge's PEagleDraftModel, speculators' "peagle") is EAGLE-3 + parallel drafting
-    if "eagle" in kinds or any("eagle" in a for a in archs):
-        return "eagle"
-    return None
+def checkpoint_names(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """``(kinds, architectures)`` of a draft ``config.json``, lower-cased: ``model_type`` and the
+    speculators-format ``speculators_model_type``, and ``architectures``; what each head
+    plugin's recognition (``specpath_eagle.recognise``, ``specpath_eagle3.recognise``) reads."""
+    return _lower(config.get("model_type")) + _lower(config.get("speculators_model_type")), _lower(
+        config.get("architectures"))
 
 
-def method_from_path(path: str | None) -> str | None:
-    """vLLM's path hints (it guesses an EAGLE head from the model path), tried last and in its
-    order: ``"eagle-"`` before ``"eagle3"``."""
-    name = str(path or "").lower()
-    if "eagle-" in name:
-        return "eagle"
-    if "eagle3" in name:
-        return "eagle3"
-    return None
-
-
-def check_checkpoint_agrees(spec: Any, method: str) -> None:
-    """An explicit method that disagrees with what the draft checkpoint says it is: one line
-    naming both (the core does this for checkpoints that declare ``speculator_config_class``;
-    this covers checkpoints known only by architecture or ``model_type``)."""
+def check_checkpoint_agrees(spec: Any, found: str | None) -> None:
+    """An explicit method whose draft checkpoint says it is the other EAGLE head (``found``, as
+    the config class's :meth:`HeadSpeculatorConfig.other_head_method` reads it): one line naming
+    both. The core's ``class`` step does this through the plugins' detection hooks; this covers
+    an install where the other EAGLE plugin is missing."""
     draft = spec.draft_model_config
     if draft is None:
         return
-    found = method_from_checkpoint_config(draft.hf_config)
+    method = spec.method
     if found is not None and found != method:
         raise SpeculativeConfigError(
             f"requested method={spec.custom_method or method!r}, but the draft model {spec.model!r} is "
@@ -216,9 +206,9 @@ def check_head_quantization(spec: Any, shares_target_head: bool) -> None:
 @attrs.frozen(kw_only=True)
 class HeadSpeculatorConfig(HiddenStateDrafterConfig):
     """EAGLE-style heads (EAGLE-1, EAGLE-3): an explicit method must agree with what the head's
-    ``config.json`` says it is (detection itself is the plugins' ``specpath_detect_method``
-    hooks, from :func:`method_from_checkpoint_config` and :func:`method_from_path`), and the LM
-    head the drafts use may be fp8 (``draft_lm_head_quantization``)."""
+    ``config.json`` says it is (detection itself is each plugin's ``specpath_detect_method``
+    hooks, from its own ``recognise`` module), and the LM head the drafts use may be fp8
+    (``draft_lm_head_quantization``)."""
 
     supported_options = frozenset({"draft_lm_head_quantization", "draft_tree_topk"})
     demo_num_speculative_tokens = 4
@@ -227,7 +217,14 @@ class HeadSpeculatorConfig(HiddenStateDrafterConfig):
     apply to the target's head dtype)."""
 
     @classmethod
+    def other_head_method(cls, hf_config: Mapping[str, Any]) -> str | None:
+        """The other EAGLE method when the head's ``config.json`` says it is that one's (each
+        plugin reads its own recognition), else None."""
+        return None
+
+    @classmethod
     def verify(cls, spec: Any) -> None:
-        check_checkpoint_agrees(spec, cls.base_method)
+        draft = spec.draft_model_config
+        check_checkpoint_agrees(spec, None if draft is None else cls.other_head_method(draft.hf_config))
         check_head_quantization(spec, cls.shares_target_head)
         super().verify(spec)

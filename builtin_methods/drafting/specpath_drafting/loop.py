@@ -26,7 +26,6 @@ import torch
 
 from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_engine.modeling.dtypes import torch_dtype
-from specpath_engine.modeling.rows import RowAllocator
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, DraftTree, SpeculatorContext
 from specpath_drafting.heads import HiddenStateHead
 from specpath_drafting.kv import DrafterKV
@@ -84,11 +83,12 @@ class HiddenStateSpeculator(BaseSpeculator):
         where the engine verifies trees); 1: the chain."""
         rows = max(1, int(context.max_num_seqs))
         self.row_len = int(context.max_model_len) + self.k + self.tree_topk + 2  # + a tree's extra scratch
-        self.kv = DrafterKV(num_rows=rows, row_len=self.row_len, num_kv_heads=hc.num_key_value_heads,
-                            head_dim=hc.head_dim, dtype=self.dtype, device=self.device)
+        self.kv = DrafterKV(num_layers=self.kv_layers, num_rows=rows, row_len=self.row_len,
+                            num_kv_heads=hc.num_key_value_heads, head_dim=hc.head_dim, dtype=self.dtype,
+                            device=self.device, owner=type(self).__name__)
         self.tokens = torch.zeros(rows, self.row_len, dtype=torch.int32, device=self.device)
         self.last_hidden = torch.zeros(rows, hc.hidden_size, dtype=self.dtype, device=self.device)
-        self.rows = RowAllocator(rows, owner=type(self).__name__)
+        self.rows = self.kv.rows
         self.prepare_inputs = prepare_inputs_fn(self.device)
         self.head.rotary.ensure_length(self.row_len)
         if self.parallel:  # constant inputs of the mask slots, computed once (weights are frozen)
@@ -99,6 +99,11 @@ class HiddenStateSpeculator(BaseSpeculator):
     # -- what subclasses provide ------------------------------------------------------------
     def build_head(self) -> HiddenStateHead:
         raise NotImplementedError
+
+    @property
+    def kv_layers(self) -> int:
+        """Decoder layers whose KV the drafter keeps: a head has one (MTP: one per module)."""
+        return 1
 
     # -- bookkeeping --------------------------------------------------------------------------
     def remove_request(self, req_id: str) -> None:

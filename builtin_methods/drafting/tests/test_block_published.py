@@ -3,7 +3,7 @@ speculators, specpath): kind, taps, mask token, block size and layout record."""
 
 import pytest
 
-from specpath_drafting.block.published import block_kind, block_size, carries_dspark_stages, mask_token_id, recorded_layout, \
+from specpath_drafting.block.published import block_kind, block_size, mask_token_id, path_names, recorded_layout, \
     target_layer_ids
 
 ZLAB = {"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "block_size": 16,
@@ -45,7 +45,9 @@ def test_mask_token_block_size_and_layout():
     assert recorded_layout({"dflash_config": {"sample_from_anchor": False}}) is False
 
 
-def test_targets_that_carry_dspark_stages():
-    assert carries_dspark_stages({"model_type": "deepseek_v4"})
-    assert carries_dspark_stages({"model_type": "x", "dspark_block_size": 8})
-    assert not carries_dspark_stages({"model_type": "deepseek_v3"})
+
+def test_the_path_hint_is_asked_only_of_configs_that_say_nothing():
+    assert path_names({"model_type": "qwen3"}, "/m/z-lab/Qwen3-8B-DFlash-b16", "dflash")
+    assert not path_names({"model_type": "qwen3"}, "/m/Qwen3-8B-DFlash-b16", "dspark")
+    assert not path_names(ZLAB, "/m/some-dspark-run", "dspark")  # the config says DFlash: no guess
+    assert not path_names({}, None, "dflash")

@@ -80,7 +80,7 @@ def test_tree_attention_sees_what_its_mask_admits(row, length, tokens, seed):
     mask = _tree_mask(tokens, length, seed)
     got = kv.tree_attention(row, length, mask)(q, k, v)
     start = row * kv.row_len
-    keys, values = kv.keys[start : start + length], kv.values[start : start + length]
+    keys, values = kv.keys[0, start : start + length], kv.values[0, start : start + length]
     assert torch.equal(keys[length - tokens :], k) and torch.equal(values[length - tokens :], v)
     for t in range(tokens):
         seen = mask[t].nonzero().squeeze(1)

@@ -80,7 +80,7 @@ class DSparkSpeculatorConfig(BlockDrafterConfig):
     @classmethod
     def serves_unmarked_checkpoint(cls, hf: Mapping[str, Any]) -> bool:
         """A DeepSeek-V4-style target's own checkpoint, which carries the DSpark stages."""
-        from specpath_drafting.block.published import carries_dspark_stages
+        from specpath_dspark.stages import carries_dspark_stages
 
         return carries_dspark_stages(hf)
 
@@ -88,7 +88,7 @@ class DSparkSpeculatorConfig(BlockDrafterConfig):
     def accepts_checkpoint_of(cls, method: str, checkpoint: Any) -> bool:
         """Also a target checkpoint that carries DSpark stages beside its MTP layers
         (DeepSeek-V4), which the mtp plugin recognises as an MTP checkpoint."""
-        from specpath_drafting.block.published import carries_dspark_stages
+        from specpath_dspark.stages import carries_dspark_stages
 
         return method == cls.base_method or (method == "mtp" and carries_dspark_stages(checkpoint.config))
 
@@ -97,7 +97,7 @@ class DSparkSpeculatorConfig(BlockDrafterConfig):
         """A DeepSeek-V4-style target carries its DSpark stages: the target's own weights path
         (``model_weights`` first, as for MTP); otherwise the shipped drafter for the embedded
         target; other targets (MiniMax-M3, ...) name a separate drafter."""
-        from specpath_drafting.block.published import carries_dspark_stages
+        from specpath_dspark.stages import carries_dspark_stages
 
         target = spec.target_model_config
         if target is not None and carries_dspark_stages(target.hf_config):
@@ -124,7 +124,7 @@ class DSparkSpeculatorConfig(BlockDrafterConfig):
     def verify(cls, spec: Any) -> None:
         super().verify(spec)
         hf = draft_config_dict(spec)
-        from specpath_drafting.block.published import carries_dspark_stages
+        from specpath_dspark.stages import carries_dspark_stages
 
         rank = next((r for r in (hf.get("markov_rank"), (hf.get("dflash_config") or {}).get("markov_rank"),
                                  hf.get("dspark_markov_rank")) if r is not None), None)

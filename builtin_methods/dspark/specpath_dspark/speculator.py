@@ -1,4 +1,4 @@
-"""The DSpark speculator: the DFlash drafting loop (context KV, one block pass), with drafts
+"""The DSpark speculator: the shared block-drafting loop (context KV, one block pass), with drafts
 chosen left to right through the Markov head and confidences from the confidence head.
 
 Greedy requests take the argmax of each Markov-corrected distribution (one-hot for
@@ -22,7 +22,7 @@ import attrs
 import torch
 
 from specpath_engine.modeling.dispatch import triton_or_reference
-from specpath_drafting.block.speculator import DFlashSpeculator
+from specpath_drafting.block.speculator import BlockSpeculator
 from specpath_dspark.drafter import DSparkDrafter
 from specpath.speculator import DraftProposal, DraftTree
 from specpath_dspark.reference import markov_sample_reference, topk_floor
@@ -34,7 +34,7 @@ def markov_sample_fn(device: torch.device):
     return triton_or_reference(device, "specpath_dspark.kernels:markov_sample", markov_sample_reference)
 
 
-class DSparkSpeculator(DFlashSpeculator):
+class DSparkSpeculator(BlockSpeculator):
     kind = "dspark"
 
     def __init__(self, spec: Any, context: Any) -> None:

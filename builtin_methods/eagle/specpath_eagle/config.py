@@ -1,7 +1,6 @@
 """``EagleSpeculatorConfig`` and ``ExtractHiddenStatesSpeculatorConfig``: the EAGLE rows of the
-method table, and the checkpoint detection of hidden-state heads (``specpath_eagle3`` builds on
-these classes). What every shifted-input hidden-state drafter shares is
-:class:`specpath_drafting.config.HiddenStateDrafterConfig`.
+method table (how an EAGLE-1 head is recognised: :mod:`specpath_eagle.recognise`). What every
+shifted-input hidden-state drafter shares is :class:`specpath_drafting.config.HiddenStateDrafterConfig`.
 
 Attrs only: importing this module must not import torch.
 """
@@ -17,21 +16,9 @@ import attrs
 from specpath.config.shipped import EMBEDDED_TARGET, ShippedCheckpoint
 from specpath.config.speculator import SpeculatorConfig
 from specpath.errors import SpeculativeConfigError
-from specpath_drafting.config import (
-    HeadSpeculatorConfig,
-    check_aux_layer_ids,
-    method_from_checkpoint_config,
-    method_from_path,
-    resolve_aux_layer_ids,
-)
+from specpath_drafting.config import HeadSpeculatorConfig, check_aux_layer_ids, resolve_aux_layer_ids
 
-__all__ = [
-    "EAGLE_HEAD",
-    "EagleSpeculatorConfig",
-    "ExtractHiddenStatesSpeculatorConfig",
-    "method_from_checkpoint_config",  # the detection hooks read these (defined in specpath_drafting)
-    "method_from_path",
-]
+__all__ = ["EAGLE_HEAD", "EagleSpeculatorConfig", "ExtractHiddenStatesSpeculatorConfig"]
 
 HEADS_DIR = Path(__file__).resolve().parent / "heads"
 """Trained heads shipped with the package (package data)."""
@@ -56,6 +43,12 @@ class EagleSpeculatorConfig(HeadSpeculatorConfig):
     shares_target_head = True
     """EAGLE-1 drafts through the target's LM head (so ``draft_lm_head_quantization`` rules
     apply to the target's head dtype)."""
+
+    @classmethod
+    def other_head_method(cls, hf_config: Mapping[str, Any]) -> str | None:
+        from specpath_eagle.recognise import names_eagle3
+
+        return "eagle3" if names_eagle3(hf_config) else None
 
 
 @attrs.frozen(kw_only=True)

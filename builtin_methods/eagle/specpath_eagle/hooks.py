@@ -21,19 +21,19 @@ def specpath_register_methods(register):
 def specpath_detect_method(checkpoint):
     """Recognise an EAGLE(-1) head from ``config.json`` (architectures, ``model_type``);
     EAGLE-3 heads are the eagle3 plugin's to recognise."""
-    from specpath_eagle.config import method_from_checkpoint_config
+    from specpath_eagle.recognise import is_eagle_checkpoint
 
     if checkpoint is None:
         return None
-    return "eagle" if method_from_checkpoint_config(checkpoint.config) == "eagle" else None
+    return "eagle" if is_eagle_checkpoint(checkpoint.config) else None
 
 
 @hookimpl(trylast=True, specname="specpath_detect_method")
 def detect_eagle_by_path(checkpoint):
     """The path hint ``eagle-``, asked after every plugin's config evidence, and only for a
     checkpoint whose ``config.json`` says nothing about EAGLE."""
-    from specpath_eagle.config import method_from_checkpoint_config, method_from_path
+    from specpath_eagle.recognise import path_says_eagle, says_eagle
 
-    if checkpoint is None or method_from_checkpoint_config(checkpoint.config) is not None:
+    if checkpoint is None or says_eagle(checkpoint.config):
         return None
-    return "eagle" if method_from_path(checkpoint.path) == "eagle" else None
+    return "eagle" if path_says_eagle(checkpoint.path) else None

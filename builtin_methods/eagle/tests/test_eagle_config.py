@@ -8,16 +8,11 @@ import pytest
 
 from specpath.config.engine import CacheConfig, EngineConfig
 from specpath.errors import SpeculativeConfigError
-from specpath_drafting.config import (
-    declared_aux_layer_ids,
-    default_aux_layer_ids,
-    engine_layers,
-    method_from_checkpoint_config,
-    method_from_path,
-)
+from specpath_drafting.config import declared_aux_layer_ids, default_aux_layer_ids, engine_layers
 from specpath_drafting.testing import config_variant, random_head, resolve, drafting_target
 from specpath_eagle.config import EagleSpeculatorConfig
 from specpath_eagle.head import EagleHead
+from specpath_eagle.recognise import is_eagle_checkpoint, path_says_eagle, says_eagle
 
 
 @pytest.fixture(scope="module")
@@ -67,14 +62,16 @@ def test_method_table_row(eagle_head, target, k):
     ],
 )
 def test_detection_from_config(config, expected):
-    assert method_from_checkpoint_config(config) == expected
+    # EAGLE-3 heads say "eagle" too: they are the eagle3 plugin's, and no path hint is asked for them
+    assert is_eagle_checkpoint(config) == (expected == "eagle")
+    assert says_eagle(config) == (expected is not None)
 
 
 def test_path_hints_follow_the_article_order():
-    assert method_from_path("/m/yuhuili/EAGLE-LLaMA3-Instruct-8B") == "eagle"
-    assert method_from_path("/m/eagle3-llama-head") == "eagle3"
-    assert method_from_path("/m/my-eagle-eagle3-head") == "eagle"  # eagle is tried first
-    assert method_from_path("/m/llama-68m") is None
+    assert path_says_eagle("/m/yuhuili/EAGLE-LLaMA3-Instruct-8B")
+    assert not path_says_eagle("/m/eagle3-llama-head")
+    assert path_says_eagle("/m/my-eagle-eagle3-head")  # eagle is tried first
+    assert not path_says_eagle("/m/llama-68m")
 
 
 def test_no_method_detects_from_config_json(tmp_path, target):

@@ -64,6 +64,12 @@ class Eagle3SpeculatorConfig(HeadSpeculatorConfig):
         return self.spec.num_speculative_tokens - 1 if self.spec.parallel_drafting else 0
 
     @classmethod
+    def other_head_method(cls, hf_config: Mapping[str, Any]) -> str | None:
+        from specpath_eagle3.recognise import is_eagle3_checkpoint, says_eagle
+
+        return "eagle" if says_eagle(hf_config) and not is_eagle3_checkpoint(hf_config) else None
+
+    @classmethod
     def shipped_variant(cls, spec: Any) -> str:
         """The P-EAGLE head when ``parallel_drafting`` is asked for, else the chain head."""
         return "parallel" if spec is not None and spec.parallel_drafting else DEFAULT_VARIANT

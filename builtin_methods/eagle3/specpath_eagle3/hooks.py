@@ -15,19 +15,19 @@ def specpath_register_methods(register):
 def specpath_detect_method(checkpoint):
     """Recognise an EAGLE-3 head from ``config.json`` (architectures, ``model_type``,
     ``speculators_model_type``)."""
-    from specpath_drafting.config import method_from_checkpoint_config
+    from specpath_eagle3.recognise import is_eagle3_checkpoint
 
     if checkpoint is None:
         return None
-    return "eagle3" if method_from_checkpoint_config(checkpoint.config) == "eagle3" else None
+    return "eagle3" if is_eagle3_checkpoint(checkpoint.config) else None
 
 
 @hookimpl(trylast=True, specname="specpath_detect_method")
 def detect_eagle3_by_path(checkpoint):
     """The path hint ``eagle3`` (``eagle-`` wins when both appear), asked after every plugin's
     config evidence, and only for a checkpoint whose ``config.json`` says nothing about EAGLE."""
-    from specpath_drafting.config import method_from_checkpoint_config, method_from_path
+    from specpath_eagle3.recognise import path_says_eagle3, says_eagle
 
-    if checkpoint is None or method_from_checkpoint_config(checkpoint.config) is not None:
+    if checkpoint is None or says_eagle(checkpoint.config):
         return None
-    return "eagle3" if method_from_path(checkpoint.path) == "eagle3" else None
+    return "eagle3" if path_says_eagle3(checkpoint.path) else None

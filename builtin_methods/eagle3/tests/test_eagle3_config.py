@@ -96,3 +96,41 @@ def test_draft_trees_resolve_hash_explain_and_refuse_what_drafts_no_tree(files):
         resolve({**base, "draft_sample_method": "random", "draft_tree_topk": 3}, target)
     with pytest.raises(SpeculativeConfigError, match="draft_tree_topk"):
         resolve({**base, "draft_tree_topk": 0}, target)
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"architectures": ["Eagle3LlamaForCausalLM"]}, True),
+        ({"architectures": ["LlamaForCausalLMEagle3"]}, True),
+        ({"model_type": "eagle3"}, True),
+        ({"speculators_model_type": "eagle3", "architectures": ["LlamaForCausalLM"]}, True),
+        ({"architectures": ["PEagleDraftModel"]}, True),
+        ({"speculators_model_type": "peagle"}, True),
+        ({"architectures": ["EagleLlamaForCausalLM"]}, False),
+        ({"model_type": "eagle"}, False),
+        ({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}, False),
+    ],
+)
+def test_recognition_from_config(config, expected):
+    from specpath_eagle3.recognise import is_eagle3_checkpoint, says_eagle
+
+    assert is_eagle3_checkpoint(config) is expected
+    assert says_eagle(config) == (expected or "eagle" in json.dumps(config).lower())
+
+
+def test_path_hint_yields_to_eagle_1():
+    from specpath_eagle3.recognise import path_says_eagle3
+
+    assert path_says_eagle3("/m/eagle3-llama-head")
+    assert not path_says_eagle3("/m/my-eagle-eagle3-head")  # "eagle-" is EAGLE-1's, tried first
+    assert not path_says_eagle3("/m/llama-68m")
+
+
+def test_an_eagle_1_head_is_refused_by_name(tmp_path, files):
+    target = files[0]
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"architectures": ["EagleLlamaForCausalLM"], "hidden_size": 32, "intermediate_size": 64,
+         "num_attention_heads": 4, "num_hidden_layers": 1, "vocab_size": 64}))
+    with pytest.raises(SpeculativeConfigError, match="is a 'eagle' checkpoint"):
+        resolve({"method": "eagle3", "model": str(tmp_path), "num_speculative_tokens": 2}, target)

@@ -146,24 +146,36 @@ def load_mtp_modules(path: str | Path, *, embed_tokens=None, lm_head=None) -> li
     with its shape (one-line error naming the file otherwise)."""
     from safetensors import safe_open
 
+    from specpath_engine.modeling.checkpoint import CheckpointError
+
     config = read_config(path)
-    modules = build_modules(config, embed_tokens=embed_tokens, lm_head=lm_head)
+    try:
+        modules = build_modules(config, embed_tokens=embed_tokens, lm_head=lm_head)
+    except ValueError as exc:  # hidden_act, rms_norm_eps, module count: name the file
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(f"{Path(path) / 'config.json'}: {' '.join(str(exc).split())}") from None
     weights = Path(path) / "model.safetensors"
     if not weights.exists():
         raise ValueError(f"{weights}: missing (the MTP checkpoint has no weights)")
-    from specpath_engine.modeling.checkpoint import CheckpointError, check_safetensors_header
+    from specpath_engine.modeling.checkpoint import check_safetensors_header
 
     check_safetensors_header(weights)  # framing and float dtypes, one line naming the file
     with safe_open(str(weights), framework="pt") as f:
-        names = [k for k in f.keys() if k.startswith(PREFIX)]
+        names = list(f.keys())
+        owned = tuple(f"{PREFIX}{i}." for i in range(len(modules)))
+        stray = sorted(k for k in names if not k.startswith(owned))
+        if stray:  # a tensor no module loads: a mislabelled or mismatched checkpoint, never ignored
+            raise CheckpointError(f"{weights}: {len(stray)} tensor(s) belong to no MTP module of the config "
+                                  f"({len(modules)} modules), e.g. {', '.join(stray[:3])}")
         for i, module in enumerate(modules):
             expected = {k: v.shape for k, v in module.state_dict().items() if not k.startswith("rotary.")}
             prefix = f"{PREFIX}{i}."
             found = {k[len(prefix):] for k in names if k.startswith(prefix)}
             missing, extra = sorted(set(expected) - found), sorted(found - set(expected))
             if missing or extra:
-                raise ValueError(f"{weights}: module {i} does not match the config (missing {missing[:3]}, "
-                                 f"unexpected {extra[:3]})")
+                raise CheckpointError(f"{weights}: module {i} does not match the config (missing "
+                                      f"{[prefix + k for k in missing[:3]]}, unexpected {[prefix + k for k in extra[:3]]})")
             state = {}
             for name, shape in expected.items():
                 tensor = f.get_tensor(prefix + name)

@@ -30,7 +30,6 @@ import torch
 
 from specpath.speculator import DraftBatch, DraftProposal, SpeculatorContext
 from specpath_drafting.heads import HiddenStateHead
-from specpath_drafting.kv import DrafterKV
 from specpath_drafting.loop import HiddenStateSpeculator, target_layers
 from specpath_drafting.vocab import serving_lm_head
 from specpath_mtp.module import MTPModule, load_mtp_modules
@@ -49,6 +48,11 @@ class MTPSpeculator(HiddenStateSpeculator):
         if self.expected_modules is not None and n != self.expected_modules:
             raise ValueError(f"{self.spec.model}: {n} MTP modules; {type(self).__name__} drives one")
         return self.mtp_modules[0]
+
+    @property
+    def kv_layers(self) -> int:
+        """One KV layer per MTP module (module m's KV is layer m of the drafter KV)."""
+        return len(self.mtp_modules)
 
     @property
     def hidden_state_layers(self) -> tuple[int, ...]:
@@ -74,11 +78,6 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
             module.rotary.ensure_length(self.row_len)
         hc = self.head.config
         rows = self.kv.num_rows
-        self.kvs = [self.kv] + [
-            DrafterKV(num_rows=rows, row_len=self.row_len, num_kv_heads=hc.num_key_value_heads,
-                      head_dim=hc.head_dim, dtype=self.dtype, device=self.device)
-            for _ in mods[1:]
-        ]
         self.outputs = torch.zeros(len(mods) - 1, rows * self.row_len, hc.hidden_size, dtype=self.dtype,
                                    device=self.device)
         """Module m's output at each (row, position), the input of module m+1 (m < n-1)."""
@@ -96,7 +95,7 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
              qrows: torch.Tensor, max_position: int) -> torch.Tensor:
         module = self.mtp_modules[m]
         slots = qrows * self.row_len + positions
-        attend = self.kvs[m].attention(slots, qrows, positions, max_position)
+        attend = self.kv.attention(slots, qrows, positions, max_position, layer=m)
         return module.step(module.embed(ids.long()).to(self.dtype), features, positions, attend)
 
     @torch.inference_mode()

@@ -232,6 +232,12 @@ class SuffixCache:
         if old is not None:
             f.remove_sequence(self.nodes, self.free, self.meta, self.table, self.global_root, old[1], self.depth)
 
+    def forget_responses(self) -> None:
+        """Empty the global tree (live requests keep their own trees): what follows drafts as on
+        a fresh cache, so a seeded call repeats its first run's text."""
+        for req_id in list(self._responses):
+            self.evict(req_id)
+
     @property
     def cached_requests(self) -> list[str]:
         """Ids whose responses the global tree holds, oldest first."""

@@ -78,6 +78,17 @@ class SuffixSpeculatorConfig(SpeculatorConfig):
     min_token_prob = _spec_field("suffix_decoding_min_token_prob",
                                  "Drafting stops once the estimated probability of the path falls below this.")
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        if self.max_cached_requests == 0:
+            return ()
+        return (
+            "the global tree learns from every finished response, so on one LLM the same seeded sampled call "
+            "can give different text from one call to the next (greedy output never changes); "
+            "llm.speculator.forget_responses() before a call keeps earlier calls out of it, and "
+            "suffix_decoding_max_cached_requests: 0 turns the global tree off",
+        )
+
     def hash_factors(self) -> tuple[Any, ...]:
         # Drafts never change the target's graph, but the fields are kept so two configs
         # that draft differently never share a cache entry keyed on the method.

@@ -67,3 +67,8 @@ class SuffixSpeculator(BaseSpeculator):
 
     def remove_request(self, req_id: str) -> None:
         self.cache.stop(req_id)
+
+    def forget_responses(self) -> None:
+        """Drop every earlier response from the global tree, so the next call's drafts (and
+        hence a seeded sampled call's text) do not depend on the calls before it."""
+        self.cache.forget_responses()

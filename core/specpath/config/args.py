@@ -25,22 +25,20 @@ LEGACY_FLAGS: dict[str, str] = {
 """Legacy flag (argparse dest) -> speculative config field."""
 
 
-def load_speculative_config_text(text: str) -> dict[str, Any]:
+def load_speculative_config_text(text: str, source: str = "--speculative-config") -> dict[str, Any]:
     """Parse ``--speculative-config``: a JSON object, or ``@path`` to a .json/.yaml/.yml file.
+    ``source`` labels the errors (where the text came from, e.g. an environment variable).
 
     Files and text are read through :mod:`specpath.config.loading`, so a FIFO, a device, a huge
     or non-UTF-8 file, an alias bomb, duplicate keys or absurd nesting is one line, never a hang,
     a memory blow-up or a traceback."""
     from specpath.config.loading import parse_json, parse_yaml, read_config_file
 
-    source = "--speculative-config"
     if text.startswith("@"):
         path = text[1:]
         ext = os.path.splitext(path)[1].lower()
         if ext not in (".json", ".yaml", ".yml"):
-            raise SpeculativeConfigError(
-                "a config file must end in .json, .yaml or .yml", field="--speculative-config", value=text
-            )
+            raise SpeculativeConfigError("a config file must end in .json, .yaml or .yml", field=source, value=text)
         text = read_config_file(path, source)
         source = path
         if ext != ".json":
@@ -105,10 +103,7 @@ def create_speculative_config(
     elif speculative_config is None:
         data = {}
     elif isinstance(speculative_config, Mapping):
-        from specpath.config.loading import check_shape
-
-        check_shape(speculative_config, "speculative_config")
-        data = dict(speculative_config)
+        data = dict(speculative_config)  # values are checked where every entry is: SpeculativeConfig's constructor
     else:
         raise SpeculativeConfigError(
             "must be a JSON string, @file or a mapping", field="speculative_config", value=speculative_config

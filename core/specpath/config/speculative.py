@@ -50,7 +50,9 @@ GROUP, DOC, KIND, CHECK, METHOD_SPECIFIC, APPLIES_IF = (
 )
 """Field metadata keys: the field group, its documentation, derived/injected, its field rules,
 whether only some methods accept it, and the capability flags that make a method accept it."""
-DERIVED, INJECTED = "derived", "injected"
+DERIVED, INJECTED, REFUSED = "derived", "injected", "refused"
+"""Field kinds: set during resolution, injected by the engine, or accepted only to be refused
+with a pointer to the right option (kept out of ``specpath fields``)."""
 
 _AT_LEAST_1 = (rules.at_least(1),)
 _NAME = (rules.plain_text(64),)
@@ -111,6 +113,7 @@ class SpeculativeConfig:
     )
     tensor_parallel_size: int | None = _field(
         group="source",
+        kind=REFUSED,
         doc="Not a valid option: present only to point to `draft_tensor_parallel_size` when misused.",
         check=(
             rules.refused(
@@ -397,8 +400,15 @@ class SpeculativeConfig:
         return type(self)(**kwargs)
 
     def __attrs_post_init__(self) -> None:
+        from specpath.config.loading import check_shape
         from specpath.config.resolution import resolve
 
+        # the one gate every entry passes (keywords, from_dict, create_speculative_config, replace):
+        # nothing below may meet a value too deep, too large or containing itself
+        for f in self.user_fields():
+            value = getattr(self, f.name)
+            if value is not None:
+                check_shape(value, f"speculative_config.{f.name}")
         resolve(self)
 
     # -- derived values --------------------------------------------------------------------
@@ -495,15 +505,40 @@ FIELD_GROUPS: dict[str, str] = {
 """The five field groups of vLLM's speculative config, in order."""
 
 
+def type_name(tp: Any) -> str:
+    """One spelling for every annotation (``bool``, ``int | None``, ``Literal['a', 'b'] | None``,
+    ``Mapping[str, Any]``): attrs resolves some to classes and some to typing objects."""
+    import types
+    import typing
+
+    none = type(None)
+    if isinstance(tp, str):
+        return tp.replace("typing.", "")
+    if tp is none:
+        return "None"
+    if tp is Any:
+        return "Any"
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join([type_name(a) for a in args if a is not none] + (["None"] if none in args else []))
+    if origin is Literal:
+        return f"Literal[{', '.join(repr(a) for a in args)}]"
+    if origin is not None:
+        inner = ", ".join("..." if a is Ellipsis else type_name(a) for a in args)
+        return f"{getattr(origin, '__name__', str(origin))}[{inner}]"
+    return tp.__name__ if isinstance(tp, type) else str(tp).replace("typing.", "")
+
+
 def field_reference() -> list[dict[str, Any]]:
     """Every field a user may set: group, name, type, default and documentation."""
     rows = []
     for f in SpeculativeConfig.user_fields():
-        type_name = str(f.type).replace("typing.", "").replace("collections.abc.", "")
+        if f.metadata.get(KIND) == REFUSED:
+            continue  # documented as not a valid option: listing it would invite it
         rows.append({
             "group": f.metadata[GROUP],
             "name": f.name,
-            "type": type_name,
+            "type": type_name(f.type),
             "default": f.default,
             "doc": f.metadata[DOC],
             "method_specific": f.metadata[METHOD_SPECIFIC],

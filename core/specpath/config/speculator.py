@@ -150,7 +150,8 @@ class SpeculatorConfig:
     """Drafters packaged with the plugin, one row per (target, variant); the default ``model``
     for a target that has one (see the module docstring)."""
     demo_num_speculative_tokens: ClassVar[int | None] = None
-    """K that ``specpath demo`` uses for this method (None: the demo's own K)."""
+    """K that ``specpath demo`` uses for this method (None: the demo's own K), and the default K
+    of a shipped drafter when neither the config nor the checkpoint gives one."""
 
     # -- values that depend on the resolved fields --------------------------------------
 
@@ -267,6 +268,12 @@ class SpeculatorConfig:
     def qualname(cls) -> str:
         return f"{cls.__module__}:{cls.__qualname__}"
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What a user of this configuration should know that no flag says (``specpath explain``
+        prints each as a ``note:`` line), e.g. state that outlives a call; default none."""
+        return ()
+
     def describe(self) -> dict[str, Any]:
         """Flags and resolved values, for listings and ``specpath explain``."""
         out: dict[str, Any] = {
@@ -274,6 +281,7 @@ class SpeculatorConfig:
             "base_method": self.base_method,
             "speculator_class": self.speculator_class,
             "supported_options": sorted(self.supported_options),
+            "notes": list(self.notes),
         }
         out.update({flag: bool(getattr(self, flag)) for flag in CAPABILITY_FLAGS})
         for name in (
@@ -317,6 +325,8 @@ class DraftModelSpeculatorConfig(SpeculatorConfig):
             draft = m.maybe_raise_draft_max_position_embeddings(draft, spec.target_model_config, spec.max_model_len)
         draft = cls.adapt_draft_model_config(spec, draft)
         num_tokens = m.resolve_num_speculative_tokens(spec.num_speculative_tokens, draft)
+        if num_tokens is None:
+            num_tokens = cls.shipped_num_speculative_tokens(spec)
         target_parallel = spec.target_parallel_config or m.ParallelConfig()
         draft_tp = m.verify_and_get_draft_tp(spec.draft_tensor_parallel_size, target_parallel)
         return {
@@ -325,6 +335,17 @@ class DraftModelSpeculatorConfig(SpeculatorConfig):
             "draft_tensor_parallel_size": draft_tp,
             "draft_parallel_config": m.create_draft_parallel_config(target_parallel, draft_tp, draft),
         }
+
+    @classmethod
+    def shipped_num_speculative_tokens(cls, spec: SpeculativeConfig) -> int | None:
+        """K for a shipped drafter when none is given (``demo_num_speculative_tokens``, the K it
+        was tuned and is demonstrated at); None for any other checkpoint, whose K the user picks."""
+        from pathlib import Path
+
+        if cls.demo_num_speculative_tokens is None or spec.model is None:
+            return None
+        shipped = {row.path.resolve() for row in cls.shipped_checkpoints}
+        return cls.demo_num_speculative_tokens if Path(spec.model).resolve() in shipped else None
 
     @classmethod
     def adapt_draft_model_config(cls, spec: SpeculativeConfig, draft: ModelConfig) -> ModelConfig:

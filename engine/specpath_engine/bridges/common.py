@@ -24,7 +24,7 @@ engines whose own configuration has no room for it (vLLM's ``custom_class``)."""
 def config_data(source: Any, *, field: str = "speculative_config") -> dict[str, Any]:
     """A config given as a mapping, JSON text or ``@path`` (.json/.yaml), as a normalised dict."""
     if isinstance(source, str):
-        data = load_speculative_config_text(source.strip())
+        data = load_speculative_config_text(source.strip(), source=field)
     elif isinstance(source, Mapping):
         data = dict(source)
     else:
@@ -53,7 +53,8 @@ def resolve(
     max_model_len: int | None = None,
 ) -> Any:
     """Resolve ``data`` against the target checkpoint ``target_dir`` and check that ``engine``
-    can run what it names.
+    can run what it names: drafts from token histories (and hidden states only where the
+    engine hands them over), verified by standard rejection sampling, the drafter unsharded.
 
     ``num_speculative_tokens`` is the engine's K when the engine owns it; the config must then
     agree (or leave K out). ``hidden_states`` says whether the engine hands the drafter the
@@ -87,11 +88,20 @@ def resolve(
             field="speculative_config.method",
             value=name,
         )
-    if spec.rejection_sample_method != "standard" and engine != "transformers":
+    if spec.rejection_sample_method != "standard":  # never run as standard under another name
+        who = "the transformers bridge verifies drafts with" if engine == "transformers" else f"{engine} verifies drafts itself,"
         raise SpeculativeConfigError(
-            f"{engine} verifies drafts itself (standard rejection sampling); other verification methods need the specpath engine",
+            f"{who} standard rejection sampling only; other verification methods need the specpath engine",
             field="speculative_config.rejection_sample_method",
             value=spec.rejection_sample_method,
+            allowed=["standard"],
+        )
+    if spec.draft_tensor_parallel_size not in (None, 1):
+        raise SpeculativeConfigError(
+            f"{engine} runs the specpath drafter unsharded, on one device; leave it out or give 1",
+            field="speculative_config.draft_tensor_parallel_size",
+            value=spec.draft_tensor_parallel_size,
+            allowed=[1],
         )
     return spec
 

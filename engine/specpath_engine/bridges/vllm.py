@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from specpath.errors import SpeculativeConfigError
+
 from specpath_engine.bridges.common import HistoryRows, TokenDrafter, env_config_data, resolve, token_context, torch_dtype
 
 
@@ -39,12 +41,32 @@ def _device(vllm_config: Any) -> str:
     return kind
 
 
+USAGE = ("vllm.LLM(model, speculative_config={'method': 'custom_class', "
+         "'model': 'specpath_engine.bridges.vllm.Proposer', 'num_speculative_tokens': K})")
+"""How vLLM must be configured for this proposer (quoted by its start-up errors)."""
+
+
+def _section(vllm_config: Any, name: str, *attributes: str) -> Any:
+    """``vllm_config.<name>``, with ``attributes`` set; a one-line error naming what is missing."""
+    section = getattr(vllm_config, name, None)
+    missing = [a for a in attributes if getattr(section, a, None) is None]
+    if section is None or missing:
+        what = f"vllm_config.{name}" + (f" (no {', '.join(missing)})" if section is not None else "")
+        raise SpeculativeConfigError(
+            f"the specpath vLLM Proposer needs a VllmConfig with {name}, as vLLM builds it from {USAGE}; "
+            f"got {what if section is not None else 'none'}",
+            field=f"vllm_config.{name}",
+        )
+    return section
+
+
 class Proposer:
     """The ``custom_class`` proposer (see the module docstring)."""
 
     def __init__(self, vllm_config: Any) -> None:
-        spec_v = vllm_config.speculative_config
-        model_config = vllm_config.model_config
+        spec_v = _section(vllm_config, "speculative_config", "num_speculative_tokens")
+        model_config = _section(vllm_config, "model_config", "model", "max_model_len", "dtype")
+        scheduler = _section(vllm_config, "scheduler_config", "max_num_seqs")
         self.k = int(spec_v.num_speculative_tokens)
         self.max_model_len = int(model_config.max_model_len)
         dtype = torch_dtype(model_config.dtype)
@@ -56,7 +78,7 @@ class Proposer:
             dtype=str(dtype).removeprefix("torch."),
             max_model_len=self.max_model_len,
         )
-        max_num_seqs = int(vllm_config.scheduler_config.max_num_seqs)
+        max_num_seqs = int(scheduler.max_num_seqs)
         context = token_context(
             self.spec, device=_device(vllm_config), dtype=dtype, max_model_len=self.max_model_len, max_num_seqs=max_num_seqs
         )

@@ -142,8 +142,8 @@ def read_safetensors(file: str | os.PathLike[str], non_float: Collection[str] = 
     return tensors
 
 
-def load_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
-    """All tensors of ``model.safetensors`` or of the shards listed in its index file."""
+def _weight_files(path: str | os.PathLike[str]) -> list[Path]:
+    """``model.safetensors``, or the shards its index file lists (each inside the checkpoint)."""
     directory = checkpoint_dir(path)
     single, index = directory / WEIGHTS_NAME, directory / WEIGHTS_INDEX_NAME
     if single.exists():
@@ -155,12 +155,29 @@ def load_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
         files = [shard_path(directory, name, index) for name in sorted(set(map(str, weight_map.values())))]
     else:
         raise FileNotFoundError(f"no {WEIGHTS_NAME} or {WEIGHTS_INDEX_NAME} in {directory}")
-    tensors: dict[str, torch.Tensor] = {}
     for file in files:
         if not file.exists():
             raise FileNotFoundError(f"weight shard not found: {file}")
+    return files
+
+
+def load_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """All tensors of ``model.safetensors`` or of the shards listed in its index file."""
+    tensors: dict[str, torch.Tensor] = {}
+    for file in _weight_files(path):
         tensors.update(read_safetensors(file))
     return tensors
+
+
+def tensor_shapes(path: str | os.PathLike[str]) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every tensor :func:`load_state_dict` would load, from the checked headers
+    alone (no tensor data is read: what a writer checks after writing)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for file in _weight_files(path):
+        for name, entry in check_safetensors_header(file).items():
+            if name != "__metadata__":
+                shapes[name] = tuple(entry.get("shape", ()))
+    return shapes
 
 
 def check_state_dict(

@@ -15,7 +15,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     checkpoint = read_gguf(args.input)
-    out = convert_gguf(args.input, args.output, dtype=getattr(torch, args.dtype))
+    out = convert_gguf(args.input, args.output, dtype=getattr(torch, args.dtype), overwrite=args.overwrite)
     types: dict[str, int] = {}
     for kind in checkpoint.tensor_types().values():
         types[kind] = types.get(kind, 0) + 1
@@ -34,6 +34,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         help="write a Hugging Face checkpoint (config, safetensors, tokenizer, chat template) from a GGUF file",
     )
     p.add_argument("input", metavar="IN.gguf", help="GGUF file (llama or qwen3 architecture)")
-    p.add_argument("output", metavar="OUT_DIR", help="directory to write (created if missing)")
+    p.add_argument("output", metavar="OUT_DIR", help="directory to write (created if missing; must be empty)")
+    p.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty OUT_DIR")
     p.add_argument("--dtype", choices=CONVERT_DTYPES, default="float32", help="dtype of the written weights")
     p.set_defaults(func=cmd_convert)

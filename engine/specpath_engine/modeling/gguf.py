@@ -21,14 +21,17 @@ only to dequantise tensors, torch only by the tensor functions.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 import attrs
 
 from specpath_engine.modeling.checkpoint import CheckpointError, save_checkpoint
+from specpath_engine.modeling.gguf_checks import Metadata, check_special_ids, check_tensors, check_tokenizer
 from specpath_engine.modeling.gguf_file import GGUFFile, GGUFFormatError, parse_gguf
 from specpath_engine.modeling.gguf_tokenizer import build_tokenizer, tokenizer_config_dict
 
@@ -70,14 +73,14 @@ def is_gguf(path: str | os.PathLike[str]) -> bool:
 
 def hf_tensor_name(gguf_name: str) -> str:
     """The HF parameter name of a llama.cpp tensor name; CheckpointError for an unknown one."""
-    match = _LAYER_NAME.match(gguf_name)
+    match = _LAYER_NAME.fullmatch(gguf_name)
     if match and match.group(2) in _LAYER_TENSORS:
         layer, part, kind = match.groups()
         return f"model.layers.{layer}.{_LAYER_TENSORS[part]}.{kind}"
-    match = _GLOBAL_NAME.match(gguf_name)
+    match = _GLOBAL_NAME.fullmatch(gguf_name)
     if match and match.group(1) in _GLOBAL_TENSORS:
         return f"{_GLOBAL_TENSORS[match.group(1)]}.{match.group(2)}"
-    raise CheckpointError(f"GGUF tensor {gguf_name!r} has no Hugging Face counterpart in this model")
+    raise CheckpointError(f"GGUF tensor {gguf_name!r:.80} has no Hugging Face counterpart in this model")
 
 
 def unpermute_rows(weight: Any, n_heads: int) -> Any:
@@ -123,7 +126,7 @@ class GGUFCheckpoint:
         meta = self.file.metadata
         if "tokenizer.ggml.tokens" not in meta:
             raise CheckpointError(f"{self.path}: GGUF file has no tokenizer vocabulary")
-        try:
+        try:  # read_gguf checked the fields' types and merges; the model/pre names are checked here
             return build_tokenizer(
                 model=meta.get("tokenizer.ggml.model"),
                 pre=meta.get("tokenizer.ggml.pre"),
@@ -146,29 +149,20 @@ class GGUFCheckpoint:
         """
         import numpy as np
         import torch
-        from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, quants
+        from gguf import GGMLQuantizationType, quants
 
         dtype = torch.float32 if dtype is None else dtype
         cfg = self.config
         permute = self.architecture == "llama"
+        limit = torch.finfo(dtype).max  # a float32 value above it would become inf in dtype
         data = np.memmap(self.path, dtype=np.uint8, mode="r")
         out: dict[str, torch.Tensor] = {}
-        for tensor in self.file.tensors:
+        for tensor in self.file.tensors:  # types, shapes and byte ranges were checked by read_gguf
             name = hf_tensor_name(tensor.name)
-            try:
-                qtype = GGMLQuantizationType(tensor.type_id)
-                block, block_bytes = GGML_QUANT_SIZES[qtype]
-            except (ValueError, KeyError):
-                raise CheckpointError(f"{self.path}: tensor {tensor.name} has unknown type {tensor.type_id}") from None
-            cols = tensor.shape[-1]
-            rows = int(np.prod(tensor.shape[:-1], dtype=np.int64))
-            if cols % block:
-                raise CheckpointError(f"{self.path}: tensor {tensor.name} rows are not whole {qtype.name} blocks")
-            row_bytes = cols // block * block_bytes
+            qtype = GGMLQuantizationType(tensor.type_id)
+            rows = math.prod(tensor.shape[:-1])
             start = self.file.data_offset + tensor.offset
-            if start + rows * row_bytes > data.size:
-                raise CheckpointError(f"{self.path}: tensor {tensor.name} runs past the end of the file")
-            raw = data[start : start + rows * row_bytes].reshape(rows, row_bytes)
+            raw = data[start : start + tensor.nbytes].reshape(rows, tensor.nbytes // rows)  # [rows, row_bytes]
             try:
                 values = quants.dequantize(raw, qtype)
             except NotImplementedError:
@@ -177,6 +171,10 @@ class GGUFCheckpoint:
                     f"cannot dequantise"
                 ) from None
             values = np.array(values, dtype=np.float32).reshape(tensor.shape)  # a writable copy of the map
+            peak = float(np.abs(values).max()) if values.size else 0.0  # numpy: one pass, one thread
+            if not peak <= limit:  # NaN block scales would generate token 0 forever; inf in dtype too
+                problem = "has NaN or infinite values" if not math.isfinite(peak) else f"overflows {str(dtype)[6:]}"
+                raise CheckpointError(f"{self.path}: GGUF tensor {tensor.name} {problem}")
             if permute and name.endswith(("q_proj.weight", "q_proj.bias")):
                 values = unpermute_rows(values, cfg["num_attention_heads"])
             elif permute and name.endswith(("k_proj.weight", "k_proj.bias")):
@@ -185,96 +183,103 @@ class GGUFCheckpoint:
         return out
 
 
-def _hf_config(path: Path, meta: Mapping[str, Any], arch: str, tensor_names: set[str]) -> dict[str, Any]:
-    def get(key: str, default: Any = None) -> Any:
-        return meta.get(f"{arch}.{key}", default)
+def _hf_config(md: Metadata, arch: str, tensor_names: set[str]) -> dict[str, Any]:
+    path = md.path
 
-    required = {
-        "num_hidden_layers": "block_count",
-        "hidden_size": "embedding_length",
-        "intermediate_size": "feed_forward_length",
-        "num_attention_heads": "attention.head_count",
+    def key(name: str) -> str:
+        return f"{arch}.{name}"
+
+    values = {
+        "num_hidden_layers": md.int(key("block_count")),
+        "hidden_size": md.int(key("embedding_length")),
+        "intermediate_size": md.int(key("feed_forward_length")),
+        "num_attention_heads": md.int(key("attention.head_count")),
     }
-    values: dict[str, Any] = {}
-    for hf_key, key in required.items():
-        value = get(key)
-        if value is None:
-            raise CheckpointError(f"{path}: GGUF metadata has no {arch}.{key}")
-        values[hf_key] = int(value)
     heads = values["num_attention_heads"]
-    head_dim = int(get("attention.key_length") or get("rope.dimension_count") or values["hidden_size"] // heads)
-    tokens = meta.get("tokenizer.ggml.tokens")
-    vocab = get("vocab_size") or (len(tokens) if tokens is not None else None)
+    kv_heads = md.int(key("attention.head_count_kv"), heads)
+    if heads % kv_heads:
+        raise md.error(key("attention.head_count_kv"), f"{kv_heads} does not divide the {heads} attention heads")
+    head_dim = md.int(key("attention.key_length"), None) or md.int(key("rope.dimension_count"), None)
+    if head_dim is None:
+        if values["hidden_size"] % heads:
+            raise md.error(key("attention.head_count"), f"{heads} heads do not divide the width {values['hidden_size']}")
+        head_dim = values["hidden_size"] // heads
+    tokens = md.meta.get("tokenizer.ggml.tokens")
+    vocab = md.int(key("vocab_size"), None) or (len(tokens) if isinstance(tokens, list) and tokens else None)
     if vocab is None:
-        raise CheckpointError(f"{path}: GGUF metadata gives no vocabulary size")
+        raise CheckpointError(f"{path}: GGUF metadata gives no vocabulary size ({key('vocab_size')} or tokenizer.ggml.tokens)")
     if "rope_freqs.weight" in tensor_names:
         raise CheckpointError(f"{path}: per-frequency RoPE factors (rope_freqs) are not supported")
-    scaling_type = get("rope.scaling.type")
+    scaling_type = md.str(key("rope.scaling.type"))
     rope_scaling = None
     if scaling_type not in (None, "none"):
         if scaling_type not in ("linear", "yarn"):
-            raise CheckpointError(f"{path}: rope scaling type {scaling_type!r} is not supported")
-        rope_scaling = {"rope_type": scaling_type, "factor": float(get("rope.scaling.factor", 1.0))}
-        original = get("rope.scaling.original_context_length")
+            raise md.error(key("rope.scaling.type"), f"{scaling_type!r:.40} is not supported; allowed: linear, yarn")
+        rope_scaling = {"rope_type": scaling_type, "factor": md.float(key("rope.scaling.factor"), 1.0)}
+        original = md.int(key("rope.scaling.original_context_length"), None)
         if original is not None:
-            rope_scaling["original_max_position_embeddings"] = int(original)
-    eos = meta.get("tokenizer.ggml.eos_token_id")
+            rope_scaling["original_max_position_embeddings"] = original
+    special = check_special_ids(md, vocab)
     config: dict[str, Any] = {
         "architectures": ["Qwen3ForCausalLM" if arch == "qwen3" else "LlamaForCausalLM"],
         "model_type": arch,
-        "vocab_size": int(vocab),
+        "vocab_size": vocab,
         **values,
-        "num_key_value_heads": int(get("attention.head_count_kv") or heads),
+        "num_key_value_heads": kv_heads,
         "head_dim": head_dim,
-        "max_position_embeddings": int(get("context_length", 2048)),
+        "max_position_embeddings": md.int(key("context_length"), 2048),
         # float32 metadata (9.99999975e-06): round to the float it stands for, as HF configs say
-        "rms_norm_eps": float(f"{float(get('attention.layer_norm_rms_epsilon', 1e-6)):.6g}"),
-        "rope_theta": float(get("rope.freq_base", 10000.0)),
+        "rms_norm_eps": float(f"{md.float(key('attention.layer_norm_rms_epsilon'), 1e-6, high=1.0):.6g}"),
+        "rope_theta": md.float(key("rope.freq_base"), 10000.0),
         "rope_scaling": rope_scaling,
         "tie_word_embeddings": "output.weight" not in tensor_names,
         "attention_bias": "blk.0.attn_q.bias" in tensor_names,
         "mlp_bias": "blk.0.ffn_up.bias" in tensor_names,
         "hidden_act": "silu",
-        "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
-        "eos_token_id": None if eos is None else int(eos),
-        "pad_token_id": meta.get("tokenizer.ggml.padding_token_id"),
+        "bos_token_id": special["bos"],
+        "eos_token_id": special["eos"],
+        "pad_token_id": special["pad"],
         # no torch_dtype: the weights are quantised; convert_gguf records the dtype it writes
     }
-    name = meta.get("general.name")
+    name = md.str("general.name")
     if name:
-        config["_name_or_path"] = str(name)
+        config["_name_or_path"] = name
     return config
 
 
 def read_gguf(path: str | os.PathLike[str]) -> GGUFCheckpoint:
-    """Parse a GGUF file's metadata (tensors are read by ``state_dict``); one-line errors for bad files."""
+    """Parse and check a GGUF file's metadata and tensor table (the tensors themselves are read by
+    ``state_dict``); every defect is one ``CheckpointError`` line naming the file and field."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"GGUF file not found: {path}")
     try:
         file = parse_gguf(path)
-    except (GGUFFormatError, OSError, UnicodeDecodeError) as exc:
+    except (GGUFFormatError, OSError) as exc:
         raise CheckpointError(f"{path}: not a readable GGUF file ({exc})") from None
-    meta = file.metadata
-    arch = meta.get("general.architecture")
+    except (OverflowError, MemoryError, RecursionError, struct.error) as exc:  # the parser bounds these; belt and braces
+        raise CheckpointError(f"{path}: not a readable GGUF file ({type(exc).__name__} {str(exc)[:80]})") from None
+    md = Metadata(path, file.metadata)
+    arch = md.meta.get("general.architecture")
     if arch not in SUPPORTED_ARCHITECTURES:
         raise CheckpointError(
-            f"{path}: GGUF architecture {arch!r} is not supported; allowed: {', '.join(SUPPORTED_ARCHITECTURES)}"
+            f"{path}: GGUF architecture {arch!r:.40} is not supported; allowed: {', '.join(SUPPORTED_ARCHITECTURES)}"
         )
     names = {t.name for t in file.tensors}
-    for name in names:
-        hf_tensor_name(name)  # fail now, not halfway through loading
-    config = _hf_config(path, meta, arch, names)
-    template = meta.get("tokenizer.chat_template")
-    tokens = meta.get("tokenizer.ggml.tokens") or []
-    special = {
-        role: meta.get(f"tokenizer.ggml.{key}_token_id")
-        for role, key in (("bos", "bos"), ("eos", "eos"), ("unk", "unknown"), ("pad", "padding"))
-    }
+    for name in names:  # fail now, not halfway through loading
+        try:
+            hf_tensor_name(name)
+        except CheckpointError as exc:
+            raise CheckpointError(f"{path}: {exc}") from None
+    config = _hf_config(md, arch, names)
+    tokens = check_tokenizer(md, config["vocab_size"])
+    check_tensors(path, config, file.tensors)
+    template = md.str("tokenizer.chat_template")
+    special = check_special_ids(md, config["vocab_size"])
     tokenizer_config = tokenizer_config_dict(
         tokens=tokens,
         special_ids=special,
-        add_bos=bool(meta.get("tokenizer.ggml.add_bos_token", False)),
+        add_bos=md.bool("tokenizer.ggml.add_bos_token", False),
         chat_template=template,
         max_length=config["max_position_embeddings"],
     )
@@ -294,18 +299,83 @@ def write_tokenizer_files(checkpoint: GGUFCheckpoint, out_dir: str | os.PathLike
     )
 
 
+class ConvertError(ValueError):
+    """A conversion destination that cannot be written safely (empty name, not empty, a file)."""
+
+
+def _check_destination(gguf_path: Path, out_dir: str | os.PathLike[str], overwrite: bool) -> Path:
+    """The output directory, refused before any work when writing it could lose data."""
+    if not str(out_dir).strip():
+        raise ConvertError("the output directory is an empty name; give the directory to write")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ConvertError(f"{out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise ConvertError(f"{out}: directory is not empty; pass --overwrite (overwrite=True) to replace it")
+        real = out.resolve()
+        if Path.cwd().resolve().is_relative_to(real) or gguf_path.resolve().is_relative_to(real):
+            raise ConvertError(f"{out}: holds the current directory or the input file; cannot replace it")
+    return out
+
+
+def _validate_written(gguf_path: Path, staged: Path, dtype: "torch.dtype") -> None:
+    """What was written, checked as ``run`` loads it: the config, the weight files' framing,
+    tensor names, shapes and dtypes (their values were checked finite before writing), the
+    tokenizer."""
+    from specpath_engine.model import LlamaModel
+    from specpath_engine.tokenizer import load_tokenizer
+
+    try:
+        LlamaModel.check_pretrained(staged, dtype=dtype)
+        if (staged / TOKENIZER_NAME).is_file():
+            load_tokenizer(staged)
+    except (ValueError, FileNotFoundError) as exc:
+        raise CheckpointError(f"{gguf_path}: the converted checkpoint does not load ({' '.join(str(exc).split())})") from None
+
+
 def convert_gguf(
-    gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, dtype: "torch.dtype | None" = None
+    gguf_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    dtype: "torch.dtype | None" = None,
+    overwrite: bool = False,
 ) -> Path:
-    """Write an HF checkpoint (config.json, model.safetensors, tokenizer files) from a GGUF file."""
+    """Write an HF checkpoint (config.json, model.safetensors, tokenizer files) from a GGUF file.
+
+    The files are written to a staging directory beside ``out_dir`` and loaded back with the
+    engine's own checks before they replace it, so a failed conversion leaves ``out_dir`` as it
+    was and a replaced one keeps no file of the checkpoint it held. A non-empty ``out_dir`` is
+    refused unless ``overwrite``.
+    """
+    import shutil
+    import tempfile
+
     import torch
 
     dtype = torch.float32 if dtype is None else dtype
+    gguf_path = Path(gguf_path)
+    out = _check_destination(gguf_path, out_dir, overwrite)
     checkpoint = read_gguf(gguf_path)
-    tensors = checkpoint.state_dict(dtype)
-    config = {**checkpoint.config, "torch_dtype": str(dtype).removeprefix("torch.")}
-    out = save_checkpoint(
-        out_dir, config=config, state_dict=tensors, metadata={"source": f"gguf:{Path(gguf_path).name}"}
-    )
-    write_tokenizer_files(checkpoint, out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{out.name}.convert-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    staged.chmod(0o777 & ~umask)  # mkdtemp's 0700 would become the checkpoint's mode
+    try:
+        tensors = checkpoint.state_dict(dtype)
+        config = {**checkpoint.config, "torch_dtype": str(dtype).removeprefix("torch.")}
+        save_checkpoint(staged, config=config, state_dict=tensors, metadata={"source": f"gguf:{gguf_path.name}"})
+        del tensors
+        write_tokenizer_files(checkpoint, staged)
+        _validate_written(gguf_path, staged, dtype)
+        old = None
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, old / out.name)
+        os.replace(staged, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
     return out

@@ -71,7 +71,10 @@ def build_tokenizer(
         if not sep:
             raise ValueError(f"tokenizer merge {merge!r} is not two tokens separated by a space")
         pairs.append((left, right))
-    tokenizer = Tokenizer(BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
+    try:
+        tokenizer = Tokenizer(BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
+    except Exception as exc:  # noqa: BLE001 - the Rust library raises a bare Exception (a merge out of vocabulary)
+        raise ValueError(f"tokenizer.ggml.merges: {' '.join(str(exc).split())[:160]}") from None
     if normalizer is not None:
         tokenizer.normalizer = normalizer
     tokenizer.pre_tokenizer = pre_tokenizer

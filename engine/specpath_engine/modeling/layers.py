@@ -29,7 +29,17 @@ Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 def layer_shape(config: Mapping[str, Any]) -> dict[str, Any]:
     """The decoder-layer shape fields of an HF ``config.json`` (a target's or a drafter's), with the
-    usual defaults: what every hidden-state drafter's config copies from its source."""
+    usual defaults: what every hidden-state drafter's config copies from its source. The layers
+    are SwiGLU with RMSNorm: another ``hidden_act`` or a non-numeric epsilon is refused here, not
+    computed wrongly (or failing) at the first forward."""
+    import math
+
+    act = config.get("hidden_act", "silu")
+    if act != "silu":
+        raise ValueError(f"hidden_act={act!r:.40} is not supported; allowed: silu (the layers are SwiGLU)")
+    eps = config.get("rms_norm_eps", 1e-6)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
+        raise ValueError(f"rms_norm_eps must be a finite number > 0, got {eps!r:.40}")
     heads = config["num_attention_heads"]
     return dict(
         hidden_size=config["hidden_size"],

@@ -70,6 +70,26 @@ NAMED_MODELS: dict[str, NamedModel] = {
 }
 
 
+def named_model(name: str) -> str | None:
+    """The canonical name (``embedded`` or a key of :data:`NAMED_MODELS`) that ``name`` spells,
+    ignoring case and surrounding blanks; None when it names none."""
+    key = str(name).strip().casefold()
+    return next((known for known in (EMBEDDED, *NAMED_MODELS) if known.casefold() == key), None)
+
+
+def unknown_model_message(model: str) -> str:
+    """One line for a ``model`` that is neither a path nor a name: the closest named model first."""
+    from specpath.errors import closest_match
+
+    names = (EMBEDDED, *NAMED_MODELS)
+    key = str(model).strip().casefold()
+    hint = next((n for n in names if n.startswith(key) or key.startswith(n)), None) if key else None
+    hint = hint or closest_match(key, names)
+    mean = f"did you mean {hint!r}? " if hint else ""
+    return (f"model {str(model)!r}: no such file or directory, and not a named model "
+            f"({mean}named models: {', '.join(names)}; or a GGUF file, a checkpoint directory, a cached hub id)")
+
+
 def embedded_model_path() -> Path:
     """Directory of the embedded byte-level default model (``specpath_engine/assets/default_model``)."""
     return Path(__file__).resolve().parent.parent / "assets" / "default_model"
@@ -80,12 +100,15 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
 
     An existing path wins over a name, so a local directory called like a model is still read.
     """
-    if model is None or str(model) == EMBEDDED:
+    if model is None:
         return embedded_model_path()
     path = Path(model)
-    if not path.exists() and str(model) in NAMED_MODELS:
-        return NAMED_MODELS[str(model)].path()
-    return path
+    if path.exists():
+        return path
+    name = named_model(os.fspath(model))
+    if name == EMBEDDED:
+        return embedded_model_path()
+    return NAMED_MODELS[name].path() if name is not None else path
 
 
 
@@ -102,8 +125,10 @@ def hf_checkpoint_dir(model: str, dtype: str = "float32") -> Path:
     from specpath_engine.cache import cache_root
     from specpath_engine.modeling.gguf import convert_gguf
 
-    if model not in NAMED_MODELS:
-        raise ModelNotInstalledError(f"{model!r} is not a named model (known: {', '.join(NAMED_MODELS)})")
+    name = named_model(model)
+    if name not in NAMED_MODELS:
+        raise ModelNotInstalledError(unknown_model_message(model))
+    model = name
     out = cache_root() / "models" / f"{model}-{dtype}"
     if (out / "config.json").is_file():
         return out

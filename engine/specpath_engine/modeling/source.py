@@ -7,14 +7,15 @@ import json
 import os
 from typing import Any
 
-from specpath_engine.modeling.named_models import EMBEDDED, NAMED_MODELS, resolve_model_path
+from specpath_engine.modeling.named_models import EMBEDDED, NAMED_MODELS, named_model, resolve_model_path
 
 
 def hf_config(model: str) -> dict[str, Any] | None:
     """The HF config a GGUF file or a named model's file describes; None for anything else."""
-    if model == EMBEDDED and not os.path.exists(model):
+    name = None if os.path.exists(model) else named_model(model)
+    if name == EMBEDDED:
         return json.loads((resolve_model_path(None) / "config.json").read_text())
-    if not os.path.isfile(model) and model not in NAMED_MODELS:
+    if not os.path.isfile(model) and name not in NAMED_MODELS:
         return None
     resolved = resolve_model_path(model)
     if resolved.is_dir():

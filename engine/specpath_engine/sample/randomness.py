@@ -6,9 +6,10 @@ per draft position for the acceptance coins, then one that picks the corrected t
 is rejected. A request without drafts draws nothing (it only emits its bonus token), so being
 verified beside drafting requests never moves its stream. The count and order depend only on
 the request, so a seeded request emits the same tokens in every run and whatever else shares
-its batch. Engines that keep one generator per request across steps can go further with
-:func:`position_generator`: a fresh generator per step keyed by the request's seed and the
-step's first position, so the numbers depend on nothing else at all. Because the numbers are tensors handed
+its batch. Engines can go further with :func:`position_generator` (and :func:`draft_generator`
+for the drafter): a fresh generator per step keyed by the request's seed and the step's first
+position, so the numbers depend on nothing else at all, not even on a preemption that re-runs
+the request's steps. Because the numbers are tensors handed
 to the kernels, the torch and Triton paths consume identical randomness and can be compared
 exactly.
 """
@@ -51,6 +52,16 @@ def position_generator(seed: int, position: int, device: torch.device | str = "c
     token, and draws the bonus token and the verification uniforms from it."""
     key = _splitmix64(_splitmix64(seed & _MASK64) ^ (position & _MASK64))
     return torch.Generator(device=device).manual_seed(key)
+
+
+_DRAFT_SALT = 0x5D5A_0D7A_F7E5_D1A1  # keeps the drafter's stream apart from the verifier's
+
+
+def draft_generator(seed: int, position: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """The drafter's generator for a step whose first draft lands at ``position``: like
+    :func:`position_generator` a function of ``(seed, position)`` only, on its own stream, so a
+    step re-run after preemption drafts the same tokens."""
+    return position_generator(seed ^ _DRAFT_SALT, position, device)
 
 
 def draw_uniforms(

@@ -126,10 +126,21 @@ def save_shared_draft(draft, out: str | Path, *, extra: dict, dtype: torch.dtype
     return checkpoint.save_checkpoint(out, config=config, state_dict=state)
 
 
+def _weights_digest(target: Path) -> str:
+    """The single weights file's digest (as recorded so far), else the sharded checkpoint's."""
+    from specpath_train.trainer import file_digest
+
+    if (target / "model.safetensors").is_file():
+        return file_digest(target / "model.safetensors")
+    from specpath_train.selfdistill import target_digest
+
+    return target_digest(target)
+
+
 def main(argv: list[str] | None = None) -> int:
     from specpath_engine.model import LlamaModel
     from specpath_train.target_text import load_dataset
-    from specpath_train.trainer import file_digest, start_run, train_loop, train_vocab_record, vocab_by_frequency
+    from specpath_train.trainer import start_run, train_loop, train_vocab_record, vocab_by_frequency
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", required=True)
@@ -140,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-vocab", type=int, default=8192)
     p.add_argument("--vocab-corpus", type=int, default=0, help="also rank the training vocabulary on N stdlib slices")
     p.add_argument("--reg-weight", type=float, default=0.1)
-    p.add_argument("--minutes", type=float, default=10.0)
+    p.add_argument("--minutes", type=float, default=10.0, help="wall-clock budget (0 with --steps: none)")
+    p.add_argument("--steps", type=int, default=None, help="optimizer-step budget (repeatable runs)")
+    p.add_argument("--progress", action="store_true", help="a progress bar on stderr")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--seed", type=int, default=0)
@@ -188,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = train_loop(draft, loss_fn, tokens[held:], taps[held:], minutes=args.minutes, batch=args.batch,
                          lr=args.lr, seed=args.seed, log=log, heldout=(tokens[:held], taps[:held]),
                          resume=out / "resume.pt" if args.resume else None, warmup=args.warmup, eval_every_s=args.eval_every,
-                         bf16=args.bf16)
+                         bf16=args.bf16, max_steps=args.steps, progress=args.progress)
     log(f"draft: trained {metrics.get('steps')} steps in {time.time() - t0:.0f}s; held-out {metrics}")
     extra = {"specpath_draft": {"recipe": "shared_embeddings", "script": "python -m specpath_train.recipes.draft_model_shared",
                                 "seed": args.seed, "minutes": args.minutes, "argv": sys.argv[1:] if argv is None else argv,
@@ -196,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "pard_depth": args.pard_depth, "init_record": init_record,
                                 "vocab_corpus": args.vocab_corpus,
                                 "target": {"path": str(args.target),
-                                           "weights_sha256_16": file_digest(Path(args.target) / "model.safetensors")},
+                                           "weights_sha256_16": _weights_digest(Path(args.target))},
                                 "data": data["meta"].get("key"), "heldout": metrics,
                                 "heldout_note": "top-1 agreement within the training vocabulary, teacher forced"},
              # the ids the head was scored on, where serving reads them (specpath_drafting.vocab)

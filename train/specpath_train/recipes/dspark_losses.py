@@ -64,6 +64,7 @@ def dspark_loss(drafter: DSparkDrafter, norm_w: torch.Tensor, head_w: torch.Tens
         info.update({f"acc{j + 1}": v for j, v in enumerate(greedy_acceptance_by_position(logits, p))})
         return loss, info
 
+    loss_fn.generators = [g for g in (train_gen,) if g is not None]  # saved with the resume state
     return loss_fn
 
 

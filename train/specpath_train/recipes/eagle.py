@@ -24,14 +24,12 @@ from specpath_drafting.heads import HeadConfig, save_head
 from specpath_drafting.rollout import depth_pass
 from specpath_train.trainer import (
     add_data_arguments,
-    cached_features,
-    features_dir,
     load_target_parts,
-    make_windows_fn,
     soft_cross_entropy,
     start_run,
     target_probs_from_final,
     fit_and_save,
+    training_features,
 )
 
 
@@ -63,6 +61,7 @@ def eagle_loss(head: EagleHead, norm_w: torch.Tensor, head_w: torch.Tensor, eps:
             info["acc1"] = ok.float().mean().item()
         return reg + ce_weight * ce, info
 
+    loss_fn.generators = [g for g in (generator,) if g is not None]  # saved with the resume state
     return loss_fn
 
 
@@ -76,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     config, emb_w, norm_w, head_w = load_target_parts(args.target)
     layers = (config["num_hidden_layers"] - 1,)
     log(f"eagle: target {args.target} layers {layers} args {vars(args)}")
-    tokens, taps = cached_features(features_dir(args), args.target, layers, make_windows=make_windows_fn(args), log=log)
+    tokens, taps = training_features(args, layers, log)
     head_config = HeadConfig.for_target("eagle", config)
     head = EagleHead(head_config, embed_tokens=lambda ids: F.embedding(ids, emb_w),
                      lm_head=lambda h: h @ head_w.T)

@@ -90,6 +90,7 @@ def mtp_loss(modules, norm_w: torch.Tensor, head_w: torch.Tensor, eps: float, *,
             info[f"ce{j}"] = ce.item()
         return total / steps, info
 
+    loss_fn.generators = [g for g in (generator,) if g is not None]  # saved with the resume state
     return loss_fn
 
 

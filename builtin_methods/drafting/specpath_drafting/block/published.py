@@ -99,17 +99,6 @@ def block_size(config: Mapping[str, Any]) -> int | None:
     return None
 
 
-DEEPSEEK_V4_MODEL_TYPES = ("deepseek_v4", "deepseek_v41")
-"""Targets whose own checkpoint ships DSpark stages (the article: no separate download)."""
-
-
-def carries_dspark_stages(config: Mapping[str, Any]) -> bool:
-    """A *target* checkpoint with DSpark weights inside: a DeepSeek-V4-style ``model_type`` or
-    ``dspark_*`` keys of its own (``dspark_block_size``, ``dspark_noise_token_id``, ...)."""
-    return config.get("model_type") in DEEPSEEK_V4_MODEL_TYPES or any(
-        isinstance(k, str) and k.startswith("dspark_") for k in config)
-
-
 def recorded_layout(config: Mapping[str, Any]) -> bool | None:
     """The recorded block layout (True: anchor-first): specpath's ``anchor_sampling``, else the
     ecosystem's ``sample_from_anchor`` (top-level or nested); None when neither is given."""
@@ -118,3 +107,10 @@ def recorded_layout(config: Mapping[str, Any]) -> bool | None:
         if isinstance(value, bool):
             return value
     return None
+
+
+def path_names(config: Mapping[str, Any], path: Any, method: str) -> bool:
+    """vLLM's path hint for a block drafter: ``method`` in the checkpoint's path, only for a
+    checkpoint whose ``config.json`` says nothing about block drafting (a plugin asks this
+    after every plugin's config evidence, in a ``trylast`` detection hook)."""
+    return block_kind(config) is None and method in str(path or "").lower()

@@ -1,5 +1,5 @@
-"""The DFlash speculator: per request, a position-indexed context KV in every draft layer, and
-each step one non-causal pass over the block [anchor, masks].
+"""The block-drafting loop DFlash and DSpark share: per request, a position-indexed context KV
+in every draft layer, and each step one non-causal pass over the block.
 
 Each step, for the whole batch at once:
 
@@ -10,10 +10,9 @@ Each step, for the whole batch at once:
    stopped.
 2. *Draft*: the block inputs (anchor = the last sampled token, then mask slots, at the positions
    after the context) go through the drafter once; block keys/values live only inside that pass.
-   The K predictions become drafts (greedy, or sampled per position with ``draft_sample_method
-   = "random"``); with adaptive verification only a prefix is proposed.
-
-Subclasses (DSpark) change how drafts are chosen from the block's outputs (:meth:`choose`).
+   The method's :meth:`BlockSpeculator.choose` turns the K predictions into drafts
+   (``specpath_dflash.speculator``: independent positions; ``specpath_dspark.speculator``: left to
+   right through the Markov head); with adaptive verification only a prefix is proposed.
 """
 
 from __future__ import annotations
@@ -25,11 +24,11 @@ import torch
 
 from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_engine.modeling.dtypes import torch_dtype
-from specpath_engine.modeling.rows import RowAllocator
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
 from specpath_drafting.block.adaptive import VerifyCost, schedule
 from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig, load_weights, read_config
 from specpath_drafting.block.reference import build_block_queries_reference
+from specpath_drafting.kv import DrafterKV
 from specpath_drafting.vocab import serving_lm_head
 
 
@@ -39,10 +38,11 @@ def block_queries_fn(device: torch.device):
                                build_block_queries_reference)
 
 
-class DFlashSpeculator(BaseSpeculator):
-    """See the module docstring."""
+class BlockSpeculator(BaseSpeculator):
+    """See the module docstring. Subclasses name the drafter ``kind`` (as its ``config.json``
+    records it) and implement :meth:`choose`."""
 
-    kind = "dflash"
+    kind: str
 
     def __init__(self, spec: Any, context: SpeculatorContext) -> None:
         super().__init__(spec, context)
@@ -68,10 +68,11 @@ class DFlashSpeculator(BaseSpeculator):
         rows = max(1, int(context.max_num_seqs))
         block = self.k if self.anchor_first else self.k + 1
         self.row_len = int(context.max_model_len) + block + 2
-        shape = (dc.num_hidden_layers, rows * self.row_len, dc.num_key_value_heads, dc.head_dim)
-        self.ctx_keys = torch.zeros(shape, dtype=self.dtype, device=self.device)
-        self.ctx_values = torch.zeros(shape, dtype=self.dtype, device=self.device)
-        self.rows = RowAllocator(rows, owner=type(self).__name__)
+        self.kv = DrafterKV(num_layers=dc.num_hidden_layers, num_rows=rows, row_len=self.row_len,
+                            num_kv_heads=dc.num_key_value_heads, head_dim=dc.head_dim, dtype=self.dtype,
+                            device=self.device, owner=type(self).__name__)
+        """The context KV: committed positions' keys/values in every draft layer."""
+        self.rows = self.kv.rows
         self.build_queries = block_queries_fn(self.device)
         self.drafter.rotary.ensure_length(self.row_len)
 
@@ -155,9 +156,7 @@ class DFlashSpeculator(BaseSpeculator):
         cos, sin = self.drafter.rope(torch.tensor(positions, device=self.device))
         index = torch.tensor(slots, device=self.device)
         for i in range(len(self.drafter.layers)):
-            k, v = self.drafter.context_kv(i, ctx, cos, sin)
-            self.ctx_keys[i].index_copy_(0, index, k)
-            self.ctx_values[i].index_copy_(0, index, v)
+            self.kv.write(i, index, *self.drafter.context_kv(i, ctx, cos, sin))
 
     def draft_block(self, anchors: Sequence[int], anchor_pos: Sequence[int], rows: Sequence[int], k: int) -> torch.Tensor:
         """One non-causal pass; returns ``[R, k, d]``: the outputs that predict drafts 1..k."""
@@ -172,7 +171,7 @@ class DFlashSpeculator(BaseSpeculator):
         cos, sin = self.drafter.rope(positions[:, None])
 
         def context_kv(layer: int):
-            return self.ctx_keys[layer][ctx_slots], self.ctx_values[layer][ctx_slots]
+            return self.kv.gather(layer, ctx_slots)  # [R, P, KV, D] each
 
         out = self.drafter.block(h, cos, sin, context_kv, visible[:, None])[:, 0]
         return out[:, :k] if self.anchor_first else out[:, 1:]
@@ -185,42 +184,26 @@ class DFlashSpeculator(BaseSpeculator):
         from specpath_engine.modeling.native import attention_kernels, native_kernels
 
         d = self.drafter
-        if native_kernels(self.ctx_keys) is None or any(layer.native_linears() is None for layer in d.layers):
+        if native_kernels(self.kv.keys) is None or any(layer.native_linears() is None for layer in d.layers):
             return None  # decided before any work: the batched torch pass runs instead
         h = d.block_embeds(ids)  # [B, d]
         cos, sin = d.rope(positions)
         block = ids.shape[0]
         length = anchor_pos + block
-        start = row * self.row_len
         visible = torch.ones(block, length, dtype=torch.bool, device=h.device)
         for i, layer in enumerate(d.layers):
             q, k, v = layer.qkv(d.input_layernorms[i](h), cos, sin)
-            if (native := attention_kernels(q, k, v, self.ctx_keys[i])) is None:
+            if (native := attention_kernels(q, k, v, self.kv.keys[i])) is None:
                 return None
-            attn = native.attention(q, k, v, self.ctx_keys[i][start : start + self.row_len],
-                                    self.ctx_values[i][start : start + self.row_len], length, visible)
+            attn = native.attention(q, k, v, *self.kv.row_span(i, row), length, visible)
             h = layer.finish(attn, h)
         return h
 
     def choose(self, hidden: torch.Tensor, anchors: Sequence[int], temps: Sequence[float], gens: Sequence[Any]):
         """Drafts [R, K], their probabilities [R, K, V] (None: one-hot) and acceptance estimates
-        [R, K]. DFlash's positions are independent; its estimate is each position's top
-        probability (it reads the position's distribution, not the token drafted there)."""
-        logits = self.drafter.logits(hidden)
-        if not self.random_drafts or all(t <= 0 for t in temps):
-            tokens = logits.argmax(-1)
-            conf = torch.softmax(logits, dim=-1).amax(-1) if self.adaptive else None
-            return tokens, None, conf
-        probs = torch.empty_like(logits)
-        tokens = torch.empty(logits.shape[:2], dtype=torch.int64, device=logits.device)
-        for i, (t, g) in enumerate(zip(temps, gens)):
-            if t <= 0:
-                tokens[i] = logits[i].argmax(-1)
-                probs[i] = torch.nn.functional.one_hot(tokens[i], logits.shape[-1]).to(probs.dtype)
-            else:
-                probs[i] = torch.softmax(logits[i] / t, dim=-1)
-                tokens[i] = torch.multinomial(probs[i], 1, generator=g)[:, 0]
-        return tokens, probs, probs.amax(-1)
+        [R, K] (None unless adaptive verification reads them) from the block outputs ``hidden``
+        [R, K, d]: the method's own rule."""
+        raise NotImplementedError
 
     def proposal(self, num_reqs: int, drafting: Sequence[int], counts: Sequence[int], tokens: torch.Tensor,
                  probs: torch.Tensor | None, conf: torch.Tensor | None) -> DraftProposal:

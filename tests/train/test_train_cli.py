@@ -1,0 +1,240 @@
+"""``specpath train``: every method on the embedded tiny target (a few steps each), repeatable
+runs, resume, and one-line refusals of bad input that leave nothing behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from specpath.cli import main
+from specpath_train.methods import RECIPES
+
+PROMPTS = [
+    "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n",
+    "import os\nimport sys\n\n\ndef main():\n",
+    "class Point:\n    def __init__(self, x, y):\n",
+    "for i in range(10):\n    print(i)\n",
+    "def read(path):\n    with open(path) as f:\n",
+    "x = [i * i for i in range(100)]\n",
+    "def fib(n):\n    if n < 2:\n",
+    "try:\n    import json\nexcept ImportError:\n",
+]
+TINY = ["--steps", "3", "--max-new-tokens", "24", "--window", "32", "--batch", "4", "--eval-prompts", "1",
+        "--eval-tokens", "12", "--no-progress", "--target", "embedded"]
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "prompts.jsonl"
+    lines = [json.dumps({"prompt": p}) for p in PROMPTS]
+    lines.insert(3, json.dumps({"messages": [{"role": "user", "content": "Write a loop.\n"}]}))
+    path.write_text("\n".join(lines) + "\n\n")
+    return path
+
+
+def train(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["train", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def last_error(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("specpath train: error:")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("method", sorted(RECIPES))
+def test_each_method_trains_and_serves_by_inference(capsys, tmp_path, data_file, method):
+    out = tmp_path / method
+    code, stdout, err = train(capsys, method, "--out", str(out), "--data", str(data_file), *TINY)
+    assert code == 0, err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["steps"] == 3 and metrics["heldout"]["method_inferred"] == method
+    assert metrics["heldout"]["tau"] >= 1.0 and len(metrics["heldout"]["acceptance_by_position"]) == 4
+    assert "held-out tau" in stdout
+    # the checkpoint is served by {"model": DIR} with no method given (what evaluation did), and explain shows it
+    code = main(["explain", "--model", str(Path(metrics["target"]) if Path(metrics["target"]).exists() else
+                                          _embedded()), "--speculative-config",
+                 json.dumps({"model": str(out), "num_speculative_tokens": 4})])
+    shown, err = capsys.readouterr()
+    assert code == 0, err
+    infer = next(line for line in shown.splitlines() if line.lstrip().startswith("2. infer"))
+    assert infer.endswith(f"{method!r}") or f"recognised {method!r}" in infer
+
+
+def _embedded() -> str:
+    from specpath_engine.modeling.named_models import embedded_model_path
+
+    return str(embedded_model_path())
+
+
+def test_two_runs_of_a_seed_give_identical_weights_and_resume_continues(capsys, tmp_path, data_file, monkeypatch):
+    runs = []
+    for name in ("a", "b"):
+        code, _, err = train(capsys, "dflash", "--out", str(tmp_path / name), "--data", str(data_file), "--seed", "3",
+                             *TINY)
+        assert code == 0, err
+        runs.append(load_file(str(tmp_path / name / "model.safetensors")))
+    assert runs[0].keys() == runs[1].keys()
+    assert all(torch.equal(runs[0][k], runs[1][k]) for k in runs[0])
+    # Ctrl-C during step 2: one line saying how to go on; --resume then ends with the same weights
+    import os
+    import signal
+
+    from specpath_train import trainer
+
+    real, calls = trainer.warmup_cosine, []
+
+    def interrupting(step, *a, **kw):
+        calls.append(step)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(step, *a, **kw)
+
+    monkeypatch.setattr(trainer, "warmup_cosine", interrupting)
+    cut = tmp_path / "cut"
+    code, _, err = train(capsys, "dflash", "--out", str(cut), "--data", str(data_file), "--seed", "3", *TINY)
+    assert code == 1 and "stopped by SIGINT at step 2" in last_error(err) and "--resume" in last_error(err)
+    monkeypatch.setattr(trainer, "warmup_cosine", real)
+    code, _, err = train(capsys, "dflash", "--out", str(cut), "--data", str(data_file), "--seed", "3", *TINY,
+                         "--resume")
+    assert code == 0, err
+    resumed = load_file(str(cut / "model.safetensors"))
+    assert all(torch.equal(runs[0][k], resumed[k]) for k in runs[0])
+    # the same command again is refused; with --resume and a larger budget it continues from step 3
+    code, _, err = train(capsys, "dflash", "--out", str(tmp_path / "a"), "--data", str(data_file), "--seed", "3", *TINY)
+    assert code == 1 and "holds a run of this config; --resume" in last_error(err)
+    code, _, err = train(capsys, "dflash", "--out", str(tmp_path / "a"), "--data", str(data_file), "--seed", "3",
+                         *TINY, "--steps", "5", "--resume")
+    assert code == 0, err
+    assert json.loads((tmp_path / "a" / "metrics.json").read_text())["steps"] == 5
+    assert "resumed from" in (tmp_path / "a" / "run" / "work" / "train.log").read_text()
+
+
+def test_an_interrupted_loop_resumes_to_the_same_weights(tmp_path):
+    import os
+    import signal
+
+    from specpath_train.trainer import TrainingInterrupted, train_loop
+
+    def run(resume, interrupt_at=None):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 1)
+        x = torch.randn(64, 4)
+        calls = [0]
+
+        def loss_fn(batch, _unused):
+            calls[0] += 1
+            if calls[0] == interrupt_at:
+                os.kill(os.getpid(), signal.SIGTERM)  # arrives mid-step: the step finishes, then the state is saved
+            loss = (model(batch).squeeze(-1) - batch.sum(-1)).pow(2).mean()
+            return loss, {"mse": loss.item()}
+
+        train_loop(model, loss_fn, x, x, minutes=0, max_steps=12, batch=8, lr=1e-2, seed=0, log=lambda s: None,
+                   resume=resume, warmup=2)
+        return model.weight.detach().clone()
+
+    straight = run(tmp_path / "straight.pt")
+    with pytest.raises(TrainingInterrupted, match="SIGTERM at step 5"):
+        run(tmp_path / "cut.pt", interrupt_at=5)
+    assert torch.load(tmp_path / "cut.pt", weights_only=False)["step"] == 5
+    assert torch.equal(run(tmp_path / "cut.pt"), straight)
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (None, "no such file"),
+    ("", "no prompts"),
+    ("\n  \n", "no prompts"),
+    ('{"prompt": "x"}\n{"prompt": \n', ":2: not JSON"),
+    ('["x"]\n', ":1: expected an object"),
+    ('{"text": "x"}\n', 'exactly one of "prompt" or "messages"'),
+    ('{"prompt": ""}\n', '"prompt" must be a non-empty string'),
+    ('{"messages": [{"role": "user"}]}\n', "messages[0] must be an object"),
+    ('{"prompt": "only one"}\n', "need at least 2 prompts"),
+])
+def test_bad_data_is_one_line_and_writes_nothing(capsys, tmp_path, content, expected):
+    data = tmp_path / "data.jsonl"
+    if content is not None:
+        data.write_text(content)
+    out = tmp_path / "out"
+    code, _, err = train(capsys, "eagle3", "--out", str(out), "--data", str(data), *TINY)
+    assert code == 1 and expected in last_error(err) and not out.exists()
+
+
+def test_bad_targets_methods_and_budgets_are_one_line(capsys, tmp_path, data_file):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "llama"}')
+    out = tmp_path / "out"
+    cases = [
+        (["eagle3", "--target", str(broken)], "cannot load it"),
+        (["eagle3", "--target", str(tmp_path / "nothing")], "not a checkpoint directory"),
+        (["ngram", "--target", "embedded"], "method 'ngram' has no trainer; specpath train trains eagle, eagle3"),
+        (["eagel3", "--target", "embedded"], "did you mean 'eagle3'"),
+    ]
+    for argv, expected in cases:
+        code, _, err = train(capsys, *argv, "--out", str(out), "--data", str(data_file), "--steps", "1", "--no-progress")
+        assert code == 1 and expected in last_error(err), (argv, err)
+    code, _, err = train(capsys, "eagle3", "--target", "embedded", "--out", str(out), "--data", str(data_file))
+    assert code == 1 and "give a training budget" in last_error(err)
+    assert not out.exists()
+
+
+def test_an_existing_directory_is_never_written_over_without_overwrite(capsys, tmp_path, data_file):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    code, _, err = train(capsys, "eagle3", "--out", str(other), "--data", str(data_file), *TINY, "--overwrite")
+    assert code == 1 and "is not a specpath train run" in last_error(err)
+    assert [p.name for p in other.iterdir()] == ["notes.txt"]
+
+    run = tmp_path / "run"
+    code, _, err = train(capsys, "mtp", "--out", str(run), "--data", str(data_file), *TINY)
+    assert code == 0, err
+    before = (run / "model.safetensors").read_bytes()
+    code, _, err = train(capsys, "mtp", "--out", str(run), "--data", str(data_file), *TINY, "--seed", "1", "--resume")
+    assert code == 1 and "holds a run of another config (differs in seed)" in last_error(err)
+    assert (run / "model.safetensors").read_bytes() == before
+    code, _, err = train(capsys, "mtp", "--out", str(run), "--data", str(data_file), *TINY, "--seed", "1", "--overwrite")
+    assert code == 0, err
+    assert json.loads((run / "run" / "run.json").read_text())["seed"] == 1
+
+
+@pytest.mark.parametrize(("arch", "method"), [("qwen3", "mtp"), ("llama", "draft_model")])
+def test_a_gguf_target_with_a_bpe_vocabulary_and_a_chat_template(capsys, tmp_path, arch, method):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import gguf_helpers
+
+    target = tmp_path / f"tiny-{arch}.gguf"
+    gguf_helpers.write_tiny_gguf(target, arch=arch)
+    data = tmp_path / "chat.jsonl"
+    data.write_text("\n".join(json.dumps({"messages": [{"role": "user", "content": f"hello number {i}"}]})
+                              for i in range(8)) + "\n" + json.dumps({"prompt": "plain text prompt"}) + "\n")
+    out = tmp_path / "out"
+    argv = [a if a != "embedded" else str(target) for a in TINY]
+    code, _, err = train(capsys, method, "--out", str(out), "--data", str(data), *argv)
+    assert code == 0, err
+    assert (out / RUN_TARGET / "config.json").is_file()  # converted once, inside the run
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["heldout"]["method_inferred"] == method and metrics["steps"] == 3
+
+
+RUN_TARGET = Path("run") / "target"
+
+
+def test_a_clock_budget_with_progress_bars(capsys, tmp_path, data_file):
+    argv = [a for a in TINY if a != "--no-progress"]
+    argv = argv[:argv.index("--steps")] + argv[argv.index("--steps") + 2:]
+    out = tmp_path / "clock"
+    code, _, err = train(capsys, "dspark", "--out", str(out), "--data", str(data_file), *argv, "--minutes", "0.02")
+    assert code == 0, err
+    assert "generate train" in err and "features" in err and "tok_s=" in err  # the bars, with tokens/s
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["steps"] >= 1 and metrics["train_seconds"] >= 1.2

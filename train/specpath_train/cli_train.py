@@ -1,0 +1,367 @@
+"""``specpath train METHOD --target MODEL --out DIR``: a drafter for your own target.
+
+Four stages, each resumable from the run directory (``DIR/run/``):
+
+1. **data**: the prompts (``--data FILE.jsonl`` or the built-in corpus), split into training
+   and held-out prompts, answered by the target (self-distillation, batched on the engine);
+2. **features**: one target pass over the packed windows keeps the method's layers and the
+   target's top-k (``specpath_train.selfdistill``);
+3. **train**: the method's recipe (``specpath_train.recipes.*``, flags from
+   ``specpath_train.methods``), its state in ``DIR/run/work/resume.pt`` saved every two
+   minutes and on SIGINT/SIGTERM;
+4. **evaluate**: ``DIR`` (the checkpoint, written at the end) served as ``{"model": DIR}`` on
+   the held-out prompts; τ and acceptance by position printed and written to ``DIR/metrics.json``.
+
+A run is repeatable for a seed and thread count with a ``--steps`` budget (``--minutes`` stops
+by the clock). ``DIR/run/run.json`` records the run's config; a directory holding another
+config (or no run at all) is never written over without ``--overwrite``.
+
+Only the standard library is imported at module level (the core CLI builds its parser from
+here); torch, the engine and the recipes load inside the handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+RUN = "run"
+"""The run's own files, inside the output (checkpoint) directory."""
+
+CONFIG_KEYS = ("method", "target", "data", "prompts", "heldout", "max_new_tokens", "temperature", "seed", "window",
+               "dtype", "max_prompt_tokens")
+"""What makes two runs the same run (budget, threads and progress may change on --resume)."""
+
+
+def add_subcommands(subparsers: Any) -> None:
+    """Register ``train`` on the ``specpath`` CLI."""
+    p = subparsers.add_parser("train", help="train a drafter for a target (self-distilled data, the method's recipe)",
+                              description="Train a drafter for your own target: the target answers the prompts "
+                                          "(--data or the built-in corpus), the method's recipe trains on its "
+                                          "features, and DIR becomes a checkpoint served as {\"model\": DIR}.")
+    p.add_argument("method", metavar="METHOD", help="eagle, eagle3, mtp, dflash, dspark or draft_model")
+    p.add_argument("--target", required=True, help="the target: HF checkpoint dir, .gguf file, named model or 'embedded'")
+    p.add_argument("--out", required=True, help="output directory: the checkpoint, metrics.json and run/ (resume state)")
+    p.add_argument("--data", help='prompts, one JSON object a line: {"prompt": ...} or {"messages": [...]} '
+                                  "(default: the built-in corpus)")
+    p.add_argument("--prompts", type=int, default=240, help="built-in corpus: training prompts (default 240)")
+    p.add_argument("--heldout", type=float, default=0.1, help="share of the prompts held out (default 0.1, at least 1)")
+    p.add_argument("--max-new-tokens", type=int, default=192, help="response length the target writes (default 192)")
+    p.add_argument("--temperature", type=float, default=0.0, help="of the target's responses (default 0: greedy)")
+    p.add_argument("--seed", type=int, default=0, help="seeds the prompts, the split, the responses and training (default 0)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1; results repeat per thread count)")
+    p.add_argument("--window", type=int, default=256, help="training window in tokens (default 256)")
+    p.add_argument("--max-prompt-tokens", type=int, default=512, help="longer prompts keep their first and last halves")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="of the target while generating and capturing (default float32)")
+    p.add_argument("--max-num-seqs", type=int, default=32, help="requests generated at once (default 32)")
+    p.add_argument("--generations", metavar="DIR",
+                   help="keep the target's responses here, shared by runs of other methods on the same prompts "
+                        "(default: inside --out)")
+    p.add_argument("--minutes", type=float, default=None, help="training budget by the clock")
+    p.add_argument("--steps", type=int, default=None, help="training budget in optimizer steps (repeatable runs)")
+    p.add_argument("--batch", type=int, default=8, help="windows per step (default 8)")
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the method's)")
+    p.add_argument("--eval-prompts", type=int, default=8, help="held-out prompts served at the end (default 8)")
+    p.add_argument("--eval-tokens", type=int, default=64, help="tokens generated per held-out prompt (default 64)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out (after Ctrl-C or a kill)")
+    p.add_argument("--overwrite", action="store_true", help="replace the run in --out (of any config)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_train)
+
+
+# -- checks ---------------------------------------------------------------------------------------
+
+
+def _error(text: str) -> Exception:
+    from specpath_train.errors import train_error
+
+    return train_error(text)
+
+
+def check_method(method: str) -> Any:
+    """The method's :class:`~specpath_train.methods.MethodRecipe`, or a one-line error."""
+    from specpath.errors import closest_match
+    from specpath_train.methods import RECIPES
+
+    if method in RECIPES:
+        return RECIPES[method]
+    from specpath.methods import CANONICAL_METHODS
+
+    hint = closest_match(method, RECIPES)
+    known = method in CANONICAL_METHODS
+    text = (f"method {method!r} has no trainer" if known else f"unknown method {method!r}")
+    text += f"; specpath train trains {', '.join(RECIPES)}"
+    raise _error(text + (f" (did you mean {hint!r}?)" if hint and not known else ""))
+
+
+def check_budget(args: argparse.Namespace) -> None:
+    if args.minutes is None and args.steps is None:
+        raise _error("give a training budget: --steps N (repeatable) or --minutes M")
+    if args.steps is not None and args.steps < 1:
+        raise _error(f"--steps must be at least 1 (got {args.steps})")
+    if args.minutes is not None and args.minutes <= 0:
+        raise _error(f"--minutes must be positive (got {args.minutes})")
+    if not 0 < args.heldout < 1:
+        raise _error(f"--heldout must be a share between 0 and 1 (got {args.heldout})")
+    for flag in ("max_new_tokens", "window", "batch", "threads", "eval_prompts", "eval_tokens", "prompts", "max_num_seqs"):
+        if getattr(args, flag) < 1:
+            raise _error(f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})")
+
+
+def resolve_target(target: str, run_dir: Path | None, log: Any) -> tuple[Path, str]:
+    """(an HF checkpoint directory of the target, what identifies it in the run config). A GGUF
+    file is converted into ``run_dir/target`` once; a named model uses the engine's cached copy."""
+    from specpath_engine.modeling.gguf import convert_gguf, is_gguf
+    from specpath_engine.modeling.named_models import NAMED_MODELS, ModelNotInstalledError, hf_checkpoint_dir, resolve_model_path
+
+    try:
+        path = resolve_model_path(target)
+        if not Path(target).exists() and target in NAMED_MODELS:
+            return hf_checkpoint_dir(target), f"named:{target}"
+        if path.is_file() and is_gguf(path):
+            from specpath_train.trainer import file_digest
+
+            out = run_dir / "target"
+            if not (out / "config.json").is_file():
+                import torch
+
+                log(f"target: converting {path} to {out} (float32)")
+                convert_gguf(path, out, dtype=torch.float32)
+            return out, f"gguf:{file_digest(path)}"
+    except ModelNotInstalledError as exc:
+        raise _error(f"--target {target}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - any failure to read a target is one line
+        raise _error(f"--target {target}: cannot load it: {' '.join(str(exc).split())}") from None
+    if not (path / "config.json").is_file():
+        raise _error(f"--target {target}: not a checkpoint directory (no config.json), .gguf file or named model")
+    return path, "dir"
+
+
+def load_target_checked(target_dir: Path, target: str) -> tuple[dict, Any]:
+    """The target's config and tokenizer, after loading its weights once (so a broken or
+    unsupported checkpoint fails here, in one line, before any work is done)."""
+    from specpath_engine.model import LlamaModel
+    from specpath_engine.tokenizer import load_tokenizer
+
+    try:
+        LlamaModel.from_pretrained(target_dir)
+        tokenizer = load_tokenizer(target_dir)
+        config = json.loads((target_dir / "config.json").read_text())
+    except Exception as exc:  # noqa: BLE001
+        raise _error(f"--target {target}: specpath cannot load it: {' '.join(str(exc).split())}") from None
+    return config, tokenizer
+
+
+def prepare_out(out: Path, config: dict, *, resume: bool, overwrite: bool) -> None:
+    """Make ``out`` ready for this run's config, or refuse (see the module docstring)."""
+    import shutil
+
+    run_json = out / RUN / "run.json"
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    if not out.is_dir():
+        raise _error(f"--out {out}: exists and is not a directory")
+    if not run_json.is_file():
+        raise _error(f"--out {out}: exists and is not a specpath train run (no {RUN}/run.json); "
+                     "choose another directory (it is never deleted, even with --overwrite)")
+    old = json.loads(run_json.read_text())
+    if overwrite:
+        shutil.rmtree(out)
+        return
+    differs = [k for k in CONFIG_KEYS if old.get(k) != config.get(k)]
+    if differs:
+        raise _error(f"--out {out}: holds a run of another config (differs in {', '.join(differs)}); "
+                     "--overwrite to replace it, or another --out")
+    if not resume:
+        raise _error(f"--out {out}: holds a run of this config; --resume to continue it, --overwrite to start again")
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+def _logger(path: Path):
+    def log(text: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {text}"
+        print(line, file=sys.stderr, flush=True)
+        with path.open("a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+    return log
+
+
+def split_prompts(prompts: list, share: float, seed: int) -> tuple[list, list]:
+    """(training, held-out): a seeded shuffle, then the first ``share`` (at least one) held out."""
+    import random
+
+    if len(prompts) < 2:
+        raise _error(f"need at least 2 prompts (one to train on, one held out); got {len(prompts)}")
+    order = list(range(len(prompts)))
+    random.Random(seed).shuffle(order)
+    n_held = min(len(prompts) - 1, max(1, round(share * len(prompts))))
+    return [prompts[i] for i in order[n_held:]], [prompts[i] for i in order[:n_held]]
+
+
+def recipe_argv(recipe: Any, args: argparse.Namespace, target_dir: Path, data_dir: Path, work: Path, out: Path,
+                config: dict) -> list[str]:
+    steps = args.steps
+    warmup = 50 if steps is None else min(50, max(1, steps // 10))
+    argv = ["--target", str(target_dir), "--data", str(data_dir), "--out", str(work), "--export", str(out),
+            "--seed", str(args.seed), "--threads", str(args.threads), "--resume", "--batch", str(args.batch),
+            "--lr", str(args.lr if args.lr is not None else recipe.lr), "--warmup", str(warmup),
+            "--minutes", str(args.minutes or 0)]
+    if steps is not None:
+        argv += ["--steps", str(steps)]
+    if not args.no_progress:
+        argv.append("--progress")
+    return argv + recipe.flags(config)
+
+
+def heldout_record(checkpoint_config: dict) -> dict:
+    """The recipe's teacher-forced held-out metrics, from where it recorded them."""
+    for key in ("specpath_training", "specpath_draft"):
+        record = checkpoint_config.get(key) or {}
+        if "heldout" in record:
+            return record["heldout"]
+    return {}
+
+
+def prompt_ids(args: argparse.Namespace, split: tuple[list, list] | None, tokenizer: Any,
+               target_config: dict) -> tuple[list[list[int]], list[list[int]], str]:
+    """(training, held-out) prompt ids and where they came from; prompts are cut to fit the
+    target's context with the response after them."""
+    from specpath_train.prompts import builtin_prompts, render
+
+    if split is None:
+        n_held = max(1, round(args.heldout * args.prompts / (1 - args.heldout)))
+        split = (builtin_prompts("train", args.prompts, seed=args.seed),
+                 builtin_prompts("heldout", n_held, seed=args.seed + 7))
+        source = "the built-in corpus"
+    else:
+        source = str(args.data)
+    context = target_config.get("max_position_embeddings") or 2048
+    budget = min(args.max_prompt_tokens, context - max(args.max_new_tokens, args.eval_tokens) - 8)
+    if budget < 1:
+        raise _error(f"--max-new-tokens {args.max_new_tokens} / --eval-tokens {args.eval_tokens} leave no room for a "
+                     f"prompt in the target's context of {context} tokens")
+    train_ids, held_ids = (render(part, tokenizer, max_tokens=budget, source=source) for part in split)
+    if not train_ids or not held_ids:
+        raise _error(f"{source}: every prompt of the {'training' if not train_ids else 'held-out'} split is empty "
+                     "once tokenised")
+    return train_ids, held_ids, source
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """The command (see the module docstring); SIGTERM is handled as Ctrl-C: the stage in
+    flight keeps what it finished (chunk files, the training state) and the error says how to go on."""
+    import signal
+
+    def terminate(num: int, _frame: Any) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    old = signal.signal(signal.SIGTERM, terminate)
+    try:
+        return _train(args)
+    except KeyboardInterrupt as exc:
+        raise _error(f"interrupted ({exc or 'SIGINT'}); what was done is kept in {Path(args.out) / RUN}: "
+                     "run the same command with --resume to continue") from None
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _train(args: argparse.Namespace) -> int:
+    import importlib
+
+    recipe = check_method(args.method)
+    check_budget(args)
+    from specpath_train.prompts import read_prompts
+
+    prompts = read_prompts(args.data) if args.data else None  # bad data fails before anything is written
+    split = split_prompts(prompts, args.heldout, args.seed) if prompts is not None else None
+    out = Path(args.out)
+    # a GGUF file is converted into the run directory once that is known to be ours; any other
+    # target is loaded (and the prompts rendered) now, so a bad one fails before anything is written
+    target_dir, _ = (None, None) if _is_gguf(args.target) else resolve_target(args.target, None, None)
+    if target_dir is not None:
+        target_config, tokenizer = load_target_checked(Path(target_dir), args.target)
+        train_ids, held_ids, source = prompt_ids(args, split, tokenizer, target_config)
+    data_id = _data_id(args.data)
+    config = {"method": args.method, "target": str(Path(args.target).resolve()) if Path(args.target).exists() else args.target,
+              "data": data_id, "prompts": None if args.data else args.prompts, "heldout": args.heldout,
+              "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed,
+              "window": args.window, "dtype": args.dtype, "max_prompt_tokens": args.max_prompt_tokens}
+    prepare_out(out, config, resume=args.resume, overwrite=args.overwrite)
+    run_dir = out / RUN
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "run.json").write_text(json.dumps(config, indent=2) + "\n")
+    log = _logger(run_dir / "train.log")
+    if target_dir is None:
+        target_dir, _ = resolve_target(args.target, run_dir, log)
+        target_config, tokenizer = load_target_checked(Path(target_dir), args.target)
+        train_ids, held_ids, source = prompt_ids(args, split, tokenizer, target_config)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    progress = not args.no_progress
+    timings: dict[str, float] = {}
+
+    # 1-2. data and features
+    t0 = time.time()
+    log(f"train {args.method}: target {args.target} ({target_config.get('num_hidden_layers')} layers, vocab "
+        f"{target_config.get('vocab_size')}), {len(train_ids)} training + {len(held_ids)} held-out prompts from {source}")
+    (run_dir / "heldout_prompts.json").write_text(json.dumps(held_ids))
+    from specpath_train import selfdistill
+
+    layers = recipe.layers(target_config)
+    data_dir = run_dir / "data"
+    meta = selfdistill.build(target_dir, data_dir, layers, train=train_ids, heldout=held_ids, window=args.window,
+                             max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
+                             dtype=getattr(torch, args.dtype), max_num_seqs=args.max_num_seqs, progress=progress,
+                             log=log, generations=args.generations)
+    timings["data_s"] = round(time.time() - t0, 2)
+
+    # 3. train
+    t0 = time.time()
+    argv = recipe_argv(recipe, args, Path(target_dir), data_dir, run_dir / "work", out, target_config)
+    log(f"train: specpath_train.recipes.{recipe.module} {' '.join(argv)}")
+    module = importlib.import_module(f"specpath_train.recipes.{recipe.module}")
+    module.main(argv)
+    timings["train_s"] = round(time.time() - t0, 2)
+
+    # 4. evaluate
+    t0 = time.time()
+    ckpt_config = json.loads((out / "config.json").read_text())
+    from specpath_train.evaluate import speculative_metrics
+    from specpath_train.methods import NUM_SPECULATIVE_TOKENS
+
+    served = speculative_metrics(target_dir, out, held_ids[:args.eval_prompts], num_speculative_tokens=NUM_SPECULATIVE_TOKENS,
+                                 max_tokens=args.eval_tokens)
+    timings["eval_s"] = round(time.time() - t0, 2)
+    state = torch.load(run_dir / "work" / "resume.pt", weights_only=False)
+    metrics = {"method": args.method, "target": config["target"], "steps": state["step"],
+               "train_seconds": round(state["elapsed"], 2), "seed": args.seed, "threads": args.threads,
+               "windows": {"heldout": meta["heldout"], "window": meta["window"]},
+               "heldout": served, "heldout_teacher_forced": heldout_record(ckpt_config), "timings": timings}
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    accept = " ".join(f"{a:.2f}" for a in served["acceptance_by_position"])
+    print(f"{out}: {args.method} drafter, {state['step']} steps; held-out tau {served['tau']:.2f}, acceptance by "
+          f"position {accept} (K={NUM_SPECULATIVE_TOKENS}, {served['prompts']} prompts); serve it with "
+          f"--speculative-config '{{\"model\": \"{out}\", \"num_speculative_tokens\": {NUM_SPECULATIVE_TOKENS}}}'")
+    return 0
+
+
+def _is_gguf(target: str) -> bool:
+    return Path(target).is_file() and Path(target).suffix.lower() == ".gguf"
+
+
+def _data_id(data: str | None) -> str | None:
+    if data is None:
+        return None
+    from specpath_train.trainer import file_digest
+
+    return f"{Path(data).name}:{file_digest(data)}"

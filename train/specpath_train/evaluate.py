@@ -1,0 +1,30 @@
+"""The held-out check of a trained drafter: real speculative decoding, not teacher forcing.
+
+The checkpoint is served the way a user serves it, ``{"model": DIR}`` with the method left for
+the core to infer from the checkpoint, on the held-out prompts (greedy), and the engine's own
+counters give τ (mean acceptance length) and acceptance by position. Serving it this way is
+also the proof that the written checkpoint is one every path accepts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def speculative_metrics(target_dir: str | Path, checkpoint: str | Path, prompts: Sequence[Sequence[int]], *,
+                        num_speculative_tokens: int, max_tokens: int, dtype: str = "float32") -> dict:
+    """τ, acceptance by position and what they were measured on."""
+    from specpath_engine.llm import LLM, SamplingParams
+
+    t0 = time.time()
+    llm = LLM(str(target_dir), {"model": str(checkpoint), "num_speculative_tokens": num_speculative_tokens},
+              dtype=dtype, max_num_seqs=max(1, len(prompts)))
+    method = llm.engine_config.speculative_config.method
+    llm.generate([list(p) for p in prompts], SamplingParams(temperature=0.0, max_tokens=max_tokens))
+    m = llm.metrics
+    return {"method_inferred": method, "tau": round(m.mean_acceptance_length, 4),
+            "acceptance_by_position": [round(x, 4) for x in m.acceptance_rate_by_position],
+            "num_speculative_tokens": num_speculative_tokens, "prompts": len(prompts), "max_tokens": max_tokens,
+            "generated_tokens": m.num_generated_tokens, "seconds": round(time.time() - t0, 2)}

@@ -1,0 +1,189 @@
+"""Self-distillation data: the target answers the prompts, then runs once over its own text.
+
+Generation is batched on the reference engine (``max_num_seqs`` requests in flight), a chunk of
+prompts at a time, each chunk written to its own file, so a killed run loses at most the chunk
+in flight. The text is packed into windows (held-out prompts' text into windows of their own,
+first), and one forward pass per batch of windows captures the recipe's layers and the
+target's top-k next tokens: the cache :func:`specpath_train.target_text.load_dataset` reads
+and every recipe's ``--data`` takes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specpath_train.errors import train_error
+
+
+def target_digest(target_dir: str | Path) -> str:
+    """A short digest of a checkpoint directory's config and weights (any number of shards)."""
+    import hashlib
+
+    from specpath_train.trainer import file_digest
+
+    target_dir = Path(target_dir)
+    h = hashlib.sha256((target_dir / "config.json").read_bytes())
+    for f in sorted(target_dir.glob("*.safetensors")):
+        h.update(file_digest(f).encode())
+    return h.hexdigest()[:16]
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _bar(enabled: bool, total: int, desc: str, unit: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, disable=not enabled, dynamic_ncols=True)
+
+
+class _chunk_lock:
+    """An exclusive ``flock`` on ``<chunk>.lock`` (POSIX; elsewhere no lock)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path.with_suffix(".lock")
+
+    def __enter__(self) -> None:
+        self.fh = open(self.path, "a")
+        try:
+            import fcntl
+
+            fcntl.flock(self.fh, fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - not POSIX
+            pass
+
+    def __exit__(self, *exc: Any) -> None:
+        self.fh.close()  # releases the lock
+
+
+def generate_split(target: Any, prompts: Sequence[Sequence[int]], data: Path, split: str, *, max_new_tokens: int,
+                   temperature: float, eos_ids: Sequence[int], seed: int, chunk: int, max_num_seqs: int,
+                   max_model_len: int, progress: bool, log: Callable[[str], None]) -> list[list[int]]:
+    """Prompt + response ids of every prompt, one resumable chunk file at a time."""
+    from specpath_train.target_text import generate
+
+    seqs: list[list[int]] = []
+    new_total, t_total = 0, 0.0
+    with _bar(progress, len(prompts), f"generate {split}", "prompt") as bar:
+        for c in range(0, len(prompts), chunk):
+            path = data / f"gen-{split}-{c // chunk:04d}.json"
+            part = prompts[c:c + chunk]
+            with _chunk_lock(path):  # runs sharing --generations: one generates a chunk, the others wait for it
+                if not path.is_file():
+                    t0 = time.time()
+                    got = generate(target, part, max_new_tokens=max_new_tokens, temperatures=(temperature,),
+                                   eos_token_ids=eos_ids, seed=seed + c, max_num_seqs=max_num_seqs,
+                                   max_model_len=max_model_len)
+                    _write_json(path, got)
+                    new_total += sum(len(g) for g in got) - sum(len(p) for p in part)
+                    t_total += time.time() - t0
+                    bar.set_postfix(tok_s=f"{new_total / max(t_total, 1e-9):.0f}", refresh=False)
+            seqs += json.loads(path.read_text())
+            bar.update(len(part))
+    if new_total:
+        log(f"data: {split}: {len(prompts)} prompts, {new_total} new tokens in {t_total:.1f}s "
+            f"({new_total / max(t_total, 1e-9):.0f} tok/s, batch {max_num_seqs})")
+    return seqs
+
+
+@torch.inference_mode()
+def capture(target: Any, windows: torch.Tensor, layers: Sequence[int], data: Path, *, top_k: int, batch: int,
+            progress: bool, log: Callable[[str], None]) -> dict[str, torch.Tensor]:
+    """``taps`` [N, W, len(layers), d] float16, ``topk_ids`` / ``topk_probs`` [N, W, k]: one
+    forward per ``batch`` windows, each batch's result a resumable file."""
+    from safetensors.torch import load_file, save_file
+
+    from specpath_train.target_text import features_with_topk
+
+    parts = []
+    t0, done = time.time(), 0
+    with _bar(progress, windows.numel(), "features", "tok") as bar:
+        for c in range(0, windows.shape[0], batch):
+            path = data / f"feat-{c // batch:04d}.safetensors"
+            rows = windows[c:c + batch]
+            if not path.is_file():
+                taps, ids, probs = features_with_topk(target, rows, layers, k=top_k, batch=batch)
+                tmp = path.with_suffix(".tmp")
+                save_file({"taps": taps.contiguous(), "topk_ids": ids.contiguous(), "topk_probs": probs.contiguous()},
+                          str(tmp))
+                os.replace(tmp, path)
+                done += rows.numel()
+            parts.append(load_file(str(path)))
+            bar.update(rows.numel())
+    if done:
+        log(f"data: features of {done} tokens in {time.time() - t0:.1f}s ({done / max(time.time() - t0, 1e-9):.0f} tok/s)")
+    return {name: torch.cat([p[name] for p in parts]) for name in ("taps", "topk_ids", "topk_probs")}
+
+
+def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *, train: Sequence[Sequence[int]],
+          heldout: Sequence[Sequence[int]], window: int, max_new_tokens: int, temperature: float, seed: int,
+          dtype: torch.dtype = torch.float32, top_k: int = 8, chunk: int = 64, max_num_seqs: int = 32,
+          feature_batch: int = 8, progress: bool = False, log: Callable[[str], None] = print,
+          generations: str | Path | None = None) -> dict:
+    """Generate, pack and capture into ``data_dir`` (skipped when its ``features.json`` exists);
+    returns that file's contents. Too little text for one held-out and one training window is
+    a CommandError saying what to change. ``generations``: a directory whose subdirectory per
+    (target, prompts, length, temperature, seed) holds the responses, shared by the runs of
+    several methods (only the features depend on the method)."""
+    from safetensors.torch import save_file
+
+    from specpath_engine.model import LlamaModel
+    from specpath_train.target_text import pack_windows
+
+    data = Path(data_dir)
+    meta_path = data / "features.json"
+    if meta_path.is_file():
+        return json.loads(meta_path.read_text())
+    data.mkdir(parents=True, exist_ok=True)
+    config = json.loads((Path(target_dir) / "config.json").read_text())
+    eos = config.get("eos_token_id")
+    eos_ids = [eos] if isinstance(eos, int) else list(eos or ())
+    target = LlamaModel.from_pretrained(target_dir, dtype=dtype)
+    longest = max(len(p) for p in (*train, *heldout))
+    max_model_len = longest + max_new_tokens + 8
+    gen_dir = data
+    if generations is not None:
+        import hashlib
+
+        key = json.dumps([target_digest(target_dir), [list(map(int, p)) for p in heldout], [list(map(int, p)) for p in train],
+                          max_new_tokens, temperature, seed, chunk, str(dtype)])
+        gen_dir = Path(generations) / hashlib.sha256(key.encode()).hexdigest()[:16]
+        gen_dir.mkdir(parents=True, exist_ok=True)
+        log(f"data: responses in {gen_dir}")
+    seqs = {}
+    for split, prompts, s in (("heldout", heldout, seed + 7), ("train", train, seed)):
+        seqs[split] = generate_split(target, prompts, gen_dir, split, max_new_tokens=max_new_tokens,
+                                     temperature=temperature, eos_ids=eos_ids, seed=s, chunk=chunk,
+                                     max_num_seqs=max_num_seqs, max_model_len=max_model_len, progress=progress, log=log)
+    held, rest = pack_windows(seqs["heldout"], window), pack_windows(seqs["train"], window)
+    if held.shape[0] < 1 or rest.shape[0] < 1:
+        tokens = {k: sum(len(s) for s in v) for k, v in seqs.items()}
+        raise train_error(f"too little text for windows of {window} tokens: {tokens['train']} training and "
+                           f"{tokens['heldout']} held-out tokens make {rest.shape[0]} and {held.shape[0]} windows; "
+                           "give more prompts, a larger --max-new-tokens or a smaller --window")
+    rest = rest[torch.randperm(rest.shape[0], generator=torch.Generator().manual_seed(seed))]
+    windows = torch.cat([held, rest])
+    log(f"data: {held.shape[0]} held-out + {rest.shape[0]} training windows x {window} tokens")
+    feats = capture(target, windows, layers, data, top_k=min(top_k, config["vocab_size"]), batch=feature_batch,
+                    progress=progress, log=log)
+    tmp = data / "features.safetensors.tmp"
+    save_file({"tokens": windows.to(torch.int32), **{k: v.contiguous() for k, v in feats.items()}}, str(tmp))
+    os.replace(tmp, data / "features.safetensors")
+    meta = {"key": {"target": target_digest(target_dir), "layers": list(layers)}, "heldout": int(held.shape[0]),
+            "window": window, "top_k": top_k, "seed": seed, "dtype": str(dtype).removeprefix("torch."),
+            "temperature": temperature, "max_new_tokens": max_new_tokens,
+            "sequences": {k: len(v) for k, v in seqs.items()}}
+    _write_json(meta_path, meta)
+    for f in data.glob("feat-*.safetensors"):
+        f.unlink()
+    return meta
