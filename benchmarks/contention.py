@@ -205,9 +205,12 @@ def main() -> int:
             rows.append(row)
             print(format_row(row, ["2"]), flush=True)
     print(f"load average at end {loadavg():.2f}; ratio = tok/s beside the load / alone (goal >= 0.25 at default)")
-    failing = [r for r in rows if "default" in r and r["default"].get("ratio", 0) < 0.25]
-    for r in failing:
-        print(f"below 1/4: {r['model']} {r['kernels']} {r['method']} at default settings")
+    for r in rows:
+        default = r.get("default", {})
+        if "error" in default:
+            print(f"failed: {r['model']} {r['kernels']} {r['method']} at default settings ({default['error']})")
+        elif default and default["ratio"] < 0.25:
+            print(f"below 1/4: {r['model']} {r['kernels']} {r['method']} at default settings")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
