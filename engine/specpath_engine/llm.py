@@ -190,10 +190,10 @@ class LLM:
             (``specpath_engine.quantization``); speculation is then lossless with respect to the
             quantised model. None: the weights as loaded.
         seed: base seed of requests that give none.
-        num_threads: torch's intra-op threads, shared with the native kernels (1 to the CPUs this
-            process may use). None: ``$SPECPATH_NUM_THREADS``, else 1 for tiny models (their steps
-            lose more in barriers than they gain), else the CPUs the load leaves free
-            (``specpath_engine.threads``); :attr:`threads` says what was chosen and why.
+        num_threads: torch's intra-op threads, shared with the native kernels (at most 4 per CPU this
+            process may use). None: ``$SPECPATH_NUM_THREADS`` or ``$OMP_NUM_THREADS``, else 1 for
+            tiny models (their steps lose more in barriers than they gain), else the CPUs the load
+            leaves free (``specpath_engine.threads``); :attr:`threads` says what was chosen and why.
         runner: ``"v2"`` (this runner trims drafts to each step's K centrally) or ``"v1"``.
         trust_remote_code: allow code named by configuration or shipped with a checkpoint to run
             (a ``custom_class`` proposer, a checkpoint-declared config class, a tokenizer
@@ -233,9 +233,8 @@ class LLM:
         from specpath_engine.quantization import QUANTIZATIONS
         from specpath_engine.tokenizer import load_tokenizer
 
-        from specpath_engine.arguments import EngineArgumentError, check_device, check_dtype, check_seed, check_threads
-
         from specpath_engine import threads
+        from specpath_engine.arguments import EngineArgumentError, check_device, check_dtype, check_seed, check_threads
 
         num_threads, seed = check_threads(num_threads), check_seed(seed)  # a bad value fails before anything loads
         dtype, device = check_dtype(dtype), check_device(device)
