@@ -9,9 +9,9 @@ step went from 0.02 s to over a second. Two choices keep generation usable there
   ``PASSIVE`` (idle threads sleep instead of spinning) from ``specpath_engine``'s import, before
   torch loads, unless the user set it; once torch has loaded the variable is put back as it was
   (:func:`restore_environment`), so child processes inherit the user's environment, not ours;
-- the thread count: the CPUs this process may use (affinity, cgroup quota) less the load already
-  on them (:func:`choose_threads`), 1 for tiny models whose steps lose more in barriers than
-  they gain; ``num_threads=`` / ``--threads``, ``$SPECPATH_NUM_THREADS`` or ``$OMP_NUM_THREADS``
+- the thread count: the CPUs this process may use (affinity, cgroup quota); less the load
+  already on them when idle threads spin (:func:`choose_threads`); 1 for tiny models whose
+  steps lose more in barriers than they gain; ``num_threads=`` / ``--threads``, ``$SPECPATH_NUM_THREADS`` or ``$OMP_NUM_THREADS``
   override it.
 
 Pure selection (:func:`choose_threads`, :func:`parse_threads`) is separate from reading the
@@ -68,17 +68,22 @@ def parse_threads(value: object, *, source: str) -> int:
 
 
 def choose_threads(*, requested: object = None, env: str | None = None, env_name: str = THREADS_ENV, cpus: int,
-                   load: float | None, small_model: bool = False) -> ThreadChoice:
+                   load: float | None, small_model: bool = False, passive: bool = False) -> ThreadChoice:
     """The thread count for a model: ``requested`` (``num_threads=`` / ``--threads``), else
     ``env`` (the value of ``env_name``: ``$SPECPATH_NUM_THREADS``, else ``$OMP_NUM_THREADS``),
     else 1 for a small model, else the CPUs left free by ``load`` (the 1-minute load average,
-    other processes' runnable threads), at least 1."""
+    other processes' runnable threads), at least 1, when idle threads spin; when they sleep
+    (``passive``) every CPU: beside two 2-thread jobs on 2 cores, SmolLM2 kept 0.73-0.78 of its
+    tokens/s on 2 sleeping threads against 0.26-0.35 on 1 (docs/benchmarks.md, CPU contention),
+    since the scheduler shares the cores per thread."""
     if requested is not None:
         return ThreadChoice(num_threads=parse_threads(requested, source="num_threads"), reason="requested")
     if env is not None and env.strip():
         return ThreadChoice(num_threads=parse_threads(env, source=env_name), reason=env_name)
     if small_model:
         return ThreadChoice(num_threads=1, reason="small model")
+    if passive:
+        return ThreadChoice(num_threads=cpus, reason=f"{cpus} CPUs, idle threads sleep")
     if load is None or not math.isfinite(load):
         return ThreadChoice(num_threads=cpus, reason=f"{cpus} CPUs")
     free = max(1, min(cpus, math.floor(cpus - load + 0.5)))
@@ -124,7 +129,14 @@ def machine_threads(requested: object = None, *, small_model: bool = False) -> T
     """:func:`choose_threads` for this machine now."""
     name = next((n for n in (THREADS_ENV, "OMP_NUM_THREADS") if os.environ.get(n, "").strip()), THREADS_ENV)
     return choose_threads(requested=requested, env=os.environ.get(name), env_name=name, cpus=available_cpus(),
-                          load=load_average(), small_model=small_model)
+                          load=load_average(), small_model=small_model, passive=sleeps())
+
+
+def sleeps() -> bool:
+    """Idle OpenMP threads in this process sleep rather than spin (libgomp's PASSIVE policy)."""
+    if not _STATE:
+        prefer_passive_wait()
+    return _STATE["policy"] == "passive"
 
 
 def prefer_passive_wait(environ: dict | None = None, torch_loaded: bool | None = None) -> str:

@@ -15,12 +15,18 @@ from specpath_engine.threads import choose_threads, parse_threads, prefer_passiv
 
 @given(cpus=st.integers(1, 512), load=st.floats(0, 1000, allow_nan=False))
 def test_load_leaves_at_least_one_and_at_most_every_cpu(cpus, load):
-    n = choose_threads(cpus=cpus, load=load).num_threads
+    n = choose_threads(cpus=cpus, load=load, passive=False).num_threads
     assert 1 <= n <= cpus
     assert n == cpus or load > 0.5  # a quiet machine gets every CPU
 
 
-def test_load_takes_cpus_away():
+def test_sleeping_threads_use_every_cpu_whatever_the_load():
+    choice = choose_threads(cpus=2, load=14.0, passive=True)
+    assert (choice.num_threads, choice.reason) == (2, "2 CPUs, idle threads sleep")
+    assert choose_threads(cpus=2, load=14.0, passive=True, small_model=True).num_threads == 1
+
+
+def test_spinning_threads_give_way_to_the_load():
     assert choose_threads(cpus=2, load=0.2).num_threads == 2
     assert choose_threads(cpus=2, load=1.2).num_threads == 1
     assert choose_threads(cpus=2, load=5.0).num_threads == 1
