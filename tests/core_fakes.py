@@ -38,7 +38,8 @@ def capabilities_of(real: type) -> Any:
 
 
 def _path_hint(word: str) -> Any:
-    """``matches``: recognise a toy checkpoint by a word in its path (the tests name them so)."""
+    """The fakes' own recognition (their ``specpath_detect_method`` hook asks it): a toy checkpoint
+    by a word in its path, as the tests name them."""
     return classmethod(lambda cls, checkpoint: word in (checkpoint.path or "").lower())
 
 

@@ -185,7 +185,6 @@ class LLM:
         tree_verification: verify the token trees of drafters that build them (suffix, DSpark
             with ``xpress_topc``) in standard verification; False (or another verification mode):
             every drafter proposes chains.
-        trust_remote_code: passed to ``transformers`` when a tokenizer needs it (default False).
         quantization: ``"int8"`` / ``"int4"``: weight-only target matrices
             (``specpath_engine.quantization``); speculation is then lossless with respect to the
             quantised model. None: the weights as loaded.

@@ -8,23 +8,26 @@ its own entries to the trace that ``specpath explain`` shows:
 2. ``method`` - a registered custom method becomes ``custom_method`` and ``method`` its class's
    ``base_method``; otherwise ``method`` is inferred from ``model`` (``[ngram]`` -> ngram, an
    import path -> custom_class, no model -> draft_model); aliases are normalised
-   (``deepseek_mtp`` -> ``mtp``); unknown names fail with every known name and the closest one;
-3. ``detect`` - with no method but a draft checkpoint: the ``specpath_detect_method`` hook
+   (``deepseek_mtp`` -> ``mtp``); unknown names fail with the closest one and the methods;
+3. ``hub`` - a hub id ``model`` (``org/name``) becomes its snapshot in the local Hugging Face
+   cache (:mod:`specpath.hub`); never a download;
+4. ``detect`` - with no method but a draft checkpoint: the ``specpath_detect_method`` hook
    (the checkpoint's declared ``speculator_config_class`` first, then each plugin's own
-   recognition, path hints last), else draft_model; a hub id ``model`` (``org/name``) is first
-   read from the local Hugging Face cache (:mod:`specpath.hub`);
-4. ``class`` - the config class (loading only the plugin that provides the method); with a
-   requested method, a checkpoint that another plugin recognises from its ``config.json`` must
-   be one the class accepts (``accepts_checkpoint_of``), else one line naming both;
-5. ``default_model`` and ``configure`` - the class hooks' returned field updates are applied;
-6. ``specialize`` - the checkpoint-declared class (which must agree with the requested
+   recognition, path hints last, in one documented order), else draft_model;
+5. ``class`` - the config class (loading only the plugin that provides the method);
+6. ``agree`` - with a requested method, a checkpoint that another plugin recognises from its
+   ``config.json`` must be one the class accepts (``accepts_checkpoint_of``), else one line
+   naming both;
+7. ``default_model`` - the class's shipped drafter for this target when no ``model`` is given;
+8. ``configure`` - the class hook's returned field updates are applied;
+9. ``specialize`` - the checkpoint-declared class (which must agree with the requested
    method) or the class's ``specialize``;
-7. ``options`` - method-specific options must be in the class's ``supported_options``;
-8. ``verify`` - the cross-field rules (:data:`specpath.config.rules.CROSS_FIELD_RULES`), then
-   the class's own ``verify``;
-9. ``model_free`` - a ``model_free_drafter`` is resolved as a config of its own (same target)
-   and must be a model-free method within this config's K;
-10. ``result`` - the class's lookahead values must be ints >= 0.
+10. ``options`` - method-specific options must be in the class's ``supported_options``;
+11. ``verify`` - the cross-field rules (:data:`specpath.config.rules.CROSS_FIELD_RULES`), then
+    the class's own ``verify``;
+12. ``model_free`` - a ``model_free_drafter`` is resolved as a config of its own (same target)
+    and must be a model-free method within this config's K;
+13. ``result`` - the class's lookahead values must be ints >= 0.
 
 The draft checkpoint is read at most once and what it declares is interpreted at most once.
 """

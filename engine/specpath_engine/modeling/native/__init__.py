@@ -16,7 +16,7 @@
   tree's mask), the new keys and values written on the way; row-invariant like the matmuls.
 
 No library installable here offers these for torch's CPU build (torchao's CPU kernels are not in
-its PyPI wheel), so they are built from source: two C files, no torch headers, about two seconds
+its PyPI wheel), so they are built from source: five C files and a header, no torch headers, about two seconds
 with the system's C compiler, cached under :func:`cache_dir`.
 
 The kernels' threads are OpenMP's; the library links ``libgomp.so.1``, which resolves to the copy
