@@ -61,7 +61,7 @@ def test_any_env_text_parses_or_refuses_in_one_line(text):
     except ValueError as exc:
         assert "\n" not in str(exc) and str(exc).startswith("SPECPATH_NUM_THREADS: ")
     else:
-        assert 1 <= n <= 4 * threads.available_cpus() and n == int(text)
+        assert 1 <= n <= 4 * threads.available_cpus() and n == int(text.strip())
 
 
 def test_wait_policy_passive_unless_user_set_or_too_late():
