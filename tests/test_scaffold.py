@@ -80,3 +80,11 @@ def test_command_line_entry(tmp_path, capsys):
     assert any(r.startswith("pytest") for r in test_extra) and any(r.startswith("specpath-engine") for r in test_extra)
     assert scaffold.main(parser.parse_args(["Bad Name", "--dir", str(tmp_path)])) == 1
     assert capsys.readouterr().err.startswith("specpath new-plugin: error: plugin name 'Bad Name' is invalid")
+
+
+def test_the_template_is_the_example_plugin_and_its_copies_are_not(tmp_path):
+    template = (scaffold.template_dir() / "src" / "specpath_freqgram" / "config.py").read_text()
+    assert "    example_plugin = True\n" in template
+    out = scaffold.new_plugin("my-method", tmp_path)
+    config = (out / "src" / "specpath_my_method" / "config.py").read_text()
+    assert "    example_plugin = False\n" in config and "example_plugin = True" not in config

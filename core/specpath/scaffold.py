@@ -86,6 +86,10 @@ def template_dir() -> Path:
     raise ScaffoldError("the plugin template is missing from this specpath installation")
 
 
+_NOT_AN_EXAMPLE = {"example_plugin = True": "example_plugin = False"}
+"""The template's method is labelled the example plugin; a plugin made from it is not."""
+
+
 def substitute(text: str, names: dict[str, str]) -> str:
     """Replace every placeholder in one pass, so a replacement is never replaced again."""
     pattern = re.compile("|".join(re.escape(k) for k in names))
@@ -112,7 +116,7 @@ def new_plugin(name: str, dest_dir: str | Path = ".") -> Path:
         out.parent.mkdir(parents=True, exist_ok=True)
         data = path.read_bytes()
         try:
-            out.write_text(substitute(data.decode("utf-8"), names), encoding="utf-8")
+            out.write_text(substitute(data.decode("utf-8"), {**names, **_NOT_AN_EXAMPLE}), encoding="utf-8")
         except UnicodeDecodeError:  # a binary asset: copy as is
             out.write_bytes(data)
         shutil.copymode(path, out)

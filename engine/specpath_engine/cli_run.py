@@ -54,6 +54,9 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--max-tokens", type=int, default=128, help="tokens per prompt (default 128)")
     p.add_argument("--num-speculative-tokens", type=int, default=DEFAULT_DEMO_K,
                    help=f"K for methods without a demo config of their own (default {DEFAULT_DEMO_K})")
+    p.add_argument("--rounds", type=_rounds, default=1,
+                   help="times to run the prompts (default 1); the speedup range covers every prompt of every round. "
+                        "Methods that remember earlier replies (suffix's global tree) gain from round 2 on")
     p.add_argument("--methods", help="comma-separated subset of methods to run")
     p.add_argument("--model-free", metavar="METHOD",
                    help="also run each drafter with this model-free method beside it (model_free_drafter), "
@@ -77,8 +80,10 @@ def _add_engine_args(p: argparse.ArgumentParser, *, model_help: str | None = Non
     p.add_argument("--kv-cache-memory", default=None,
                    help="most memory for the KV cache, e.g. 64MiB or 1GB (default 64MiB)")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch threads (default: 1 for the embedded model, whose steps lose time in thread "
-                        "barriers; torch's default for real models); at most 4 per CPU this process may use")
+                   help="intra-op threads, at most 4 per CPU this process may use (default: $SPECPATH_NUM_THREADS "
+                        "or $OMP_NUM_THREADS, else 1 for tiny models such as the embedded one, else the CPUs the "
+                        "load average leaves free); idle threads sleep (OMP_WAIT_POLICY=PASSIVE) unless "
+                        "OMP_WAIT_POLICY or GOMP_SPINCOUNT is set")
     p.add_argument("--enable-prefix-caching", action="store_true",
                    help="reuse the KV cache of a prompt prefix already computed (same output, less prefill)")
     p.add_argument("--quantization", choices=["int8", "int4"], default=None,
@@ -90,13 +95,20 @@ def _add_engine_args(p: argparse.ArgumentParser, *, model_help: str | None = Non
                         "(custom_class proposers, a tokenizer's auto_map)")
 
 
+def _rounds(text: str) -> int:
+    if not text.strip().isdigit() or not 1 <= int(text) <= 100:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 100, got {text[:20]!r}")
+    return int(text)
+
+
 def _threads(args: argparse.Namespace) -> int | None:
+    """``--threads`` checked once, before any engine is built (demo builds many); None lets
+    ``LLM`` choose for the machine (``specpath_engine.threads``)."""
     if args.threads is not None:
         from specpath_engine.arguments import check_threads
 
-        return check_threads(args.threads)  # once, before any engine is built (demo builds many)
-    model = args.model
-    return 1 if model is None or str(model).strip().casefold() == "embedded" else None
+        return check_threads(args.threads)
+    return None
 
 
 def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -124,6 +136,7 @@ def _speculative_input(args: argparse.Namespace) -> dict | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from specpath_engine.llm import LLM, SamplingParams
+    from specpath_engine.threads import wait_policy
 
     llm = LLM(args.model, _speculative_input(args), **_engine_kwargs(args))
     if args.chat and not llm.tokenizer.chat_template:
@@ -147,15 +160,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         keys = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "mean_acceptance_length",
                 "acceptance_rate_by_position", "tokens_per_s")
         print(json.dumps({"text": out.text, "token_ids": out.token_ids,
-                          "finish_reason": out.finish_reason, "metrics": {k: metrics[k] for k in keys}}))
+                          "finish_reason": out.finish_reason, "metrics": {k: metrics[k] for k in keys},
+                          "threads": {"num_threads": llm.threads.num_threads, "reason": llm.threads.reason,
+                                      "wait_policy": wait_policy()}}))
     else:
         sys.stdout.write((out.text if args.chat else args.prompt + out.text) + "\n")
         print(
             f"[{len(out.token_ids)} tokens, {metrics['tokens_per_s']:.1f} tok/s, "
-            f"tau {metrics['mean_acceptance_length']:.2f}, finish: {out.finish_reason}]",
+            f"tau {metrics['mean_acceptance_length']:.2f}, finish: {out.finish_reason}; {_threads_note(llm)}]",
             file=sys.stderr,
         )
     return 0
+
+
+def _threads_note(llm: Any) -> str:
+    """``threads 2 (load 0.3 on 2 CPUs), idle threads: passive (specpath default)``."""
+    from specpath_engine.threads import wait_policy
+
+    return f"threads {llm.threads.num_threads} ({llm.threads.reason}), idle threads: {wait_policy()}"
 
 
 # ---------------------------------------------------------------------------------------- demo
@@ -215,6 +237,7 @@ def demo_configs(
 
     from specpath import plugins
     from specpath.registry import get_registry
+    from specpath_engine import demo_table
 
     plugins.load_all()
     registry = get_registry()
@@ -232,6 +255,9 @@ def demo_configs(
         cls = registry.get(name).config_class
         if not cls.proposes_draft_tokens:
             skipped.append((name, "proposes no draft tokens"))
+            continue
+        if not demo_table.shown_on(cls, "cpu"):
+            skipped.append((name, "built for an accelerator: on this CPU it would repeat a host method's numbers"))
             continue
         generic = {"method": name, "num_speculative_tokens": k}
         if target is None:
@@ -270,9 +296,9 @@ def _fmt_rates(rates: list[float]) -> str:
 
 
 def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[dict], list[tuple[str, str]]]:
-    """Build every method's engine, then run the prompts round-robin (prompt-major), so load on a
-    shared machine affects every method alike. A failure erases the progress bar first, so the
-    error is a line of its own."""
+    """Build every method's engine, then run the prompts round-robin (prompt-major, the engines'
+    order rotating from prompt to prompt), so load on a shared machine affects every method alike.
+    A failure erases the progress bar first, so the error is a line of its own."""
     bars: list[Any] = []
     try:
         return _run_demo(args, progress, bars)
@@ -289,7 +315,7 @@ def _run_demo(args: argparse.Namespace, progress: bool, bars: list[Any]) -> tupl
     from specpath_engine.llm import LLM, SamplingParams
     from specpath_engine.metrics import SpecMetrics
 
-    from specpath_engine import harness
+    from specpath_engine import demo_table, harness
     from specpath_engine.tokenizer import load_tokenizer
     from specpath_engine.modeling.named_models import resolve_model_path
 
@@ -300,7 +326,8 @@ def _run_demo(args: argparse.Namespace, progress: bool, bars: list[Any]) -> tupl
     chat_model = load_tokenizer(resolve_model_path(model)).chat_template is not None
     if not chat_model:  # the embedded (or another byte-level code) model: the one benchmark harness
         runs, skipped = demo_configs(args.num_speculative_tokens, only, model_free=args.model_free)
-        bar = tqdm(total=(len(runs) + 1) * (len(harness.DEMO_PROMPTS) + 1), desc="specpath demo", unit="run",
+        bar = tqdm(total=(len(runs) + 1) * (args.rounds * len(harness.DEMO_PROMPTS) + 1), desc="specpath demo",
+                   unit="run",
                    disable=not progress, file=sys.stderr)
         bars.append(bar)
 
@@ -308,12 +335,17 @@ def _run_demo(args: argparse.Namespace, progress: bool, bars: list[Any]) -> tupl
             bar.set_postfix_str(what)
             bar.update(1)
 
+        load = [harness.machine_load()]
         rows, failed = harness.compare(runs, model=model, threads=_threads(args) or 1, max_tokens=args.max_tokens,
-                                       enable_prefix_caching=args.enable_prefix_caching, progress=step)
+                                       repeats=args.rounds, enable_prefix_caching=args.enable_prefix_caching,
+                                       progress=step)
         bar.close()
+        load.append(harness.machine_load())
+        configs = dict(runs)
         for r in rows:
             r.update(identical_prompts=len(harness.DEMO_PROMPTS) if r["greedy_identical"] else 0,
-                     num_prompts=len(harness.DEMO_PROMPTS), model=model or "embedded", dtype="float32")
+                     num_prompts=len(harness.DEMO_PROMPTS), model=model or "embedded", dtype="float32",
+                     kind=_kind(configs.get(r["method"])), load_per_core=load, threads=_threads(args) or 1)
         return rows, skipped + failed
     target = None
     if chat_model:  # a real (chat) model: code and chat prompts, EOS honoured
@@ -328,7 +360,8 @@ def _run_demo(args: argparse.Namespace, progress: bool, bars: list[Any]) -> tupl
     baseline = LLM(model, None, **_engine_kwargs(args))
     prompts: list[tuple[str, Any]] = list(REAL_DEMO_PROMPTS)
     params = SamplingParams(max_tokens=args.max_tokens)  # EOS ends each answer
-    bar.total = (len(runs) + 1) * (len(prompts) + 1)
+    rounds = args.rounds
+    bar.total = (len(runs) + 1) * (rounds * len(prompts) + 1)
     warm_up = harness.WARM_UP_PROMPT  # in no prompt set: nothing may learn a timed answer before it is timed
     engines = []
     for name, config in [("baseline", None), *runs]:
@@ -341,25 +374,34 @@ def _run_demo(args: argparse.Namespace, progress: bool, bars: list[Any]) -> tupl
             if name == "baseline":
                 raise
             skipped.append((name, " ".join(str(exc).split()) or type(exc).__name__))
-            bar.total -= len(prompts)
+            bar.total -= rounds * len(prompts)
         bar.update(1)
     parts: dict[str, list] = {name: [] for name, _, _ in engines}
     tokens: dict[str, list] = {name: [] for name, _, _ in engines}
     prompt_ids: list[list[int]] = []
-    elapsed: dict[str, float] = {name: 0.0 for name, _, _ in engines}
-    for kind, prompt in prompts:  # batch 1, one prompt at a time: the latency setting
-        for name, _, llm in engines:
+    seconds: dict[str, list[float]] = {name: [] for name, _, _ in engines}
+    rates: dict[str, list[float]] = {name: [] for name, _, _ in engines}  # per (round, prompt) tokens/s
+    by_name = {name: llm for name, _, llm in engines}
+    load = [harness.machine_load()]
+    turns = [(r, kind, prompt) for r in range(rounds) for kind, prompt in prompts]
+    for turn, (r, kind, prompt) in enumerate(turns):  # batch 1, one prompt at a time: the latency setting
+        for name in demo_table.rotation(list(by_name), turn):  # no engine always first, or always after another
+            llm = by_name[name]
             bar.set_postfix_str(name)
             start = time.perf_counter()
             out = (llm.chat(prompt, params) if kind == "chat" else llm.generate([prompt], params))[0]
-            elapsed[name] += time.perf_counter() - start
+            seconds[name].append(time.perf_counter() - start)
+            rates[name].append(len(out.token_ids) / seconds[name][-1] if seconds[name][-1] else 0.0)
             parts[name].append(out.metrics)
-            tokens[name].append(out.token_ids)
-            if name == "baseline":
-                prompt_ids.append(list(out.prompt_token_ids))
+            if r == 0:  # greedy identity and margins: the first round's outputs
+                tokens[name].append(out.token_ids)
+                if name == "baseline":
+                    prompt_ids.append(list(out.prompt_token_ids))
             bar.update(1)
     bar.close()
+    load.append(harness.machine_load())
     margins = _divergence_margins(baseline.model, prompt_ids, tokens)
+    elapsed = {name: sum(s) for name, s in seconds.items()}
     baseline_tps = SpecMetrics.total(parts["baseline"], elapsed_s=elapsed["baseline"]).tokens_per_s
     dtype = engines[0][2].engine_config.model_config.dtype
     rows: list[dict] = []
@@ -374,6 +416,11 @@ def _run_demo(args: argparse.Namespace, progress: bool, bars: list[Any]) -> tupl
             "tokens_per_s": total.tokens_per_s,
             "speedup": total.tokens_per_s / baseline_tps if baseline_tps else 0.0,
             "target_steps": total.num_steps,
+            "tokens": total.num_generated_tokens,
+            "turn_speedups": [rate / base if base else 0.0 for rate, base in zip(rates[name], rates["baseline"])],
+            "kind": _kind(config),
+            "load_per_core": load,
+            "threads": engines[0][2].threads.num_threads,
             "greedy_identical": tokens[name] == tokens["baseline"],
             "identical_prompts": same,
             "divergence_margins": margins[name],
@@ -382,6 +429,14 @@ def _run_demo(args: argparse.Namespace, progress: bool, bars: list[Any]) -> tupl
             "dtype": dtype,
         })
     return rows, skipped
+
+
+def _kind(config: dict | None) -> str:
+    """The table's "drafts with" cell for a run's config (None: the baseline)."""
+    from specpath.registry import get_registry
+    from specpath_engine.demo_table import kind
+
+    return kind(None if config is None else get_registry().get(config["method"]).config_class)
 
 
 def _divergence_margins(model: Any, prompt_ids: list[list[int]], tokens: dict[str, list]) -> dict[str, list[dict]]:
@@ -422,14 +477,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"rows": rows, "skipped": [{"method": m, "reason": r} for m, r in skipped]}))
         return 0
-    header = ["method", "τ", "acceptance by position", "tokens/s", "speedup", "greedy identical"]
+    from specpath_engine import demo_table
+
+    baseline = next(r for r in rows if r["method"] == "baseline")
+    rows = demo_table.sort_rows(rows)
+    header = ["method", "drafts with", "τ", "tokens/pass", "target passes", "acceptance by position", "tokens/s",
+              "speedup (per prompt)", "greedy identical"]
     table = [
         [
             r["method"],
+            r.get("kind", "-"),
             f"{r['mean_acceptance_length']:.2f}",
+            f"{demo_table.tokens_per_pass(r['tokens'], r['target_steps']):.2f}",
+            demo_table.passes_cell(r, baseline),
             _fmt_rates(r["acceptance_rate_by_position"]),
             f"{r['tokens_per_s']:.0f}" if r["tokens_per_s"] >= 100 else f"{r['tokens_per_s']:.1f}",
-            f"{r['speedup']:.2f}x",
+            demo_table.speedup_cell(r, baseline),
             _identity_cell(r),
         ]
         for r in rows
@@ -440,11 +503,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(line(["-" * w for w in widths]))
     for cells in table:
         print(line(cells))
+    print()
+    for text in demo_table.summary_lines(rows, baseline):
+        print(text)
     first = rows[0] if rows else {"num_prompts": 0, "model": "?", "dtype": "?"}
     eos = "up to" if first["model"] != "embedded" else ""
     print(f"\n{first['model']} ({first['dtype']}): {first['num_prompts']} prompts, {eos} {args.max_tokens} tokens each"
-          f"{' (EOS ends a reply)' if eos else ''}, batch 1, greedy; τ = tokens per verification step "
-          "(bonus included).".replace("  ", " "))
+          f"{' (EOS ends a reply)' if eos else ''}, {args.rounds} round(s), batch 1, greedy; τ = tokens per verification step "
+          "(bonus included); tokens/pass = tokens per target pass over the whole reply (steps without drafts "
+          "too); engines take turns in a rotating order.".replace("  ", " "))
+    before, after = baseline.get("load_per_core", (0.0, 0.0))
+    print(f"load average per core {before:.2f} before the timed prompts, {after:.2f} after; {baseline.get('threads')} "
+          f"thread(s){'; a busy machine: expect noise, see the per-prompt range' if max(before, after) > 0.7 else ''}")
     if first["dtype"] == "bfloat16":
         from specpath_engine.modeling.native import kernels, unavailable_reason
 

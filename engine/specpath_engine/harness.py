@@ -4,7 +4,9 @@
 - :func:`build_engines`: one warmed-up ``LLM`` per (name, speculative config), a failing method
   reported and skipped (the baseline, named ``"baseline"``, must build);
 - :func:`run_rounds`: ``repeats`` rounds, prompt-major (each prompt runs through every engine
-  before the next), batch 1 (the latency setting), so load on a shared machine hits all alike;
+  before the next, in an order that rotates from prompt to prompt, so no engine always runs
+  first or right after another's burst of work), batch 1 (the latency setting), so load on a
+  shared machine hits all alike;
 - :func:`summarise`: per engine τ, acceptance by position, tokens/s and the speedup over the
   baseline of the same round (medians over rounds), target steps, per-prompt tokens/s, and
   whether the output is identical to the baseline's;
@@ -82,10 +84,16 @@ def run_rounds(engines: Sequence[tuple[str, Any, Any]], *, prompts: Sequence[str
 
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
     rounds: dict[str, list[dict]] = {name: [] for name, _, _ in engines}
+    from specpath_engine.demo_table import rotation
+
+    by_name = {name: llm for name, _, llm in engines}
+    turn = 0
     for _ in range(repeats):
         this = {name: {"metrics": [], "seconds": [], "tokens": []} for name, _, _ in engines}
         for prompt in prompts:
-            for name, _, llm in engines:
+            order, turn = rotation(list(by_name), turn), turn + 1
+            for name in order:
+                llm = by_name[name]
                 progress(name)
                 start = time.perf_counter()
                 out = llm.generate([prompt], params)[0]
@@ -120,6 +128,10 @@ def summarise(engines: Sequence[tuple[str, Any, Any]], rounds: dict[str, list[di
             "speedup": statistics.median(speedups),
             "speedups": speedups,
             "target_steps": last.num_steps,
+            "tokens": last.num_generated_tokens,
+            "turn_speedups": [(len(tok) / s) / (len(btok) / bs) if s and bs and btok else 0.0
+                              for r, b in zip(rounds[name], base)
+                              for tok, s, btok, bs in zip(r["tokens"], r["seconds"], b["tokens"], b["seconds"])],
             "seconds": sum(sum(r["seconds"]) for r in rounds[name]),
             "drafts_per_step": last.num_draft_tokens / max(1, last.num_steps),
             "prompt_tokens_per_s": [len(tok) / s if s else 0.0
@@ -178,10 +190,14 @@ class PromptTimings(NamedTuple):
 def time_chat_prompts(engines: Mapping[str, Any], prompts: Sequence[tuple[str, Any]], params: Any,
                       ) -> dict[str, PromptTimings]:
     """Each ``LLM`` of ``engines`` in turn on each ``(kind, prompt)`` (``"chat"``: messages through
-    ``LLM.chat``, else text), batch 1, prompt-major (load on a shared machine hits all alike)."""
+    ``LLM.chat``, else text), batch 1, prompt-major in a rotating order (load on a shared machine
+    hits all alike)."""
+    from specpath_engine.demo_table import rotation
+
     out = {name: PromptTimings([], [], 0, 0.0) for name in engines}
-    for kind, prompt in prompts:
-        for name, engine in engines.items():
+    for turn, (kind, prompt) in enumerate(prompts):
+        for name in rotation(list(engines), turn):
+            engine = engines[name]
             start = time.perf_counter()
             result = (engine.chat(prompt, params) if kind == "chat" else engine.generate([prompt], params))[0]
             seconds = time.perf_counter() - start

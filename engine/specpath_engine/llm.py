@@ -119,6 +119,18 @@ def _load_draft(path: Any, *, dtype: torch.dtype, device: str, quantization: str
                             int8_where_unfit=True)
 
 
+SMALL_MODEL_PARAMETERS = 20_000_000
+"""Below about this many layer parameters one thread beats several (the embedded model: 2.4M)."""
+
+
+def _is_small(raw_config: dict) -> bool:
+    hidden, layers = raw_config.get("hidden_size"), raw_config.get("num_hidden_layers")
+    inner = raw_config.get("intermediate_size") or 4 * (hidden or 0)
+    if not all(isinstance(v, int) and v > 0 for v in (hidden, layers, inner)):
+        return False
+    return layers * (4 * hidden * hidden + 3 * hidden * inner) < SMALL_MODEL_PARAMETERS
+
+
 def _model_path(model: str | os.PathLike[str] | None) -> Path:
     """Checkpoint directory or GGUF file of a path, a model name or None (the embedded model)."""
     from specpath_engine.modeling.gguf import is_gguf
@@ -177,7 +189,10 @@ class LLM:
             (``specpath_engine.quantization``); speculation is then lossless with respect to the
             quantised model. None: the weights as loaded.
         seed: base seed of requests that give none.
-        num_threads: set torch's intra-op threads (None leaves them); tiny models run best on 1.
+        num_threads: torch's intra-op threads, shared with the native kernels (at most 4 per CPU this
+            process may use). None: ``$SPECPATH_NUM_THREADS`` or ``$OMP_NUM_THREADS``, else 1 for
+            tiny models (their steps lose more in barriers than they gain), else the CPUs the load
+            leaves free (``specpath_engine.threads``); :attr:`threads` says what was chosen and why.
         runner: ``"v2"`` (this runner trims drafts to each step's K centrally) or ``"v1"``.
         trust_remote_code: allow code named by configuration or shipped with a checkpoint to run
             (a ``custom_class`` proposer, a checkpoint-declared config class, a tokenizer
@@ -217,12 +232,11 @@ class LLM:
         from specpath_engine.quantization import QUANTIZATIONS
         from specpath_engine.tokenizer import load_tokenizer
 
+        from specpath_engine import threads
         from specpath_engine.arguments import EngineArgumentError, check_device, check_dtype, check_seed, check_threads
 
-        num_threads, seed = check_threads(num_threads), check_seed(seed)
+        num_threads, seed = check_threads(num_threads), check_seed(seed)  # a bad value fails before anything loads
         dtype, device = check_dtype(dtype), check_device(device)
-        if num_threads is not None:
-            torch.set_num_threads(num_threads)
         from specpath.config.speculative import SpeculativeConfig
 
         if model is not None and not isinstance(speculative_config, SpeculativeConfig):
@@ -236,6 +250,9 @@ class LLM:
             raise EngineArgumentError(f"quantization: {quantization!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}")
         path = _model_path(model)
         raw_config = load_hf_config(str(path))
+        self.threads = threads.machine_threads(num_threads, small_model=_is_small(raw_config))
+        """The intra-op thread count (:class:`~specpath_engine.threads.ThreadChoice`) and why."""
+        threads.apply(self.threads)
         dtype = resolve_dtype(dtype, raw_config.get("torch_dtype") or raw_config.get("dtype"), device)
         if max_model_len is None:
             context = raw_config.get("max_position_embeddings")

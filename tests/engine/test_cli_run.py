@@ -61,7 +61,13 @@ def test_run_llm_and_demo_share_the_default_model():
 
     model, _ = demo_target(None)
     assert model is None and resolve_model_path(model) == embedded_model_path()  # LLM(None) and run's default
-    assert _threads(argparse.Namespace(threads=None, model=model)) == 1  # and run's thread default for it
+    assert _threads(argparse.Namespace(threads=None, model=model)) is None  # LLM chooses for the model:
+    from specpath.config.model import load_hf_config
+    from specpath_engine.llm import _is_small
+    from specpath_engine.threads import machine_threads
+
+    small = _is_small(load_hf_config(str(embedded_model_path())))
+    assert small and machine_threads(None, small_model=small).num_threads == 1  # one thread for the embedded one
     assert demo_target("smollm2-135m") == ("smollm2-135m", None)
 
 

@@ -30,12 +30,14 @@ def test_rounds_are_prompt_major_and_rows_compare_with_the_baseline():
                ("wrong", {"method": "y"}, FakeLLM("wrong", log, [1, 2, 9, 9], 2))]
     rounds = harness.run_rounds(engines, prompts=("p", "q"), max_tokens=4, repeats=2)
     assert [n for n, _ in log[:3]] == ["baseline", "fast", "wrong"] and [p for _, p in log[:3]] == ["p"] * 3
+    assert [n for n, _ in log[3:6]] == ["fast", "wrong", "baseline"]  # the next prompt: the next turn
     assert len(log) == 2 * 2 * 3 and all(len(r) == 2 for r in rounds.values())
     rows = {r["method"]: r for r in harness.summarise(engines, rounds)}
     assert rows["baseline"]["greedy_identical"] and rows["fast"]["greedy_identical"]
     assert not rows["wrong"]["greedy_identical"]
     assert rows["fast"]["target_steps"] == 4 and len(rows["fast"]["speedups"]) == 2
     assert len(rows["fast"]["prompt_tokens_per_s"]) == 2
+    assert len(rows["fast"]["turn_speedups"]) == 4 and rows["fast"]["tokens"] == 8  # the last round: 2 prompts x 4
     table = harness.format_table(list(rows.values()), harness.BENCHMARK_COLUMNS).splitlines()
     assert table[0].split()[:2] == ["method", "τ"] and len(table) == 2 + 3
     assert "NO" in table[-1] and "yes" in table[2]
@@ -74,7 +76,7 @@ def test_top2_margin_is_the_gap_between_the_two_best_next_token_logits():
     assert harness.top2_margin(model, ids) == float(top[0] - top[1]) > 0
 
 
-def test_chat_prompts_are_timed_prompt_major_and_chats_go_through_chat():
+def test_chat_prompts_are_timed_prompt_major_in_turns_and_chats_go_through_chat():
     log = []
 
     class ChatLLM(FakeLLM):
@@ -84,7 +86,8 @@ def test_chat_prompts_are_timed_prompt_major_and_chats_go_through_chat():
     engines = {"a": ChatLLM("a", log, [1, 2, 3], 3), "b": ChatLLM("b", log, [1, 2], 1)}
     prompts = [("code", "def f"), ("chat", [{"role": "user", "content": "hi"}])]
     timings = harness.time_chat_prompts(engines, prompts, None)
-    assert log == [("a", "def f"), ("b", "def f"), ("a", ("chat", "hi")), ("b", ("chat", "hi"))]
+    # the order rotates from prompt to prompt: no engine always runs first
+    assert log == [("a", "def f"), ("b", "def f"), ("b", ("chat", "hi")), ("a", ("chat", "hi"))]
     assert timings["a"].tokens == 6 and timings["b"].tokens == 4
     assert len(timings["a"].rates) == 2 and all(r > 0 for r in timings["a"].rates)
     assert [o.token_ids for o in timings["b"].outputs] == [[1, 2], [1, 2]] and timings["b"].seconds > 0

@@ -67,4 +67,5 @@ class NgramGPUSpeculatorConfig(NgramSpeculatorConfig):
     """The same drafter with the token history kept on the engine's device."""
 
     base_method = "ngram_gpu"
+    accelerator_only = True
     speculator_class = "specpath_ngram.speculator:NgramGPUSpeculator"

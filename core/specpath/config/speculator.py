@@ -143,6 +143,12 @@ class SpeculatorConfig:
     where the engine backs a request off to plain decoding (``draft_length_policy``), the drafter
     then costs nothing for it. False: such a request is still handed over each step, with
     ``max_draft_tokens`` 0."""
+    accelerator_only: ClassVar[bool] = False
+    """Built for an accelerator (its state kept on the device): on a CPU it only repeats a host
+    method, so CPU listings and ``specpath demo`` leave it out there."""
+    example_plugin: ClassVar[bool] = False
+    """A teaching example (the plugin template's method), labelled so in listings;
+    ``specpath new-plugin`` copies turn it off."""
     supports_parallel_drafting: ClassVar[bool | None] = None
     """``parallel_drafting`` is accepted (P-EAGLE, PARD); False: rejected by
     :meth:`check_declared_inputs`; None: the class checks it itself."""

@@ -54,6 +54,7 @@ class FreqgramSpeculatorConfig(SpeculatorConfig):
     prefer_dense_token_history = True
     supports_variable_draft_length = True
     model_free = True
+    example_plugin = True
 
     @classmethod
     def verify(cls, spec: Any) -> None:
