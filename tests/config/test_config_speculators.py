@@ -45,7 +45,9 @@ def files(tmp_path_factory):
     speculator = root / "Tiny-speculator.eagle3"
     shutil.copytree(head, speculator)
     config = json.loads((speculator / "config.json").read_text())
-    config.update(speculators_model_type="eagle3", speculators_config=speculators_section(root / "target", 3))
+    # a speculators-format head of specpath's architecture says so (the format's default is a pre-residual norm)
+    config.update(speculators_model_type="eagle3", speculators_config=speculators_section(root / "target", 3),
+                  norm_before_residual=False)
     (speculator / "config.json").write_text(json.dumps(config))
     plain = LLM(str(root / "target"), num_threads=1, max_num_batched_tokens=40, max_num_seqs=4)
     return root, speculator, [o.token_ids for o in plain.generate(PROMPTS, GREEDY)]
