@@ -129,3 +129,24 @@ def test_chat_stream_matches_chat(gguf_file):
     assert "".join(c.text for c in chunks) == whole.text
     assert [t for c in chunks for t in c.token_ids] == whole.token_ids
     assert chunks[-1].finished and chunks[-1].output.prompt.endswith("<|im_start|>assistant\n")
+
+
+def test_cli_run_stream_prints_what_run_prints(capsys):
+    from specpath.cli import main
+
+    args = ["run", "--prompt", "import os\nimport ", "--max-tokens", "24",
+            "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}']
+    assert main(args) == 0
+    plain = capsys.readouterr()
+    assert main([*args, "--stream"]) == 0
+    streamed = capsys.readouterr()
+    assert streamed.out == plain.out
+    assert "load " in streamed.err and "tok/s" in streamed.err
+
+
+def test_cli_run_stream_with_json_is_one_line(capsys):
+    from specpath.cli import main
+
+    assert main(["run", "--prompt", "x", "--stream", "--json"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "pick one" in err
