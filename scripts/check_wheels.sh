@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Checks the wheel-based install in a fresh venv: builds every wheel, installs the CPU build of
+# torch and then all specpath wheels with one pip command (no source tree on the path), and runs
+# `specpath methods` and a tiny `specpath run` on the embedded model from outside the checkout.
+# Usage: scripts/check_wheels.sh [WORKDIR]   (default: a temporary directory, removed at the end)
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+work="${1:-$(mktemp -d)}"
+[ -n "${1:-}" ] || trap 'rm -rf "$work"' EXIT
+start=$SECONDS
+"$repo/scripts/build_wheels.sh" "$work/wheels" >/dev/null
+python3 -m venv "$work/venv"
+py="$work/venv/bin/python"
+unset PYTHONPATH
+"$py" -m pip install -q torch==2.13.0
+# shellcheck disable=SC2046
+"$py" -m pip install -q --find-links "$work/wheels" $(cd "$work/wheels" && ls *.whl | sed 's/-[0-9].*//; s/_/-/g')
+cd "$work"  # nothing of the checkout importable from here
+"$py" -c 'import specpath, specpath_engine; assert "site-packages" in specpath_engine.__file__, specpath_engine.__file__'
+if "$py" -m pip show -q triton >/dev/null 2>&1; then echo "FAIL: triton was pulled in by a CPU install" >&2; exit 1; fi
+"$work/venv/bin/specpath" methods
+"$work/venv/bin/specpath" run --prompt 'import os
+import ' --max-tokens 16 --speculative-config '{"method": "ngram", "num_speculative_tokens": 3}'
+echo "check_wheels: OK in $((SECONDS - start)) s"
