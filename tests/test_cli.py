@@ -52,7 +52,7 @@ def test_methods_shows_a_missing_distribution(capsys, monkeypatch):
 
     plugins.reset(search_path=[])  # no fakes bound
     code, out, _ = run(capsys, "methods")
-    assert code == 0 and "eagle3: not installed: pip install specpath-eagle3" in out
+    assert code == 0 and "eagle3: not installed: pip install ./builtin_methods/eagle3 from a specpath checkout" in out
 
 
 def test_plugins_json(capsys):

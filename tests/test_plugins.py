@@ -184,7 +184,7 @@ def test_a_broken_plugin_is_recorded_and_never_hides_a_healthy_one(fake_site, so
 def test_a_missing_built_in_names_its_broken_plugin(fake_site):
     fake_site.add("specpath-eagle3", {"eagle3": "fake_broken_hooks"}, {"fake_broken_hooks": BROKEN_IMPORT})
     fake_site.rescan()
-    with pytest.raises(SpeculativeConfigError, match="pip install specpath-eagle3.*plugin is broken: ModuleNotFound"):
+    with pytest.raises(SpeculativeConfigError, match="pip install ./builtin_methods/eagle3.*plugin is broken: ModuleNotFound"):
         specpath.SpeculativeConfig(method="eagle3", model="x", num_speculative_tokens=2)
 
 
@@ -214,7 +214,7 @@ def test_empty_allow_list_and_disabled_autoload_load_nothing(fake_site, monkeypa
         fake_site.rescan()
         plugins.load_all()
         assert [r.status for r in plugins.plugin_records()] == [status]
-        with pytest.raises(SpeculativeConfigError, match="pip install specpath-ngram"):
+        with pytest.raises(SpeculativeConfigError, match="pip install ./builtin_methods/ngram"):
             specpath.SpeculativeConfig(method="ngram", num_speculative_tokens=2)
         monkeypatch.delenv(var)
 

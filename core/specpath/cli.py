@@ -32,8 +32,6 @@ OTHER_COMMANDS: dict[str, str] = {
 }
 """Command -> the distribution that provides it (so that a missing one can say what to install)."""
 
-DISTRIBUTION_DIRS: dict[str, str] = {"specpath-engine": "engine", "specpath-train": "train"}
-"""Where each of those distributions lives in a specpath checkout."""
 
 PROBE_K = 4
 """K at which ``specpath methods`` evaluates K-dependent values."""
@@ -143,7 +141,9 @@ def method_rows() -> list[dict[str, Any]]:
         elif reg is None and name in UNIMPLEMENTED_METHODS:
             row["note"] = UNIMPLEMENTED_METHODS[name]
         elif reg is None:
-            row["note"] = f"not installed: pip install {row['distribution']}"
+            from specpath.methods import install_hint
+
+            row["note"] = f"not installed: {install_hint(row['distribution'])}"
         rows.append(row)
     return rows
 
@@ -363,8 +363,9 @@ def _add_command_modules(sub: Any) -> None:
     for command, dist in OTHER_COMMANDS.items():
         if command in sub.choices:
             continue
-        where = DISTRIBUTION_DIRS.get(dist, dist)
-        reason = broken.get(dist) or f"{dist} is not installed: pip install ./{where} from a specpath checkout, or its wheel"
+        from specpath.methods import install_hint
+
+        reason = broken.get(dist) or f"{dist} is not installed: {install_hint(dist)}"
         # prefix_chars no argument starts with: every argument lands in ``rest``, so the answer is
         # what to install, never an "unrecognized arguments" error about the real command's flags
         q = sub.add_parser(command, help=f"(not available: {reason})", add_help=False, prefix_chars="\0")

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from specpath import plugins
 from specpath.errors import SpeculativeConfigError, UnknownMethodError, _short, closest_match
-from specpath.methods import BUILTIN_METHODS, CANONICAL_METHODS, METHOD_DISTRIBUTIONS, MTP_ALIASES, UNIMPLEMENTED_METHODS
+from specpath.methods import (BUILTIN_METHODS, CANONICAL_METHODS, METHOD_DISTRIBUTIONS, MTP_ALIASES, UNIMPLEMENTED_METHODS,
+                              install_hint)
 from specpath.registry import Registration, get_registry
 
 
@@ -66,7 +67,7 @@ def builtin_config_class(method: str) -> Registration:
                 value=method,
             )
         raise SpeculativeConfigError(
-            f"method {method!r} is provided by the distribution {dist!r} (pip install {dist}); the installed "
+            f"method {method!r} is provided by the distribution {dist!r} ({install_hint(dist)}); the installed "
             f"plugin {record.name!r} ({record.distribution}) is {record.why_not_loaded}",
             field=field,
             value=method,
@@ -75,7 +76,7 @@ def builtin_config_class(method: str) -> Registration:
     why = f"; its plugin is broken: {broken[0].error}" if broken else ""
     raise SpeculativeConfigError(
         f"method {method!r} is provided by the distribution {dist!r}, which is not installed "
-        f"(pip install {dist}){why}",
+        f"({install_hint(dist)}){why}",
         field=field,
         value=method,
     )

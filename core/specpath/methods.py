@@ -82,6 +82,23 @@ METHOD_DISTRIBUTIONS: dict[str, str | None] = {
 }
 """Canonical built-in method -> the distribution that provides it (None: no plugin here)."""
 
+def source_dir(distribution: str) -> str:
+    """Where ``distribution`` lives in a specpath checkout (``builtin_methods/eagle``, ``engine``)."""
+    fixed = {"specpath": ".", "specpath-engine": "engine", "specpath-train": "train",
+             "specpath-freqgram": "plugin_template"}
+    if distribution in fixed:
+        return fixed[distribution]
+    return "builtin_methods/" + distribution.removeprefix("specpath-").replace("-", "_")
+
+
+def install_hint(distribution: str) -> str:
+    """A command that installs ``distribution`` from what this project ships (none of its
+    distributions is on a public index): the checkout's source directory or the wheels
+    ``scripts/build_wheels.sh`` builds."""
+    return (f"pip install ./{source_dir(distribution)} from a specpath checkout, or "
+            f"pip install --find-links WHEELS_DIR {distribution} with the wheels of scripts/build_wheels.sh")
+
+
 CANONICAL_METHODS: tuple[str, ...] = tuple(METHOD_DISTRIBUTIONS)
 """Built-in names after alias normalisation, in table order."""
 

@@ -46,6 +46,8 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=None,
                    help="seed of this request's sampling, for a repeatable sampled run (default: unseeded)")
     p.add_argument("--json", action="store_true", help="print one JSON object: text, token_ids, metrics")
+    p.add_argument("--stream", action="store_true",
+                   help="print the text as it is verified, an accepted chunk at a time (not with --json)")
     p.set_defaults(func=cmd_run)
 
     p = subparsers.add_parser("demo", help="every installed method on fixed code and chat prompts, against the baseline")
@@ -138,7 +140,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from specpath_engine.llm import LLM, SamplingParams
     from specpath_engine.threads import wait_policy
 
+    if args.stream and args.json:
+        from specpath.cli import CommandError
+
+        raise CommandError("--stream prints text as it goes; --json prints one object at the end: pick one",
+                           prog="specpath run")
+    started = time.perf_counter()
     llm = LLM(args.model, _speculative_input(args), **_engine_kwargs(args))
+    load_s = time.perf_counter() - started
     if args.chat and not llm.tokenizer.chat_template:
         from specpath.cli import CommandError
 
@@ -152,9 +161,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         messages = ([{"role": "system", "content": args.system}] if args.system else []) + [
             {"role": "user", "content": args.prompt}
         ]
-        out = llm.chat(messages, params)[0]
+        request = llm.chat(messages, params, stream=args.stream)
     else:
-        out = llm.generate([args.prompt], params)[0]
+        request = llm.generate([args.prompt], params, stream=args.stream)
+    if args.stream:
+        if not args.chat:
+            sys.stdout.write(args.prompt)
+        for chunk in request:
+            sys.stdout.write(chunk.text)
+            sys.stdout.flush()
+            out = chunk.output if chunk.finished else None
+    else:
+        out = request[0]
     metrics = out.metrics.as_dict()
     if args.json:
         keys = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "mean_acceptance_length",
@@ -164,10 +182,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                           "threads": {"num_threads": llm.threads.num_threads, "reason": llm.threads.reason,
                                       "wait_policy": wait_policy()}}))
     else:
-        sys.stdout.write((out.text if args.chat else args.prompt + out.text) + "\n")
+        sys.stdout.write("\n" if args.stream else (out.text if args.chat else args.prompt + out.text) + "\n")
         print(
             f"[{len(out.token_ids)} tokens, {metrics['tokens_per_s']:.1f} tok/s, "
-            f"tau {metrics['mean_acceptance_length']:.2f}, finish: {out.finish_reason}; {_threads_note(llm)}]",
+            f"tau {metrics['mean_acceptance_length']:.2f}, finish: {out.finish_reason}; "
+            f"load {load_s:.2f} s, apart from generation; {_threads_note(llm)}]",
             file=sys.stderr,
         )
     return 0

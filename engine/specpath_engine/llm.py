@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from specpath_engine.request import SamplingParams, as_token_lists
 
 SCHEDULER_DEFAULTS = SchedulerConfig()
 
-__all__ = ["LLM", "RequestFailedError", "RequestOutput", "SamplingParams", "SpecMetrics"]
+__all__ = ["LLM", "RequestFailedError", "RequestOutput", "SamplingParams", "SpecMetrics", "StreamChunk"]
 
 
 
@@ -50,6 +50,25 @@ class RequestOutput:
     finish_reason: str
     """"length" (max_tokens or max_model_len) or "stop" (EOS, a stop token or a stop string)."""
     metrics: SpecMetrics
+
+
+@attrs.frozen(kw_only=True)
+class StreamChunk:
+    """What one step of a streamed call added to one request (:meth:`LLM.generate_stream`).
+
+    The ``text`` of a request's chunks adds up to its ``RequestOutput.text`` and the
+    ``token_ids`` to its ``token_ids``; text is held back while it ends inside a character or
+    could still turn into a stop string, so a chunk may carry ids and no text."""
+
+    index: int
+    """Position of the request's prompt in the call."""
+    request_id: str
+    text: str
+    token_ids: list[int]
+    """Tokens verified in this step (generated tokens only)."""
+    finished: bool
+    output: RequestOutput | None = None
+    """The whole finished request (text, finish reason, its metrics) on its last chunk."""
 
 
 DEFAULT_MAX_MODEL_LEN = 2048
@@ -315,14 +334,66 @@ class LLM:
         self,
         prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
-    ) -> list[RequestOutput]:
+        *,
+        stream: bool = False,
+    ) -> Any:
         """Generate for each prompt (text or token ids); outputs in prompt order.
 
         A call succeeds or fails as a whole, as in other engines' offline APIs: when a step
         raises (drafter, sampler or model), every request of the call is aborted, its KV blocks
         and drafter state freed, and :class:`RequestFailedError` (a ``RuntimeError`` with the
         original exception as ``__cause__``) is raised; the ``LLM`` stays usable.
+        ``stream=True``: the iterator of :meth:`generate_stream` instead of the list.
         """
+        if stream:
+            return self.generate_stream(prompts, sampling_params)
+        items, token_lists, params = self._prepare(prompts, sampling_params)
+        requests, self.metrics = self.engine.generate(token_lists, params)
+        return [self._output(r, p if isinstance(p, str) else None) for r, p in zip(requests, items)]
+
+    def generate_stream(
+        self,
+        prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+    ) -> Iterator[StreamChunk]:
+        """:meth:`generate` as an iterator of :class:`StreamChunk`: after every engine step,
+        one chunk per request that gained verified tokens (a whole accepted draft at a time),
+        its text decoded incrementally (:mod:`specpath_engine.detokenizer`). Bad input fails
+        here, before the first chunk; ``metrics`` is the call's aggregate once the iterator is
+        exhausted; breaking out early aborts the call's unfinished requests."""
+        from specpath_engine.detokenizer import IncrementalDetokenizer
+
+        items, token_lists, params = self._prepare(prompts, sampling_params)
+        steps = self.engine.stream(token_lists, params)
+
+        def chunks() -> Iterator[StreamChunk]:
+            seen: list[int] = []
+            decoders: list[IncrementalDetokenizer] = []
+            done: set[int] = set()
+            for requests in steps:
+                for i, r in enumerate(requests):
+                    if i == len(seen):
+                        seen.append(0)
+                        decoders.append(IncrementalDetokenizer(self.tokenizer, stop=r.params.stop))
+                    if i in done:
+                        continue
+                    new = list(r.output_token_ids[seen[i]:])
+                    seen[i] += len(new)
+                    text = decoders[i].add(new) if new else ""
+                    output = None
+                    if r.is_finished:
+                        done.add(i)
+                        output = self._output(r, items[i] if isinstance(items[i], str) else None)
+                        text += decoders[i].finish(output.text)
+                    if new or output is not None:
+                        yield StreamChunk(index=i, request_id=r.req_id, text=text, token_ids=new,
+                                          finished=output is not None, output=output)
+            self.metrics = self.engine.last_metrics
+
+        return chunks()
+
+    def _prepare(self, prompts: Any, sampling_params: Any) -> tuple[list[Any], list[list[int]], Any]:
+        """Prompts as given, as token lists, and the sampling params (default: greedy)."""
         from specpath_engine.arguments import EngineArgumentError, check_prompt_text, check_token_ids
 
         if prompts is None or isinstance(prompts, bytes) or not hasattr(prompts, "__iter__"):
@@ -340,8 +411,7 @@ class LLM:
             else:
                 token_lists.append(check_token_ids(name, p, vocab))
         params = sampling_params if sampling_params is not None else SamplingParams()
-        requests, self.metrics = self.engine.generate(token_lists, params)
-        return [self._output(r, p if isinstance(p, str) else None) for r, p in zip(requests, items)]
+        return items, token_lists, params
 
     def chat(
         self,
@@ -349,10 +419,12 @@ class LLM:
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
         *,
         add_generation_prompt: bool = True,
-    ) -> list[RequestOutput]:
+        stream: bool = False,
+    ) -> Any:
         """Generate the assistant's reply to one conversation (a list of ``{"role", "content"}``
         dicts) or to each of several, through the checkpoint's chat template. Generation stops at
-        the model's EOS unless ``ignore_eos`` is set; ``RequestOutput.prompt`` is the rendered text."""
+        the model's EOS unless ``ignore_eos`` is set; ``RequestOutput.prompt`` is the rendered text.
+        ``stream=True``: an iterator of :class:`StreamChunk` (see :meth:`generate_stream`)."""
         from specpath_engine.chat import render_chat, split_conversations
 
         conversations = split_conversations(messages)
@@ -367,7 +439,7 @@ class LLM:
             )
             for conversation in conversations
         ]
-        return self.generate(prompts, sampling_params)
+        return self.generate(prompts, sampling_params, stream=stream)
 
     def _output(self, r: Any, prompt: str | None) -> RequestOutput:
         text = self.tokenizer.decode(r.output_token_ids)

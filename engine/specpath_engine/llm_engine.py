@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -333,6 +333,8 @@ class LLMEngine:
             device=self.device,
         )
         self._ids = itertools.count()
+        self.last_metrics = SpecMetrics()
+        """Aggregate metrics of the last finished ``generate`` / ``stream`` call."""
 
     @classmethod
     def from_config(
@@ -446,9 +448,23 @@ class LLMEngine:
         self, prompts: Sequence[Sequence[int]], params: SamplingParams | Sequence[SamplingParams]
     ) -> tuple[list[Request], SpecMetrics]:
         """Run ``prompts`` to completion; requests in prompt order and the aggregate metrics."""
+        steps = self.stream(prompts, params)
+        for requests in steps:
+            pass
+        return requests, self.last_metrics
+
+    def stream(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams | Sequence[SamplingParams]
+    ) -> Iterator[list[Request]]:
+        """Run ``prompts`` to completion, yielding the requests (prompt order) after every step,
+        so a caller sees each verified chunk as it lands; ``last_metrics`` is the aggregate once
+        exhausted. Closing the iterator early aborts the call's unfinished requests."""
         per = list(params) if isinstance(params, (list, tuple)) else [params] * len(prompts)
         if len(per) != len(prompts):
             raise ValueError(f"got {len(per)} SamplingParams for {len(prompts)} prompts")
+        return self._run(prompts, per)
+
+    def _run(self, prompts: Sequence[Sequence[int]], per: list[SamplingParams]) -> Iterator[list[Request]]:
         start = time.perf_counter()
         requests: list[Request] = []
         try:
@@ -456,6 +472,8 @@ class LLMEngine:
                 requests.append(self.add_request(p, sp))
             while self.has_unfinished:
                 self.step()
+                if self.has_unfinished:
+                    yield requests
         except BaseException as exc:
             # generate() is one call: when part of it fails, none of it stays queued.
             for r in requests:
@@ -464,4 +482,5 @@ class LLMEngine:
                 raise RequestFailedError(exc.requests, exc.__cause__, all_requests=requests) from exc.__cause__
             raise
         elapsed = time.perf_counter() - start
-        return requests, SpecMetrics.total((r.metrics for r in requests), elapsed_s=elapsed)
+        self.last_metrics = SpecMetrics.total((r.metrics for r in requests), elapsed_s=elapsed)
+        yield requests  # the last step's tokens, with last_metrics set

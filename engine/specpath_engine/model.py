@@ -372,9 +372,19 @@ class Backbone(nn.Module):
 
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        skeleton = torch.empty(()).device.type == "meta"
+        if skeleton:  # from_pretrained's skeleton: weights come next
+            # normal_ on a meta tensor runs torch's Python reference, whose import pulls in dynamo
+            # (~1.5 s of a cold start); a skeleton needs no initial values.
+            self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size,
+                                             _weight=torch.empty(config.vocab_size, config.hidden_size))
+        else:
+            self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        if skeleton:  # the caller builds the rotary table outside the meta context (as above: dynamo)
+            self.rotary_emb = None
+            return
         self.rotary_emb = RotaryEmbedding(
             theta=config.rope_theta,
             head_dim=config.head_dim,
@@ -462,7 +472,12 @@ class LlamaModel(nn.Module):
             raw, source = checkpoint.read_config(path), Path(path) / checkpoint.CONFIG_NAME
         config = cls._config_from(raw, source)
         model, expected, optional = cls._expected_tensors(config, dtype, source)
-        own = gguf_file.state_dict(dtype) if gguf_file is not None else checkpoint.load_state_dict(path)
+        if gguf_file is not None:
+            from specpath_engine.modeling.weight_cache import cached_state_dict
+
+            own = cached_state_dict(Path(path), dtype, lambda: gguf_file.state_dict(dtype))
+        else:
+            own = checkpoint.load_state_dict(path)
         tensors = {**(shared_tensors or {}), **own}
         if config.tie_word_embeddings:
             tensors.pop("lm_head.weight", None)
@@ -470,7 +485,7 @@ class LlamaModel(nn.Module):
         model.load_state_dict(tensors, strict=False, assign=True)
         if config.tie_word_embeddings:
             model.lm_head.weight = model.model.embed_tokens.weight
-        # Non-persistent buffers (the RoPE tables) were built on meta: rebuild them for real.
+        # The RoPE tables (non-persistent buffers) are built here, outside the meta context.
         model.model.rotary_emb = RotaryEmbedding(
             theta=config.rope_theta,
             head_dim=config.head_dim,

@@ -150,3 +150,29 @@ def test_sampled_output_follows_target(tiny_pair, kind):
             p = torch.softmax(model(torch.tensor([prompt + [a]])).logits[0, -1].float(), -1)
             assert chi_square_pvalue(counts[a], p) > 1e-6, (a, counts[a].tolist(), p.tolist())
     assert chi_square_pvalue(counts.sum(1), first) > 1e-6
+
+
+def test_streamer_gets_every_token_as_plain_generate_gives_it(embedded):
+    """transformers drops ``streamer`` for a callable ``custom_generate`` after putting the prompt;
+    the bridge still feeds it each verified token and ends it once, as ``_sample`` would."""
+
+    class Recorder:
+        def __init__(self):
+            self.puts, self.ends = [], 0
+
+        def put(self, value):
+            self.puts.append(value.tolist())
+
+        def end(self):
+            self.ends += 1
+
+    ids = torch.tensor([list(PROMPTS[0])])
+    plain, spec = Recorder(), Recorder()
+    want = embedded.generate(ids, max_new_tokens=16, do_sample=False, streamer=plain)
+    got = embedded.generate(ids, max_new_tokens=16, do_sample=False, custom_generate=specpath_generate,
+                            speculative_config={"method": "ngram", "num_speculative_tokens": 3}, streamer=spec)
+    assert got.tolist() == want.tolist()
+    flat = lambda puts: [t for p in puts[1:] for t in (p if isinstance(p, list) else [p])]  # noqa: E731
+    assert spec.puts[0] == plain.puts[0] == ids.tolist()
+    assert flat(spec.puts) == flat(plain.puts) == want[0, ids.shape[1]:].tolist()
+    assert spec.ends == plain.ends == 1

@@ -107,14 +107,14 @@ def test_inference_from_model():
     assert resolve(model="ngram", num_speculative_tokens=2).method == "ngram"
     assert "speculative_config.model: required for method 'draft_model'" in error(num_speculative_tokens=2)
     for path in ("my_pkg.proposer:MyProposer", "my_pkg.proposer.MyProposer"):  # detected as custom_class
-        assert "pip install specpath-custom-class" in error(model=path, num_speculative_tokens=2)
+        assert "pip install ./builtin_methods/custom_class" in error(model=path, num_speculative_tokens=2)
 
 
 def test_method_names_are_validated_with_a_suggestion():
     with pytest.raises(UnknownMethodError) as info:
         resolve(method="eagel3", num_speculative_tokens=2)
     assert info.value.suggestion == "eagle3" and info.value.field == "speculative_config.method"
-    assert "pip install specpath-suffix" in error(method="suffix", num_speculative_tokens=2)
+    assert "pip install ./builtin_methods/suffix" in error(method="suffix", num_speculative_tokens=2)
 
 
 def test_mtp_alias_warns_and_resolves_to_mtp(make_checkpoint, target):

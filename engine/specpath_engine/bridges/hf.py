@@ -159,6 +159,8 @@ def generate(
 
     if speculative_config is None:
         raise SpeculativeConfigError("is required with custom_generate=specpath_engine.bridges.hf.generate", field="speculative_config")
+    if streamer is None:
+        streamer = _callers_streamer()
     _check_supported(input_ids, generation_config, model_kwargs, synced_gpus)
     max_length = int(generation_config.max_length)
     bridge = _bridge(model, speculative_config, max_length)
@@ -267,6 +269,19 @@ def generate(
 
         return GenerateDecoderOnlyOutput(sequences=ids, past_key_values=cache)
     return ids
+
+
+def _callers_streamer() -> Any:
+    """The ``streamer`` given to ``model.generate()``: transformers hands a callable
+    ``custom_generate`` only the keyword arguments ``_sample`` lacks, so it puts the prompt into
+    the streamer and then drops it; read it from the calling ``generate`` frame (None elsewhere)."""
+    import sys
+
+    frame = sys._getframe(2)  # 0: here, 1: our generate, 2: transformers' generate
+    if frame.f_code.co_name != "generate" or "transformers" not in frame.f_code.co_filename:
+        return None
+    streamer = frame.f_locals.get("streamer")
+    return streamer if hasattr(streamer, "put") and hasattr(streamer, "end") else None
 
 
 def _append(ids: torch.Tensor, emitted: Sequence[int], scores: torch.Tensor, stopping_criteria: Any, streamer: Any):

@@ -20,6 +20,8 @@ only to dequantise tensors, torch only by the tensor functions.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import math
 import os
@@ -249,10 +251,22 @@ def _hf_config(md: Metadata, arch: str, tensor_names: set[str]) -> dict[str, Any
 
 def read_gguf(path: str | os.PathLike[str]) -> GGUFCheckpoint:
     """Parse and check a GGUF file's metadata and tensor table (the tensors themselves are read by
-    ``state_dict``); every defect is one ``CheckpointError`` line naming the file and field."""
+    ``state_dict``); every defect is one ``CheckpointError`` line naming the file and field.
+
+    Parsed once per file version: one ``LLM()`` reads the metadata for its config, tokenizer and
+    weights (~0.4 s each for SmolLM2's 49k-token vocabulary)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"GGUF file not found: {path}")
+    stat = path.stat()
+    parsed = _read_gguf(path.resolve(), stat.st_size, stat.st_mtime_ns)
+    # Each caller gets its own dicts: the parse is shared, not what callers do with it.
+    return attrs.evolve(parsed, path=path, config=copy.deepcopy(parsed.config),
+                        tokenizer_config=copy.deepcopy(parsed.tokenizer_config))
+
+
+@functools.lru_cache(maxsize=8)
+def _read_gguf(path: Path, size: int, mtime_ns: int) -> GGUFCheckpoint:
     try:
         file = parse_gguf(path)
     except (GGUFFormatError, OSError) as exc:

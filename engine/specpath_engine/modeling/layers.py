@@ -101,12 +101,14 @@ def fused_linear(*linears: nn.Linear) -> nn.Linear:
     """One ``nn.Linear`` whose outputs are those of ``linears`` concatenated (weights and biases;
     their device and dtype), not trained: q/k/v or gate/up as one matmul."""
     first = linears[0]
+    # Built on meta and given the concatenated tensors: no random init, no second copy (a cold
+    # start fuses ~60 of these).
     fused = nn.Linear(first.in_features, sum(l.out_features for l in linears), bias=first.bias is not None,
-                      device=first.weight.device, dtype=first.weight.dtype)
+                      device="meta", dtype=first.weight.dtype)
     with torch.no_grad():
-        fused.weight.copy_(torch.cat([l.weight for l in linears]))
+        fused.weight = nn.Parameter(torch.cat([l.weight for l in linears]), requires_grad=False)
         if first.bias is not None:
-            fused.bias.copy_(torch.cat([l.bias for l in linears]))
+            fused.bias = nn.Parameter(torch.cat([l.bias for l in linears]), requires_grad=False)
     return fused.requires_grad_(False)
 
 
