@@ -30,7 +30,11 @@ class DraftKV:
         dtype: torch.dtype,
         device: torch.device | str,
         initial_rows: int = 4,
+        native: bool = True,
     ) -> None:
+        """``dtype``: the KV's (the engine's ``kv_cache_dtype``); ``native`` False keeps every pass
+        on torch's attention (``attention_backend`` ``torch``)."""
+        self.native = native
         self.num_layers, self.num_kv_heads, self.head_dim = num_layers, num_kv_heads, head_dim
         self.max_len, self.max_rows = max_len, max_rows
         self.dtype, self.device = dtype, torch.device(device)
@@ -114,7 +118,7 @@ class RowAttention:
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         kv = self.kv
-        if self.one_row is not None and (native := attention_kernels(q, k, v, kv.k[layer])) is not None:
+        if kv.native and self.one_row is not None and (native := attention_kernels(q, k, v, kv.k[layer])) is not None:
             return native.attention(q, k, v, kv.k[layer][self.one_row], kv.v[layer][self.one_row], self.num_keys)
         kv.k[layer][self.token_rows, self.positions] = k.to(kv.dtype)
         kv.v[layer][self.token_rows, self.positions] = v.to(kv.dtype)

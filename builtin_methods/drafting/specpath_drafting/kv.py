@@ -30,9 +30,14 @@ def newest_of_one_row(rows: torch.Tensor, positions: torch.Tensor, max_position:
 
 
 class DrafterKV:
+    """``keys``/``values`` ``[rows * row_len, kv_heads, head_dim]`` in ``dtype`` (the engine's
+    ``kv_cache_dtype``); ``native`` False keeps every pass on torch's attention
+    (``attention_backend`` ``torch``)."""
+
     def __init__(self, *, num_rows: int, row_len: int, num_kv_heads: int, head_dim: int,
-                 dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> None:
+                 dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu", native: bool = True) -> None:
         self.num_rows = num_rows
+        self.native = native
         self.row_len = row_len
         self.keys = torch.zeros(num_rows * row_len, num_kv_heads, head_dim, dtype=dtype, device=device)
         self.values = torch.zeros_like(self.keys)
@@ -44,14 +49,14 @@ class DrafterKV:
         ``max_position`` (a host int) bounds the gathered span."""
 
         def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            if (native := native_attention(q, k, v, self.keys)) is not None and (
+            if self.native and (native := native_attention(q, k, v, self.keys)) is not None and (
                     row := newest_of_one_row(rows, positions, max_position)) is not None:
                 # one request's newest positions (a chain step, or its ingest): one native call
                 start = row * self.row_len
                 return native.attention(q, k, v, self.keys[start : start + self.row_len],
                                         self.values[start : start + self.row_len], max_position + 1)
-            self.keys.index_copy_(0, slots, k)
-            self.values.index_copy_(0, slots, v)
+            self.keys.index_copy_(0, slots, k.to(self.keys.dtype))
+            self.values.index_copy_(0, slots, v.to(self.values.dtype))
             span = self._span[: max_position + 1]
             index = rows[:, None] * self.row_len + span[None, :]  # [T, P]
             keys = self.keys[index].permute(0, 2, 3, 1)  # [T, KV, D, P]
@@ -69,7 +74,7 @@ class DrafterKV:
         keys, values = self.keys[start : start + self.row_len], self.values[start : start + self.row_len]
 
         def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            if (native := native_attention(q, k, v, self.keys)) is not None:
+            if self.native and (native := native_attention(q, k, v, self.keys)) is not None:
                 return native.attention(q, k, v, keys, values, length, mask)
             t = q.shape[0]
             keys[length - t : length] = k
@@ -83,8 +88,9 @@ class DrafterKV:
 def _grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
     """The torch path: ``q [T, H, D]`` over ``keys [T or 1, KV, D, P]`` and ``values [T or 1, KV,
     P, D]``, query heads grouped by their KV head, each query blind to the keys ``hidden [T, P]``
-    marks; ``[T, H, D]``."""
+    marks; ``[T, H, D]``. A KV in another dtype than ``q`` is read in ``q``'s."""
     t, heads, d = q.shape
+    keys, values = keys.to(q.dtype), values.to(q.dtype)
     grouped = q.view(t, keys.shape[1], heads // keys.shape[1], d)
     scores = torch.matmul(grouped, keys) * (1.0 / math.sqrt(d))  # [T, KV, G, P]
     scores = scores.masked_fill(hidden[:, None, None, :], float("-inf"))

@@ -76,7 +76,8 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
         rows = self.kv.num_rows
         self.kvs = [self.kv] + [
             DrafterKV(num_rows=rows, row_len=self.row_len, num_kv_heads=hc.num_key_value_heads,
-                      head_dim=hc.head_dim, dtype=self.dtype, device=self.device)
+                      head_dim=hc.head_dim, dtype=self.kv_settings.dtype, device=self.device,
+                      native=self.kv_settings.native)
             for _ in mods[1:]
         ]
         self.outputs = torch.zeros(len(mods) - 1, rows * self.row_len, hc.hidden_size, dtype=self.dtype,

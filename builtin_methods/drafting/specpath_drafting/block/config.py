@@ -25,7 +25,7 @@ import attrs
 from specpath.config.speculator import DraftModelSpeculatorConfig
 from specpath.errors import SpeculativeConfigError
 
-NON_CAUSAL_ATTENTION_BACKENDS = ("auto", "torch", "torch_sdpa", "flex_attention", "flash_attn")
+NON_CAUSAL_ATTENTION_BACKENDS = ("auto", "native", "torch", "torch_sdpa", "flex_attention", "flash_attn")
 """Draft attention backends that can attend bidirectionally within a query block. ``auto``
 and ``torch`` are the plugin's own masked-matmul path (the one this package runs)."""
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from specpath_engine.draft_overrides import kv_settings
 from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_engine.modeling.dtypes import torch_dtype
 from specpath_engine.modeling.rows import RowAllocator
@@ -69,8 +70,10 @@ class DFlashSpeculator(BaseSpeculator):
         block = self.k if self.anchor_first else self.k + 1
         self.row_len = int(context.max_model_len) + block + 2
         shape = (dc.num_hidden_layers, rows * self.row_len, dc.num_key_value_heads, dc.head_dim)
-        self.ctx_keys = torch.zeros(shape, dtype=self.dtype, device=self.device)
-        self.ctx_values = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.kv_settings = kv_settings(context, self.dtype)
+        """The KV dtype and attention kernel the engine resolved (``kv_cache_dtype``, ``attention_backend``)."""
+        self.ctx_keys = torch.zeros(shape, dtype=self.kv_settings.dtype, device=self.device)
+        self.ctx_values = torch.zeros(shape, dtype=self.kv_settings.dtype, device=self.device)
         self.rows = RowAllocator(rows, owner=type(self).__name__)
         self.build_queries = block_queries_fn(self.device)
         self.drafter.rotary.ensure_length(self.row_len)
@@ -156,8 +159,8 @@ class DFlashSpeculator(BaseSpeculator):
         index = torch.tensor(slots, device=self.device)
         for i in range(len(self.drafter.layers)):
             k, v = self.drafter.context_kv(i, ctx, cos, sin)
-            self.ctx_keys[i].index_copy_(0, index, k)
-            self.ctx_values[i].index_copy_(0, index, v)
+            self.ctx_keys[i].index_copy_(0, index, k.to(self.ctx_keys.dtype))
+            self.ctx_values[i].index_copy_(0, index, v.to(self.ctx_values.dtype))
 
     def draft_block(self, anchors: Sequence[int], anchor_pos: Sequence[int], rows: Sequence[int], k: int) -> torch.Tensor:
         """One non-causal pass; returns ``[R, k, d]``: the outputs that predict drafts 1..k."""
@@ -172,7 +175,7 @@ class DFlashSpeculator(BaseSpeculator):
         cos, sin = self.drafter.rope(positions[:, None])
 
         def context_kv(layer: int):
-            return self.ctx_keys[layer][ctx_slots], self.ctx_values[layer][ctx_slots]
+            return self.ctx_keys[layer][ctx_slots].to(self.dtype), self.ctx_values[layer][ctx_slots].to(self.dtype)
 
         out = self.drafter.block(h, cos, sin, context_kv, visible[:, None])[:, 0]
         return out[:, :k] if self.anchor_first else out[:, 1:]
@@ -185,7 +188,7 @@ class DFlashSpeculator(BaseSpeculator):
         from specpath_engine.modeling.native import attention_kernels, native_kernels
 
         d = self.drafter
-        if native_kernels(self.ctx_keys) is None or any(layer.native_linears() is None for layer in d.layers):
+        if not self.kv_settings.native or native_kernels(self.ctx_keys) is None or any(layer.native_linears() is None for layer in d.layers):
             return None  # decided before any work: the batched torch pass runs instead
         h = d.block_embeds(ids)  # [B, d]
         cos, sin = d.rope(positions)
