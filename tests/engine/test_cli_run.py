@@ -33,3 +33,29 @@ def test_the_identity_cell_names_the_margins():
     assert _identity_cell(row) == "NO (2/6 differ; top-2 margin 0.06 0.00)"
     assert _identity_cell({**row, "greedy_identical": True}) == "yes"
     assert _identity_cell({**row, "divergence_margins": []}) == "NO (2/6 differ)"
+
+
+def test_demo_configs_report_a_plugins_reason_and_a_broken_answer(fresh_plugins):
+    import core_fakes
+    from specpath import demo
+    from specpath.hookspecs import hookimpl
+    from specpath_engine.cli_run import demo_configs
+
+    class Demos:
+        @hookimpl
+        def specpath_demo(self, method):
+            if method == "ngram":
+                return demo.leave_out("not today")
+            if method == "ngram_gpu":
+                return "garbage"
+            return demo.run(num_speculative_tokens=2) if method == "eagle" else None
+
+    pm = fresh_plugins.get_plugin_manager()
+    pm.register(core_fakes.BuiltinFakesPlugin())
+    pm.register(Demos())
+    runs, skipped = demo_configs(5, {"ngram", "ngram_gpu", "eagle", "mtp"})
+    reasons = dict(skipped)
+    assert reasons["ngram"] == "not today"
+    assert reasons["ngram_gpu"].startswith("its specpath_demo hook failed: specpath_demo for 'ngram_gpu' returned str")
+    assert dict(runs)["eagle"] == {"num_speculative_tokens": 2, "method": "eagle"}  # the hook's K wins
+    assert dict(runs)["mtp"] == {"num_speculative_tokens": 5, "method": "mtp"}  # nobody answers: the core's default

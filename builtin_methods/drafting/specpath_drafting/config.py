@@ -221,7 +221,6 @@ class HeadSpeculatorConfig(HiddenStateDrafterConfig):
     head the drafts use may be fp8 (``draft_lm_head_quantization``)."""
 
     supported_options = frozenset({"draft_lm_head_quantization", "draft_tree_topk"})
-    demo_num_speculative_tokens = 4
     shares_target_head: ClassVar[bool] = True
     """The head drafts through the target's LM head (so ``draft_lm_head_quantization`` rules
     apply to the target's head dtype)."""

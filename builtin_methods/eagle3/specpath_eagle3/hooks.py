@@ -31,3 +31,11 @@ def detect_eagle3_by_path(checkpoint):
     if checkpoint is None or method_from_checkpoint_config(checkpoint.config) is not None:
         return None
     return "eagle3" if method_from_path(checkpoint.path) == "eagle3" else None
+
+
+@hookimpl
+def specpath_demo(method, config_class, target):
+    """The embedded model: the shipped head at K = 4; another target: the method's defaults."""
+    from specpath.demo import shipped_or_defaults
+
+    return shipped_or_defaults(config_class, target, num_speculative_tokens=4) if method == "eagle3" else None

@@ -93,7 +93,6 @@ class BlockDrafterConfig(DraftModelSpeculatorConfig):
     """Each request keeps only its own ``max_draft_tokens`` of the block."""
     supports_parallel_drafting = False
     """The block is always one pass; ``parallel_drafting`` (P-EAGLE/PARD) does not apply."""
-    demo_num_speculative_tokens = 4
     anchor_sampling_default: ClassVar[bool] = False
     """The layout: False, the anchor is context and the K masks are the predictions (DFlash);
     True, the anchor position predicts the first draft (DSpark's anchor-first layout)."""

@@ -4,7 +4,8 @@ DFlash and DSpark recognise their drafters the same way: a published block-draft
 ``config.json`` naming the kind (z-lab, SpecForge, speculators, specpath: see
 :func:`specpath_drafting.block.published.block_kind`), else, after every plugin's config
 evidence, the method's name in the checkpoint's path when its ``config.json`` says nothing about
-block drafting. :func:`block_drafter_hooks` builds the three hooks for one method.
+block drafting. :func:`block_drafter_hooks` builds the three hooks for one method, and
+:func:`block_drafter_demo` its ``specpath_demo`` hook.
 """
 
 from __future__ import annotations
@@ -53,3 +54,18 @@ def block_drafter_hooks(method: str, config_class: str) -> tuple[Callable[..., A
     detect_by_path.__doc__ = (f"The path hint ``{method}``, asked after every plugin's config evidence, "
                               "for a checkpoint whose ``config.json`` says nothing about block drafting.")
     return specpath_register_methods, specpath_detect_method, detect_by_path
+
+
+def block_drafter_demo(name: str) -> Callable[..., Any]:
+    """The ``specpath_demo`` hook of the block drafter ``name``: on the embedded model its
+    shipped drafter at K = 4 (a block of four), on another target the method's defaults."""
+
+    @hookimpl
+    def specpath_demo(method: str, config_class: Any, target: Any) -> Any:
+        from specpath.demo import shipped_or_defaults
+
+        if method != name:
+            return None
+        return shipped_or_defaults(config_class, target, num_speculative_tokens=4)
+
+    return specpath_demo
