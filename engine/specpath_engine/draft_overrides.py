@@ -10,7 +10,8 @@
   keeps the drafter's own dtype. Others (``fp8``...) are refused in one line.
 - ``moe_backend``: the engine's drafters have no MoE layers, so it is ignored, with that reason.
 
-A model-free method (``model_free``) has no drafter KV and no attention: both are ignored.
+A model-free method (``model_free``) has no drafter KV and no attention: both are ignored. The
+bridges run the same drafters inside other engines and lend the same choices.
 Resolution (:func:`resolve`) and description (:func:`describe`, the ``specpath.engines`` entry
 point ``specpath explain`` reads) import no torch; :func:`kv_settings` is what a speculator calls
 when it allocates its KV.
@@ -45,6 +46,10 @@ class DraftOverrides:
     """``auto``, ``native`` or ``torch``."""
     kv_cache_dtype: str | None = None
     """A float type name, or None: the drafter's own dtype."""
+
+    def context_fields(self) -> dict[str, Any]:
+        """The ``SpeculatorContext`` fields that lend these choices to the speculator."""
+        return {"draft_attention": self.attention, "draft_kv_dtype": self.kv_cache_dtype}
 
 
 def _attention(spec: Any) -> str:

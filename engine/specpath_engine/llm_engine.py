@@ -122,8 +122,7 @@ def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype:
         load_model=load_model if load_model is not None else load,
         verifies_trees=verifies_trees,
         prepare_module=prepare,
-        draft_attention=(draft_overrides or DraftOverrides()).attention,
-        draft_kv_dtype=(draft_overrides or DraftOverrides()).kv_cache_dtype,
+        **(draft_overrides or DraftOverrides()).context_fields(),
     )
 
 
