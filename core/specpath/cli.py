@@ -275,8 +275,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print(f"verification:   {spec.rejection_sample_method}{' (LOSSY)' if spec.is_lossy else ''}")
     if "draft_shape" in described:
         print(f"drafts:         {described['draft_shape']}")
+    from specpath.config.applied import NO_ENGINE
+
     for engine, rows in data["draft_overrides"].items():
-        print(f"overrides:      as the {engine} engine applies them")
+        if engine == NO_ENGINE:
+            print("overrides:      no engine installed; one that cannot apply a value does this")
+        else:
+            print(f"overrides:      as the {engine} engine applies them")
         for row in rows:
             requested = "-" if row["requested"] is None else row["requested"]
             note = f": {row['note']}" if row["note"] else ""

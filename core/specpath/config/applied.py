@@ -55,6 +55,8 @@ class AppliedField:
 
 
 Describer = Callable[[Any], Sequence[AppliedField]]
+NO_ENGINE = "none"
+"""The key of :func:`describe_overrides` when no engine is installed (the core alone)."""
 
 
 def engines() -> dict[str, Describer]:
@@ -74,7 +76,7 @@ def describe_overrides(spec: Any) -> dict[str, list[dict[str, Any]]]:
     for name, describe in engines().items():
         out[name] = [row.as_dict() for row in describe(spec)]
     if not out:
-        out["(no engine installed)"] = [
+        out[NO_ENGINE] = [
             AppliedField(field=f, requested=getattr(spec, f), resolved="-", outcome=WHEN_NOT_APPLICABLE[f],
                          note=f"an engine that cannot apply it: {WHEN_NOT_APPLICABLE[f]}").as_dict()
             for f in DRAFT_OVERRIDES
