@@ -10,7 +10,8 @@
   keeps the drafter's own dtype. Others (``fp8``...) are refused in one line.
 - ``moe_backend``: the engine's drafters have no MoE layers, so it is ignored, with that reason.
 
-A model-free method (``model_free``) has no drafter KV and no attention: both are ignored. The
+A model-free method (``model_free``), or one that drafts nothing, has no drafter KV and no
+attention: both are ignored. The
 bridges run the same drafters inside other engines and lend the same choices.
 Resolution (:func:`resolve`) and description (:func:`describe`, the ``specpath.engines`` entry
 point ``specpath explain`` reads) import no torch; :func:`kv_settings` is what a speculator calls
@@ -36,6 +37,15 @@ KV_CACHE_DTYPES = ENGINE_DTYPES
 """``auto`` (the drafter's dtype) and the engine's float types."""
 _NO_MOE = "the reference engine's drafters have no MoE layers"
 _MODEL_FREE = "a model-free method keeps no drafter KV and runs no attention"
+_NO_DRAFTS = "the method drafts nothing, so it keeps no drafter KV"
+
+
+def _not_applicable(spec: Any) -> str | None:
+    """Why a method has no drafter attention or KV to apply the choices to (capability flags)."""
+    flags = spec.speculator_config
+    if flags.model_free:
+        return _MODEL_FREE
+    return None if flags.proposes_draft_tokens else _NO_DRAFTS
 
 
 @attrs.frozen(kw_only=True)
@@ -73,7 +83,7 @@ def _kv_cache_dtype(spec: Any) -> str | None:
 
 def resolve(spec: Any) -> DraftOverrides:
     """The choices for ``spec``; a value the engine cannot apply is refused (one line)."""
-    if spec.speculator_config.model_free:
+    if _not_applicable(spec) is not None:
         return DraftOverrides()
     return DraftOverrides(attention=_attention(spec), kv_cache_dtype=_kv_cache_dtype(spec))
 
@@ -81,7 +91,7 @@ def resolve(spec: Any) -> DraftOverrides:
 def describe(spec: Any) -> list[AppliedField]:
     """One row per override for ``specpath explain`` (the ``specpath.engines`` entry point)."""
     rows = []
-    model_free = spec.speculator_config.model_free
+    why_not = _not_applicable(spec)
     for field, pick, words in (
         ("attention_backend", _attention, {"auto": "native where a pass fits its kernel, else torch",
                                            "native": "native (one-request bf16 passes), else torch",
@@ -89,9 +99,9 @@ def describe(spec: Any) -> list[AppliedField]:
         ("kv_cache_dtype", _kv_cache_dtype, {None: "the drafter's dtype"}),
     ):
         requested = getattr(spec, field)
-        if model_free:
+        if why_not is not None:
             rows.append(AppliedField(field=field, requested=requested, resolved="-", outcome="ignored",
-                                     note=_MODEL_FREE))
+                                     note=why_not))
             continue
         try:
             value = pick(spec)
@@ -131,7 +141,7 @@ def kv_settings(context: Any, dtype: torch.dtype) -> KVSettings:
         why = None
         if kv_dtype is not torch.bfloat16:
             why = f"its kernel reads a bfloat16 KV, this drafter's is {str(kv_dtype).removeprefix('torch.')}"
-        elif str(context.device) != "cpu":
+        elif torch.device(context.device).type != "cpu":
             why = f"its kernel runs on the CPU, this drafter runs on {context.device}"
         elif native.kernels() is None:
             why = f"the native kernels are unavailable: {native.unavailable_reason()}"

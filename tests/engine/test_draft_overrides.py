@@ -108,3 +108,8 @@ def test_specpath_explain_prints_the_overrides(capsys):
     assert main(["explain", "--json", "--speculative-config", config]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [r["field"] for r in data["draft_overrides"]["reference"]] == list(DRAFT_OVERRIDES)
+
+
+def test_a_method_that_drafts_nothing_ignores_the_kv_choices():
+    rows = _rows({"method": "extract_hidden_states", "num_speculative_tokens": 1, "kv_cache_dtype": "fp8"})
+    assert rows["kv_cache_dtype"]["outcome"] == "ignored" and "drafts nothing" in rows["kv_cache_dtype"]["note"]
