@@ -27,7 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
 class Demo:
     """A method's demo: the config fields it runs with, or why it is left out."""
 
-    config: Mapping[str, Any] | None = attrs.field(default=None, converter=lambda c: None if c is None else FrozenDict(c))
+    config: Mapping[str, Any] | None = attrs.field(
+        default=None, converter=lambda c: None if c is None else FrozenDict(c))
     """Fields over ``{"method": <name>, "num_speculative_tokens": <the demo's K>}`` (a K here
     wins over the demo's); None with ``skip``."""
     skip: str | None = None

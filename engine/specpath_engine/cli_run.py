@@ -212,7 +212,8 @@ def demo_configs(
         try:
             demo = demo_for(name, cls, target)
         except Exception as exc:  # noqa: BLE001 - a broken plugin answer is reported, the demo goes on
-            skipped.append((name, "its specpath_demo hook failed: " + (" ".join(str(exc).split()) or type(exc).__name__)))
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            skipped.append((name, f"its specpath_demo hook failed: {reason}"))
             continue
         if demo.skip is not None:
             skipped.append((name, demo.skip))

@@ -188,7 +188,8 @@ class DFlashSpeculator(BaseSpeculator):
         from specpath_engine.modeling.native import attention_kernels, native_kernels
 
         d = self.drafter
-        if not self.kv_settings.native or native_kernels(self.ctx_keys) is None or any(layer.native_linears() is None for layer in d.layers):
+        if not self.kv_settings.native or native_kernels(self.ctx_keys) is None or any(
+                layer.native_linears() is None for layer in d.layers):
             return None  # decided before any work: the batched torch pass runs instead
         h = d.block_embeds(ids)  # [B, d]
         cos, sin = d.rope(positions)
