@@ -56,7 +56,7 @@ def _native_calls(method, backend):
     return calls[0]
 
 
-@pytest.mark.parametrize("method", ["eagle3", "dflash"])
+@pytest.mark.parametrize("method", ["eagle3", "dflash", "draft_model", "mtp"])
 def test_attention_backend_picks_the_kernel_that_runs(method):
     # the target calls the native attention too (bf16): torch on the drafter makes fewer calls
     auto, torch_only = _native_calls(method, None), _native_calls(method, "torch_sdpa")

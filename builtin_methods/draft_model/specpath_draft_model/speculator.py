@@ -121,7 +121,8 @@ class DraftModelSpeculator(BaseSpeculator):
         rotary = getattr(getattr(self.model, "model", None), "rotary_emb", None)
         if hasattr(rotary, "ensure_length"):
             rotary.ensure_length(max_len)
-        settings = kv_settings(context, next(self.model.parameters()).dtype)
+        self.kv_settings = settings = kv_settings(context, next(self.model.parameters()).dtype)
+        """The KV dtype and attention kernel the engine resolved (``kv_cache_dtype``, ``attention_backend``)."""
         self.kv = DraftKV(
             num_layers=hf["num_hidden_layers"],
             num_kv_heads=hf.get("num_key_value_heads") or heads,
