@@ -20,13 +20,9 @@ PROMPT = "def add(a, b):\n    return"
 
 
 def _kv_tensors(speculator):
-    """The drafter KV tensors of each shipped drafter shape (hidden-state loop, block, draft model)."""
-    if hasattr(speculator, "ctx_keys"):
-        return [speculator.ctx_keys, speculator.ctx_values]
-    kv = speculator.kv
-    if hasattr(kv, "keys"):
-        return [kv.keys, kv.values]
-    return [*kv.k, *kv.v]
+    """The drafter KV tensors: every shipped drafter shape (hidden-state loop, block, draft
+    model) keeps one :class:`specpath_drafting.kv.DrafterKV`."""
+    return [speculator.kv.keys, speculator.kv.values]
 
 
 @pytest.mark.parametrize("method", ["eagle3", "dflash", "draft_model"])
