@@ -16,6 +16,7 @@ import argparse
 
 def main() -> int:
     from specpath_engine import harness
+    from specpath.demo import demo_for
     from specpath_draft_model.config import StandaloneARSpeculatorConfig
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -23,7 +24,8 @@ def main() -> int:
     harness.add_benchmark_arguments(p)
     args = p.parse_args()
     k = args.k
-    draft = StandaloneARSpeculatorConfig.demo_config()
+    demo = demo_for("draft_model", StandaloneARSpeculatorConfig)
+    draft = None if demo.config is None else {**demo.config, "method": "draft_model"}
     runs = [
         ("ngram", {"method": "ngram", "num_speculative_tokens": k}),
         *([("draft_model", {**draft, "num_speculative_tokens": k})] if draft else []),

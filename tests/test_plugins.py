@@ -414,7 +414,7 @@ def specpath_register_methods(register):
         ("supports_parallel_drafting", "maybe", "True, False or None"),
         ("supported_options", ["prompt_lookup_max"], "a frozenset of option names"),
         ("speculator_class", 42, "None or a 'module:Class' string"),
-        ("demo_num_speculative_tokens", 0, "None or an integer >= 1"),
+        ("shipped_drafter_k", 0, "None or an integer >= 1"),
         ("shipped_checkpoints", ("/some/dir",), "a tuple of ShippedCheckpoint rows"),
     ],
 )
@@ -486,3 +486,65 @@ def test_config_evidence_still_beats_any_path_hint():
         assert plugins.detect_method(DraftCheckpoint(path="/models/x-dflash", config=head)).method == "eagle3"
     finally:
         plugins.reset()
+
+
+class _Demos:
+    """An in-process plugin answering ``specpath_demo`` for ``ngram`` only."""
+
+    @hookimpl
+    def specpath_demo(self, method, target):
+        from specpath import demo
+
+        if method != "ngram":
+            return None
+        return demo.run(num_speculative_tokens=2) if target is None else demo.leave_out("embedded model only")
+
+
+def test_the_demo_hook_answers_for_its_own_methods_and_the_core_for_the_rest(fresh_plugins):
+    import core_fakes
+    from specpath import demo
+
+    plugins.get_plugin_manager().register(_Demos())
+    assert demo.demo_for("ngram", core_fakes.FakeNgram) == demo.run(num_speculative_tokens=2)
+    assert demo.demo_for("ngram", core_fakes.FakeNgram, target=object()).skip == "embedded model only"
+    assert demo.demo_for("ngram_gpu", core_fakes.FakeNgramGPU) == demo.default_demo("ngram_gpu", core_fakes.FakeNgramGPU, None)
+
+
+def test_a_demo_hook_returning_something_else_is_a_plugin_error(fresh_plugins):
+    import core_fakes
+    from specpath import demo
+
+    class Wrong:
+        @hookimpl
+        def specpath_demo(self, method):
+            return {"num_speculative_tokens": 2}  # the old demo_config dict, not a Demo
+
+    plugins.get_plugin_manager().register(Wrong())
+    with pytest.raises(PluginError, match="returned dict, not a specpath.demo.Demo"):
+        demo.demo_for("ngram", core_fakes.FakeNgram)
+
+
+def test_a_misspelled_demo_hook_is_caught():
+    from specpath.testing.hooks import HookCheckError, check_plugin_hooks
+
+    class Typo:
+        @hookimpl
+        def specpath_demos(self, method):
+            return None
+
+    with pytest.raises(HookCheckError, match="specpath_demos"):
+        check_plugin_hooks(Typo(), name="typo")
+
+
+def test_every_builtin_plugin_declares_its_demo():
+    """Each built-in entry-point module implements the declared hook (no classmethods to probe)."""
+    from importlib import metadata
+
+    from specpath.testing.hooks import check_plugin_hooks
+
+    modules = {ep.value for ep in metadata.entry_points(group="specpath.methods")
+               if ep.dist is not None and ep.dist.metadata["Name"].startswith("specpath-")}
+    assert len(modules) >= 9
+    for value in modules:
+        module = __import__(value, fromlist=["_"])
+        assert "specpath_demo" in check_plugin_hooks(module, name=value), value

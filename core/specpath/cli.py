@@ -252,6 +252,8 @@ def _resolve(args: argparse.Namespace) -> Any:
 
 
 def explain_data(spec: Any) -> dict[str, Any]:
+    from specpath.config.applied import describe_overrides
+
     speculator = spec.speculator_config
     return {
         "steps": [{"step": s, "detail": d} for s, d in spec.resolution_trace],
@@ -263,6 +265,7 @@ def explain_data(spec: Any) -> dict[str, Any]:
         "draft_model": None if spec.draft_model_config is None else spec.draft_model_config.model,
         "hash": spec.compute_hash(),
         "config": spec.to_dict(),
+        "draft_overrides": describe_overrides(spec),
     }
 
 
@@ -291,6 +294,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print(f"draft length:   {_draft_length(spec)}")
     if "draft_shape" in described:
         print(f"drafts:         {described['draft_shape']}")
+    from specpath.config.applied import NO_ENGINE
+
+    for engine, rows in data["draft_overrides"].items():
+        if engine == NO_ENGINE:
+            print("overrides:      no engine installed; one that cannot apply a value does this")
+        else:
+            print(f"overrides:      as the {engine} engine applies them")
+        for row in rows:
+            requested = "-" if row["requested"] is None else row["requested"]
+            note = f": {row['note']}" if row["note"] else ""
+            print(f"  {row['field']:<18} {requested} -> {row['resolved']} ({row['outcome']}{note})")
     print(f"hash:           {data['hash']}")
     for note in described.get("notes") or ():
         print(f"note:           {note}")

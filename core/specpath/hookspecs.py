@@ -14,7 +14,9 @@ import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover
     from specpath.config.checkpoint import DraftCheckpoint
+    from specpath.config.model import ModelConfig
     from specpath.config.speculator import SpeculatorConfig
+    from specpath.demo import Demo
 
 PROJECT = "specpath"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -46,3 +48,12 @@ def specpath_detect_method(checkpoint: DraftCheckpoint) -> str | None:
 def specpath_configure_converter(converter: Any) -> None:
     """Add cattrs hooks for the plugin's own types to the shared strict converter
     (historic: called for plugins registered after the converter was created, too)."""
+
+
+@hookspec(firstresult=True)
+def specpath_demo(method: str, config_class: type[SpeculatorConfig], target: ModelConfig | None) -> Demo | None:
+    """What ``specpath demo`` runs for ``method`` (bound to ``config_class``) on ``target`` (a
+    ``ModelConfig``; None: the embedded model): a :class:`specpath.demo.Demo` from
+    ``specpath.demo.run(**fields)``, ``shipped(config_class, variant, **fields)`` or
+    ``leave_out(reason)``. Answer only for your own methods (None for any other name); a method
+    nobody answers for gets ``specpath.demo.default_demo``. Import nothing heavy."""

@@ -53,7 +53,7 @@ _DECLARATIONS: dict[str, tuple[str, object]] = {
                           lambda v: isinstance(v, (set, frozenset)) and all(isinstance(o, str) for o in v)),
     "shipped_checkpoints": ("a tuple of ShippedCheckpoint rows",
                             lambda v: isinstance(v, tuple) and all(isinstance(r, ShippedCheckpoint) for r in v)),
-    "demo_num_speculative_tokens": ("None or an integer >= 1", lambda v: v is None or (_is_int(v) and v >= 1)),
+    "shipped_drafter_k": ("None or an integer >= 1", lambda v: v is None or (_is_int(v) and v >= 1)),
 }
 """What a config class may declare for each class-level attribute consumers read: a wrong type
 (``uses_target_hidden_states = "no"``, which is truthy) would mislead every consumer silently."""

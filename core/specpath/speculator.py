@@ -122,6 +122,11 @@ class SpeculatorContext:
     """``prepare_module(module) -> module`` readies a drafter's inference module (loaded, in
     ``dtype``, weights final) the way the engine readies its target, e.g. its low-precision
     ``nn.Linear`` layers pre-packed for the CPU's matmul; None: use the module as it is."""
+    draft_attention: str = "auto"
+    """The drafter's attention kernel, as the engine resolved ``attention_backend``: ``auto`` (the
+    engine's fastest where a pass fits it), ``native`` or ``torch``."""
+    draft_kv_dtype: str | None = None
+    """The drafter KV's dtype name, as the engine resolved ``kv_cache_dtype``; None: the drafter's own."""
 
 
 class BaseSpeculator(abc.ABC):

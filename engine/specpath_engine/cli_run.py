@@ -228,25 +228,14 @@ def demo_target(model: str | None) -> tuple[str | None, str | None]:
     return None, f"the embedded byte-level model (the default of run and LLM()); --model {REAL_DEMO_MODEL} for a real chat model"
 
 
-def _accepts_target(hook: Any) -> bool:
-    import inspect
-
-    try:
-        return "target" in inspect.signature(hook).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def demo_configs(
     k: int, only: set[str] | None = None, *, target: Any = None, model_free: str | None = None
 ) -> tuple[list[tuple[str, dict]], list[tuple[str, str]]]:
     """(method, config) for every installed method that drafts, and (method, reason) skipped.
 
-    ``target`` None is the embedded model: each config class declares
-    ``SpeculatorConfig.demo_config()``, a config dict (run as method ``name``; K is ``k`` unless it
-    says) or None to be left out. For another target (a ``ModelConfig``),
-    ``demo_config(target=...)`` is used when the hook takes a ``target``; otherwise the method
-    runs with its defaults, so its ``default_model`` picks the drafter shipped for that target.
+    Each method's plugin says what its demo runs on ``target`` (a ``ModelConfig``; None: the
+    embedded model) through the ``specpath_demo`` hook (:func:`specpath.demo.demo_for`): config
+    fields (run as method ``name``; K is ``k`` unless they say) or a reason to leave it out.
     Each config is resolved against the target first: one that does not resolve (no drafter
     for this target, for instance) is skipped with the configuration layer's one-line reason.
     ``model_free`` (a method name): every method that is not model-free also runs with it beside
@@ -255,6 +244,7 @@ def demo_configs(
     import warnings
 
     from specpath import plugins
+    from specpath.demo import demo_for
     from specpath.registry import get_registry
     from specpath_engine import demo_table
 
@@ -278,17 +268,16 @@ def demo_configs(
         if not demo_table.shown_on(cls, "cpu"):
             skipped.append((name, "built for an accelerator: on this CPU it would repeat a host method's numbers"))
             continue
-        generic = {"method": name, "num_speculative_tokens": k}
-        if target is None:
-            config = cls.demo_config()
-        elif _accepts_target(cls.demo_config):
-            config = cls.demo_config(target=target)
-        else:
-            config = generic
-        if config is None:
-            skipped.append((name, "no demo config" + ("" if target is None else " for this model")))
+        try:
+            demo = demo_for(name, cls, target)
+        except Exception as exc:  # noqa: BLE001 - a broken plugin answer is reported, the demo goes on
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            skipped.append((name, f"its specpath_demo hook failed: {reason}"))
             continue
-        config = {"num_speculative_tokens": k, **config, "method": name}
+        if demo.skip is not None:
+            skipped.append((name, demo.skip))
+            continue
+        config = {"num_speculative_tokens": k, **demo.config, "method": name}
         candidates = [(name, config)]
         if model_free is not None and not cls.model_free:
             candidates.append((f"{name} + {model_free}", {**config, "model_free_drafter": {"method": model_free}}))

@@ -82,7 +82,8 @@ def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype:
                        max_model_len: int | None = None, max_num_seqs: int = SchedulerConfig().max_num_seqs,
                        target_config: dict | None = None, verifies_trees: bool = False,
                        load_model: Callable[..., Any] | None = None,
-                       draft_quantization: str | None = None) -> SpeculatorContext:
+                       draft_quantization: str | None = None,
+                       draft_overrides: Any = None) -> SpeculatorContext:
     """The one ``SpeculatorContext`` a reference-engine target lends its speculator: the target's
     config (its checkpoint's ``config.json`` when given, else the model's), embedding and head on
     final-normed states (per the contract), and a loader of drafter models on the target's
@@ -94,7 +95,9 @@ def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype:
     (``speculative_config.quantization``: ``"int8"`` / ``"int4"``): ``prepare_module`` and the default
     loader make the drafter's matrices weight-only quantised instead
     (:mod:`specpath_engine.quantization`); drafts change, the output does not (verification is
-    against the target)."""
+    against the target). ``draft_overrides`` (:class:`specpath_engine.draft_overrides.DraftOverrides`):
+    the drafter's attention kernel and KV dtype, lent as ``draft_attention`` / ``draft_kv_dtype``."""
+    from specpath_engine.draft_overrides import DraftOverrides
     from specpath_engine.model import LlamaModel
     from specpath_engine.packed_linear import pack_linears_, packing_enabled
     from specpath_engine.quantization import quantize_model_
@@ -124,6 +127,7 @@ def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype:
         load_model=load_model if load_model is not None else load,
         verifies_trees=verifies_trees,
         prepare_module=prepare,
+        **(draft_overrides or DraftOverrides()).context_fields(),
     )
 
 
@@ -371,6 +375,9 @@ class LLMEngine:
 
             trees = verifies_trees(engine_config.speculative_config.rejection_sample_method, tree_verification)
             draft_quantization = checked_draft_quantization(engine_config.speculative_config)
+            from specpath_engine import draft_overrides
+
+            overrides = draft_overrides.resolve(engine_config.speculative_config)  # refused: one line, now
             if speculator is None:
                 from specpath.factory import create_speculator
 
@@ -379,7 +386,7 @@ class LLMEngine:
                 context = speculator_context(model, device=options.get("device", "cpu"), **target,
                                              max_model_len=scheduler.max_model_len, max_num_seqs=scheduler.max_num_seqs,
                                              verifies_trees=trees, load_model=load_model,
-                                             draft_quantization=draft_quantization)
+                                             draft_quantization=draft_quantization, draft_overrides=overrides)
                 speculator = create_speculator(engine_config.speculative_config, context)
             speculation = speculation_settings(engine_config, speculator, verify_trees=trees, target=model)
         return cls(model, scheduler=scheduler, cache=engine_config.cache_config, speculation=speculation, **options)

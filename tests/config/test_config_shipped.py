@@ -1,5 +1,5 @@
 """The shipped-checkpoint contract: target fingerprints, one lookup with one existence check, the
-default ``default_model`` and ``demo_config``, and the declared-flag input checks."""
+default ``default_model`` and the default demo, and the declared-flag input checks."""
 
 import json
 from types import SimpleNamespace
@@ -60,7 +60,6 @@ def make_class(tmp_path, **flags):
     class Shipping(SpeculatorConfig):
         base_method = "shipping"
         shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, a), ShippedCheckpoint(SMOLLM2_135M, s))
-        demo_num_speculative_tokens = 3
 
     for name, value in flags.items():
         setattr(Shipping, name, value)
@@ -80,25 +79,27 @@ def test_default_model_is_the_row_for_the_target(tmp_path):
     assert cls.default_model(spec(target(hidden_size=64))) is None
 
 
-def test_demo_config_defaults(tmp_path):
+def test_default_demo_without_a_hook(tmp_path):
+    """A method no plugin answers for: its shipped drafter on the embedded model, else its defaults."""
+    from specpath import demo
+
     cls, embedded, _ = make_class(tmp_path)
-    assert cls.demo_config() == {"method": "shipping", "model": str(embedded), "num_speculative_tokens": 3}
+    assert demo.default_demo("shipping", cls, None) == demo.run(model=str(embedded))
+    assert demo.default_demo("shipping", cls, target()).config == {}  # another target: the method's defaults
 
     @attrs.frozen(kw_only=True)
     class NoWeights(SpeculatorConfig):
         base_method = "noweights"
 
-    assert NoWeights.demo_config() == {"method": "noweights"}
+    assert demo.default_demo("noweights", NoWeights, None).config == {}
 
     @attrs.frozen(kw_only=True)
     class Missing(SpeculatorConfig):
         shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, tmp_path / "absent"),)
 
-    @attrs.frozen(kw_only=True)
-    class Helper(SpeculatorConfig):
-        proposes_draft_tokens = False
-
-    assert Missing.demo_config() is None and Helper.demo_config() is None
+    assert "not installed" in demo.default_demo("missing", Missing, None).skip
+    with pytest.raises(ValueError, match="either a config or a reason"):
+        demo.Demo()
 
 
 def test_declared_flags_are_checked_in_one_place():
@@ -126,7 +127,9 @@ def test_builtin_plugins_declare_their_shipped_checkpoints():
         cls = registry.get(name).config_class
         # mtp / dspark: the target's own modules (DeepSeek-V4 carries DSpark stages) first
         assert "default_model" not in vars(cls) or name in {"mtp", "dspark"}, name
-        json.dumps(cls.demo_config())
+        from specpath.demo import demo_for
+
+        json.dumps(dict(demo_for(name, cls).config))  # each ships its drafter for the embedded demo
 
 
 @pytest.mark.parametrize("method", ["eagle", "eagle3", "draft_model"])
@@ -137,7 +140,7 @@ def test_a_shipped_drafter_runs_at_its_k_when_none_is_given(method):
 
     spec = create_speculative_config({"method": method})
     cls = builtin_config_class(method).config_class
-    assert spec.num_speculative_tokens == cls.demo_num_speculative_tokens
+    assert spec.num_speculative_tokens == cls.shipped_drafter_k
     assert spec.model == cls.default_model(spec)
     assert create_speculative_config({"method": method, "num_speculative_tokens": 2}).num_speculative_tokens == 2
 
@@ -148,7 +151,9 @@ def test_a_checkpoint_of_ones_own_still_needs_k(tmp_path):
     from specpath import create_speculative_config
     from specpath.lookup import builtin_config_class
 
-    shipped = builtin_config_class("eagle3").config_class.shipped_checkpoint()
+    from specpath.config.shipped import EMBEDDED_TARGET, find_shipped
+
+    shipped = find_shipped(builtin_config_class("eagle3").config_class.shipped_checkpoints, EMBEDDED_TARGET)
     own = shutil.copytree(shipped, tmp_path / "my-eagle3-head")
     with pytest.raises(SpeculativeConfigError, match="num_speculative_tokens: must be provided"):
         create_speculative_config({"method": "eagle3", "model": str(own)})

@@ -97,3 +97,29 @@ def test_the_getting_started_example_reads_as_code():
         [prompt], SamplingParams(max_tokens=128))[0].text
     words = re.findall(r"[A-Za-z_]{2,}", text)
     assert len(words) >= 10 and sum(not c.isspace() for c in text) >= 0.5 * len(text)  # text, not padding
+
+
+def test_demo_configs_report_a_plugins_reason_and_a_broken_answer(fresh_plugins):
+    import core_fakes
+    from specpath import demo
+    from specpath.hookspecs import hookimpl
+    from specpath_engine.cli_run import demo_configs
+
+    class Demos:
+        @hookimpl
+        def specpath_demo(self, method):
+            if method == "ngram":
+                return demo.leave_out("not today")
+            if method == "ngram_gpu":
+                return "garbage"
+            return demo.run(num_speculative_tokens=2) if method == "eagle" else None
+
+    pm = fresh_plugins.get_plugin_manager()
+    pm.register(core_fakes.BuiltinFakesPlugin())
+    pm.register(Demos())
+    runs, skipped = demo_configs(5, {"ngram", "ngram_gpu", "eagle", "mtp"})
+    reasons = dict(skipped)
+    assert reasons["ngram"] == "not today"
+    assert reasons["ngram_gpu"].startswith("its specpath_demo hook failed: specpath_demo for 'ngram_gpu' returned str")
+    assert dict(runs)["eagle"] == {"num_speculative_tokens": 2, "method": "eagle"}  # the hook's K wins
+    assert dict(runs)["mtp"] == {"num_speculative_tokens": 5, "method": "mtp"}  # nobody answers: the core's default

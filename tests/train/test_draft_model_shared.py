@@ -81,7 +81,9 @@ def test_the_demo_runs_pard_on_smollm2_and_the_autoregressive_draft_on_the_embed
     (tmp_path / "config.json").write_text(json.dumps(SMOLLM2_CONFIG))
     runs, skipped = demo_configs(4, {"draft_model"}, target=ModelConfig(model=str(tmp_path)))
     assert runs == [("draft_model", {"num_speculative_tokens": 4, "parallel_drafting": True, "method": "draft_model"})]
-    embedded = StandaloneARSpeculatorConfig.demo_config()
+    from specpath.demo import demo_for
+
+    embedded = demo_for("draft_model", StandaloneARSpeculatorConfig).config
     assert "parallel_drafting" not in embedded and embedded["num_speculative_tokens"] == 6
 
 

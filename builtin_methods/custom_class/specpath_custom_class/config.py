@@ -66,11 +66,6 @@ class CustomClassSpeculatorConfig(SpeculatorConfig):
     supports_variable_draft_length = True
 
     @classmethod
-    def demo_config(cls) -> None:
-        """Left out of ``specpath demo``: the proposer is the user's own code."""
-        return None
-
-    @classmethod
     def configure(cls, spec: Any) -> Mapping[str, Any]:
         proposer_class(spec)  # fail at start-up, in one line, not at the first step
         return super().configure(spec)

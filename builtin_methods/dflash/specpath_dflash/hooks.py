@@ -36,3 +36,14 @@ def detect_dflash_by_path(checkpoint):
     if checkpoint is None:
         return None
     return "dflash" if path_names(checkpoint.config, checkpoint.path, "dflash") else None
+
+
+@hookimpl
+def specpath_demo(method, config_class, target):
+    """The embedded model: the shipped drafter at K = 4 (a block of four); another target: the
+    method's defaults."""
+    from specpath.demo import shipped_or_defaults
+
+    if method != "dflash":
+        return None
+    return shipped_or_defaults(config_class, target, num_speculative_tokens=config_class.shipped_drafter_k)

@@ -63,7 +63,7 @@ SHIPPED_DRAFTS = {"autoregressive": "ar", "parallel": "pard", "heterogeneous": "
 
 def shipped_draft(kind: str) -> str | None:
     """Path of a shipped draft checkpoint for the embedded target, or None if it is not installed."""
-    path = StandaloneARSpeculatorConfig.shipped_checkpoint(EMBEDDED_TARGET, kind)
+    path = find_shipped(StandaloneARSpeculatorConfig.shipped_checkpoints, EMBEDDED_TARGET, kind)
     return None if path is None else str(path)
 
 
@@ -94,7 +94,7 @@ class StandaloneARSpeculatorConfig(DraftModelSpeculatorConfig):
     """Variants by drafting shape (:func:`draft_kind`); the autoregressive one is the embedded
     demo's. SmolLM2-135M: one 2-layer draft that borrows the target's embedding, trained for
     both shapes (PARD's mask copies with the autoregressive depth kept); its demo runs PARD."""
-    demo_num_speculative_tokens = 6
+    shipped_drafter_k = 6
     """Its best K in benchmarks/draft_model.py."""
 
     @property
@@ -129,20 +129,8 @@ class StandaloneARSpeculatorConfig(DraftModelSpeculatorConfig):
 
     @classmethod
     def shipped_variant(cls, spec: Any) -> str:
-        """The drafting shape asked for; the demo (no configuration) runs the autoregressive draft."""
-        return "autoregressive" if spec is None else draft_kind(spec)
-
-    @classmethod
-    def demo_config(cls, target: Any = None) -> dict[str, Any] | None:
-        """The embedded target: the shipped autoregressive draft at K=6. Another target: PARD
-        where a parallel draft ships for it (one pass instead of K: it pays on SmolLM2, see
-        docs/benchmarks.md), else the autoregressive default."""
-        if target is None:
-            return super().demo_config()
-        fingerprint = target_fingerprint(target)
-        if find_shipped(cls.shipped_checkpoints, fingerprint, "parallel") is not None:
-            return {"parallel_drafting": True}
-        return {}
+        """The drafting shape asked for."""
+        return draft_kind(spec)
 
     @classmethod
     def verify(cls, spec: Any) -> None:
@@ -177,3 +165,16 @@ class StandaloneARSpeculatorConfig(DraftModelSpeculatorConfig):
 
     def hash_factors(self) -> tuple[Any, ...]:
         return ("heterogeneous_vocab", bool(self.spec.use_heterogeneous_vocab))
+
+
+def demo(config_class: type[StandaloneARSpeculatorConfig], target: Any) -> Any:
+    """The ``specpath_demo`` answer. The embedded target: the shipped autoregressive draft at
+    its ``shipped_drafter_k`` (6). Another target: PARD where a parallel draft ships for it (one
+    pass instead of K: it pays on SmolLM2, see docs/benchmarks.md), else the autoregressive default."""
+    from specpath import demo as demos
+
+    if target is None:
+        return demos.shipped(config_class, "autoregressive", num_speculative_tokens=config_class.shipped_drafter_k)
+    if find_shipped(config_class.shipped_checkpoints, target_fingerprint(target), "parallel") is not None:
+        return demos.run(parallel_drafting=True)
+    return demos.run()

@@ -13,3 +13,11 @@ def specpath_register_methods(register):
     from specpath_draft_model.config import StandaloneARSpeculatorConfig
 
     register("draft_model", StandaloneARSpeculatorConfig)
+
+
+@hookimpl
+def specpath_demo(method, config_class, target):
+    """What ``specpath demo`` runs (:func:`specpath_draft_model.config.demo`)."""
+    from specpath_draft_model.config import demo
+
+    return demo(config_class, target) if method == "draft_model" else None

@@ -15,8 +15,9 @@ Drafts are greedy, or sampled from the draft's softmax at the request's temperat
 ``draft_sample_method="random"``; then the probabilities ``q`` are returned so the target's
 rejection sampling stays exact.
 
-The draft model comes from ``SpeculatorContext.load_model`` (the engine builds it); this module
-imports no engine.
+The draft model comes from ``SpeculatorContext.load_model`` (the engine builds it); from the
+engine this module takes only the drafter-KV settings it resolved (``kv_cache_dtype``,
+``attention_backend``: :func:`specpath_engine.draft_overrides.kv_settings`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import torch
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
 from specpath.config.parallel_drafting import parallel_drafting_token_id
 from specpath_drafting.kv import DrafterKV
+from specpath_engine.draft_overrides import kv_settings
 
 BYTE_VOCAB_SIZE = 256
 
@@ -119,6 +121,8 @@ class DraftModelSpeculator(BaseSpeculator):
         rotary = getattr(getattr(self.model, "model", None), "rotary_emb", None)
         if hasattr(rotary, "ensure_length"):
             rotary.ensure_length(max_len)
+        self.kv_settings = settings = kv_settings(context, next(self.model.parameters()).dtype)
+        """The KV dtype and attention kernel the engine resolved (``kv_cache_dtype``, ``attention_backend``)."""
         self.kv = DrafterKV(
             num_layers=hf["num_hidden_layers"],
             num_kv_heads=hf.get("num_key_value_heads") or heads,
@@ -126,9 +130,10 @@ class DraftModelSpeculator(BaseSpeculator):
             row_len=max_len,
             num_rows=context.max_num_seqs,
             initial_rows=4,  # a whole model's layers: rows double on demand up to max_num_seqs
-            dtype=next(self.model.parameters()).dtype,
+            dtype=settings.dtype,
             device=self.device,
             owner="draft KV",
+            native=settings.native,
         )
         self.state: dict[str, _RequestState] = {}
 

@@ -154,7 +154,10 @@ def test_no_default_draft_for_a_target_of_another_vocabulary(tmp_path):
                                     target_model_config=target)
 
 
-def test_demo_config_resolves():
-    demo = StandaloneARSpeculatorConfig.demo_config()
-    assert demo is not None
-    assert SpeculativeConfig.from_dict(dict(demo)).num_speculative_tokens == 6
+def test_the_demo_hook_runs_the_shipped_autoregressive_draft_at_k6():
+    from specpath.demo import demo_for
+
+    demo = demo_for("draft_model", StandaloneARSpeculatorConfig)
+    assert demo.skip is None and "parallel_drafting" not in demo.config
+    spec = SpeculativeConfig.from_dict({**demo.config, "method": "draft_model"})
+    assert spec.num_speculative_tokens == 6 and spec.model.endswith("ar")

@@ -213,7 +213,7 @@ class HeadSpeculatorConfig(HiddenStateDrafterConfig):
     (``draft_lm_head_quantization``)."""
 
     supported_options = frozenset({"draft_lm_head_quantization", "draft_tree_topk"})
-    demo_num_speculative_tokens = 4
+    shipped_drafter_k = 4
     shares_target_head: ClassVar[bool] = True
     """The head drafts through the target's LM head (so ``draft_lm_head_quantization`` rules
     apply to the target's head dtype)."""

@@ -46,11 +46,13 @@ def newest_of_one_row(rows: torch.Tensor, positions: torch.Tensor, max_position:
 
 
 class DrafterKV:
-    """See the module docstring."""
+    """See the module docstring. ``dtype`` is the engine's ``kv_cache_dtype`` (else the drafter's);
+    ``native`` False keeps every pass on torch's attention (``attention_backend`` ``torch``)."""
 
     def __init__(self, *, num_rows: int, row_len: int, num_kv_heads: int, head_dim: int, num_layers: int = 1,
                  dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
-                 initial_rows: int | None = None, owner: str = "drafter KV") -> None:
+                 initial_rows: int | None = None, owner: str = "drafter KV", native: bool = True) -> None:
+        self.native = native
         self.num_layers, self.row_len, self.max_rows = num_layers, row_len, num_rows
         self.num_kv_heads, self.head_dim = num_kv_heads, head_dim
         self.dtype, self.device = dtype, torch.device(device)
@@ -85,9 +87,9 @@ class DrafterKV:
 
     # -- direct slot access (block drafters) ------------------------------------------------
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Keys/values ``[N, KV, D]`` of layer ``layer`` at ``slots`` [N]."""
-        self.keys[layer].index_copy_(0, slots, k)
-        self.values[layer].index_copy_(0, slots, v)
+        """Keys/values ``[N, KV, D]`` of layer ``layer`` at ``slots`` [N], stored in the KV's dtype."""
+        self.keys[layer].index_copy_(0, slots, k.to(self.dtype))
+        self.values[layer].index_copy_(0, slots, v.to(self.dtype))
 
     def gather(self, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer ``layer``'s keys and values at ``slots`` (any shape ``S``): ``[*S, KV, D]`` each."""
@@ -112,13 +114,13 @@ class DrafterKV:
 
         def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             cache_k, cache_v = self.keys[layer], self.values[layer]  # [rows * row_len, KV, D]
-            if (native := native_attention(q, k, v, cache_k)) is not None and (
+            if self.native and (native := native_attention(q, k, v, cache_k)) is not None and (
                     row := newest_of_one_row(rows, positions, max_position)) is not None:
                 # one request's newest positions (a chain step, or its ingest): one native call
                 keys, values = self.row_span(layer, row)
                 return native.attention(q, k, v, keys, values, max_position + 1)
-            cache_k.index_copy_(0, slots, k)
-            cache_v.index_copy_(0, slots, v)
+            cache_k.index_copy_(0, slots, k.to(cache_k.dtype))
+            cache_v.index_copy_(0, slots, v.to(cache_v.dtype))
             span = self._span[: max_position + 1]
             index = rows[:, None] * self.row_len + span[None, :]  # [T, P]
             keys = cache_k[index].permute(0, 2, 3, 1)  # [T, KV, D, P]
@@ -135,7 +137,7 @@ class DrafterKV:
         keys, values = self.row_span(layer, row)  # [row_len, KV, D]
 
         def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            if (native := native_attention(q, k, v, self.keys[layer])) is not None:
+            if self.native and (native := native_attention(q, k, v, self.keys[layer])) is not None:
                 return native.attention(q, k, v, keys, values, length, mask)
             t = q.shape[0]
             keys[length - t : length] = k
@@ -196,7 +198,7 @@ class RowAttention:
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         kv = self.kv
         cache_k, cache_v = kv.layer_rows(layer)  # [rows, row_len, KV, D]
-        if self.one_row is not None and (native := native_attention(q, k, v, cache_k)) is not None:
+        if kv.native and self.one_row is not None and (native := native_attention(q, k, v, cache_k)) is not None:
             return native.attention(q, k, v, cache_k[self.one_row], cache_v[self.one_row], self.num_keys)
         cache_k[self.token_rows, self.positions] = k.to(kv.dtype)
         cache_v[self.token_rows, self.positions] = v.to(kv.dtype)
@@ -217,10 +219,11 @@ class RowAttention:
 
 
 def _grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-    """The heads' torch path: ``q [T, H, D]`` over ``keys [T or 1, KV, D, P]`` and ``values [T or
-    1, KV, P, D]``, query heads grouped by their KV head, each query blind to the keys ``hidden
-    [T, P]`` marks; ``[T, H, D]``."""
+    """The heads' torch path: ``q [T, H, D]`` over ``keys [T or 1, KV, D, P]`` and ``values [T or 1, KV,
+    P, D]``, query heads grouped by their KV head, each query blind to the keys ``hidden [T, P]``
+    marks; ``[T, H, D]``. A KV in another dtype than ``q`` is read in ``q``'s."""
     t, heads, d = q.shape
+    keys, values = keys.to(q.dtype), values.to(q.dtype)
     grouped = q.view(t, keys.shape[1], heads // keys.shape[1], d)
     scores = torch.matmul(grouped, keys) * (1.0 / math.sqrt(d))  # [T, KV, G, P]
     scores = scores.masked_fill(hidden[:, None, None, :], float("-inf"))

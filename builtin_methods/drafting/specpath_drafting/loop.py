@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from specpath_engine.draft_overrides import kv_settings
 from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_engine.modeling.dtypes import torch_dtype
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, DraftTree, SpeculatorContext
@@ -83,9 +84,12 @@ class HiddenStateSpeculator(BaseSpeculator):
         where the engine verifies trees); 1: the chain."""
         rows = max(1, int(context.max_num_seqs))
         self.row_len = int(context.max_model_len) + self.k + self.tree_topk + 2  # + a tree's extra scratch
+        self.kv_settings = kv_settings(context, self.dtype)
+        """The KV dtype and attention kernel the engine resolved (``kv_cache_dtype``, ``attention_backend``)."""
         self.kv = DrafterKV(num_layers=self.kv_layers, num_rows=rows, row_len=self.row_len,
-                            num_kv_heads=hc.num_key_value_heads, head_dim=hc.head_dim, dtype=self.dtype,
-                            device=self.device, owner=type(self).__name__)
+                            num_kv_heads=hc.num_key_value_heads, head_dim=hc.head_dim,
+                            dtype=self.kv_settings.dtype, device=self.device, owner=type(self).__name__,
+                            native=self.kv_settings.native)
         self.tokens = torch.zeros(rows, self.row_len, dtype=torch.int32, device=self.device)
         self.last_hidden = torch.zeros(rows, hc.hidden_size, dtype=self.dtype, device=self.device)
         self.rows = self.kv.rows

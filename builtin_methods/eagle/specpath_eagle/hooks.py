@@ -37,3 +37,13 @@ def detect_eagle_by_path(checkpoint):
     if checkpoint is None or says_eagle(checkpoint.config):
         return None
     return "eagle" if path_says_eagle(checkpoint.path) else None
+
+
+@hookimpl
+def specpath_demo(method, config_class, target):
+    """The embedded model: the shipped head at K = 4; another target: the method's defaults."""
+    from specpath.demo import shipped_or_defaults
+
+    if method != "eagle":
+        return None
+    return shipped_or_defaults(config_class, target, num_speculative_tokens=config_class.shipped_drafter_k)

@@ -9,6 +9,7 @@ from specpath_engine.harness import DEMO_PROMPTS
 from specpath_engine.llm import LLM
 from specpath_engine.model import LlamaModel, default_model_path
 from specpath_engine.request import SamplingParams
+from specpath.config.model import ModelConfig
 from specpath.errors import SpeculativeConfigError
 from specpath_eagle.config import EAGLE_HEAD, EagleSpeculatorConfig
 from specpath_drafting.testing import check_every_proposal, make_engine, reference_drafts, resolve, drafting_target
@@ -21,8 +22,11 @@ def test_default_model_is_the_shipped_head_only_for_the_embedded_target(tmp_path
     drafting_target(tmp_path / "other")
     with pytest.raises(SpeculativeConfigError, match="speculative_config.model"):
         resolve({"method": "eagle", "num_speculative_tokens": 2}, tmp_path / "other")
-    demo = EagleSpeculatorConfig.demo_config()
-    assert demo["model"] == str(EAGLE_HEAD) and resolve(demo).method == "eagle"
+    from specpath.demo import demo_for
+
+    demo = demo_for("eagle", EagleSpeculatorConfig).config  # the plugin's specpath_demo hook
+    assert demo["model"] == str(EAGLE_HEAD) and resolve({**demo, "method": "eagle"}).method == "eagle"
+    assert demo_for("eagle", EagleSpeculatorConfig, ModelConfig(model=str(tmp_path / "other"))).config == {}
 
 
 @pytest.mark.slow

@@ -72,7 +72,7 @@ class Eagle3SpeculatorConfig(HeadSpeculatorConfig):
     @classmethod
     def shipped_variant(cls, spec: Any) -> str:
         """The P-EAGLE head when ``parallel_drafting`` is asked for, else the chain head."""
-        return "parallel" if spec is not None and spec.parallel_drafting else DEFAULT_VARIANT
+        return "parallel" if spec.parallel_drafting else DEFAULT_VARIANT
 
     @classmethod
     def configure(cls, spec: Any) -> Mapping[str, Any]:

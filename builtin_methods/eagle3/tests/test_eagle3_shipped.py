@@ -10,6 +10,7 @@ from specpath_engine.harness import DEMO_PROMPTS
 from specpath_engine.llm import LLM
 from specpath_engine.model import default_model_path
 from specpath_engine.request import SamplingParams
+from specpath.demo import demo_for
 from specpath.errors import SpeculativeConfigError
 from specpath_drafting.testing import resolve, drafting_target
 from specpath_eagle3.config import EAGLE3_HEAD, PEAGLE_HEAD, Eagle3SpeculatorConfig
@@ -25,7 +26,9 @@ def test_shipped_heads_and_demo_config(tmp_path):
     drafting_target(tmp_path / "other")
     with pytest.raises(SpeculativeConfigError, match="speculative_config.model"):  # another target: no default
         resolve({"method": "eagle3", "num_speculative_tokens": 4}, tmp_path / "other")
-    assert resolve(Eagle3SpeculatorConfig.demo_config()).method == "eagle3"
+    demo = demo_for("eagle3", Eagle3SpeculatorConfig)  # the plugin's specpath_demo hook
+    assert demo.config == {"model": str(EAGLE3_HEAD), "num_speculative_tokens": 4}
+    assert resolve({**demo.config, "method": "eagle3"}).method == "eagle3"
 
 
 @pytest.mark.slow

@@ -5,9 +5,9 @@
 The benchmark harness (:mod:`specpath_engine.harness`: embedded default target, batch 1, greedy,
 a warm-up per configuration, interleaved rounds after a quiet-machine gate, one torch thread),
 with several MTP configurations instead of one: the shipped ``mtp1`` checkpoint at K = 1..4 and
-``mtp3`` at K = 3 and 6. Other methods run with their own ``demo_config``. Prints τ, acceptance
-by position, tokens/s, the speedup over the baseline of the same round (medians), per-prompt
-tokens/s, and whether the tokens equal plain greedy decoding's.
+``mtp3`` at K = 3 and 6. Other methods run with their own demo (their plugin's ``specpath_demo``
+hook). Prints τ, acceptance by position, tokens/s, the speedup over the baseline of the same round
+(medians), per-prompt tokens/s, and whether the tokens equal plain greedy decoding's.
 """
 
 from __future__ import annotations

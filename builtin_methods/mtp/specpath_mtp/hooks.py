@@ -27,3 +27,14 @@ def specpath_detect_method(checkpoint):
     if checkpoint is None:
         return None
     return "mtp" if mtp_type(checkpoint.config) is not None else None
+
+
+@hookimpl
+def specpath_demo(method, config_class, target):
+    """The embedded model: the shipped module at K = 4 (the best K = 1..4 measured for one
+    module); another target: the method's defaults."""
+    from specpath.demo import shipped_or_defaults
+
+    if method != "mtp":
+        return None
+    return shipped_or_defaults(config_class, target, num_speculative_tokens=config_class.shipped_drafter_k)

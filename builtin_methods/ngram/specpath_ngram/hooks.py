@@ -14,3 +14,11 @@ def specpath_register_methods(register):
 
     register("ngram", NgramSpeculatorConfig)
     register("ngram_gpu", NgramGPUSpeculatorConfig)
+
+
+@hookimpl
+def specpath_demo(method):
+    """Model-free: the demo runs it with its defaults, on any target."""
+    from specpath.demo import run
+
+    return run() if method in ("ngram", "ngram_gpu") else None

@@ -10,3 +10,11 @@ def specpath_register_methods(register):
     from specpath_suffix.config import SuffixSpeculatorConfig
 
     register("suffix", SuffixSpeculatorConfig)
+
+
+@hookimpl
+def specpath_demo(method):
+    """Model-free: the demo runs it with its defaults, on any target."""
+    from specpath.demo import run
+
+    return run() if method in ("suffix",) else None

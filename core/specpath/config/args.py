@@ -15,7 +15,7 @@ from typing import Any
 
 from specpath.config.model import ModelConfig, ParallelConfig
 from specpath.config.speculative import SpeculativeConfig
-from specpath.errors import SpeculativeConfigError
+from specpath.errors import SpeculativeConfigError, closest_match
 
 LEGACY_FLAGS: dict[str, str] = {
     "spec_method": "method",
@@ -74,7 +74,8 @@ def merge_legacy(data: Mapping[str, Any], **legacy: Any) -> dict[str, Any]:
     out = dict(data)
     for flag, value in legacy.items():
         if flag not in LEGACY_FLAGS:
-            raise TypeError(f"unknown legacy flag {flag!r}")
+            raise SpeculativeConfigError("unknown legacy flag", field="speculative_config", value=flag,
+                                         allowed=sorted(LEGACY_FLAGS), suggestion=closest_match(flag, LEGACY_FLAGS))
         if value is None:
             continue
         name = LEGACY_FLAGS[flag]

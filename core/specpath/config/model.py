@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import attrs
 
+from specpath.config import rules
 from specpath.config.checkpoint import load_hf_config
 from specpath.errors import SpeculativeConfigError
 from specpath.hub import resolve_model_path
@@ -150,19 +151,28 @@ def _check_hf_numbers(config: Mapping[str, Any], field: str, path: str) -> None:
             )
 
 
-def _positive(_inst: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if type(value) is not int or value < 1:
-        raise SpeculativeConfigError("must be an integer >= 1", field=attribute.name, value=value)
+def _positive(owner: str) -> Callable[[Any, Any, Any], None]:
+    """An integer >= 1, errors naming ``<owner>.<field>`` (the core's one validator style)."""
+    return rules.validator(rules.positive_integer(), owner=owner)
+
+
+def _name(owner: str) -> Callable[[Any, Any, Any], None]:
+    """A short plain name (a backend, a dtype), as the speculative config's overrides are checked."""
+    return rules.validator(rules.plain_text(64), owner=owner)
+
+
+def _model_owner(config: Any) -> str:
+    return "speculative_config" if config.runner == "draft" else "model_config"
 
 
 @attrs.frozen(kw_only=True)
 class ParallelConfig:
     """How a model is split over devices."""
 
-    tensor_parallel_size: int = attrs.field(default=1, validator=_positive)
-    pipeline_parallel_size: int = attrs.field(default=1, validator=_positive)
-    data_parallel_size: int = attrs.field(default=1, validator=_positive)
-    prefill_context_parallel_size: int = attrs.field(default=1, validator=_positive)
+    tensor_parallel_size: int = attrs.field(default=1, validator=_positive("parallel_config"))
+    pipeline_parallel_size: int = attrs.field(default=1, validator=_positive("parallel_config"))
+    data_parallel_size: int = attrs.field(default=1, validator=_positive("parallel_config"))
+    prefill_context_parallel_size: int = attrs.field(default=1, validator=_positive("parallel_config"))
     """Prefill context parallelism (PCP); > 1 needs a drafter that ``supports_pcp``."""
     enable_expert_parallel: bool = False
     """Shard MoE experts over the TP x DP ranks."""
@@ -176,9 +186,9 @@ class ParallelConfig:
 class CacheConfig:
     """The paged KV cache."""
 
-    block_size: int = attrs.field(default=16, validator=_positive)
+    block_size: int = attrs.field(default=16, validator=_positive("cache_config"))
     enable_prefix_caching: bool = False
-    kv_cache_dtype: str = "auto"
+    kv_cache_dtype: str = attrs.field(default="auto", validator=_name("cache_config"))
     """``auto`` = the model dtype."""
     kv_connector: str | None = None
     """An external KV transfer connector; it keeps the plain block hashes (no lookahead)."""
@@ -195,9 +205,9 @@ class SchedulerConfig:
     """Batching limits: specpath's one set of scheduler defaults (the reference engine's
     ``LLM``, its settings and the speculator context all take theirs from here)."""
 
-    max_num_seqs: int = attrs.field(default=8, validator=_positive)
+    max_num_seqs: int = attrs.field(default=8, validator=_positive("scheduler_config"))
     """Requests in flight at once."""
-    max_num_batched_tokens: int = attrs.field(default=1024, validator=_positive)
+    max_num_batched_tokens: int = attrs.field(default=1024, validator=_positive("scheduler_config"))
     """Tokens one engine step may schedule (prefill chunks, decode tokens and drafts)."""
     enable_chunked_prefill: bool = True
 
@@ -216,14 +226,14 @@ class LoadConfig:
 class KernelConfig:
     """Kernel choices that a draft may override."""
 
-    moe_backend: str = "auto"
+    moe_backend: str = attrs.field(default="auto", validator=_name("kernel_config"))
 
 
 @attrs.frozen(kw_only=True)
 class AttentionConfig:
     """Attention backend choice (a draft such as DFlash may need a non-causal one)."""
 
-    backend: str = "auto"
+    backend: str = attrs.field(default="auto", validator=_name("attention_config"))
 
 
 @attrs.frozen(kw_only=True)
@@ -243,7 +253,8 @@ class ModelConfig:
     tokenizer_mode: str = "auto"
     revision: str | None = None
     code_revision: str | None = None
-    dtype: str = "auto"
+    dtype: str = attrs.field(default="auto", validator=rules.validator(rules.one_of(DTYPES, "unknown dtype"),
+                                                                       owner=_model_owner))
     """Resolved: ``auto`` becomes the checkpoint's ``torch_dtype`` (or float32)."""
     seed: int = 0
     trust_remote_code: bool = False
@@ -252,7 +263,8 @@ class ModelConfig:
     max_logprobs: int = 20
     config_format: Literal["auto", "hf"] = "auto"
     quantization: str | None = None
-    max_model_len: int | None = None
+    max_model_len: int | None = attrs.field(default=None, validator=rules.validator(rules.positive_integer(),
+                                                                                   owner=_model_owner))
     """Resolved: defaults to the checkpoint's context length; a draft is capped by the target."""
     spec_target_max_model_len: int | None = None
     """For a draft: the target's ``max_model_len``."""
@@ -282,8 +294,6 @@ class ModelConfig:
             set_(self, "model_weights", self.model)
         if self.tokenizer is None:
             set_(self, "tokenizer", self.model)
-        if self.dtype not in DTYPES:
-            raise SpeculativeConfigError("unknown dtype", field=f"{owner}.dtype", value=self.dtype, allowed=DTYPES)
         dtype = _DTYPE_ALIASES.get(self.dtype, self.dtype)
         if dtype == "auto":
             dtype = str(hf.get("torch_dtype") or hf.get("dtype") or "float32")
@@ -292,8 +302,6 @@ class ModelConfig:
         limit = derived if self.spec_target_max_model_len is None else min(derived, self.spec_target_max_model_len)
         if self.max_model_len is None:
             set_(self, "max_model_len", limit)
-        elif type(self.max_model_len) is not int or self.max_model_len < 1:
-            raise SpeculativeConfigError("must be an integer >= 1", field=f"{owner}.max_model_len", value=self.max_model_len)
         elif self.runner == "draft":
             set_(self, "max_model_len", min(self.max_model_len, limit))
         elif self.max_model_len > derived:

@@ -5,6 +5,8 @@ Two kinds, both raising a one-line :class:`~specpath.errors.SpeculativeConfigErr
 * **field rules** check one value on its own. The schema attaches them to fields
   (``check=at_least(1)``), and they run wherever a value is structured: on the user's input and
   on every update a config-class hook returns, so each value is checked once, where it enters.
+  The other config classes (``ParallelConfig``, ``ModelConfig``...) run the same rules as attrs
+  validators (:func:`validator`), so every config error has one style and one type.
 * **cross-field rules** check combinations once the config class is known (vLLM's
   ``_verify_args``). Each is called with the :class:`RuleContext` of the resolution and may fill
   a default (``fly_window_size``) or note a lossy choice; :data:`CROSS_FIELD_RULES` is their order.
@@ -31,7 +33,8 @@ class LossyVerificationWarning(UserWarning):
 
 
 def _where(name: str) -> str:
-    return f"speculative_config.{name}"
+    """The field's path: a bare name is a speculative-config field; a dotted one is kept."""
+    return name if "." in name else f"speculative_config.{name}"
 
 
 # -- field rules ------------------------------------------------------------------------
@@ -162,10 +165,57 @@ def refused(problem: str, suggestion: str | None = None) -> FieldRule:
     return _Refused(problem, suggestion)
 
 
+@attrs.frozen(repr=False)
+class _PositiveInteger:
+    def __call__(self, name: str, value: Any) -> None:
+        if value is not None and (type(value) is not int or value < 1):
+            raise SpeculativeConfigError("must be an integer >= 1", field=_where(name), value=value)
+
+
+def positive_integer() -> FieldRule:
+    """An ``int`` (not a bool or a float) ``>= 1``, for classes built without the strict converter.
+
+    Raises:
+        SpeculativeConfigError: "must be an integer >= 1".
+    """
+    return _PositiveInteger()
+
+
+@attrs.frozen(repr=False)
+class _OneOf:
+    choices: tuple[Any, ...]
+    problem: str
+
+    def __call__(self, name: str, value: Any) -> None:
+        if value is not None and value not in self.choices:
+            raise SpeculativeConfigError(self.problem, field=_where(name), value=value, allowed=self.choices)
+
+
+def one_of(choices: Sequence[Any], problem: str = "is not one of the allowed values") -> FieldRule:
+    """One of ``choices``.
+
+    Raises:
+        SpeculativeConfigError: ``problem``, listing the choices.
+    """
+    return _OneOf(tuple(choices), problem)
+
+
 def check_field(name: str, value: Any, rules: Sequence[FieldRule]) -> None:
     """Run a field's rules in order."""
     for rule in rules:
         rule(name, value)
+
+
+def validator(*field_rules: FieldRule, owner: str | Callable[[Any], str]) -> Callable[[Any, Any, Any], None]:
+    """The field rules as an attrs validator of another config class; errors name
+    ``<owner>.<field>`` (``owner`` may be a function of the instance, read after ``__init__``
+    has set every field, e.g. a ModelConfig is ``model_config`` or, as a draft, ``speculative_config``)."""
+
+    def run(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        prefix = owner(instance) if callable(owner) else owner
+        check_field(f"{prefix}.{attribute.name}", value, field_rules)
+
+    return run
 
 
 # -- cross-field rules ------------------------------------------------------------------

@@ -32,6 +32,8 @@ for that target by one row in ``shipped_checkpoints``::
 
 and register it: ``register(name, MyConfig)`` from a ``specpath_register_methods`` hook (the
 plugin's entry point), or ``specpath.register_speculative_method(name, MyConfig)``.
+What ``specpath demo`` runs for the method is the plugin's ``specpath_demo`` hook
+(:mod:`specpath.demo`), not part of this class.
 
 How the class hooks change the configuration
 --------------------------------------------
@@ -64,7 +66,6 @@ import attrs
 
 from specpath.config.shipped import (
     DEFAULT_VARIANT,
-    EMBEDDED_TARGET,
     ShippedCheckpoint,
     find_shipped,
     target_fingerprint,
@@ -156,9 +157,9 @@ class SpeculatorConfig:
     shipped_checkpoints: ClassVar[tuple[ShippedCheckpoint, ...]] = ()
     """Drafters packaged with the plugin, one row per (target, variant); the default ``model``
     for a target that has one (see the module docstring)."""
-    demo_num_speculative_tokens: ClassVar[int | None] = None
-    """K that ``specpath demo`` uses for this method (None: the demo's own K), and the default K
-    of a shipped drafter when neither the config nor the checkpoint gives one."""
+    shipped_drafter_k: ClassVar[int | None] = None
+    """The K a shipped drafter was tuned at: its K when neither the config nor the checkpoint
+    gives one (None: the user picks K). The demo is the plugin's ``specpath_demo`` hook."""
 
     # -- values that depend on the resolved fields --------------------------------------
 
@@ -201,31 +202,9 @@ class SpeculatorConfig:
         return target_fingerprint(spec.target_model_config)
 
     @classmethod
-    def shipped_variant(cls, spec: SpeculativeConfig | None) -> str:
+    def shipped_variant(cls, spec: SpeculativeConfig) -> str:
         """Which shipped variant this configuration asks for (one shape: ``"default"``)."""
         return DEFAULT_VARIANT
-
-    @classmethod
-    def shipped_checkpoint(cls, target: str = EMBEDDED_TARGET, variant: str = DEFAULT_VARIANT) -> Any:
-        """The installed shipped checkpoint's ``Path`` for ``target`` and ``variant``, or None."""
-        return find_shipped(cls.shipped_checkpoints, target, variant)
-
-    @classmethod
-    def demo_config(cls) -> Mapping[str, Any] | None:
-        """What ``specpath demo`` runs on the embedded target (it runs it as the registered
-        method; K is the demo's unless given; None: left out). Default: nothing for a method that drafts nothing or
-        whose shipped checkpoint is not installed, the shipped checkpoint when it ships one."""
-        if not cls.proposes_draft_tokens:
-            return None
-        out: dict[str, Any] = {} if cls.base_method is None else {"method": cls.base_method}
-        if cls.shipped_checkpoints:
-            path = cls.shipped_checkpoint(EMBEDDED_TARGET, cls.shipped_variant(None))
-            if path is None:
-                return None
-            out["model"] = str(path)
-        if cls.demo_num_speculative_tokens is not None:
-            out["num_speculative_tokens"] = cls.demo_num_speculative_tokens
-        return out
 
     @classmethod
     def configure(cls, spec: SpeculativeConfig) -> Mapping[str, Any]:
@@ -351,14 +330,14 @@ class DraftModelSpeculatorConfig(SpeculatorConfig):
 
     @classmethod
     def shipped_num_speculative_tokens(cls, spec: SpeculativeConfig) -> int | None:
-        """K for a shipped drafter when none is given (``demo_num_speculative_tokens``, the K it
-        was tuned and is demonstrated at); None for any other checkpoint, whose K the user picks."""
+        """K for a shipped drafter when none is given (``shipped_drafter_k``, the K it was
+        tuned at); None for any other checkpoint, whose K the user picks."""
         from pathlib import Path
 
-        if cls.demo_num_speculative_tokens is None or spec.model is None:
+        if cls.shipped_drafter_k is None or spec.model is None:
             return None
         shipped = {row.path.resolve() for row in cls.shipped_checkpoints}
-        return cls.demo_num_speculative_tokens if Path(spec.model).resolve() in shipped else None
+        return cls.shipped_drafter_k if Path(spec.model).resolve() in shipped else None
 
     @classmethod
     def adapt_draft_model_config(cls, spec: SpeculativeConfig, draft: ModelConfig) -> ModelConfig:

@@ -131,6 +131,7 @@ def token_context(spec: Any, *, device: Any, dtype: Any, max_model_len: int, max
     """The speculator context of an engine that lends only token histories (no embeddings, no
     head); drafters with their own model get the reference loader."""
     from specpath.speculator import SpeculatorContext
+    from specpath_engine.draft_overrides import resolve
 
     hf = spec.target_model_config.hf_config if getattr(spec, "target_model_config", None) is not None else {}
     vocab = int(hf.get("vocab_size") or 0)
@@ -142,6 +143,7 @@ def token_context(spec: Any, *, device: Any, dtype: Any, max_model_len: int, max
         max_num_seqs=max(1, int(max_num_seqs)),
         target_config=dict(hf),
         load_model=reference_model_loader(dtype, device),
+        **resolve(spec).context_fields(),
     )
 
 

@@ -42,6 +42,7 @@ class _Bridge:
     def __init__(self, model: Any, data: dict, max_len: int) -> None:
         from specpath.factory import create_speculator
         from specpath.speculator import SpeculatorContext
+        from specpath_engine.draft_overrides import resolve as draft_overrides
 
         dtype = str(model.dtype).removeprefix("torch.")
         self.spec = resolve(
@@ -61,6 +62,7 @@ class _Bridge:
             embed_tokens=lambda ids: in_embed(ids),
             lm_head=(lambda h: out_embed(h).float()) if out_embed is not None else None,
             load_model=reference_model_loader(model.dtype, model.device),
+            **draft_overrides(self.spec).context_fields(),
         )
         self.speculator = create_speculator(self.spec, context)
         self.layers: tuple[int, ...] = ()

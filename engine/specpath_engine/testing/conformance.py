@@ -205,6 +205,25 @@ class SpeculatorConformance:
         hooks = check_plugin_hooks(module, name=self.method)
         assert "specpath_register_methods" in hooks
 
+    def test_demo_hook_says_what_the_demo_runs(self) -> None:
+        """``specpath demo`` asks the ``specpath_demo`` hook (the plugin's answer, else the core's
+        default): a :class:`specpath.demo.Demo` whose fields resolve for this method, or a reason."""
+        from specpath import plugins
+        from specpath.demo import Demo, demo_for
+
+        plugins.load(self.method)
+        demo = demo_for(self.method, self.config_class)
+        assert isinstance(demo, Demo)
+        if demo.skip is not None:
+            assert demo.skip.strip() and "\n" not in demo.skip
+            return
+        from specpath.config.speculative import SpeculativeConfig
+
+        # as the demo runs it: the method, the demo's K unless the answer gives one, on the embedded model
+        fields = {"num_speculative_tokens": max(self.k_values), **demo.config, "method": self.method}
+        spec = SpeculativeConfig.from_dict(fields)
+        assert self.method in (spec.method, spec.custom_method)
+
     def test_method_resolves_to_config_class_through_the_plugin_index(self) -> None:
         from specpath import plugins
         from specpath.registry import get_registry

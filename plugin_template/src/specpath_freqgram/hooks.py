@@ -13,3 +13,12 @@ def specpath_register_methods(register):
     from specpath_freqgram.config import FreqgramSpeculatorConfig
 
     register("freqgram", FreqgramSpeculatorConfig)
+
+
+@hookimpl
+def specpath_demo(method):
+    """What ``specpath demo`` runs for the method: its defaults (``specpath.demo.run(**fields)``
+    to set some, ``leave_out(reason)`` to stay out of the demo)."""
+    from specpath.demo import run
+
+    return run() if method == "freqgram" else None

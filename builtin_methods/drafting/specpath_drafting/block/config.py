@@ -25,7 +25,7 @@ import attrs
 from specpath.config.speculator import DraftModelSpeculatorConfig
 from specpath.errors import SpeculativeConfigError
 
-NON_CAUSAL_ATTENTION_BACKENDS = ("auto", "torch", "torch_sdpa", "flex_attention", "flash_attn")
+NON_CAUSAL_ATTENTION_BACKENDS = ("auto", "native", "torch", "torch_sdpa", "flex_attention", "flash_attn")
 """Draft attention backends that can attend bidirectionally within a query block. ``auto``
 and ``torch`` are the plugin's own masked-matmul path (the one this package runs)."""
 
@@ -93,7 +93,7 @@ class BlockDrafterConfig(DraftModelSpeculatorConfig):
     """Each request keeps only its own ``max_draft_tokens`` of the block."""
     supports_parallel_drafting = False
     """The block is always one pass; ``parallel_drafting`` (P-EAGLE/PARD) does not apply."""
-    demo_num_speculative_tokens = 4
+    shipped_drafter_k = 4
     tolerates_skipped_steps = True
     """Catches up on every position since in one pass (tests/engine/test_draft_governor.py)."""
 

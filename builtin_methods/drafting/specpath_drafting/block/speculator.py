@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from specpath_engine.draft_overrides import kv_settings
 from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_engine.modeling.dtypes import torch_dtype
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
@@ -68,9 +69,12 @@ class BlockSpeculator(BaseSpeculator):
         rows = max(1, int(context.max_num_seqs))
         block = self.k if self.anchor_first else self.k + 1
         self.row_len = int(context.max_model_len) + block + 2
+        self.kv_settings = kv_settings(context, self.dtype)
+        """The KV dtype and attention kernel the engine resolved (``kv_cache_dtype``, ``attention_backend``)."""
         self.kv = DrafterKV(num_layers=dc.num_hidden_layers, num_rows=rows, row_len=self.row_len,
-                            num_kv_heads=dc.num_key_value_heads, head_dim=dc.head_dim, dtype=self.dtype,
-                            device=self.device, owner=type(self).__name__)
+                            num_kv_heads=dc.num_key_value_heads, head_dim=dc.head_dim,
+                            dtype=self.kv_settings.dtype, device=self.device, owner=type(self).__name__,
+                            native=self.kv_settings.native)
         """The context KV: committed positions' keys/values in every draft layer."""
         self.rows = self.kv.rows
         self.build_queries = block_queries_fn(self.device)
@@ -171,7 +175,8 @@ class BlockSpeculator(BaseSpeculator):
         cos, sin = self.drafter.rope(positions[:, None])
 
         def context_kv(layer: int):
-            return self.kv.gather(layer, ctx_slots)  # [R, P, KV, D] each
+            keys, values = self.kv.gather(layer, ctx_slots)  # [R, P, KV, D] each, in the KV's dtype
+            return keys.to(self.dtype), values.to(self.dtype)
 
         out = self.drafter.block(h, cos, sin, context_kv, visible[:, None])[:, 0]
         return out[:, :k] if self.anchor_first else out[:, 1:]
@@ -184,7 +189,8 @@ class BlockSpeculator(BaseSpeculator):
         from specpath_engine.modeling.native import attention_kernels, native_kernels
 
         d = self.drafter
-        if native_kernels(self.kv.keys) is None or any(layer.native_linears() is None for layer in d.layers):
+        if not self.kv.native or native_kernels(self.kv.keys) is None or any(
+                layer.native_linears() is None for layer in d.layers):
             return None  # decided before any work: the batched torch pass runs instead
         h = d.block_embeds(ids)  # [B, d]
         cos, sin = d.rope(positions)
