@@ -69,7 +69,8 @@ def _target_info(target: str) -> dict[str, Any]:
 
 
 def _draft_model(vocab_size: int, layers: int, hidden: int, ffn: int, max_positions: int, **extra: Any):
-    from specpath_engine.model import LlamaConfig, LlamaModel
+    from specpath_engine.model import LlamaModel
+    from specpath_engine.model_config import LlamaConfig
 
     heads = max(1, hidden // 32)
     config = LlamaConfig(
