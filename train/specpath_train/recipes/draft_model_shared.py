@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specpath_train.recipes.draft_model import hidden_states
+from specpath_train.recipes.draft_model_arch import hidden_states
 
 SHARES_TARGET_EMBEDDINGS = "shares_target_embeddings"
 """config.json key: the checkpoint has no embedding of its own; the target's is lent at load."""
