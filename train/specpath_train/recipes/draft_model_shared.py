@@ -137,11 +137,8 @@ def _weights_digest(target: Path) -> str:
     return target_digest(target)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from specpath_engine.model import LlamaModel
-    from specpath_train.target_text import load_dataset
-    from specpath_train.trainer import start_run, train_loop, train_vocab_record, vocab_by_frequency
-
+def _parser() -> argparse.ArgumentParser:
+    """The recipe's command line (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", required=True)
     p.add_argument("--data", required=True, help="a specpath_train.target_text cache holding the target's last layer")
@@ -165,6 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--init", default=None, help="start from this shared-embedding draft checkpoint")
     p.add_argument("--pard-depth", type=int, default=0, help="PARD: also train draft depths 2..D+1 from mask tokens")
     p.add_argument("--pard-token", type=int, default=None, help="PARD: the mask token's input id (a special token)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from specpath_engine.model import LlamaModel
+    from specpath_train.target_text import load_dataset
+    from specpath_train.trainer import start_run, train_loop, train_vocab_record, vocab_by_frequency
+
+    p = _parser()
     args = p.parse_args(argv)
     if args.pard_depth and args.pard_token is None:
         p.error("--pard-depth needs --pard-token (the id of a token the target's text never holds)")
