@@ -95,10 +95,9 @@ def main() -> int:
         step = spent[name, "step"] / steps * 1e3
         parts = {part: spent[name, part] / steps * 1e3 for part in ("forward", "propose", "verify")}
         rest = step - sum(parts.values())
-        print(f"{name:30s} {row.rate:6.1f} tok/s  {row.speedup:.2f}x  τ {row.tau:.2f}  "
-              f"{1e3 / row.rate:5.2f} ms/token  step {step:5.2f} ms = forward {parts['forward']:5.2f} + propose "
-              f"{parts['propose']:4.2f} + verify {parts['verify']:4.2f} + rest {rest:4.2f}  "
-              f"greedy = plain {row.same}/{row.n}  per prompt: {row.per_prompt}")
+        print(row.line(name, middle=f"{1e3 / row.rate:5.2f} ms/token  step {step:5.2f} ms = forward "
+                                    f"{parts['forward']:5.2f} + propose {parts['propose']:4.2f} + verify "
+                                    f"{parts['verify']:4.2f} + rest {rest:4.2f}  "))
     print(f"\nSmolLM2 bf16, {args.threads} threads, {len(REAL_DEMO_PROMPTS)} prompts x up to {args.max_tokens} tokens "
           f"({'EOS ignored' if args.ignore_eos else 'EOS ends a reply'}), {args.rounds} round(s); a step's parts are "
           f"averaged over every engine step (the prefill steps too); load average per core {load:.2f} before, {machine_load():.2f} after.")

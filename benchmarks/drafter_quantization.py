@@ -52,9 +52,7 @@ def main() -> int:
     params = SamplingParams(max_tokens=args.max_tokens, ignore_eos=True)
     rounds = [time_chat_prompts(engines, REAL_DEMO_PROMPTS, params) for _ in range(args.rounds)]
     for name in engines:
-        row = chat_row(rounds, name)
-        print(f"{name:30s} {row.rate:6.1f} tok/s  {row.speedup:.2f}x  τ {row.tau:.2f}  "
-              f"greedy = plain {row.same}/{row.n}  per prompt: {row.per_prompt}")
+        print(chat_row(rounds, name).line(name))
     target = args.target_quantization or "bf16"
     print(f"\nSmolLM2 target {target}, {args.threads} threads, {len(REAL_DEMO_PROMPTS)} prompts x {args.max_tokens} "
           f"tokens, K={args.k}, {args.rounds} round(s); load average per core {load:.2f} before, "

@@ -72,8 +72,7 @@ def main() -> int:
     for name in configs:
         row = chat_row(rounds, name)
         share = f"{shares[name][0] / shares[name][1]:.2f}" if "model_free_drafter" in (configs[name] or {}) else "-"
-        print(f"{name:22s} {row.rate:6.1f} tok/s  {row.speedup:.2f}x  τ {row.tau:.2f}  "
-              f"model-free steps {share:>4s}  greedy = plain {row.same}/{row.n}  per prompt: {row.per_prompt}")
+        print(row.line(name, width=22, middle=f"model-free steps {share:>4s}  "))
     print(f"\nSmolLM2 {args.dtype}, {args.threads} threads, {len(REAL_DEMO_PROMPTS)} prompts x up to {args.max_tokens} "
           f"tokens ({'EOS ignored' if args.ignore_eos else 'EOS ends a reply'}), K={args.k}, model-free drafts from "
           f"{args.min_tokens} tokens, {args.rounds} round(s); load average per core {load:.2f} before, "

@@ -224,6 +224,11 @@ class ChatRow(NamedTuple):
     n: int
     per_prompt: str
 
+    def line(self, name: str, *, width: int = 30, middle: str = "") -> str:
+        """The printed row: ``middle`` (a benchmark's own columns) goes before the greedy check."""
+        return (f"{name:{width}s} {self.rate:6.1f} tok/s  {self.speedup:.2f}x  τ {self.tau:.2f}  {middle}"
+                f"greedy = plain {self.same}/{self.n}  per prompt: {self.per_prompt}")
+
 
 def chat_row(rounds: Sequence[Mapping[str, PromptTimings]], name: str) -> ChatRow:
     """Sum ``name``'s rounds against the ``"plain"`` engine's (see :class:`ChatRow`)."""

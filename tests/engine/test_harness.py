@@ -118,6 +118,8 @@ def test_chat_row_sums_rounds_against_plain_and_counts_greedy_matches():
     assert row.rate == 4.0 and row.speedup == 2.0
     assert (row.same, row.n) == (2, 4)
     assert row.per_prompt == "4 4"
+    assert row.line("fast", width=6, middle="x  ") == (
+        f"fast      4.0 tok/s  2.00x  τ {row.tau:.2f}  x  greedy = plain 2/4  per prompt: 4 4")
     assert row.tau == SpecMetrics.total([o.metrics for o in rounds[0]["fast"].outputs] * 2, elapsed_s=0.0
                                         ).mean_acceptance_length
 
