@@ -168,7 +168,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from specpath_engine.model import LlamaModel
     from specpath_train.target_text import load_dataset
-    from specpath_train.trainer import start_run, train_loop, train_vocab_record, vocab_by_frequency
+    from specpath_train.trainer import save_and_export, start_run, train_loop, train_vocab_record, vocab_by_frequency
 
     p = _parser()
     args = p.parse_args(argv)
@@ -224,10 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         from specpath_draft_model.config import PARD_TOKEN_KEY
 
         extra[PARD_TOKEN_KEY] = args.pard_token
-    save_shared_draft(draft, out / "checkpoint", extra=extra, dtype=torch.float32)
-    if args.export:
-        save_shared_draft(draft, args.export, extra=extra)
-        log(f"draft: exported to {args.export}")
+    def save(model, path, *, extra_config, dtype=torch.float32):  # the run's copy in full precision
+        save_shared_draft(model, path, extra=extra_config, dtype=dtype)
+
+    save_and_export(save, draft, out / "checkpoint", args, log, "draft", extra=extra)
     return 0
 
 

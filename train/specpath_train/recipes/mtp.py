@@ -38,6 +38,7 @@ from specpath_train.trainer import (
     add_data_arguments,
     fit,
     load_target_parts,
+    save_and_export,
     soft_cross_entropy,
     start_run,
     target_probs_from_final,
@@ -137,10 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     def save(mods, path, *, extra_config, dtype=dtype):
         save_mtp_checkpoint(mods, path, config, extra=extra_config, dtype=dtype)
 
-    save(modules, out / "checkpoint", extra_config=extra)
-    if args.export:
-        save(modules, args.export, extra_config=extra)
-        log(f"mtp: exported to {args.export}")
+    save_and_export(save, modules, out / "checkpoint", args, log, "mtp", extra=extra, dtype=dtype)
     return 0
 
 
