@@ -166,6 +166,17 @@ def load_target_parts(target_path: str) -> tuple[dict, torch.Tensor, torch.Tenso
             target.lm_head.weight.detach().clone())
 
 
+def start_last_layer_run(args: argparse.Namespace, name: str, detail: str) -> tuple:
+    """The start of a recipe that reads the target's last layer: :func:`start_run`, the target's
+    parts (:func:`load_target_parts`) and that layer's features. Returns ``(out, log, config,
+    embed, norm, head, tokens, taps)``."""
+    out, log = start_run(args)
+    config, emb_w, norm_w, head_w = load_target_parts(args.target)
+    layers = (config["num_hidden_layers"] - 1,)
+    log(f"{name}: target {args.target} layers {layers} {detail}args {vars(args)}")
+    return (out, log, config, emb_w, norm_w, head_w, *training_features(args, layers, log))
+
+
 def make_windows_fn(args: argparse.Namespace):
     def make(target):
         parts = [corpus_windows(args.corpus_windows, args.window, seed=args.seed)]
