@@ -49,7 +49,8 @@ def _prompts(n: int, length: int) -> list[list[int]]:
 
 
 def _checkpoint(model: str | None, tmp: str) -> Path:
-    from specpath_engine.model import LlamaConfig, LlamaModel, default_model_path
+    from specpath_engine.model import LlamaModel, default_model_path
+    from specpath_engine.model_config import LlamaConfig
 
     if model is not None:
         return Path(model)

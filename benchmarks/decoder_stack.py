@@ -17,28 +17,25 @@ from __future__ import annotations
 import argparse
 import time
 
+from specpath_engine.harness import add_chat_benchmark_arguments
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default="eagle3")
-    ap.add_argument("--max-tokens", type=int, default=128)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--max-load", type=float, default=0.5, help="quiet-machine gate: load average per core")
+    add_chat_benchmark_arguments(ap, rounds=2)
     args = ap.parse_args()
 
     import torch
 
     from specpath_engine import model
     from specpath_engine.cli_run import REAL_DEMO_PROMPTS
-    from specpath_engine.harness import WARM_UP_PROMPT, machine_load, wait_for_quiet
+    from specpath_engine.harness import machine_load, wait_for_quiet, warm_llms
     from specpath_engine.llm import LLM, SamplingParams
 
     torch.set_num_threads(args.threads)
     configs = {"plain": None, **{m: {"method": m, "num_speculative_tokens": 4} for m in args.methods.split(",")}}
-    engines = {name: LLM("smollm2-135m", c, dtype="bfloat16", num_threads=args.threads) for name, c in configs.items()}
-    for engine in engines.values():
-        engine.generate([WARM_UP_PROMPT], SamplingParams(max_tokens=8, ignore_eos=True))
+    engines = warm_llms(configs, lambda c: LLM("smollm2-135m", c, dtype="bfloat16", num_threads=args.threads))
     stack, per_layer = model.LlamaModel._native_stack, lambda *_: None
     paths = {"stack": stack, "per layer": per_layer}
     params = SamplingParams(max_tokens=args.max_tokens, ignore_eos=True)

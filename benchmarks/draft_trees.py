@@ -18,6 +18,8 @@ import collections
 import functools
 import time
 
+from specpath_engine.harness import add_chat_benchmark_arguments
+
 NGRAM = {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 5}
 
 
@@ -25,20 +27,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", default="eagle3:4:1,eagle3:5:2,eagle3:6:2,eagle3:7:2,mtp:4:1,mtp:5:2")
     ap.add_argument("--model-free", default=None, choices=["ngram"])
-    ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--ignore-eos", action="store_true")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--max-load", type=float, default=0.5, help="quiet-machine gate: load average per core")
+    add_chat_benchmark_arguments(ap, rounds=2)
     args = ap.parse_args()
 
     import torch
 
     from specpath_engine import model, runner
     from specpath_engine.cli_run import REAL_DEMO_PROMPTS
-    from specpath_engine.harness import WARM_UP_PROMPT, machine_load, time_chat_prompts, wait_for_quiet
+    from specpath_engine.harness import chat_row, machine_load, time_chat_prompts, wait_for_quiet, warm_llms
     from specpath_engine.llm import LLM, SamplingParams
-    from specpath_engine.metrics import SpecMetrics
 
     torch.set_num_threads(args.threads)
     configs: dict[str, dict | None] = {"plain": None}
@@ -51,9 +49,7 @@ def main() -> int:
         configs[name] = config
         if args.model_free:
             configs[f"{name} + {args.model_free}"] = {**config, "model_free_drafter": NGRAM}
-    engines = {name: LLM("smollm2-135m", c, dtype="bfloat16", num_threads=args.threads) for name, c in configs.items()}
-    for engine in engines.values():
-        engine.generate([WARM_UP_PROMPT], SamplingParams(max_tokens=8, ignore_eos=True))
+    engines = warm_llms(configs, lambda c: LLM("smollm2-135m", c, dtype="bfloat16", num_threads=args.threads))
 
     # wall-clock timers around an engine step's parts, per engine (the runner knows its engine)
     owner = {id(e.engine.runner): name for name, e in engines.items()}
@@ -93,24 +89,15 @@ def main() -> int:
         for (cls, attr), function in saved.items():
             setattr(cls, attr, function)
 
-    base = sum(r["plain"].tokens for r in rounds) / sum(r["plain"].seconds for r in rounds)
-    n = len(REAL_DEMO_PROMPTS) * len(rounds)
     for name in configs:
-        tokens = sum(r[name].tokens for r in rounds)
-        rate = tokens / sum(r[name].seconds for r in rounds)
-        outputs = [o for r in rounds for o in r[name].outputs]
-        metrics = SpecMetrics.total([o.metrics for o in outputs], elapsed_s=0.0)
+        row = chat_row(rounds, name)
         steps = spent[name, "step calls"]
-        same = sum(o.token_ids == p.token_ids for r in rounds for o, p in zip(r[name].outputs, r["plain"].outputs))
         step = spent[name, "step"] / steps * 1e3
         parts = {part: spent[name, part] / steps * 1e3 for part in ("forward", "propose", "verify")}
         rest = step - sum(parts.values())
-        per_prompt = " ".join(f"{sum(r[name].rates[i] for r in rounds) / len(rounds):.0f}"
-                              for i in range(len(REAL_DEMO_PROMPTS)))
-        print(f"{name:30s} {rate:6.1f} tok/s  {rate / base:.2f}x  τ {metrics.mean_acceptance_length:.2f}  "
-              f"{1e3 / rate:5.2f} ms/token  step {step:5.2f} ms = forward {parts['forward']:5.2f} + propose "
-              f"{parts['propose']:4.2f} + verify {parts['verify']:4.2f} + rest {rest:4.2f}  "
-              f"greedy = plain {same}/{n}  per prompt: {per_prompt}")
+        print(row.line(name, middle=f"{1e3 / row.rate:5.2f} ms/token  step {step:5.2f} ms = forward "
+                                    f"{parts['forward']:5.2f} + propose {parts['propose']:4.2f} + verify "
+                                    f"{parts['verify']:4.2f} + rest {rest:4.2f}  "))
     print(f"\nSmolLM2 bf16, {args.threads} threads, {len(REAL_DEMO_PROMPTS)} prompts x up to {args.max_tokens} tokens "
           f"({'EOS ignored' if args.ignore_eos else 'EOS ends a reply'}), {args.rounds} round(s); a step's parts are "
           f"averaged over every engine step (the prefill steps too); load average per core {load:.2f} before, {machine_load():.2f} after.")

@@ -27,7 +27,8 @@ import torch.nn.functional as F
 
 from specpath_engine import corpus
 from specpath_engine.modeling.checkpoint import TOKENIZER_CONFIG_NAME
-from specpath_engine.model import LlamaConfig, LlamaModel
+from specpath_engine.model import LlamaModel
+from specpath_engine.model_config import LlamaConfig
 from specpath_engine.tokenizer import ByteTokenizer
 from specpath_train.trainer import warmup_cosine  # the LR schedule every recipe shares
 

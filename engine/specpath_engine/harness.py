@@ -13,6 +13,8 @@
 - :func:`machine_load` / :func:`wait_for_quiet`: the quiet-machine gate (load average per core);
 - :func:`first_difference` / :func:`top2_margin`: where a method's greedy output parts from the
   baseline's, and how close the target's choice was there (a near-tie in low precision, or a bug);
+- :func:`add_chat_benchmark_arguments` / :func:`warm_llms` / :func:`chat_row`: the SmolLM2
+  chat-prompt benchmarks' shared options, warmed engines and per-engine summary line;
 - :func:`format_table`: the printed table; :func:`timed_call`: the GPU check scripts' timer.
 """
 
@@ -206,6 +208,58 @@ def time_chat_prompts(engines: Mapping[str, Any], prompts: Sequence[tuple[str, A
             t.outputs.append(result)
             out[name] = t._replace(tokens=t.tokens + len(result.token_ids), seconds=t.seconds + seconds)
     return out
+
+
+def add_chat_benchmark_arguments(parser: Any, *, rounds: int = 1) -> None:
+    """The options the SmolLM2 chat-prompt benchmarks share (length, threads, rounds, gate)."""
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--max-load", type=float, default=0.5, help="quiet-machine gate: load average per core")
+
+
+def warm_llms(configs: Mapping[str, Mapping | None], make: Callable[[Mapping | None], Any]) -> dict[str, Any]:
+    """One ``make(config)`` engine per name, each warmed up with a short greedy run."""
+    from specpath_engine.request import SamplingParams
+
+    engines = {name: make(config) for name, config in configs.items()}
+    warm = SamplingParams(max_tokens=8, ignore_eos=True)
+    for engine in engines.values():
+        engine.generate([WARM_UP_PROMPT], warm)
+    return engines
+
+
+class ChatRow(NamedTuple):
+    """One engine over rounds of :func:`time_chat_prompts`: tok/s, ratio to ``"plain"``, τ,
+    greedy matches with plain of ``n`` replies, and the mean tok/s per prompt as printed."""
+
+    rate: float
+    speedup: float
+    tau: float
+    same: int
+    n: int
+    per_prompt: str
+
+    def line(self, name: str, *, width: int = 30, middle: str = "") -> str:
+        """The printed row: ``middle`` (a benchmark's own columns) goes before the greedy check."""
+        return (f"{name:{width}s} {self.rate:6.1f} tok/s  {self.speedup:.2f}x  τ {self.tau:.2f}  {middle}"
+                f"greedy = plain {self.same}/{self.n}  per prompt: {self.per_prompt}")
+
+
+def chat_row(rounds: Sequence[Mapping[str, PromptTimings]], name: str) -> ChatRow:
+    """Sum ``name``'s rounds against the ``"plain"`` engine's (see :class:`ChatRow`)."""
+    from specpath_engine.metrics import SpecMetrics
+
+    def rate_of(key: str) -> float:
+        return sum(r[key].tokens for r in rounds) / sum(r[key].seconds for r in rounds)
+
+    rate = rate_of(name)
+    metrics = SpecMetrics.total([o.metrics for r in rounds for o in r[name].outputs], elapsed_s=0.0)
+    pairs = [(o, p) for r in rounds for o, p in zip(r[name].outputs, r["plain"].outputs)]
+    prompts = len(rounds[0][name].rates)
+    per_prompt = " ".join(f"{sum(r[name].rates[i] for r in rounds) / len(rounds):.0f}" for i in range(prompts))
+    return ChatRow(rate, rate / rate_of("plain"), metrics.mean_acceptance_length,
+                   sum(o.token_ids == p.token_ids for o, p in pairs), len(pairs), per_prompt)
 
 
 def machine_load() -> float:

@@ -39,8 +39,34 @@ QUANTIZATIONS = ("int8", "int4")
 """The ``quantization`` values the engine accepts."""
 
 
-class Int8Linear(nn.Module):
+class _WeightOnlyLinear(nn.Module):
+    """What the int8 and int4 layers share: a forward over the flattened rows (the native kernel
+    where the layer runs on it and the rows are bf16, else torch's packed matmul) plus the bias,
+    and the layer as the native fused-layer functions take it."""
+
+    BITS: int
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[:-1]
+        rows = self._rows(x.reshape(-1, self.in_features))
+        if self.native and rows.dtype == torch.bfloat16:
+            out = self._native_mm(rows.contiguous(), rows.new_empty(rows.shape[0], self.out_features))
+        else:
+            out = self._torch_mm(rows)
+        out = out.to(x.dtype).view(*lead, self.out_features)
+        return out if self.bias is None else out + self.bias
+
+    def native_linear(self) -> NativeLinear | None:
+        """The layer as the native fused-layer functions take it, or ``None`` (not native, or a bias)."""
+        if not self.native or self.bias is not None:
+            return None
+        return NativeLinear.cached(self, *self._native_weights(), self.BITS)
+
+
+class Int8Linear(_WeightOnlyLinear):
     """``nn.Linear`` with an int8 weight ``[out, in]`` and per-row scales in the activation dtype."""
+
+    BITS = 8
 
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
@@ -57,22 +83,17 @@ class Int8Linear(nn.Module):
         if self.native:
             self.register_buffer("scales_f32", self.scales.float())
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        lead = x.shape[:-1]
-        rows = x.reshape(-1, self.in_features)
-        if self.native and rows.dtype == torch.bfloat16:
-            out = kernels().q8(self.qweight, self.scales_f32, rows.contiguous(),
-                                   rows.new_empty(rows.shape[0], self.out_features))
-        else:
-            out = torch.ops.aten._weight_int8pack_mm(rows, self.qweight, self.scales)
-        out = out.view(*lead, self.out_features)
-        return out if self.bias is None else out + self.bias
+    def _rows(self, rows: torch.Tensor) -> torch.Tensor:
+        return rows  # any float dtype: the packed matmul takes it as is
 
-    def native_linear(self) -> NativeLinear | None:
-        """The layer as the native fused-layer functions take it, or ``None`` (not native, or a bias)."""
-        if not self.native or self.bias is not None:
-            return None
-        return NativeLinear.cached(self, self.qweight, self.scales_f32, 8)
+    def _native_mm(self, rows: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        return kernels().q8(self.qweight, self.scales_f32, rows, out)
+
+    def _torch_mm(self, rows: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten._weight_int8pack_mm(rows, self.qweight, self.scales)
+
+    def _native_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.qweight, self.scales_f32
 
     def dequantized_weight(self) -> torch.Tensor:
         """The weight this layer multiplies by, in the activation dtype (for tests and reports)."""
@@ -82,10 +103,11 @@ class Int8Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8{', native' * self.native}"
 
 
-class Int4Linear(nn.Module):
+class Int4Linear(_WeightOnlyLinear):
     """``nn.Linear`` with 4-bit weights, a scale and a minimum per group of :attr:`GROUP` inputs
     (GGUF Q4_1's layout), packed for ``aten._weight_int4pack_mm_for_cpu``."""
 
+    BITS = 4
     GROUP = 32
     """Inputs per quantisation group (Q4_1's block)."""
     OUT_MULTIPLE = 16
@@ -116,22 +138,17 @@ class Int4Linear(nn.Module):
         scale_zeros = torch.stack([scales.squeeze(-1), (low + 8 * scales).squeeze(-1)], dim=-1)
         self.register_buffer("scale_zeros", scale_zeros.transpose(0, 1).contiguous().to(self.dtype))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        lead = x.shape[:-1]
-        rows = x.reshape(-1, self.in_features).to(self.dtype)
-        if self.native:
-            out = kernels().q4(self.levels, self.scale_mins, rows.contiguous(),
-                                   rows.new_empty(rows.shape[0], self.out_features))
-        else:
-            out = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.qweight, self.GROUP, self.scale_zeros)
-        out = out.to(x.dtype).view(*lead, self.out_features)
-        return out if self.bias is None else out + self.bias
+    def _rows(self, rows: torch.Tensor) -> torch.Tensor:
+        return rows.to(self.dtype)  # the kernels take the weights' dtype (bf16 where native)
 
-    def native_linear(self) -> NativeLinear | None:
-        """The layer as the native fused-layer functions take it, or ``None`` (not native, or a bias)."""
-        if not self.native or self.bias is not None:
-            return None
-        return NativeLinear.cached(self, self.levels, self.scale_mins, 4)
+    def _native_mm(self, rows: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        return kernels().q4(self.levels, self.scale_mins, rows, out)
+
+    def _torch_mm(self, rows: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.qweight, self.GROUP, self.scale_zeros)
+
+    def _native_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.levels, self.scale_mins
 
     def dequantized_weight(self) -> torch.Tensor:
         """The weight this layer multiplies by (for tests and reports), in the activation dtype."""

@@ -11,7 +11,8 @@ from torch import nn
 
 from specpath_engine.attention import PagedAttention, build_attention_metadata
 from specpath_engine.kv_cache import KVCache
-from specpath_engine.model import LlamaConfig, LlamaModel
+from specpath_engine.model import LlamaModel
+from specpath_engine.model_config import LlamaConfig
 from specpath_engine.tree_layout import Tree, apply_tree_attention
 from specpath_engine.modeling import native
 from specpath_engine.testing.native import native_kernels_missing

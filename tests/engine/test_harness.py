@@ -105,3 +105,31 @@ def test_engines_warm_up_on_a_text_no_timed_prompt_holds(monkeypatch):
     monkeypatch.setattr(llm_module, "LLM", lambda *a, **k: FakeLLM("m", log, [1], 1))
     harness.build_engines([("baseline", None)])
     assert log == [("m", harness.WARM_UP_PROMPT)]
+
+
+def test_chat_row_sums_rounds_against_plain_and_counts_greedy_matches():
+    from specpath_engine.metrics import SpecMetrics
+
+    def timings(tokens, seconds, ids):
+        outs = [SimpleNamespace(token_ids=i, metrics=SpecMetrics(num_steps=2, num_generated_tokens=len(i)))
+                for i in ids]
+        return harness.PromptTimings([t / s for t, s in zip(tokens, seconds)], outs, sum(tokens), sum(seconds))
+
+    rounds = [{"plain": timings([4, 4], [2.0, 2.0], [[1, 2, 3, 4], [5, 6, 7, 8]]),
+               "fast": timings([4, 4], [1.0, 1.0], [[1, 2, 3, 4], [5, 6, 0, 0]])}] * 2
+    row = harness.chat_row(rounds, "fast")
+    assert row.rate == 4.0 and row.speedup == 2.0
+    assert (row.same, row.n) == (2, 4)
+    assert row.per_prompt == "4 4"
+    assert row.line("fast", width=6, middle="x  ") == (
+        f"fast      4.0 tok/s  2.00x  τ {row.tau:.2f}  x  greedy = plain 2/4  per prompt: 4 4")
+    assert row.tau == SpecMetrics.total([o.metrics for o in rounds[0]["fast"].outputs] * 2, elapsed_s=0.0
+                                        ).mean_acceptance_length
+
+
+def test_warm_llms_builds_one_engine_per_name_and_warms_each():
+    log = []
+    engines = harness.warm_llms({"plain": None, "x": {"method": "x"}},
+                                lambda c: FakeLLM(str(c), log, [1], 1))
+    assert list(engines) == ["plain", "x"]
+    assert log == [("None", harness.WARM_UP_PROMPT), ("{'method': 'x'}", harness.WARM_UP_PROMPT)]

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from specpath_engine.model import BlockCausalAttention, LlamaConfig, LlamaModel, causal_attention
+from specpath_engine.model import BlockCausalAttention, LlamaModel, causal_attention
+from specpath_engine.model_config import LlamaConfig
 from specpath_engine.testing.engine import tiny_llama_config
 
 VOCAB = 61

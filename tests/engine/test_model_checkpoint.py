@@ -9,7 +9,8 @@ from safetensors.torch import load_file, save_file
 
 from specpath_engine import corpus
 from specpath_engine.modeling.checkpoint import CheckpointError
-from specpath_engine.model import LlamaConfig, LlamaModel, default_model_path
+from specpath_engine.model import LlamaModel, default_model_path
+from specpath_engine.model_config import LlamaConfig
 from specpath_engine.tokenizer import ByteTokenizer, load_tokenizer
 
 HF_DICT = {

@@ -157,7 +157,8 @@ def test_silu_mul_rounds_as_torch(rows, width, scale, seed):
 
 
 def _tiny_int4_model(seed=0):
-    from specpath_engine.model import LlamaConfig, LlamaModel
+    from specpath_engine.model import LlamaModel
+    from specpath_engine.model_config import LlamaConfig
     from specpath_engine.quantization import quantize_model_
 
     torch.manual_seed(seed)
@@ -227,7 +228,8 @@ def test_a_drafter_layer_runs_its_halves_natively_and_equals_the_per_op_path(mon
 
 
 def test_projections_fuse_into_the_same_products():
-    from specpath_engine.model import LlamaConfig, LlamaModel
+    from specpath_engine.model import LlamaModel
+    from specpath_engine.model_config import LlamaConfig
 
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
-from specpath_engine.model import LlamaConfig, LlamaModel
+from specpath_engine.model import LlamaModel
+from specpath_engine.model_config import LlamaConfig
 from specpath_engine.modeling.checkpoint import CheckpointError
 
 BAD = (CheckpointError, FileNotFoundError)

@@ -7,6 +7,7 @@ import torch
 
 import tiny_drafts
 from specpath_train.recipes import draft_model as train
+from specpath_train.recipes import draft_model_arch as arch
 from specpath_draft_model.vocab import ByteStringVocab, to_alphabet
 
 
@@ -66,10 +67,10 @@ def test_recipes_write_usable_drafts(tmp_path):
 
 def test_growing_a_draft_keeps_its_function():
     """--init with more --layers appends identity layers: same logits before training."""
-    base = train._draft_model(256, 1, 32, 64, 128)
-    grown = train._grow(base, 3)
+    base = arch.new_draft(256, 1, 32, 64, 128)
+    grown = arch.grow_draft(base, 3)
     ids = torch.randint(0, 256, (2, 12))
     positions = torch.arange(12)
     assert grown.config.num_hidden_layers == 3
-    torch.testing.assert_close(train._batched_forward(grown, ids, positions, None),
-                               train._batched_forward(base, ids, positions, None))
+    torch.testing.assert_close(arch.batched_logits(grown, ids, positions, None),
+                               arch.batched_logits(base, ids, positions, None))

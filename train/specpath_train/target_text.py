@@ -358,7 +358,7 @@ def build_dataset(target_path: str | Path, data_dir: str | Path, layers: Sequenc
     cost per token). The recipes' labels are the target's own distributions at every position,
     so these still teach the target's predictions, on human-written inputs. ``max_chunks``
     generates only the first chunks of the (shuffled) training prompts: a time budget."""
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
 
     from specpath_engine.model import LlamaModel
     from specpath_train.trainer import file_digest
@@ -382,21 +382,10 @@ def build_dataset(target_path: str | Path, data_dir: str | Path, layers: Sequenc
         order = list(range(len(prompts)))
         random.Random(s).shuffle(order)  # mix code and chat in every chunk
         prompts = [prompts[i] for i in order]
-        seqs: list[list[int]] = []
-        for c in range(0, len(prompts), chunk):
-            if split == "train" and max_chunks is not None and c // chunk >= max_chunks:
-                break
-            path = data / f"gen-{split}-{c // chunk:04d}.json"
-            if not path.is_file():
-                t0 = time.time()
-                got = generate(target, prompts[c:c + chunk], max_new_tokens=max_new_tokens, temperatures=temperatures,
-                               eos_token_ids=eos_ids, seed=s + c, max_num_seqs=max_num_seqs)
-                path.write_text(json.dumps(got))
-                new = sum(len(g) for g in got) - sum(len(p) for p in prompts[c:c + chunk])
-                log(f"data: {split} chunk {c // chunk}: {len(got)} sequences, {new} new tokens in "
-                    f"{time.time() - t0:.0f}s ({new / max(time.time() - t0, 1e-9):.0f} tok/s)")
-            seqs += json.loads(path.read_text())
-        parts[split] = seqs
+        limit = max_chunks if split == "train" else None
+        parts[split] = _generated_chunks(target, prompts, data, split, chunk=chunk, max_chunks=limit, seed=s,
+                                         max_new_tokens=max_new_tokens, temperatures=temperatures,
+                                         eos_ids=eos_ids, max_num_seqs=max_num_seqs, log=log)
     held = pack_windows(parts["heldout"], window)
     train = pack_windows(parts["train"], window)
     if raw_windows:
@@ -407,17 +396,7 @@ def build_dataset(target_path: str | Path, data_dir: str | Path, layers: Sequenc
     train = train[torch.randperm(train.shape[0], generator=torch.Generator().manual_seed(seed))]
     windows = torch.cat([held, train])
     log(f"data: {held.shape[0]} held-out + {train.shape[0]} training windows x {window} tokens")
-    feats = []
-    for c in range(0, windows.shape[0], 64):
-        path = data / f"feat-{c // 64:04d}.safetensors"
-        if not path.is_file():
-            t0 = time.time()
-            taps, ids, probs = features_with_topk(target, windows[c:c + 64], layers, k=top_k)
-            save_file({"taps": taps.contiguous(), "topk_ids": ids.contiguous(), "topk_probs": probs.contiguous()}, str(path))
-            n = windows[c:c + 64].numel()
-            log(f"data: features {c // 64}: {n} tokens in {time.time() - t0:.0f}s ({n / (time.time() - t0):.0f} tok/s)")
-        feats.append(load_file(str(path)))
-    merged = {name: torch.cat([f[name] for f in feats]) for name in ("taps", "topk_ids", "topk_probs")}
+    merged = _feature_chunks(target, windows, layers, data, top_k=top_k, log=log)
     save_file({"tokens": windows.to(torch.int32), **merged}, str(data / "features.safetensors"))
     key = {"target": file_digest(Path(target_path) / "model.safetensors"), "layers": list(layers)}
     meta = {"key": key, "target_path": str(target_path), "heldout": int(held.shape[0]), "window": window,
@@ -430,6 +409,47 @@ def build_dataset(target_path: str | Path, data_dir: str | Path, layers: Sequenc
     for f in list(data.glob("feat-*.safetensors")):
         f.unlink()
     return data
+
+
+def _generated_chunks(target: Any, prompts: list[list[int]], data: Path, split: str, *, chunk: int,
+                      max_chunks: int | None, seed: int, max_new_tokens: int, temperatures: Sequence[float],
+                      eos_ids: list[int], max_num_seqs: int, log: Callable[[str], None]) -> list[list[int]]:
+    """The target's continuations of ``prompts``, ``chunk`` prompts per file ``gen-{split}-NNNN.json``
+    (a chunk already on disk is read, not generated again: the resumable part)."""
+    seqs: list[list[int]] = []
+    for c in range(0, len(prompts), chunk):
+        if max_chunks is not None and c // chunk >= max_chunks:
+            break
+        path = data / f"gen-{split}-{c // chunk:04d}.json"
+        if not path.is_file():
+            t0 = time.time()
+            got = generate(target, prompts[c:c + chunk], max_new_tokens=max_new_tokens, temperatures=temperatures,
+                           eos_token_ids=eos_ids, seed=seed + c, max_num_seqs=max_num_seqs)
+            path.write_text(json.dumps(got))
+            new = sum(len(g) for g in got) - sum(len(p) for p in prompts[c:c + chunk])
+            log(f"data: {split} chunk {c // chunk}: {len(got)} sequences, {new} new tokens in "
+                f"{time.time() - t0:.0f}s ({new / max(time.time() - t0, 1e-9):.0f} tok/s)")
+        seqs += json.loads(path.read_text())
+    return seqs
+
+
+def _feature_chunks(target: Any, windows: torch.Tensor, layers: Sequence[int], data: Path, *, top_k: int,
+                    log: Callable[[str], None]) -> dict[str, torch.Tensor]:
+    """The target's taps and top-k distributions over ``windows``, 64 windows per file
+    ``feat-NNNN.safetensors`` (resumable like the generation), merged."""
+    from safetensors.torch import load_file, save_file
+
+    feats = []
+    for c in range(0, windows.shape[0], 64):
+        path = data / f"feat-{c // 64:04d}.safetensors"
+        if not path.is_file():
+            t0 = time.time()
+            taps, ids, probs = features_with_topk(target, windows[c:c + 64], layers, k=top_k)
+            save_file({"taps": taps.contiguous(), "topk_ids": ids.contiguous(), "topk_probs": probs.contiguous()}, str(path))
+            n = windows[c:c + 64].numel()
+            log(f"data: features {c // 64}: {n} tokens in {time.time() - t0:.0f}s ({n / (time.time() - t0):.0f} tok/s)")
+        feats.append(load_file(str(path)))
+    return {name: torch.cat([f[name] for f in feats]) for name in ("taps", "topk_ids", "topk_probs")}
 
 
 def load_dataset(data_dir: str | Path, layers: Sequence[int]) -> dict[str, Any]:

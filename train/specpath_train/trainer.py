@@ -166,6 +166,17 @@ def load_target_parts(target_path: str) -> tuple[dict, torch.Tensor, torch.Tenso
             target.lm_head.weight.detach().clone())
 
 
+def start_last_layer_run(args: argparse.Namespace, name: str, detail: str) -> tuple:
+    """The start of a recipe that reads the target's last layer: :func:`start_run`, the target's
+    parts (:func:`load_target_parts`) and that layer's features. Returns ``(out, log, config,
+    embed, norm, head, tokens, taps)``."""
+    out, log = start_run(args)
+    config, emb_w, norm_w, head_w = load_target_parts(args.target)
+    layers = (config["num_hidden_layers"] - 1,)
+    log(f"{name}: target {args.target} layers {layers} {detail}args {vars(args)}")
+    return (out, log, config, emb_w, norm_w, head_w, *training_features(args, layers, log))
+
+
 def make_windows_fn(args: argparse.Namespace):
     def make(target):
         parts = [corpus_windows(args.corpus_windows, args.window, seed=args.seed)]
@@ -304,16 +315,7 @@ def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Ten
     budget = minutes * 60.0 if minutes and minutes > 0 else math.inf
     if max_steps is None and budget == math.inf:
         raise ValueError("train_loop: give a time budget (minutes > 0) or max_steps")
-    step, spent = 0, 0.0
-    if resume is not None and Path(resume).is_file():
-        state = torch.load(resume, weights_only=False)
-        head.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        gen.set_state(state["generator"])
-        for g, saved in zip(loss_generators, state.get("loss_generators", ())):
-            g.set_state(saved)
-        step, spent = state["step"], state["elapsed"]
-        log(f"resumed from {resume}: step {step}, {spent:.0f}s spent")
+    step, spent = _resumed(resume, head, opt, gen, loss_generators, log)
 
     def save() -> None:
         tmp = Path(str(resume) + ".tmp")
@@ -349,27 +351,16 @@ def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Ten
             step += 1
             if bar is not None:  # steps (or seconds of a clock budget) done, training tokens per second
                 bar.update(1 if max_steps is not None else min(budget, time.time() - start) - bar.n)
-                bar.set_postfix(step=step, loss=f"{loss.item():.3f}",
-                                tok_s=f"{(step - first_step) * batch * window / max(bar.format_dict['elapsed'], 1e-9):.0f}",
-                                refresh=False)
+                _show_step(bar, step, loss, (step - first_step) * batch * window)
             if stop:
-                if resume is not None:
-                    save()
-                if bar is not None:
-                    bar.close()
-                raise TrainingInterrupted(f"stopped by {stop[0]} at step {step}"
-                                          + (f"; state saved in {resume}" if resume is not None else ""))
+                _stop(stop[0], step, resume, save, bar)
             if resume is not None and time.time() - last_save >= save_every_s:
                 last_save = time.time()
                 save()
             if time.time() - last_eval >= eval_every_s or done():
                 last_eval = time.time()
-                text = " ".join(f"{k}={v:.3f}" for k, v in info.items())
-                if heldout is not None:
-                    with torch.no_grad():
-                        _, metrics = loss_fn(heldout[0], heldout[1].float())
-                    text += " | heldout " + " ".join(f"{k}={v:.3f}" for k, v in metrics.items())
-                log(f"step {step} {time.time() - start:.0f}s loss={loss.item():.4f} {text}")
+                metrics = _log_eval(loss_fn, heldout, info, metrics, log,
+                                    f"step {step} {time.time() - start:.0f}s loss={loss.item():.4f}")
     if bar is not None:
         bar.close()
     if heldout is not None and not metrics:  # a resumed run with nothing left to train
@@ -378,6 +369,51 @@ def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Ten
     if resume is not None:
         save()
     metrics["steps"] = step
+    return metrics
+
+
+def _stop(signal_name: str, step: int, resume: str | Path | None, save: Callable[[], None], bar: Any) -> None:
+    """After the step in flight when a signal came: save the state (with ``resume``) and raise."""
+    if resume is not None:
+        save()
+    if bar is not None:
+        bar.close()
+    raise TrainingInterrupted(f"stopped by {signal_name} at step {step}"
+                              + (f"; state saved in {resume}" if resume is not None else ""))
+
+
+def _resumed(resume: str | Path | None, head: torch.nn.Module, opt: torch.optim.Optimizer, gen: torch.Generator,
+             loss_generators: list[torch.Generator], log: Callable[[str], None]) -> tuple[int, float]:
+    """Load ``resume``'s saved state into the run's objects when the file exists; ``(step, seconds spent)``."""
+    if resume is None or not Path(resume).is_file():
+        return 0, 0.0
+    state = torch.load(resume, weights_only=False)
+    head.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    gen.set_state(state["generator"])
+    for g, saved in zip(loss_generators, state.get("loss_generators", ())):
+        g.set_state(saved)
+    step, spent = state["step"], state["elapsed"]
+    log(f"resumed from {resume}: step {step}, {spent:.0f}s spent")
+    return step, spent
+
+
+def _show_step(bar: Any, step: int, loss: torch.Tensor, tokens_trained: int) -> None:
+    """The progress bar's postfix: step, loss and training tokens per second so far."""
+    bar.set_postfix(step=step, loss=f"{loss.item():.3f}",
+                    tok_s=f"{tokens_trained / max(bar.format_dict['elapsed'], 1e-9):.0f}", refresh=False)
+
+
+def _log_eval(loss_fn: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, dict]],
+              heldout: tuple[torch.Tensor, torch.Tensor] | None, info: dict, metrics: dict,
+              log: Callable[[str], None], prefix: str) -> dict:
+    """Log the batch's metrics and, with ``heldout``, the held-out ones (returned; else ``metrics``)."""
+    text = " ".join(f"{k}={v:.3f}" for k, v in info.items())
+    if heldout is not None:
+        with torch.no_grad():
+            _, metrics = loss_fn(heldout[0], heldout[1].float())
+        text += " | heldout " + " ".join(f"{k}={v:.3f}" for k, v in metrics.items())
+    log(f"{prefix} {text}")
     return metrics
 
 

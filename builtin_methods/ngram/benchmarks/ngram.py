@@ -37,34 +37,14 @@ from specpath_ngram.reference import propose_ngram_reference
 
 @numba.njit(nogil=True, cache=True)
 def kmp_propose(tokens, min_n, max_n, k):
-    """Baseline: KMP prefix function over the reversed sequence, capped at max_n."""
+    """Baseline: KMP prefix function over the reversed sequence, capped at max_n (the scan of
+    vLLM's CPU proposer; specpath_ngram keeps the same scan as its fallback, ``_kmp_row``)."""
     total = tokens.shape[0]
     if total < min_n:
         return tokens[:0]
-    rev = tokens[::-1]
-    border = np.zeros(max_n, np.int32)
-    best_n = 0
-    best_i = 0
-    n = 0
-    i = 1
-    while i < total:
-        if rev[n] == rev[i]:
-            n += 1
-            if n >= best_n:
-                best_n = n
-                best_i = i
-            if i < max_n:
-                border[i] = n
-            if n == max_n:
-                n = border[max_n - 1]
-            i += 1
-        elif n != 0:
-            n = border[n - 1]
-        else:
-            i += 1
-    if best_n < min_n:
+    n, follow = ngram_batch._kmp_row(tokens, total, min_n, max_n)
+    if n == 0:
         return tokens[:0]
-    follow = total - 1 - best_i + best_n
     return tokens[follow : follow + min(k, total - follow)]
 
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from specpath_suffix import drafts as d
 from specpath_suffix import forest as f
 
 
@@ -194,7 +195,7 @@ class SuffixCache:
         for matches, limit in trees:
             tokens, parents = np.zeros(size, np.int32), np.zeros(size, np.int32)
             probs = np.zeros(size, np.float64)
-            n, score = f.speculate_tree(
+            n, score = d.speculate_tree(
                 self.nodes, matches, limit, int(max_tokens), self.max_spec_factor, self.min_token_prob,
                 tokens, parents, probs,
             )
@@ -315,7 +316,7 @@ class SuffixCache:
             self._counts = np.zeros(size, np.int32)
         budgets = np.minimum(budgets, self.depth).astype(np.int32)
         counts = self._counts[:size]
-        f.step(
+        d.step(
             self.nodes, self.free, self.meta, self.table, self.depth,
             self.roots, self.active, self.nact, self.gmatch, self.gepoch, self.history,
             rows, old, new, budgets, self.global_root, self.max_spec_factor, self.min_token_prob,

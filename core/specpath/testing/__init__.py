@@ -6,7 +6,7 @@ distribution: ``from specpath_engine.testing import conformance_tests``.
 
 from __future__ import annotations
 
-from typing import Any
+from specpath.lazy import lazy_exports
 
 _EXPORTS = {
     "check_plugin_hooks": "specpath.testing.hooks",
@@ -16,11 +16,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'specpath.testing' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -102,14 +102,7 @@ def rejection_sample(
         return _all_greedy(draft_token_ids, per_token, cu, target_logits, bonus_token_ids, out)
     is_greedy = torch.tensor(greedy_list, device=device)
     greedy_tok = is_greedy.repeat_interleave(per_token, output_size=total)
-    temp_tok = temperature.repeat_interleave(per_token, output_size=total)
-    top_k_tok = None if top_k is None else top_k.repeat_interleave(per_token, output_size=total)
-    top_p_tok = None if top_p is None else top_p.repeat_interleave(per_token, output_size=total)
-
-    def process(rows: torch.Tensor) -> torch.Tensor:
-        """Processed target probabilities at the given flattened positions."""
-        return target_probs(target_logits.index_select(0, rows), temp_tok[rows], None if top_k is None else top_k_tok[rows],
-                            None if top_p is None else top_p_tok[rows])
+    process = _target_processing(target_logits, per_token, temperature, top_k, top_p)
 
     needs = [True] * batch if method == "synthetic" else [not g for g in greedy_list]
     uniforms, recovery = randomness.draw_uniforms(needs, counts, gens, device)
@@ -121,27 +114,68 @@ def rejection_sample(
         num, argmax, rejected_probs = _standard_by_column(draft_token_ids, per_token, cu, greedy_tok, target_logits,
                                                           process, draft_probs, uniforms)
     else:
-        argmax = torch.zeros(total, dtype=torch.long, device=device)
-        if all(greedy_list):
-            argmax = target_logits.argmax(-1)
-        elif any(greedy_list):
-            argmax[greedy_tok] = target_logits[greedy_tok].argmax(-1)
-        if method == "fly" or not any(greedy_list):
-            probs = process(torch.arange(total, device=device))
-        elif not all(greedy_list):
-            probs = torch.zeros(total, vocab, device=device)
-            probs[~greedy_tok] = process((~greedy_tok).nonzero().squeeze(1))
-        args = (draft_token_ids, cu, argmax, probs, draft_probs, uniforms, is_greedy)
-        if method == "standard":
-            num = kernels.accept_standard(*args)
-        elif method == "block":
-            num, scale = kernels.accept_block(*args)
-        else:
-            high, window = _fly_gates(method_options, probs, counts, device)
-            num = kernels.accept_fly(*args, high, window)
+        num, scale, argmax, probs = _accept_full_pass(
+            kernels, method, method_options, draft_token_ids, counts, cu, target_logits, process, draft_probs,
+            uniforms, greedy_list, is_greedy, greedy_tok)
 
     # 3. The token after the kept drafts: the bonus, or a corrected token at the first rejection.
+    final = _final_tokens(kernels, method, bonus_token_ids, num, counts, cu, greedy_list, is_greedy, target_logits,
+                          process, draft_token_ids, draft_probs, argmax, probs, rejected_probs, scale, recovery)
+    # 4. Rows: kept drafts, the final token, placeholders.
+    return _emitted_rows(out, draft_token_ids, cu, num, final, total)
+
+
+def _target_processing(target_logits, per_token, temperature, top_k, top_p):
+    """``process(rows)``: the target's processed probabilities at flattened positions ``rows``
+    (each position takes its request's temperature, top-k and top-p)."""
+    total = target_logits.shape[0]
+    temp_tok = temperature.repeat_interleave(per_token, output_size=total)
+    top_k_tok = None if top_k is None else top_k.repeat_interleave(per_token, output_size=total)
+    top_p_tok = None if top_p is None else top_p.repeat_interleave(per_token, output_size=total)
+
+    def process(rows: torch.Tensor) -> torch.Tensor:
+        return target_probs(target_logits.index_select(0, rows), temp_tok[rows], None if top_k is None else top_k_tok[rows],
+                            None if top_p is None else top_p_tok[rows])
+
+    return process
+
+
+def _accept_full_pass(kernels, method, method_options, draft_token_ids, counts, cu, target_logits, process,
+                      draft_probs, uniforms, greedy_list, is_greedy, greedy_tok):
+    """Step 2 over every position at once (standard, block, fly): the target's argmax where a
+    row is greedy, its processed probabilities where one is random, then the mode's kernel.
+    Returns ``(num [batch], block scale or None, argmax [total], probs [total, vocab] or None)``."""
+    total, vocab = target_logits.shape
+    device = target_logits.device
+    scale, probs = None, None
+    argmax = torch.zeros(total, dtype=torch.long, device=device)
+    if all(greedy_list):
+        argmax = target_logits.argmax(-1)
+    elif any(greedy_list):
+        argmax[greedy_tok] = target_logits[greedy_tok].argmax(-1)
+    if method == "fly" or not any(greedy_list):
+        probs = process(torch.arange(total, device=device))
+    elif not all(greedy_list):
+        probs = torch.zeros(total, vocab, device=device)
+        probs[~greedy_tok] = process((~greedy_tok).nonzero().squeeze(1))
+    args = (draft_token_ids, cu, argmax, probs, draft_probs, uniforms, is_greedy)
+    if method == "standard":
+        num = kernels.accept_standard(*args)
+    elif method == "block":
+        num, scale = kernels.accept_block(*args)
+    else:
+        high, window = _fly_gates(method_options, probs, counts, device)
+        num = kernels.accept_fly(*args, high, window)
+    return num, scale, argmax, probs
+
+
+def _final_tokens(kernels, method, bonus_token_ids, num, counts, cu, greedy_list, is_greedy, target_logits, process,
+                  draft_token_ids, draft_probs, argmax, probs, rejected_probs, scale, recovery) -> torch.Tensor:
+    """Step 3: per request the bonus token where every draft was kept, else the token at its
+    first rejection (the target's argmax for a greedy row, a residual sample for a random one)."""
     final = bonus_token_ids.clone()
+    batch = len(counts)
+    device = cu.device
     num_list = num.tolist()
     rejected = [r for r in range(batch) if num_list[r] < counts[r]]
     if rejected:
@@ -170,8 +204,13 @@ def rejection_sample(
                 method != "synthetic",
             )
             final[who] = tokens.to(final.dtype)
+    return final
 
-    # 4. Rows: kept drafts, the final token, placeholders.
+
+def _emitted_rows(out, draft_token_ids, cu, num, final, total) -> torch.Tensor:
+    """Step 4: ``out``'s rows are the kept drafts, then the final token, then placeholders."""
+    max_k = out.shape[1] - 1
+    device = out.device
     position = torch.arange(max_k, device=device)
     index = (cu[:-1, None] + position).clamp(max=max(total - 1, 0))
     kept = position < num.long()[:, None]

@@ -8,7 +8,7 @@ that loads itself: pytest is imported only when the suite is.
 
 from __future__ import annotations
 
-from typing import Any
+from specpath.lazy import lazy_exports
 
 _EXPORTS = {
     "SpeculatorConformance": "specpath_engine.testing.conformance",
@@ -24,11 +24,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'specpath_engine.testing' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

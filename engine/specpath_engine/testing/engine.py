@@ -40,7 +40,7 @@ class GreedyIdentity:
 def tiny_llama_config(**overrides: Any) -> dict[str, Any]:
     """The ``config.json`` fields of a tiny Llama (64 wide, 2 layers, 4 query and 2 KV heads),
     with ``overrides``: the one shape table the tests' random models start from, for
-    ``specpath_engine.model.LlamaConfig`` and ``transformers.LlamaConfig`` alike."""
+    ``specpath_engine.model_config.LlamaConfig`` and ``transformers.LlamaConfig`` alike."""
     return {"vocab_size": 256, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
             "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
             "rms_norm_eps": 1e-5, **overrides}
@@ -56,7 +56,8 @@ def random_llama(seed: int = 0, *, vocab_size: int = 256, hidden_size: int = 64,
     ~1e-15. Seeded without touching the caller's torch RNG."""
     import torch
 
-    from specpath_engine.model import LlamaConfig, LlamaModel
+    from specpath_engine.model import LlamaModel
+    from specpath_engine.model_config import LlamaConfig
 
     config = LlamaConfig(
         vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_hidden_layers=num_layers,

@@ -170,17 +170,7 @@ def drive_speculator(
 
     rng = random.Random(seed)
     torch_gen = torch.Generator().manual_seed(seed)
-    layers = tuple(speculator.hidden_state_layers)
-    if uses_hidden_states and not layers:
-        raise ProposalError(
-            "the config declares uses_target_hidden_states but the speculator's "
-            "hidden_state_layers is empty"
-        )
-    if not uses_hidden_states and layers:
-        raise ProposalError(
-            f"the speculator reads target layers {layers} but its config does not declare "
-            "uses_target_hidden_states"
-        )
+    layers = _declared_layers(speculator, uses_hidden_states)
     steps: list[Step] = []
     live: list[_Request] = []
     next_id = 0
@@ -201,40 +191,16 @@ def drive_speculator(
     def step(visible: dict[str, int], budgets: dict[str, int]) -> DraftProposal:
         """``visible[req_id]`` = how many tokens of the request the engine shows this step
         (the last one pending); everything before it is committed now."""
-        requests, rows = [], 0
-        for r in live:
-            shown = visible[r.req_id]
-            new = (shown - 1) - r.committed
-            r.committed = shown - 1
-            rows += new
-            requests.append(DraftRequest(
-                req_id=r.req_id,
-                token_ids=tuple(r.token_ids[:shown]),
-                num_new_positions=new,
-                max_draft_tokens=budgets[r.req_id],
-                temperature=r.temperature,
-                generator=r.generator,
-            ))
+        requests = _commit_and_request(live, visible, budgets)
         hidden = None
         if uses_hidden_states:
+            rows = sum(r.num_new_positions for r in requests)
             hidden = torch.randn(rows, len(layers), hidden_size, generator=torch_gen)
         batch = DraftBatch(requests=tuple(requests), hidden_states=hidden)
         proposal = speculator.propose(batch)
         check_proposal(batch, proposal, vocab_size, proposes_draft_tokens=proposes_draft_tokens)
         steps.append(Step(batch, proposal))
         return proposal
-
-    def verify(proposal: DraftProposal) -> None:
-        """Accept a random prefix of each request's drafts, append a bonus token."""
-        flat = proposal.token_ids.tolist()
-        accepted, start = [], 0
-        for r, n in zip(live, proposal.num_draft_tokens):
-            drafts = flat[start:start + n]
-            start += n
-            a = rng.randint(0, n)
-            r.token_ids += drafts[:a] + [rng.randrange(vocab_size)]
-            accepted.append(a)
-        speculator.on_verified([r.req_id for r in live], accepted)
 
     for _ in range(num_requests):
         new_request()
@@ -252,5 +218,55 @@ def drive_speculator(
             live[-1].token_ids.append(rng.randrange(vocab_size))
         budgets = {r.req_id: [k, k, max(k - 1, 0), 0][j % 4] for j, r in enumerate(live)}
         proposal = step({r.req_id: len(r.token_ids) for r in live}, budgets)
-        verify(proposal)
+        accepted = _accept_random_prefixes(live, proposal, rng, vocab_size)
+        speculator.on_verified([r.req_id for r in live], accepted)
     return steps
+
+
+def _declared_layers(speculator: BaseSpeculator, uses_hidden_states: bool) -> tuple[int, ...]:
+    """The target layers the speculator reads, checked against its config's declaration."""
+    layers = tuple(speculator.hidden_state_layers)
+    if uses_hidden_states and not layers:
+        raise ProposalError(
+            "the config declares uses_target_hidden_states but the speculator's "
+            "hidden_state_layers is empty"
+        )
+    if not uses_hidden_states and layers:
+        raise ProposalError(
+            f"the speculator reads target layers {layers} but its config does not declare "
+            "uses_target_hidden_states"
+        )
+    return layers
+
+
+def _commit_and_request(live: list[_Request], visible: dict[str, int], budgets: dict[str, int]) -> list[DraftRequest]:
+    """One step's requests: ``visible[req_id]`` tokens shown (the last one pending), everything
+    before it committed now; ``num_new_positions`` is what became committed since last step."""
+    requests = []
+    for r in live:
+        shown = visible[r.req_id]
+        new = (shown - 1) - r.committed
+        r.committed = shown - 1
+        requests.append(DraftRequest(
+            req_id=r.req_id,
+            token_ids=tuple(r.token_ids[:shown]),
+            num_new_positions=new,
+            max_draft_tokens=budgets[r.req_id],
+            temperature=r.temperature,
+            generator=r.generator,
+        ))
+    return requests
+
+
+def _accept_random_prefixes(live: list[_Request], proposal: DraftProposal, rng: random.Random,
+                            vocab_size: int) -> list[int]:
+    """Accept a random prefix of each request's drafts and append a bonus token; the counts."""
+    flat = proposal.token_ids.tolist()
+    accepted, start = [], 0
+    for r, n in zip(live, proposal.num_draft_tokens):
+        drafts = flat[start:start + n]
+        start += n
+        a = rng.randint(0, n)
+        r.token_ids += drafts[:a] + [rng.randrange(vocab_size)]
+        accepted.append(a)
+    return accepted

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 from specpath_draft_model.config import PARD_TOKEN_KEY
 from specpath_draft_model.vocab import build_bpe_tokenizer
+from specpath_train.recipes.draft_model_arch import batched_logits, initial_draft
 from specpath_train.trainer import warmup_cosine
 
 SOFT_LABELS = 16
@@ -66,79 +67,6 @@ def _file_sha(path: Path) -> str:
 def _target_info(target: str) -> dict[str, Any]:
     weights = Path(target) / "model.safetensors"
     return {"path": str(target), "weights_sha256_16": _file_sha(weights) if weights.is_file() else None}
-
-
-def _draft_model(vocab_size: int, layers: int, hidden: int, ffn: int, max_positions: int, **extra: Any):
-    from specpath_engine.model import LlamaConfig, LlamaModel
-
-    heads = max(1, hidden // 32)
-    config = LlamaConfig(
-        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers,
-        num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), head_dim=32,
-        max_position_embeddings=max_positions, tie_word_embeddings=True, rms_norm_eps=1e-5,
-        bos_token_id=0, eos_token_id=0, pad_token_id=0, **extra,
-    )
-    return LlamaModel(config)
-
-
-def _initial_model(args: argparse.Namespace, vocab_size: int, log):
-    """A fresh draft, or ``--init``'s weights (e.g. trained against an earlier export of the target)."""
-    if not args.init:
-        return _draft_model(vocab_size, args.layers, args.hidden, args.ffn, args.max_positions)
-    from specpath_engine.model import LlamaModel
-
-    model = LlamaModel.from_pretrained(args.init)
-    if model.config.vocab_size != vocab_size:
-        raise SystemExit(f"--init {args.init}: vocab_size {model.config.vocab_size}, expected {vocab_size}")
-    log(f"initialised from {args.init}")
-    if args.layers > model.config.num_hidden_layers:
-        model = _grow(model, args.layers)
-        log(f"grown to {args.layers} layers (new layers start as the identity)")
-    return model
-
-
-def _grow(model, layers: int):
-    """``model`` with extra decoder layers on top whose output projections are zero, so the grown
-    model computes exactly what ``model`` did and training starts from there."""
-    import attrs
-
-    from specpath_engine.model import LlamaModel
-
-    old = model.config.num_hidden_layers
-    grown = LlamaModel(attrs.evolve(model.config, num_hidden_layers=layers))
-    missing, unexpected = grown.load_state_dict(model.state_dict(), strict=False)
-    assert not unexpected and all(".layers." in name for name in missing), (missing, unexpected)
-    with torch.no_grad():
-        for layer in grown.model.layers[old:]:
-            layer.self_attn.o_proj.weight.zero_()
-            layer.mlp.down_proj.weight.zero_()
-    return grown
-
-
-def hidden_states(draft, tokens: torch.Tensor, positions: torch.Tensor | None = None,
-                  mask: torch.Tensor | None = None) -> torch.Tensor:
-    """The draft's pre-norm outputs ``[B, N, d]`` over ``tokens`` [B, N]: causal windows, or
-    ``positions`` [N] with a boolean ``mask`` [N, N] (True: may attend) such as PARD's layout."""
-    backbone = draft.model
-    cos, sin = backbone.rotary_emb(torch.arange(tokens.shape[1]) if positions is None else positions)
-    h = backbone.embed_tokens(tokens)
-
-    def attend(q, k, v):
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, H, N, D]
-        if mask is None:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
-        return out.transpose(1, 2)
-
-    for layer in backbone.layers:
-        h = layer(h, cos, sin, attend)
-    return h
-
-
-def _batched_forward(model, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Logits ``[B, N, V]`` with a shared ``[N, N]`` boolean mask (None = causal)."""
-    return model.lm_head(model.model.norm(hidden_states(model, ids, positions, mask))).float()
 
 
 PAD = -1
@@ -317,7 +245,7 @@ def greedy_agreement(model, sequences: list[list[int]], kinds: list[tuple[int, f
         if temperature != 0:  # greedy continuations only
             continue
         ids = torch.tensor(seq[:-1])[None]
-        pred = _batched_forward(model, ids, torch.arange(ids.shape[1]), None)[0].argmax(-1)
+        pred = batched_logits(model, ids, torch.arange(ids.shape[1]), None)[0].argmax(-1)
         labels = torch.tensor(seq[1:])
         hits += int((pred[prompt_len - 1 :] == labels[prompt_len - 1 :]).sum())
         total += len(seq) - prompt_len
@@ -352,12 +280,12 @@ def train_ar(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     log = _log_to(Path(args.log))
     train, held, held_kinds, data = _load_data(args.data, args.heldout)
-    model = _initial_model(args, 256, log)
+    model = initial_draft(args, 256, log)
     positions = torch.arange(args.context)
 
     def loss_fn(step: int) -> torch.Tensor:
         ids, label_ids, label_probs = _distillation_batch(data, args.heldout, args.context, args.batch, rng)
-        log_q = F.log_softmax(_batched_forward(model, ids[:, :-1].clamp_min(0), positions, None), -1)
+        log_q = F.log_softmax(batched_logits(model, ids[:, :-1].clamp_min(0), positions, None), -1)
         loss = F.nll_loss(log_q.flatten(0, 1), ids[:, 1:].flatten(), ignore_index=PAD)
         if args.kd > 0:  # cross-entropy to the target's top soft labels (renormalised)
             p = label_probs / label_probs.sum(-1, keepdim=True).clamp_min(1e-6)
@@ -403,7 +331,7 @@ def pard_agreement(model, sequences, kinds, depth: int) -> list[float]:
         positions, mask, valid = pard_layout(n, depth)
         ids = torch.tensor(seq[:-1]).repeat(depth + 1)
         ids[n:] = PARD_MASK_TOKEN
-        pred = _batched_forward(model, ids[None], positions, mask)[0].argmax(-1).view(depth + 1, n)
+        pred = batched_logits(model, ids[None], positions, mask)[0].argmax(-1).view(depth + 1, n)
         labels = torch.tensor(seq[1:])
         for c in range(depth + 1):
             lo = max(prompt_len - 1, c)
@@ -417,7 +345,7 @@ def train_pard(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     log = _log_to(Path(args.log))
     train, held, held_kinds, data = _load_data(args.data, args.heldout)
-    model = _initial_model(args, 256, log)  # --init: the autoregressive draft (depth 1 already learned)
+    model = initial_draft(args, 256, log)  # --init: the autoregressive draft (depth 1 already learned)
     positions, mask, valid = pard_layout(args.context, args.depth)
     n = args.context
 
@@ -426,7 +354,7 @@ def train_pard(args: argparse.Namespace) -> None:
         ids = batch[:, :-1].clamp_min(0).repeat(1, args.depth + 1)
         ids[:, n:] = PARD_MASK_TOKEN
         labels = batch[:, 1:].repeat(1, args.depth + 1)
-        logits = _batched_forward(model, ids, positions, mask)
+        logits = batched_logits(model, ids, positions, mask)
         loss = F.cross_entropy(logits[:, valid].flatten(0, 1), labels[:, valid].flatten(), ignore_index=PAD)
         return loss
 
@@ -474,12 +402,12 @@ def train_bpe(args: argparse.Namespace) -> None:
     train_ids = vocab.encode_batch(train)
     ratio = sum(map(len, train)) / sum(map(len, train_ids))
     log(f"tokenizer: {vocab.size} tokens, {ratio:.2f} bytes/token on the target's text")
-    model = _initial_model(args, vocab.size, log)
+    model = initial_draft(args, vocab.size, log)
     positions = torch.arange(args.context)
 
     def loss_fn(step: int) -> torch.Tensor:
         batch = _windows(train_ids, args.context, args.batch, rng)
-        logits = _batched_forward(model, batch[:, :-1].clamp_min(0), positions, None)
+        logits = batched_logits(model, batch[:, :-1].clamp_min(0), positions, None)
         return F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten(), ignore_index=PAD)
 
     steps = _train_loop(model, loss_fn, minutes=args.minutes, max_steps=args.max_steps, lr=args.lr, log=log)
@@ -488,7 +416,7 @@ def train_bpe(args: argparse.Namespace) -> None:
         hits = total = 0
         for ids in held_ids:
             x = torch.tensor(ids)
-            pred = _batched_forward(model, x[None, :-1], torch.arange(len(ids) - 1), None)[0].argmax(-1)
+            pred = batched_logits(model, x[None, :-1], torch.arange(len(ids) - 1), None)[0].argmax(-1)
             hits += int((pred == x[1:]).sum())
             total += len(ids) - 1
     accuracy = hits / max(1, total)

@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specpath_train.recipes.draft_model import hidden_states
+from specpath_train.recipes.draft_model_arch import hidden_states
 
 SHARES_TARGET_EMBEDDINGS = "shares_target_embeddings"
 """config.json key: the checkpoint has no embedding of its own; the target's is lent at load."""
@@ -137,11 +137,8 @@ def _weights_digest(target: Path) -> str:
     return target_digest(target)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from specpath_engine.model import LlamaModel
-    from specpath_train.target_text import load_dataset
-    from specpath_train.trainer import start_run, train_loop, train_vocab_record, vocab_by_frequency
-
+def _parser() -> argparse.ArgumentParser:
+    """The recipe's command line (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", required=True)
     p.add_argument("--data", required=True, help="a specpath_train.target_text cache holding the target's last layer")
@@ -165,6 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--init", default=None, help="start from this shared-embedding draft checkpoint")
     p.add_argument("--pard-depth", type=int, default=0, help="PARD: also train draft depths 2..D+1 from mask tokens")
     p.add_argument("--pard-token", type=int, default=None, help="PARD: the mask token's input id (a special token)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from specpath_engine.model import LlamaModel
+    from specpath_train.target_text import load_dataset
+    from specpath_train.trainer import save_and_export, start_run, train_loop, train_vocab_record, vocab_by_frequency
+
+    p = _parser()
     args = p.parse_args(argv)
     if args.pard_depth and args.pard_token is None:
         p.error("--pard-depth needs --pard-token (the id of a token the target's text never holds)")
@@ -218,10 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         from specpath_draft_model.config import PARD_TOKEN_KEY
 
         extra[PARD_TOKEN_KEY] = args.pard_token
-    save_shared_draft(draft, out / "checkpoint", extra=extra, dtype=torch.float32)
-    if args.export:
-        save_shared_draft(draft, args.export, extra=extra)
-        log(f"draft: exported to {args.export}")
+    def save(model, path, *, extra_config, dtype=torch.float32):  # the run's copy in full precision
+        save_shared_draft(model, path, extra=extra_config, dtype=dtype)
+
+    save_and_export(save, draft, out / "checkpoint", args, log, "draft", extra=extra)
     return 0
 
 

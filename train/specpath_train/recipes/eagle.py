@@ -24,12 +24,10 @@ from specpath_drafting.heads import HeadConfig, save_head
 from specpath_drafting.rollout import depth_pass
 from specpath_train.trainer import (
     add_data_arguments,
-    load_target_parts,
-    soft_cross_entropy,
-    start_run,
-    target_probs_from_final,
     fit_and_save,
-    training_features,
+    soft_cross_entropy,
+    start_last_layer_run,
+    target_probs_from_final,
 )
 
 
@@ -71,11 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ce-weight", type=float, default=0.5)
     p.add_argument("--noise", type=float, default=0.1, help="uniform input-feature noise, relative to feature RMS")
     args = p.parse_args(argv)
-    out, log = start_run(args)
-    config, emb_w, norm_w, head_w = load_target_parts(args.target)
-    layers = (config["num_hidden_layers"] - 1,)
-    log(f"eagle: target {args.target} layers {layers} args {vars(args)}")
-    tokens, taps = training_features(args, layers, log)
+    out, log, config, emb_w, norm_w, head_w, tokens, taps = start_last_layer_run(args, "eagle", "")
     head_config = HeadConfig.for_target("eagle", config)
     head = EagleHead(head_config, embed_tokens=lambda ids: F.embedding(ids, emb_w),
                      lm_head=lambda h: h @ head_w.T)

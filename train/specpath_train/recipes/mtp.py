@@ -37,12 +37,11 @@ from specpath_drafting.rollout import depth_pass
 from specpath_train.trainer import (
     add_data_arguments,
     fit,
-    load_target_parts,
+    save_and_export,
     soft_cross_entropy,
-    start_run,
+    start_last_layer_run,
     target_probs_from_final,
     train_vocab_record,
-    training_features,
     training_head_rows,
     training_record,
 )
@@ -106,11 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--init", default=None,
                    help="start from this MTP checkpoint (same module count), e.g. modules trained on an earlier target")
     args = p.parse_args(argv)
-    out, log = start_run(args)
-    config, emb_w, norm_w, head_w = load_target_parts(args.target)
-    layers = (config["num_hidden_layers"] - 1,)
-    log(f"mtp: target {args.target} modules {args.modules} args {vars(args)}")
-    tokens, taps = training_features(args, layers, log)
+    out, log, config, emb_w, norm_w, head_w, tokens, taps = start_last_layer_run(
+        args, "mtp", f"modules {args.modules} ")
     head_w, vocab_ids = training_head_rows(args, tokens[args.heldout_windows:], head_w, log)
 
     modules = build_modules(checkpoint_config(config, args.modules),
@@ -137,10 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     def save(mods, path, *, extra_config, dtype=dtype):
         save_mtp_checkpoint(mods, path, config, extra=extra_config, dtype=dtype)
 
-    save(modules, out / "checkpoint", extra_config=extra)
-    if args.export:
-        save(modules, args.export, extra_config=extra)
-        log(f"mtp: exported to {args.export}")
+    save_and_export(save, modules, out / "checkpoint", args, log, "mtp", extra=extra, dtype=dtype)
     return 0
 
 
