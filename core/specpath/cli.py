@@ -211,7 +211,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_fields(args: argparse.Namespace) -> int:
-    from specpath.config.speculative import FIELD_GROUPS, field_reference
+    from specpath.config.fields import FIELD_GROUPS, field_reference
 
     rows = field_reference()
     if args.json:

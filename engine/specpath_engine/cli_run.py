@@ -318,6 +318,8 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> tuple[list[d
 
 
 def _run_demo(args: argparse.Namespace, progress: bool, bars: list[Any]) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Kept as one function: its stages (engines, rounds, rows) share the progress bar and the
+    engines; the table's logic is in :mod:`specpath_engine.demo_table`."""
     from tqdm import tqdm
 
     from specpath_engine.llm import LLM, SamplingParams

@@ -245,6 +245,8 @@ class LLM:
         quantization: str | None = None,
         tree_verification: bool = True,
     ) -> None:
+        """Kept as one function: the arguments are checked, then the target, the drafter and the
+        engine are built, each from the one before; split, that order would be scattered."""
         from specpath.config.engine import EngineConfig
         from specpath.config.model import CacheConfig, ModelConfig, load_hf_config
         from specpath_engine.dtype import parse_size, resolve_dtype

@@ -261,6 +261,9 @@ class LLMEngine:
         seed: int = 0,
         device: str | torch.device = "cpu",
     ) -> None:
+        """Kept as one function: it sizes the KV pool, refuses an impossible one before anything
+        allocates, then builds the block manager, scheduler, cache and runner in the order each
+        needs the last."""
         cache = cache or CacheConfig()
         cfg = model.config
         base = scheduler or SchedulerSettings(max_model_len=cfg.max_position_embeddings)

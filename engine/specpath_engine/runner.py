@@ -120,15 +120,7 @@ class ModelRunner:
         speculator = self.speculator
         if speculator is None:
             return drafts, None
-        governor = self.governor
-        if governor is None:
-            budget = [s.max_draft_tokens for s in scheduled]
-        else:
-            budget = [governor.choose(s.request.req_id, s.max_draft_tokens, len(s.request.token_ids)) for s in scheduled]
-            for s, k in zip(scheduled, budget):
-                if k == 0 and s.max_draft_tokens > 0:
-                    s.request.metrics.num_backoff_steps += 1
-        self._draft_budget = budget
+        budget = self._draft_budget = self._budgets(scheduled)
         feeding = self.features is not None
         # A request backed off to plain decoding is left out where the drafter tolerates it: its
         # new positions (and their hidden states, kept per slot) reach the drafter in one go later.
@@ -144,38 +136,16 @@ class ModelRunner:
         self._trees = [None] * len(scheduled)
         entries, slots = [], []
         for i in picked:
-            s = scheduled[i]
-            r = s.request
-            computed = r.num_computed_tokens
-            ids = r.token_ids if computed + 1 == len(r.token_ids) else r.token_ids[: computed + 1]
-            if feeding:
-                slots.extend(self._slots_at(r, range(r.num_delivered_positions, computed)))
-            entries.append(
-                DraftRequest(
-                    req_id=r.req_id,
-                    token_ids=ids,
-                    num_new_positions=computed - r.num_delivered_positions,
-                    max_draft_tokens=budget[i],
-                    temperature=r.params.temperature,
-                    # fresh each step, keyed by (seed, position): never by how often it drafted before
-                    generator=None if r.generator is None else draft_generator(r.seed, len(ids), self.device),
-                )
-            )
-            r.num_delivered_positions = computed
+            r = scheduled[i].request
+            if feeding:  # the hidden states of the positions it is handed (before they count as delivered)
+                slots.extend(self._slots_at(r, range(r.num_delivered_positions, r.num_computed_tokens)))
+            entries.append(self._draft_request(r, budget[i]))
         hidden = None
         if feeding:
             hidden = self.features.read(torch.tensor(slots, dtype=torch.int64, device=self.device))
         proposal = speculator.propose(DraftBatch(requests=tuple(entries), hidden_states=hidden))
-
-        counts = [int(n) for n in proposal.num_draft_tokens]
+        counts, flat = self._checked(proposal, len(entries))
         name = type(speculator).__name__
-        if len(counts) != len(entries) or min(counts, default=0) < 0:
-            raise ValueError(f"{name}.propose returned draft counts {counts} for {len(entries)} requests")
-        flat = proposal.token_ids.tolist() if sum(counts) else []
-        if len(flat) != sum(counts):
-            raise ValueError(f"{name}.propose returned {len(flat)} draft tokens, num_draft_tokens sums to {sum(counts)}")
-        if flat and (min(flat) < 0 or max(flat) >= self.vocab_size):
-            raise ValueError(f"{name}.propose drafted token ids outside [0, {self.vocab_size})")
         probs = proposal.draft_probs if flat else None
         trees = [None] * len(entries)
         if self.verifies_trees and proposal.tree is not None:
@@ -200,6 +170,47 @@ class ModelRunner:
         if probs is not None and kept_rows and len(kept_rows) != len(flat):
             probs = probs.index_select(0, torch.tensor(kept_rows, dtype=torch.int64, device=probs.device))
         return drafts, probs if kept_rows else None
+
+    def _budgets(self, scheduled: Sequence[ScheduledRequest]) -> list[int]:
+        """Each request's draft length this step: the scheduler's K, or the governor's choice
+        (a plain step it chooses is counted in the request's ``num_backoff_steps``)."""
+        governor = self.governor
+        if governor is None:
+            return [s.max_draft_tokens for s in scheduled]
+        budget = [governor.choose(s.request.req_id, s.max_draft_tokens, len(s.request.token_ids)) for s in scheduled]
+        for s, k in zip(scheduled, budget):
+            if k == 0 and s.max_draft_tokens > 0:
+                s.request.metrics.num_backoff_steps += 1
+        return budget
+
+    def _draft_request(self, r: Request, budget: int) -> DraftRequest:
+        """``r``'s view of this step (its new positions are handed over: delivered)."""
+        computed = r.num_computed_tokens
+        ids = r.token_ids if computed + 1 == len(r.token_ids) else r.token_ids[: computed + 1]
+        entry = DraftRequest(
+            req_id=r.req_id,
+            token_ids=ids,
+            num_new_positions=computed - r.num_delivered_positions,
+            max_draft_tokens=budget,
+            temperature=r.params.temperature,
+            # fresh each step, keyed by (seed, position): never by how often it drafted before
+            generator=None if r.generator is None else draft_generator(r.seed, len(ids), self.device),
+        )
+        r.num_delivered_positions = computed
+        return entry
+
+    def _checked(self, proposal: Any, num_requests: int) -> tuple[list[int], list[int]]:
+        """(drafts per request, the flat drafts) of a proposal, or one line on what is wrong with it."""
+        counts = [int(n) for n in proposal.num_draft_tokens]
+        name = type(self.speculator).__name__
+        if len(counts) != num_requests or min(counts, default=0) < 0:
+            raise ValueError(f"{name}.propose returned draft counts {counts} for {num_requests} requests")
+        flat = proposal.token_ids.tolist() if sum(counts) else []
+        if len(flat) != sum(counts):
+            raise ValueError(f"{name}.propose returned {len(flat)} draft tokens, num_draft_tokens sums to {sum(counts)}")
+        if flat and (min(flat) < 0 or max(flat) >= self.vocab_size):
+            raise ValueError(f"{name}.propose drafted token ids outside [0, {self.vocab_size})")
+        return counts, flat
 
     # ------------------------------------------------------------------------------- step
     @torch.inference_mode()
@@ -255,14 +266,31 @@ class ModelRunner:
         sampling = spec_meta.sampling
         emitted = self._verify(scheduled, spec_meta, draft_probs, output.logits) if sampling else []
 
+        for s in scheduled:
+            s.request.num_computed_tokens += s.num_new_tokens
+        finished = self._accept(scheduled, sampling, emitted, drafts)
+        blocks = self.scheduler.blocks
+        if blocks.enable_prefix_caching:
+            for s in scheduled:
+                r = s.request
+                if not r.is_finished:
+                    blocks.register_computed(r.table, r.token_ids, r.num_computed_tokens)
+        if speculator is not None:
+            for r in finished:
+                speculator.remove_request(r.req_id)
+                if self.governor is not None:
+                    self.governor.remove(r.req_id)
+        return finished
+
+    def _accept(self, scheduled: Sequence[ScheduledRequest], sampling: Sequence[int], emitted: list[list[int]],
+                drafts: list[list[int]]) -> list[Request]:
+        """Move each sampling request past its accepted drafts, append its tokens, tell the
+        speculator (and the governor) what was accepted; returns the requests that finished."""
         finished: list[Request] = []
         verified_ids, verified_counts = [], []
         now = time.perf_counter()
-        for s in scheduled:
-            s.request.num_computed_tokens += s.num_new_tokens
         for i, tokens in zip(sampling, emitted):
-            s = scheduled[i]
-            r = s.request
+            r = scheduled[i].request
             accepted = len(tokens) - 1
             r.num_computed_tokens += accepted
             r.metrics.record_verification(len(drafts[i]), accepted)
@@ -277,19 +305,8 @@ class ModelRunner:
                 r.metrics.elapsed_s = now - r.arrival_time
                 self.scheduler.finish(r, reason)
                 finished.append(r)
-        if speculator is not None and verified_ids:
-            speculator.on_verified(verified_ids, verified_counts)
-        blocks = self.scheduler.blocks
-        if blocks.enable_prefix_caching:
-            for s in scheduled:
-                r = s.request
-                if not r.is_finished:
-                    blocks.register_computed(r.table, r.token_ids, r.num_computed_tokens)
-        if speculator is not None:
-            for r in finished:
-                speculator.remove_request(r.req_id)
-                if self.governor is not None:
-                    self.governor.remove(r.req_id)
+        if self.speculator is not None and verified_ids:
+            self.speculator.on_verified(verified_ids, verified_counts)
         return finished
 
     def _verify(self, scheduled: Sequence[ScheduledRequest], meta: SpecDecodeMetadata,

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from specpath.config import rules
+from specpath.config import cross_rules, rules
 from specpath.errors import SpeculativeConfigError
 
 
@@ -68,7 +68,7 @@ def _ctx(config_class=object, **fields):
 
 
 def test_the_dynamic_k_table_rule():
-    rule = rules._DynamicKTable()
+    rule = cross_rules._DynamicKTable()
     rule(_ctx(num_speculative_tokens=4, num_speculative_tokens_per_batch_size=((1, 4, 2), (5, 8, 4))))
     assert "ranges overlap" in _message(
         rule, _ctx(num_speculative_tokens=4, num_speculative_tokens_per_batch_size=((1, 4, 2), (4, 8, 4)))
@@ -83,7 +83,7 @@ def test_the_fly_rule_fills_its_default_window_and_warns():
     ctx = _ctx(cls, rejection_sample_method="fly", num_speculative_tokens=9, fly_window_size=None,
                fly_entropy_threshold=None)
     with pytest.warns(rules.LossyVerificationWarning):
-        rules._FlyWindow()(ctx)
+        cross_rules._FlyWindow()(ctx)
     assert ctx.spec.fly_window_size == 6 and [step for step, _ in ctx.trace] == ["fly", "lossy"]
 
 
@@ -91,12 +91,12 @@ def test_supported_options_are_asked_of_the_class():
     cls = type("C", (), {"supported_options": frozenset({"xpress_topc"})})
     spec = types.SimpleNamespace(custom_method=None, method="dspark")
     supports = lambda c, o: o in c.supported_options  # noqa: E731
-    rules.check_supported_options(spec, cls, {"xpress_topc": 4}, supports)
-    text = _message(rules.check_supported_options, spec, cls, {"enable_adaptive_verification": True}, supports)
+    cross_rules.check_supported_options(spec, cls, {"xpress_topc": 4}, supports)
+    text = _message(cross_rules.check_supported_options, spec, cls, {"enable_adaptive_verification": True}, supports)
     assert text == ("speculative_config.enable_adaptive_verification: is not supported by method 'dspark' (C) "
                     "(got True; allowed: xpress_topc)")
 
 
 def test_every_cross_field_rule_is_a_small_documented_object():
-    assert len(rules.CROSS_FIELD_RULES) == len({type(r) for r in rules.CROSS_FIELD_RULES})
-    assert all(callable(r) and type(r).__doc__ for r in rules.CROSS_FIELD_RULES)
+    assert len(cross_rules.CROSS_FIELD_RULES) == len({type(r) for r in cross_rules.CROSS_FIELD_RULES})
+    assert all(callable(r) and type(r).__doc__ for r in cross_rules.CROSS_FIELD_RULES)

@@ -131,6 +131,8 @@ class HiddenStateSpeculator(BaseSpeculator):
     # -- drafting -----------------------------------------------------------------------------
     @torch.inference_mode()
     def propose(self, batch: DraftBatch) -> DraftProposal:
+        """Kept as one function: it is the drafting loop's hot path, and on a CPU each Python call
+        costs (the per-step work stays in one frame)."""
         reqs = batch.requests
         dev = self.device
         rows, starts, counts, lasts = [], [], [], []

@@ -100,6 +100,8 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
 
     @torch.inference_mode()
     def propose(self, batch: DraftBatch) -> DraftProposal:
+        """Kept as one function: it is MTP's drafting hot path, module after module, and on a CPU
+        each Python call costs."""
         reqs = batch.requests
         dev, width = self.device, self.row_len
         mods = self.mtp_modules

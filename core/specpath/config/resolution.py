@@ -23,7 +23,7 @@ its own entries to the trace that ``specpath explain`` shows:
 9. ``specialize`` - the checkpoint-declared class (which must agree with the requested
    method) or the class's ``specialize``;
 10. ``options`` - method-specific options must be in the class's ``supported_options``;
-11. ``verify`` - the cross-field rules (:data:`specpath.config.rules.CROSS_FIELD_RULES`), then
+11. ``verify`` - the cross-field rules (:data:`specpath.config.cross_rules.CROSS_FIELD_RULES`), then
     the class's own ``verify``;
 12. ``model_free`` - a ``model_free_drafter`` is resolved as a config of its own (same target)
     and must be a model-free method within this config's K;
@@ -43,7 +43,7 @@ from typing import Any
 import attrs
 
 from specpath import lookup, plugins
-from specpath.config import rules
+from specpath.config import cross_rules, rules
 from specpath.config.checkpoint import DraftCheckpoint, read_draft_checkpoint
 from specpath.config.declared import PLUGIN_NAME as DECLARED_PLUGIN
 from specpath.config.frozen import FrozenDict
@@ -97,7 +97,7 @@ def _is_custom_proposer_path(model: object) -> bool:
 class Resolution:
     """One run of :data:`STEPS` on a config under construction (set through ``object.__setattr__``).
 
-    It is the :class:`~specpath.config.rules.RuleContext` the cross-field rules see.
+    It is the :class:`~specpath.config.cross_rules.RuleContext` the cross-field rules see.
     """
 
     def __init__(self, spec: Any) -> None:
@@ -413,18 +413,18 @@ class Resolution:
         own hooks filled in are the class's business)."""
         inputs = self.spec.inputs
         given = {o: inputs[o] for o in METHOD_SPECIFIC_OPTIONS if inputs[o] != self.fields[o].default}
-        rules.check_supported_options(self.spec, self.config_class, given, supports_option)
+        cross_rules.check_supported_options(self.spec, self.config_class, given, supports_option)
 
     def step_verify(self) -> None:
         """Build the class's instance, then the cross-field rules and the class's ``verify``."""
         self.set(speculator_config=self.config_class(spec=self.spec))
-        for rule in rules.CROSS_FIELD_RULES:
+        for rule in cross_rules.CROSS_FIELD_RULES:
             rule(self)
         call_hook(self.config_class, "verify", self.spec)
 
     def step_model_free(self) -> None:
         """``model_free_drafter``: resolved as a speculative config of its own against the same
-        target (its errors name the nested field), then :func:`rules.check_model_free_drafter`."""
+        target (its errors name the nested field), then :func:`cross_rules.check_model_free_drafter`."""
         spec = self.spec
         given = spec.model_free_drafter
         if given is None:
@@ -446,7 +446,7 @@ class Resolution:
                                           target_parallel_config=spec.target_parallel_config)
         except SpeculativeConfigError as err:
             raise _nested_error(err, field) from None
-        rules.check_model_free_drafter(spec, inner, field)
+        cross_rules.check_model_free_drafter(spec, inner, field)
         minimum = 2 if spec.model_free_min_tokens is None else spec.model_free_min_tokens
         self.set(model_free_config=inner, model_free_min_tokens=minimum)
         for step, detail in inner.resolution_trace:

@@ -155,7 +155,10 @@ def generate(
 ) -> Any:
     """The ``custom_generate`` decoding loop; ``speculative_config`` is a dict, JSON or ``@file``
     (as for the specpath engine). Greedy output equals ``generate()``'s greedy output; sampled
-    output follows the same distribution (exact rejection sampling)."""
+    output follows the same distribution (exact rejection sampling).
+
+    Kept as one function: transformers calls it whole (``custom_generate``), and its stages
+    (arguments, prefill, the decode loop feeding the streamer) share the loop's state."""
     from specpath_engine.sample import rejection_sample
     from specpath.speculator import DraftBatch, DraftRequest
 
