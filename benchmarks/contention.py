@@ -50,7 +50,7 @@ KERNELS = {"native": {}, "torch": {"SPECPATH_NATIVE": "0"}}
 SETTINGS = {
     "default": (None, {}),
     "1": (1, {}),
-    "2": (2, {}),
+    "2": (2, {"OMP_WAIT_POLICY": "PASSIVE"}),
     "spin2": (2, {"GOMP_SPINCOUNT": "300000"}),
 }
 """Thread setting -> (num_threads, extra environment)."""

@@ -84,7 +84,7 @@ def _add_engine_args(p: argparse.ArgumentParser, *, model_help: str | None = Non
     p.add_argument("--threads", type=int, default=None,
                    help="intra-op threads, at most 4 per CPU this process may use (default: $SPECPATH_NUM_THREADS "
                         "or $OMP_NUM_THREADS, else 1 for tiny models such as the embedded one, else the CPUs the "
-                        "load average leaves free); idle threads sleep (OMP_WAIT_POLICY=PASSIVE) unless "
+                        "load average leaves free); idle threads spin briefly, then sleep (GOMP_SPINCOUNT=1000) unless "
                         "OMP_WAIT_POLICY or GOMP_SPINCOUNT is set")
     p.add_argument("--enable-prefix-caching", action="store_true",
                    help="reuse the KV cache of a prompt prefix already computed (same output, less prefill)")
@@ -193,7 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _threads_note(llm: Any) -> str:
-    """``threads 2 (load 0.3 on 2 CPUs), idle threads: passive (specpath default)``."""
+    """``threads 2 (2 CPUs, idle threads sleep), idle threads: spin 1000 times, then sleep (specpath default)``."""
     from specpath_engine.threads import wait_policy
 
     return f"threads {llm.threads.num_threads} ({llm.threads.reason}), idle threads: {wait_policy()}"

@@ -5,10 +5,15 @@ the thread they wait for needs: on a 2-core VM beside two other 2-thread jobs a 
 step went from 0.02 s to over a second. Two choices keep generation usable there:
 
 - the wait policy: libgomp (torch's OpenMP runtime, which the native kernels share) reads
-  ``OMP_WAIT_POLICY`` once, when it loads with torch, so :func:`prefer_passive_wait` sets
-  ``PASSIVE`` (idle threads sleep instead of spinning) from ``specpath_engine``'s import, before
-  torch loads, unless the user set it; once torch has loaded the variable is put back as it was
-  (:func:`restore_environment`), so child processes inherit the user's environment, not ours;
+  ``OMP_WAIT_POLICY`` and ``GOMP_SPINCOUNT`` once, when it loads with torch, so
+  :func:`prefer_passive_wait` sets ``GOMP_SPINCOUNT`` to :data:`SHORT_SPIN` from
+  ``specpath_engine``'s import, before torch loads, unless the user set either: idle threads
+  spin a few microseconds (the gap between a decode step's parallel regions, so a quiet machine
+  loses nothing: SmolLM2 bf16 2 threads 57.6 tok/s against 58.6 spinning and 25.0 with
+  ``PASSIVE``), then sleep (so beside other jobs they give the cores back: 0.28 of the quiet
+  speed against 0.12 with libgomp's 300,000 spins); once torch has loaded the variable is put
+  back as it was (:func:`restore_environment`), so child processes inherit the user's
+  environment, not ours;
 - the thread count: the CPUs this process may use (affinity, cgroup quota); less the load
   already on them when idle threads spin (:func:`choose_threads`); 1 for tiny models whose
   steps lose more in barriers than they gain; ``num_threads=`` / ``--threads``, ``$SPECPATH_NUM_THREADS`` or ``$OMP_NUM_THREADS``
@@ -33,6 +38,9 @@ WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
 SPIN_COUNT_ENV = "GOMP_SPINCOUNT"
 """libgomp's spins before a waiting thread sleeps; when set it decides how long threads spin
 whatever the policy, so a user who sets it is left alone (libgomp's own default is 300000)."""
+SHORT_SPIN = "1000"
+"""specpath's default spin count: a few microseconds, then sleep (see the module docstring;
+measured by benchmarks/contention.py's ``default`` against ``2`` (passive) and ``spin2``)."""
 
 _STATE: dict[str, object] = {}
 """What :func:`prefer_passive_wait` found and did (``policy``, ``source``, ``restore``)."""
@@ -133,15 +141,20 @@ def machine_threads(requested: object = None, *, small_model: bool = False) -> T
 
 
 def sleeps() -> bool:
-    """Idle OpenMP threads in this process sleep rather than spin (libgomp's PASSIVE policy)."""
+    """Idle OpenMP threads in this process soon sleep rather than spin (PASSIVE, or specpath's
+    short spin): they do not hold cores the load needs."""
     if not _STATE:
         prefer_passive_wait()
-    return _STATE["policy"] == "passive"
+    return _STATE["policy"] in ("passive", SHORT_SPIN_POLICY)
+
+
+SHORT_SPIN_POLICY = f"spin {SHORT_SPIN} times, then sleep"
 
 
 def prefer_passive_wait(environ: dict | None = None, torch_loaded: bool | None = None) -> str:
-    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless the user set a policy or torch (and so libgomp)
-    has already loaded; returns the policy libgomp will use, as :func:`wait_policy` reports it."""
+    """Set ``GOMP_SPINCOUNT`` to :data:`SHORT_SPIN` unless the user set a policy or a spin count,
+    or torch (and so libgomp) has already loaded; returns the policy libgomp will use, as
+    :func:`wait_policy` reports it."""
     env = os.environ if environ is None else environ
     loaded = ("torch" in sys.modules) if torch_loaded is None else torch_loaded
     user, spins = env.get(WAIT_POLICY_ENV), env.get(SPIN_COUNT_ENV)
@@ -153,8 +166,8 @@ def prefer_passive_wait(environ: dict | None = None, torch_loaded: bool | None =
         _STATE.update(policy="libgomp's default (spins, then sleeps)",
                       source="torch was imported before specpath_engine", restore=False)
     else:
-        env[WAIT_POLICY_ENV] = "PASSIVE"
-        _STATE.update(policy="passive", source="specpath default", restore=True, environ=env)
+        env[SPIN_COUNT_ENV] = SHORT_SPIN
+        _STATE.update(policy=SHORT_SPIN_POLICY, source="specpath default", restore=True, environ=env)
     return str(_STATE["policy"])
 
 
@@ -163,14 +176,14 @@ def restore_environment() -> None:
     processes get the user's environment."""
     if _STATE.get("restore") and "torch" in sys.modules:
         env = _STATE.get("environ", os.environ)
-        if env.get(WAIT_POLICY_ENV) == "PASSIVE":
-            del env[WAIT_POLICY_ENV]
+        if env.get(SPIN_COUNT_ENV) == SHORT_SPIN:
+            del env[SPIN_COUNT_ENV]
         _STATE["restore"] = False
 
 
 def wait_policy() -> str:
-    """How idle OpenMP threads wait in this process, and who chose it: e.g. ``passive
-    (specpath default)``."""
+    """How idle OpenMP threads wait in this process, and who chose it: e.g. ``spin 1000 times,
+    then sleep (specpath default)``."""
     if not _STATE:
         prefer_passive_wait()
     return f"{_STATE['policy']} ({_STATE['source']})"

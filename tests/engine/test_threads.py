@@ -64,10 +64,10 @@ def test_any_env_text_parses_or_refuses_in_one_line(text):
         assert 1 <= n <= 4 * threads.available_cpus() and n == int(text.strip())
 
 
-def test_wait_policy_passive_unless_user_set_or_too_late():
+def test_wait_policy_short_spin_unless_user_set_or_too_late():
     env: dict = {}
-    assert prefer_passive_wait(env, torch_loaded=False) == "passive"
-    assert env == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert prefer_passive_wait(env, torch_loaded=False) == "spin 1000 times, then sleep"
+    assert env == {"GOMP_SPINCOUNT": threads.SHORT_SPIN}
     user = {"OMP_WAIT_POLICY": "ACTIVE"}
     assert prefer_passive_wait(user, torch_loaded=False) == "active"
     assert user == {"OMP_WAIT_POLICY": "ACTIVE"}
@@ -102,25 +102,25 @@ import torch
 from specpath_engine.threads import restore_environment, wait_policy
 torch.ones(4).sum()
 restore_environment()
-print(wait_policy(), os.environ.get("OMP_WAIT_POLICY"))
+print(wait_policy(), os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT"))
 """
 
 
 def _probe(env: dict) -> tuple[str, str]:
     """(stdout, libgomp's own report of its settings: OMP_DISPLAY_ENV)."""
-    env = {**env, "OMP_DISPLAY_ENV": "TRUE"}
+    env = {**env, "OMP_DISPLAY_ENV": "VERBOSE"}
     out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip(), out.stderr
 
 
-def test_import_sets_passive_before_torch_and_leaves_children_the_users_environment():
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+def test_import_sets_a_short_spin_before_torch_and_leaves_children_the_users_environment():
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     said, gomp = _probe(env)
-    assert said == "passive (specpath default) None"  # restored: child processes inherit the user's env
-    assert "OMP_WAIT_POLICY = 'PASSIVE'" in gomp  # what libgomp itself read
+    assert said == "spin 1000 times, then sleep (specpath default) None None"  # restored for child processes
+    assert "GOMP_SPINCOUNT = '1000'" in gomp  # what libgomp itself read
     said, gomp = _probe({**env, "OMP_WAIT_POLICY": "active"})
-    assert said == "active (OMP_WAIT_POLICY) active" and "OMP_WAIT_POLICY = 'ACTIVE'" in gomp
+    assert said == "active (OMP_WAIT_POLICY) active None" and "OMP_WAIT_POLICY = 'ACTIVE'" in gomp
 
 
 def test_run_states_the_threads_and_wait_policy(capsys):
