@@ -48,6 +48,8 @@ def render(results: Path = RESULTS) -> str:
         parts.append(f"\n## {title}\n")
         if result.get("command"):
             parts.append(f"\n```\n{result['command']}\n```\n")
+        if result.get("notes"):
+            parts.append(f"\n{result['notes']}\n")
         items = {name: w.items for name, w in BUILTIN.items()}
         parts.append("\n" + report.markdown(result, items).replace("\n### ", "\n### ").rstrip() + "\n")
     return "".join(parts)
