@@ -422,10 +422,13 @@ class LLMEngine:
         return request
 
     def abort_request(self, request: Request, reason: str = "abort") -> None:
-        """Stop ``request`` now: its blocks are freed and the speculator forgets it."""
+        """Stop ``request`` now: its blocks are freed and the speculator (and the draft-length
+        governor) forget it."""
         if request.is_finished:
             return
         self.scheduler.finish(request, reason)
+        if self.runner.governor is not None:
+            self.runner.governor.remove(request.req_id)
         if self.runner.speculator is not None:
             try:
                 self.runner.speculator.remove_request(request.req_id)

@@ -156,3 +156,14 @@ def test_fixed_policy_and_synthetic_verification_have_no_governor():
     g = LLM(None, EMBEDDED_CONFIGS["eagle"]).engine.runner.governor
     assert g is not None and 0.03 <= g.pass_cost < 1
     assert LLM(None, EMBEDDED_CONFIGS["ngram"]).engine.runner.governor.pass_cost == 0.0
+
+
+def test_an_aborted_request_is_forgotten_by_the_governor():
+    llm = LLM(None, EMBEDDED_CONFIGS["eagle"], dtype="float32")
+    engine = llm.engine
+    r = engine.add_request([1, 2, 3, 4], SamplingParams(max_tokens=16, ignore_eos=True))
+    for _ in range(3):
+        engine.step()
+    assert r.req_id in engine.runner.governor._requests
+    engine.abort_request(r)
+    assert r.req_id not in engine.runner.governor._requests
