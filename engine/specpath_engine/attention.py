@@ -12,7 +12,10 @@ per step in :func:`build_attention_metadata`; per layer there are a handful of t
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
+
+from typing import Any
 
 import attrs
 import torch
@@ -49,6 +52,11 @@ class AttentionMetadata:
     causal: bool = False
     """Each query sees exactly the keys at positions up to its own (the mask built here, or none).
     A tree's mask is not: the native attention then reads it row by row."""
+    query_starts: torch.Tensor | None = None
+    """int64 ``[B + 1]`` on the CPU: request ``b``'s tokens are rows ``query_starts[b] ..
+    query_starts[b+1]`` of the flattened step (for the batched native attention)."""
+    context_lens: torch.Tensor | None = None
+    """int64 ``[B]`` on the CPU: each request's context (history + this step's tokens)."""
 
 
 def build_attention_metadata(
@@ -117,6 +125,8 @@ def build_attention_metadata(
         unpad_index=None if unpad_index is None else unpad_index.to(device),
         mask=mask,
         causal=True,
+        query_starts=torch.tensor([0, *itertools.accumulate(num_query_tokens)], dtype=torch.int64),
+        context_lens=torch.tensor(ctx, dtype=torch.int64),
     )
     return meta, positions.to(device)
 
@@ -150,10 +160,27 @@ class PagedAttention:
         mask = None if m.causal else m.mask[0, 0, : m.slot_mapping.shape[0]].contiguous()
         return RequestKV(data, m.first_slot, m.gather_slots, m.max_context_len, mask)
 
+    def _native_batch(self, native: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_cache: torch.Tensor,
+                      value_cache: torch.Tensor) -> torch.Tensor | None:
+        """Several requests' attention in one native call (each over its own slots), where the
+        cache is one contiguous bf16 CPU array; ``None`` where it is not (the torch path then)."""
+        m, data = self.meta, self.cache.data
+        if m.gather_slots is None or m.query_starts is None or m.context_lens is None or not data.is_contiguous():
+            return None
+        slots = m.gather_slots.view(m.num_reqs, m.max_context_len)  # [B, L]
+        mask = None if m.causal else m.mask[:, 0]  # [B, G*Q, L]: a request's query i is row i
+        if mask is not None and mask.stride(-1) != 1:
+            return None
+        return native.attention_batch(q, k, v, key_cache, value_cache, m.query_starts, m.context_lens, slots, mask)
+
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         m = self.meta
         key_cache = self.cache.keys(layer)
         value_cache = self.cache.values(layer)
+        if m.num_reqs > 1 and (native := attention_kernels(q, k, v, key_cache)):
+            out = self._native_batch(native, q, k, v, key_cache, value_cache)
+            if out is not None:
+                return out
         if m.num_reqs == 1 and (native := attention_kernels(q, k, v, key_cache)):
             # a tree's mask as one row per query (the rows repeat for each query-head group)
             mask = None if m.causal else m.mask[0, 0, : q.shape[0]].contiguous()

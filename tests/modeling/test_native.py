@@ -383,3 +383,66 @@ def test_disabled_builds_torch_layers_and_gives_the_kernels_back():
     assert native.kernels() is not None and not on_torch.native and Int4Linear(linear).native
     x = torch.randn(2, 128).bfloat16()
     torch.testing.assert_close(on_torch(x), Int4Linear(linear)(x), rtol=5e-2, atol=5e-2)
+
+
+def _tree_mask(history: int, nodes: int, generator: torch.Generator) -> torch.Tensor:
+    """bool ``[nodes, history + nodes]``: the history, then each node's ancestors and itself."""
+    parents = [-1] + [int(torch.randint(-1, i, (), generator=generator)) for i in range(1, nodes)]
+    mask = torch.zeros(nodes, history + nodes, dtype=torch.bool)
+    mask[:, :history] = True
+    for i in range(nodes):
+        j = i
+        while j >= 0:
+            mask[i, history + j] = True
+            j = parents[j]
+    return mask
+
+
+@needs_kernels
+@given(requests=st.lists(st.tuples(st.integers(0, 30), st.integers(1, 5)), min_size=1, max_size=5),
+       kv_heads=st.integers(1, 3), group=st.integers(1, 3), head_dim=st.sampled_from([32, 64]),
+       tree=st.booleans(), seed=st.integers(0, 2**16))
+@settings(max_examples=40, deadline=None)
+def test_batched_attention_is_each_requests_attention_alone(requests, kv_heads, group, head_dim, tree, seed):
+    """Requests (history, new tokens) at scattered slots of one cache, in one call: the new keys
+    land at their slots, each request's rows are torch's attention over its own keys (causal, or
+    a tree's mask) and the bits the one-request kernel gives it alone."""
+    g = torch.Generator().manual_seed(seed)
+    heads, lengths = kv_heads * group, [h + n for h, n in requests]
+    num_slots = sum(lengths) + 5
+    order = torch.randperm(num_slots, generator=g)  # every request's positions scattered over the cache
+    width = max(lengths)
+    slots = torch.zeros(len(requests), width, dtype=torch.int64)
+    at = 0
+    for b, length in enumerate(lengths):
+        slots[b, :length] = order[at : at + length]
+        at += length
+    key_cache = torch.randn(num_slots, kv_heads, head_dim, generator=g).bfloat16()
+    value_cache = torch.randn(num_slots, kv_heads, head_dim, generator=g).bfloat16()
+    tokens = sum(n for _, n in requests)
+    qkv = torch.randn(tokens, heads + 2 * kv_heads, head_dim, generator=g).bfloat16()
+    q, k, v = qkv[:, :heads], qkv[:, heads : heads + kv_heads], qkv[:, heads + kv_heads :]
+    masks = [_tree_mask(h, n, g) if tree else None for h, n in requests]
+    grid = None
+    if tree:  # [B, Q, L] padded as the engine's layout pads, the padding never read
+        grid = torch.ones(len(requests), max(n for _, n in requests) + 1, width + 2, dtype=torch.bool)
+        for b, m in enumerate(masks):
+            grid[b, : m.shape[0], : m.shape[1]] = m
+    starts = torch.tensor([0, *torch.tensor([n for _, n in requests]).cumsum(0).tolist()], dtype=torch.int64)
+    before_k, before_v = key_cache.clone(), value_cache.clone()
+    out = KERNELS.attention_batch(q, k, v, key_cache, value_cache, starts, torch.tensor(lengths), slots, grid)
+    for b, ((history, n), length) in enumerate(zip(requests, lengths)):
+        rows, own = slice(int(starts[b]), int(starts[b + 1])), slots[b, :length]
+        assert torch.equal(key_cache[own[history:]], k[rows]) and torch.equal(value_cache[own[history:]], v[rows])
+        alone_k, alone_v = before_k.clone(), before_v.clone()
+        alone = KERNELS.attention(q[rows], k[rows], v[rows], alone_k, alone_v, length, masks[b], own.contiguous())
+        assert torch.equal(out[rows], alone)
+        keys = key_cache[own].float().transpose(0, 1).repeat_interleave(group, 0)  # [H, L, D]
+        values = value_cache[own].float().transpose(0, 1).repeat_interleave(group, 0)
+        allowed = masks[b] if tree else torch.arange(length)[None, :] <= (history + torch.arange(n))[:, None]
+        want = F.scaled_dot_product_attention(q[rows].float().transpose(0, 1), keys, values, attn_mask=allowed)
+        torch.testing.assert_close(out[rows].float(), want.transpose(0, 1), rtol=2e-2, atol=2e-2)
+    untouched = torch.ones(num_slots, dtype=torch.bool)
+    for b, ((history, _), length) in enumerate(zip(requests, lengths)):
+        untouched[slots[b, history:length]] = False
+    assert torch.equal(key_cache[untouched], before_k[untouched])

@@ -12,8 +12,9 @@
   as one call each: a decode step of a small model on a CPU is dominated by per-op overhead;
   ``decoder_layer.c`` runs a layer's two halves around attention as one call each, and a whole
   stack of layers for one request as one call (:class:`DecoderStack`).
-- ``attention.c``: one request's attention over its contiguous KV history (causal, or a token
-  tree's mask), the new keys and values written on the way; row-invariant like the matmuls.
+- ``attention.c``: one request's attention over its KV history (causal, or a token tree's
+  mask), the new keys and values written on the way, and a batch of requests' in one call, each
+  over its own slots; row-invariant like the matmuls (a row's bits do not depend on the batch).
 
 No library installable here offers these for torch's CPU build (torchao's CPU kernels are not in
 its PyPI wheel), so they are built from source: five C files and a header, no torch headers, about two seconds
@@ -212,6 +213,8 @@ class NativeKernels:
         self._layer_post = _function(library, "specpath_layer_post", P, P, L, P, F, L, L, I, P)
         self._attention = _function(library, "specpath_attention", P, I, P, I, P, I, P, P, I, I, I, I, I, F, P, P, P)
         I64 = ctypes.c_int64
+        self._attention_batch = _function(library, "specpath_attention_batch", P, I, P, I, P, I, P, P, I, P, P, P, I64,
+                                          P, I64, I64, I, I, I, F, P)
         self._decoder_stack = _function(library, "specpath_decoder_stack", P, I, P, P, P, I, I, I, I, P, I64, I64, P,
                                         I, F, P, I, P, P, P)
 
@@ -322,6 +325,26 @@ class NativeKernels:
                         out.data_ptr())
         return out
 
+
+    def attention_batch(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_cache: torch.Tensor,
+                        value_cache: torch.Tensor, query_start: torch.Tensor, lengths: torch.Tensor,
+                        slots: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """:meth:`attention` for a batch of requests in one call, each row with the bits it gets
+        there for its request alone. Request ``b``'s new tokens are rows ``query_start[b] ..
+        query_start[b+1]`` of ``q [T, H, D]`` / ``k``, ``v [T, KV, D]`` (any stride between tokens),
+        its last positions of ``lengths[b]``; its position ``p`` lives at row ``slots[b, p]`` of the
+        whole caches (contiguous ``[slots, KV, D]``). int64 ``query_start [B+1]``, ``lengths [B]``,
+        ``slots [B, >= max(lengths)]`` (contiguous rows). Causal, or bool ``mask [B, >= Q, >= L]``
+        (last dimension contiguous): request ``b``'s query ``i`` sees position ``j`` where
+        ``mask[b, i, j]``. ``[T, H, D]``."""
+        tokens, heads, dim = q.shape
+        out = q.new_empty((tokens, heads, dim))
+        self._attention_batch(q.data_ptr(), q.stride(0), k.data_ptr(), k.stride(0), v.data_ptr(), v.stride(0),
+                              key_cache.data_ptr(), value_cache.data_ptr(), lengths.shape[0], query_start.data_ptr(),
+                              lengths.data_ptr(), slots.data_ptr(), slots.stride(0),
+                              None if mask is None else mask.data_ptr(), 0 if mask is None else mask.stride(0),
+                              0 if mask is None else mask.stride(1), heads, k.shape[1], dim, dim**-0.5, out.data_ptr())
+        return out
 
     def decoder_stack(self, stack: DecoderStack, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,
                       kv_heads: int, head_dim: int, kv: torch.Tensor, first_slot: int, length: int,
