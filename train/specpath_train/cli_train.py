@@ -56,8 +56,10 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1; results repeat per thread count)")
     p.add_argument("--window", type=int, default=256, help="training window in tokens (default 256)")
     p.add_argument("--max-prompt-tokens", type=int, default=512, help="longer prompts keep their first and last halves")
-    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                   help="of the target while generating and capturing (default float32)")
+    p.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto",
+                   help="of the target while generating and capturing (default auto: the dtype `specpath run` "
+                        "serves it in, so bfloat16 on the native kernels where the CPU has native bf16 and the "
+                        "checkpoint is not float32)")
     p.add_argument("--max-num-seqs", type=int, default=32, help="requests generated at once (default 32)")
     p.add_argument("--generations", metavar="DIR",
                    help="keep the target's responses here, shared by runs of other methods on the same prompts "
@@ -97,6 +99,26 @@ def check_method(method: str) -> Any:
     text = (f"method {method!r} has no trainer" if known else f"unknown method {method!r}")
     text += f"; specpath train trains {', '.join(RECIPES)}"
     raise _error(text + (f" (did you mean {hint!r}?)" if hint and not known else ""))
+
+
+def train_dtype(requested: str, target: str) -> str:
+    """``--dtype``: as given, or for ``auto`` the dtype the serving engine runs the target in by
+    default (its ``dtype="auto"``: a GGUF file or a named model's, a bf16 checkpoint in bfloat16
+    where the CPU computes it natively, a float32 checkpoint in float32), so the drafter learns
+    the features it will be served with. A target that cannot be read resolves to float32 (its
+    own check says what is wrong)."""
+    if requested != "auto":
+        return requested
+    from specpath.config.model import load_hf_config
+    from specpath_engine.dtype import resolve_dtype
+    from specpath_engine.llm import _model_path
+
+    try:
+        raw = load_hf_config(str(_model_path(None if target == "embedded" else target)))
+    except Exception:  # noqa: BLE001 - resolve_target reports a bad target in one line
+        return "float32"
+    dtype = resolve_dtype("auto", raw.get("torch_dtype") or raw.get("dtype"))
+    return dtype if dtype in ("float32", "bfloat16") else "float32"
 
 
 def check_budget(args: argparse.Namespace) -> None:
@@ -290,6 +312,7 @@ def _train(args: argparse.Namespace) -> int:
         target_config, tokenizer = load_target_checked(Path(target_dir), args.target)
         train_ids, held_ids, source = prompt_ids(args, split, tokenizer, target_config)
     data_id = _data_id(args.data)
+    args.dtype = train_dtype(args.dtype, args.target)  # resolved: the run's config records what ran
     config = {"method": args.method, "target": str(Path(args.target).resolve()) if Path(args.target).exists() else args.target,
               "data": data_id, "prompts": None if args.data else args.prompts, "heldout": args.heldout,
               "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed,

@@ -1,7 +1,7 @@
 """Self-distillation data: the target answers the prompts, then runs once over its own text.
 
-Generation is batched on the reference engine (``max_num_seqs`` requests in flight), a chunk of
-prompts at a time, each chunk written to its own file, so a killed run loses at most the chunk
+Generation is batched on the reference engine (``max_num_seqs`` requests in flight; a bf16 target
+prepared as the engine serves it, on the native kernels), a chunk of prompts at a time, each chunk written to its own file, so a killed run loses at most the chunk
 in flight. The text is packed into windows (held-out prompts' text into windows of their own,
 first), and one forward pass per batch of windows captures the recipe's layers and the
 target's top-k next tokens: the cache :func:`specpath_train.target_text.load_dataset` reads
@@ -20,6 +20,11 @@ from typing import Any
 import torch
 
 from specpath_train.errors import train_error
+
+GENERATION_ENGINE = "native-packed"
+"""Part of a shared responses directory's key where the target generates on the native kernels
+(:func:`~specpath_train.target_text.generation_model`): responses of the unprepared model, kept
+by older runs, are not mixed with these."""
 
 
 def target_digest(target_dir: str | Path) -> str:
@@ -66,10 +71,11 @@ class _chunk_lock:
         self.fh.close()  # releases the lock
 
 
-def generate_split(target: Any, prompts: Sequence[Sequence[int]], data: Path, split: str, *, max_new_tokens: int,
-                   temperature: float, eos_ids: Sequence[int], seed: int, chunk: int, max_num_seqs: int,
-                   max_model_len: int, progress: bool, log: Callable[[str], None]) -> list[list[int]]:
-    """Prompt + response ids of every prompt, one resumable chunk file at a time."""
+def generate_split(target: Callable[[], Any], prompts: Sequence[Sequence[int]], data: Path, split: str, *,
+                   max_new_tokens: int, temperature: float, eos_ids: Sequence[int], seed: int, chunk: int,
+                   max_num_seqs: int, max_model_len: int, progress: bool, log: Callable[[str], None]) -> list[list[int]]:
+    """Prompt + response ids of every prompt, one resumable chunk file at a time; ``target()``
+    gives the generating model (called only when a chunk is not on disk yet)."""
     from specpath_train.target_text import generate
 
     seqs: list[list[int]] = []
@@ -81,7 +87,7 @@ def generate_split(target: Any, prompts: Sequence[Sequence[int]], data: Path, sp
             with _chunk_lock(path):  # runs sharing --generations: one generates a chunk, the others wait for it
                 if not path.is_file():
                     t0 = time.time()
-                    got = generate(target, part, max_new_tokens=max_new_tokens, temperatures=(temperature,),
+                    got = generate(target(), part, max_new_tokens=max_new_tokens, temperatures=(temperature,),
                                    eos_token_ids=eos_ids, seed=seed + c, max_num_seqs=max_num_seqs,
                                    max_model_len=max_model_len)
                     _write_json(path, got)
@@ -138,7 +144,8 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
     from safetensors.torch import save_file
 
     from specpath_engine.model import LlamaModel
-    from specpath_train.target_text import pack_windows
+    from specpath_engine.packed_linear import packing_enabled
+    from specpath_train.target_text import generation_model, pack_windows
 
     data = Path(data_dir)
     meta_path = data / "features.json"
@@ -148,21 +155,28 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
     config = json.loads((Path(target_dir) / "config.json").read_text())
     eos = config.get("eos_token_id")
     eos_ids = [eos] if isinstance(eos, int) else list(eos or ())
-    target = LlamaModel.from_pretrained(target_dir, dtype=dtype)
+    loaded: list[Any] = []
+
+    def generator() -> Any:  # loaded once, and only where a chunk is still to generate (a resumed run may have all)
+        if not loaded:
+            loaded.append(generation_model(target_dir, dtype))
+        return loaded[0]
+
     longest = max(len(p) for p in (*train, *heldout))
     max_model_len = longest + max_new_tokens + 8
     gen_dir = data
     if generations is not None:
         import hashlib
 
+        engine = [GENERATION_ENGINE] if packing_enabled(dtype, "cpu") else []  # float32 keys as they were
         key = json.dumps([target_digest(target_dir), [list(map(int, p)) for p in heldout], [list(map(int, p)) for p in train],
-                          max_new_tokens, temperature, seed, chunk, str(dtype)])
+                          max_new_tokens, temperature, seed, chunk, str(dtype), *engine])
         gen_dir = Path(generations) / hashlib.sha256(key.encode()).hexdigest()[:16]
         gen_dir.mkdir(parents=True, exist_ok=True)
         log(f"data: responses in {gen_dir}")
     seqs = {}
     for split, prompts, s in (("heldout", heldout, seed + 7), ("train", train, seed)):
-        seqs[split] = generate_split(target, prompts, gen_dir, split, max_new_tokens=max_new_tokens,
+        seqs[split] = generate_split(generator, prompts, gen_dir, split, max_new_tokens=max_new_tokens,
                                      temperature=temperature, eos_ids=eos_ids, seed=s, chunk=chunk,
                                      max_num_seqs=max_num_seqs, max_model_len=max_model_len, progress=progress, log=log)
     held, rest = pack_windows(seqs["heldout"], window), pack_windows(seqs["train"], window)
@@ -173,6 +187,8 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
                            "give more prompts, a larger --max-new-tokens or a smaller --window")
     rest = rest[torch.randperm(rest.shape[0], generator=torch.Generator().manual_seed(seed))]
     windows = torch.cat([held, rest])
+    loaded.clear()  # the generating copy goes before the capturing one loads
+    target = LlamaModel.from_pretrained(target_dir, dtype=dtype)
     log(f"data: {held.shape[0]} held-out + {rest.shape[0]} training windows x {window} tokens")
     feats = capture(target, windows, layers, data, top_k=min(top_k, config["vocab_size"]), batch=feature_batch,
                     progress=progress, log=log)

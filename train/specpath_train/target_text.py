@@ -3,7 +3,7 @@
 A drafter must predict *the target*, so the text is the target's own: prompts built from real
 text (Python standard-library sources, and chat instructions made from them, rendered with the
 checkpoint's chat template) and continued by the target with the specpath engine (bf16,
-batched; greedy and sampled). Next to each window's chosen layer outputs the cache keeps the
+batched, on the native kernels: :func:`generation_model`; greedy and sampled). Next to each window's chosen layer outputs the cache keeps the
 target's top-k next-token ids and probabilities, so no recipe ever pays for a full-vocabulary
 soft cross-entropy per step (49,152 columns for SmolLM2: ~10x the cost of the head itself).
 
@@ -294,6 +294,20 @@ def corpus_token_counts(target_path: str | Path, *, num_code: int, num_chat: int
 # -- the target's continuations -------------------------------------------------------------------
 
 
+def generation_model(target_path: str | Path, dtype: torch.dtype) -> Any:
+    """The target loaded for :func:`generate` as the serving engine prepares it: in bf16 on a CPU
+    that has it, fused and packed for the native kernels (every layer and the attention of a
+    batch of requests in native calls; unprepared, the same model runs at about a third of the
+    speed). A float32 target stays as loaded (torch's kernels). Not for feature capture: its
+    batched full-window forwards run best on torch's own matmuls over the plain weights."""
+    from specpath_engine.llm import _inference_model
+    from specpath_engine.model import LlamaModel
+    from specpath_engine.packed_linear import packing_enabled
+
+    model = LlamaModel.from_pretrained(target_path, dtype=dtype)
+    return _inference_model(model, packed=packing_enabled(dtype, "cpu"))
+
+
 def generate(target: Any, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, temperatures: Sequence[float],
              eos_token_ids: Sequence[int], seed: int, max_num_seqs: int = 32, max_model_len: int = 512) -> list[list[int]]:
     """Prompt + continuation ids of every prompt (stopping at EOS, kept as the last token)."""
@@ -372,7 +386,7 @@ def build_dataset(target_path: str | Path, data_dir: str | Path, layers: Sequenc
     config = json.loads((Path(target_path) / "config.json").read_text())
     eos = config.get("eos_token_id")
     eos_ids = [eos] if isinstance(eos, int) else list(eos or ())
-    target = LlamaModel.from_pretrained(target_path, dtype=dtype)
+    generator = generation_model(target_path, dtype)
     torch.manual_seed(seed)
     parts: dict[str, list[list[int]]] = {}
     for split, n_code, n_chat, n_general, s in (("heldout", heldout_code, heldout_chat, heldout_general, seed + 7),
@@ -383,7 +397,7 @@ def build_dataset(target_path: str | Path, data_dir: str | Path, layers: Sequenc
         random.Random(s).shuffle(order)  # mix code and chat in every chunk
         prompts = [prompts[i] for i in order]
         limit = max_chunks if split == "train" else None
-        parts[split] = _generated_chunks(target, prompts, data, split, chunk=chunk, max_chunks=limit, seed=s,
+        parts[split] = _generated_chunks(generator, prompts, data, split, chunk=chunk, max_chunks=limit, seed=s,
                                          max_new_tokens=max_new_tokens, temperatures=temperatures,
                                          eos_ids=eos_ids, max_num_seqs=max_num_seqs, log=log)
     held = pack_windows(parts["heldout"], window)
@@ -396,6 +410,8 @@ def build_dataset(target_path: str | Path, data_dir: str | Path, layers: Sequenc
     train = train[torch.randperm(train.shape[0], generator=torch.Generator().manual_seed(seed))]
     windows = torch.cat([held, train])
     log(f"data: {held.shape[0]} held-out + {train.shape[0]} training windows x {window} tokens")
+    del generator
+    target = LlamaModel.from_pretrained(target_path, dtype=dtype)
     merged = _feature_chunks(target, windows, layers, data, top_k=top_k, log=log)
     save_file({"tokens": windows.to(torch.int32), **merged}, str(data / "features.safetensors"))
     key = {"target": file_digest(Path(target_path) / "model.safetensors"), "layers": list(layers)}
