@@ -2,11 +2,14 @@
 
 The target answers the same built-in prompts (the corpus `specpath train` uses by default) at
 each ``--batches`` value of ``max_num_seqs`` through ``specpath_train.target_text.generate``
-(the engine the trainer drives), greedy, ``--max-new-tokens`` each (EOS ends a reply); then one
+on the model ``generation_model`` prepares (what the trainer drives: bf16 fused and packed for
+the native kernels; ``--unprepared``: the model as loaded, what the trainer ran before), greedy, ``--max-new-tokens`` each (EOS ends a reply); then one
 feature capture (``features_with_topk``: the recipe's taps and the target's top-k in one
 forward per batch of windows) over the generated text. Prints new tokens per second for each
 batch size and its ratio to batch 1, all measured in this run one after the other, and the
-capture's tokens per second. Not part of the tests.
+capture's tokens per second (on the plain model, as the trainer captures). ``--attention torch``
+keeps a batch's attention on the torch path (the reference the native batched attention
+replaced), to measure what that kernel buys. Not part of the tests.
 
     python benchmarks/train_throughput.py --batches 1 16 32 64 --prompts 64
 """
@@ -26,6 +29,10 @@ def main() -> int:
     ap.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--layers", type=int, nargs="+", default=[2, 15, 27], help="taps captured (EAGLE-3's for SmolLM2)")
+    ap.add_argument("--unprepared", action="store_true", help="generate on the model as loaded (no native layers)")
+    ap.add_argument("--attention", choices=["native", "torch"], default="native",
+                    help="a batch's attention: the native batched kernel or the torch path")
+    ap.add_argument("--no-features", action="store_true", help="skip the feature capture")
     args = ap.parse_args()
 
     import torch
@@ -35,20 +42,25 @@ def main() -> int:
     from specpath_engine.modeling.named_models import NAMED_MODELS, hf_checkpoint_dir, resolve_model_path
     from specpath_engine.tokenizer import load_tokenizer
     from specpath_train.prompts import builtin_prompts, render
-    from specpath_train.target_text import features_with_topk, generate, pack_windows
+    from specpath_train.target_text import features_with_topk, generate, generation_model, pack_windows
 
     torch.set_num_threads(args.threads)
     path = hf_checkpoint_dir(args.target) if args.target in NAMED_MODELS else resolve_model_path(args.target)
     dtype = getattr(torch, args.dtype)
-    target = LlamaModel.from_pretrained(path, dtype=dtype)
+    if args.attention == "torch":
+        from specpath_engine.attention import PagedAttention
+
+        PagedAttention._native_batch = lambda *a: None
+    target = LlamaModel.from_pretrained(path, dtype=dtype) if args.unprepared else generation_model(path, dtype)
     tok = load_tokenizer(path)
     prompts = render(builtin_prompts("train", args.prompts, seed=0), tok, max_tokens=256, source="built-in corpus")
     import json
 
     eos = json.loads((path / "config.json").read_text()).get("eos_token_id")
     eos_ids = [eos] if isinstance(eos, int) else list(eos or ())
-    print(f"target {args.target} {args.dtype}, {args.threads} threads, {len(prompts)} prompts x {args.max_new_tokens} "
-          f"new tokens; load per core before {machine_load():.2f}")
+    engine = "unprepared" if args.unprepared else f"prepared, {args.attention} batch attention"
+    print(f"target {args.target} {args.dtype} ({engine}), {args.threads} threads, {len(prompts)} prompts x "
+          f"{args.max_new_tokens} new tokens; load per core before {machine_load():.2f}")
     rates, seqs_all = {}, []
     for b in args.batches:
         part = prompts if b > 1 else prompts[:max(4, len(prompts) // 4)]
@@ -62,7 +74,11 @@ def main() -> int:
         base = rates.get(args.batches[0], rates[b])
         print(f"generate batch {b:3d}: {new:6d} new tokens in {dt:6.1f} s = {rates[b]:7.1f} tok/s "
               f"({rates[b] / base:.2f}x batch {args.batches[0]})", flush=True)
+    if args.no_features:
+        print(f"load per core after {machine_load():.2f}")
+        return 0
     windows = pack_windows(seqs_all, 256)
+    target = LlamaModel.from_pretrained(path, dtype=dtype)  # the trainer captures on the plain model
     t0 = time.perf_counter()
     features_with_topk(target, windows, args.layers, k=8, batch=8)
     dt = time.perf_counter() - t0
