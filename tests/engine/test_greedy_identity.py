@@ -144,3 +144,34 @@ def test_bf16_speculation_is_exact_on_the_native_kernels(quantization, test_meth
         accepted += out.metrics.num_accepted_tokens
     assert accepted > 0
     assert all(layer.native_linears() for layer in spec.model.model.layers)
+
+
+@pytest.mark.parametrize("quantization", [None, "int4"])
+def test_bf16_speculation_in_a_batch_is_exact_on_the_native_kernels(quantization, test_methods, monkeypatch):
+    """Several requests at once: a batched step's attention is one native call whose rows get the
+    bits of their request alone, so in bf16 a batch's greedy speculation equals plain decoding of
+    each prompt alone (on torch's padded SDPA, SmolLM2's EAGLE-3 at batch 8 differed from plain in
+    6 of 8 chat replies: docs/benchmarks-history.md, 2026-12-03)."""
+    from specpath_engine.llm import LLM
+    from specpath_engine.modeling import native
+
+    if native.kernels() is None:
+        pytest.skip("native kernels unavailable here")
+    calls, original = [0], type(native.kernels()).attention_batch
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(type(native.kernels()), "attention_batch", counted)
+    params = SamplingParams(max_tokens=32, ignore_eos=True)
+    prompts = ["def main():\n    ", "import os\nimport sys\n", "the 12 the 12 the 12", "class A:\n    def"]
+    plain = LLM(None, dtype="bfloat16", quantization=quantization, num_threads=1)
+    alone = [plain.generate([p], params)[0].token_ids for p in prompts]
+    spec = LLM(None, {"method": LOOKUP, "num_speculative_tokens": 4}, dtype="bfloat16", quantization=quantization,
+               num_threads=1)
+    outs = spec.generate(prompts, params)
+    assert calls[0] > 0
+    assert [o.token_ids for o in outs] == alone
+    assert [o.token_ids for o in plain.generate(prompts, params)] == alone
+    assert sum(o.metrics.num_accepted_tokens for o in outs) > 0
