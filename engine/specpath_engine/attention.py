@@ -7,7 +7,10 @@ several query tokens (its last token plus drafts) is verified in the same pass a
 of another request.
 
 Everything that depends only on the batch layout (slots, gather indices, the mask) is built once
-per step in :func:`build_attention_metadata`; per layer there are a handful of tensor ops.
+per step in :func:`build_attention_metadata`; per layer there are a handful of tensor ops. On a
+contiguous bf16 CPU cache a layer's attention is one native call instead, for one request or for
+the whole batch (each request's rows over its own slots, with the bits they get alone); the torch
+path is the reference and the fallback.
 """
 
 from __future__ import annotations
