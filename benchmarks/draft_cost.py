@@ -6,8 +6,8 @@ draft length, so every step drafts K). The drafter's ``propose`` is timed by wal
 each call (its ingest of the accepted tokens plus the K drafts) over a real ``--max-tokens``
 generation (EOS ignored) on a couple of built-in prompts; the plain target step is the plain
 engine's time per decoded token over the same prompts (prefill taken out: the time of a
-one-token generation of the same prompt is subtracted). Prints per drafter the mean propose
-time, the plain step and their ratio (the issue's target: EAGLE-3 K=4 <= 0.10), with the load
+one-token generation of the same prompt is subtracted). Prints per drafter the median propose
+time (medians: a shared machine's bursts land in the mean), the plain step and their ratio (the issue's target: EAGLE-3 K=4 <= 0.10), with the load
 average. Engines run interleaved, prompt by prompt, ``--rounds`` times. Not part of the tests.
 
     python benchmarks/draft_cost.py [--methods eagle3,mtp] [--k 4] [--quantization int8|none]
@@ -49,14 +49,14 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--quantization", default=None,
-                    help="speculative_config.quantization for every drafter ('none': unquantised; "
-                         "default: the drafter's own default)")
+                    help="speculative_config.quantization for every drafter ('none': as loaded; "
+                         "default: the shipped drafter's own default)")
     args = ap.parse_args()
 
     import torch
 
     from specpath_engine.harness import WARM_UP_PROMPT
-    from specpath_engine.llm import LLM, SamplingParams
+    from specpath_engine.llm import LLM, SamplingParams, drafter_quantization
 
     torch.set_num_threads(args.threads)
 
@@ -68,7 +68,7 @@ def main() -> int:
     for method in args.methods.split(","):
         config = {"method": method, "num_speculative_tokens": args.k, "draft_length_policy": "fixed"}
         if args.quantization is not None:
-            config["quantization"] = None if args.quantization == "none" else args.quantization
+            config["quantization"] = args.quantization
         engines[method] = llm(config)
         samples[method] = []
     warm = SamplingParams(max_tokens=8, ignore_eos=True)
@@ -96,14 +96,16 @@ def main() -> int:
                     engine.generate([prompt], full)
     load_after = os.getloadavg()[0]
 
-    step = statistics.mean(plain_steps)
-    print(f"plain target step: {step * 1e3:.2f} ms (SmolLM2-135M bf16, batch 1, {args.threads} threads)")
+    step = statistics.median(plain_steps)
+    print(f"plain target step: {step * 1e3:.2f} ms median over {len(plain_steps)} generations "
+          f"(SmolLM2-135M bf16, batch 1, {args.threads} threads)")
     for method, times in samples.items():
         spec = engines[method].engine_config.speculative_config
-        propose = statistics.mean(times)
-        print(f"{method:12s} propose K={args.k}: {propose * 1e3:6.2f} ms  = {propose / step:5.3f} of a plain step  "
-              f"(median {statistics.median(times) * 1e3:.2f} ms over {len(times)} calls; drafter quantization "
-              f"{spec.quantization or 'none'})")
+        propose = statistics.median(times)
+        weights = drafter_quantization(spec, torch.bfloat16) or "as loaded"
+        print(f"{method:12s} propose K={args.k}: {propose * 1e3:6.2f} ms median = {propose / step:5.3f} of a plain "
+              f"step  (mean {statistics.mean(times) * 1e3:.2f} ms over {len(times)} calls; drafter weights "
+              f"{weights})")
     print(f"{len(PROMPTS)} prompts x {args.max_tokens} tokens, {args.rounds} round(s); load average "
           f"{load_before:.2f} before, {load_after:.2f} after")
     return 0
