@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specpath.errors import InputError, PluginError, SpeculativeConfigError
@@ -292,6 +292,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print(f"extra slots:    {described['max_num_new_slots_for_drafting']} per request (drafter side)")
     print(f"verification:   {spec.rejection_sample_method}{' (LOSSY)' if spec.is_lossy else ''}")
     print(f"draft length:   {_draft_length(spec)}")
+    if not described.get("model_free"):
+        print(f"drafter weights: {_drafter_weights(spec, described)}")
     if "draft_shape" in described:
         print(f"drafts:         {described['draft_shape']}")
     from specpath.config.applied import NO_ENGINE
@@ -311,6 +313,21 @@ def cmd_explain(args: argparse.Namespace) -> int:
     for w in data["warnings"]:
         print(f"warning:        {w}")
     return 0
+
+
+def _drafter_weights(spec: Any, described: Mapping[str, Any]) -> str:
+    """What the drafter's matrices are multiplied in: the config's ``quantization``, the shipped
+    drafter's default (where the engine runs it natively), or as loaded."""
+    if spec.quantization == "none":
+        return "as loaded (speculative_config.quantization none)"
+    if spec.quantization is not None:
+        return f"{spec.quantization} (speculative_config.quantization)"
+    default = described.get("shipped_drafter_quantization")
+    if default:
+        return (f"{default} weight-only, the shipped drafter's default where the engine multiplies it natively "
+                "(the reference engine: a bf16 target on a CPU with its native kernels), else as loaded; "
+                "quantization none keeps the weights as loaded")
+    return "as loaded"
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -54,6 +54,7 @@ _DECLARATIONS: dict[str, tuple[str, object]] = {
     "shipped_checkpoints": ("a tuple of ShippedCheckpoint rows",
                             lambda v: isinstance(v, tuple) and all(isinstance(r, ShippedCheckpoint) for r in v)),
     "shipped_drafter_k": ("None or an integer >= 1", lambda v: v is None or (_is_int(v) and v >= 1)),
+    "shipped_drafter_quantization": ("None or 'int8'", lambda v: v in (None, "int8")),
 }
 """What a config class may declare for each class-level attribute consumers read: a wrong type
 (``uses_target_hidden_states = "no"``, which is truthy) would mislead every consumer silently."""

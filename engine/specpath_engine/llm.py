@@ -25,7 +25,7 @@ import attrs
 import torch
 
 from specpath.config.model import SchedulerConfig
-from specpath_engine.llm_engine import LLMEngine, RequestFailedError, speculation_settings  # noqa: F401 (re-exported)
+from specpath_engine.llm_engine import LLMEngine, RequestFailedError, drafter_quantization, speculation_settings  # noqa: F401 (re-exported)
 from specpath_engine.metrics import SpecMetrics
 from specpath_engine.request import SamplingParams, as_token_lists
 
@@ -313,7 +313,7 @@ class LLM:
         self.tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code)
 
         spec = engine_config.speculative_config
-        draft_quantization = None if spec is None else spec.quantization
+        draft_quantization = None if spec is None else drafter_quantization(spec, torch_dtype, device)
         self.engine = LLMEngine.from_config(
             self.model,
             engine_config,

@@ -131,16 +131,36 @@ def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype:
     )
 
 
+AS_LOADED = "none"
+"""``speculative_config.quantization`` for drafter weights as loaded (over a shipped default)."""
+
+
 def checked_draft_quantization(spec: Any) -> str | None:
     """``speculative_config.quantization`` where this engine can apply it (weight-only int8 /
-    int4 of the drafter's matrices), else a one-line error."""
+    int4 of the drafter's matrices; ``none``: as loaded, None), else a one-line error."""
     from specpath_engine.quantization import QUANTIZATIONS
 
     method = spec.quantization
+    if method == AS_LOADED:
+        return None
     if method is not None and method not in QUANTIZATIONS:
         raise ValueError(f"speculative_config.quantization: {method!r} is not a quantization the reference engine "
-                         f"applies to drafters; allowed: {', '.join(QUANTIZATIONS)}")
+                         f"applies to drafters; allowed: {', '.join((*QUANTIZATIONS, AS_LOADED))}")
     return method
+
+
+def drafter_quantization(spec: Any, dtype: Any, device: Any = "cpu") -> str | None:
+    """The drafter weights' quantization: ``speculative_config.quantization`` (checked), else the
+    shipped drafter's default (``shipped_drafter_quantization``) where this engine multiplies it on
+    the native int8 kernel (bf16 on a CPU with the kernels built), else None (as loaded)."""
+    if spec.quantization is not None:
+        return checked_draft_quantization(spec)
+    default = type(spec.speculator_config).shipped_quantization(spec)
+    if default is None or dtype is not torch.bfloat16 or torch.device(device).type != "cpu":
+        return None
+    from specpath_engine.modeling.native import kernels
+
+    return default if kernels() is not None else None
 
 
 def speculation_settings(engine_config: Any, speculator: BaseSpeculator, *,
@@ -377,7 +397,10 @@ class LLMEngine:
             from specpath_engine.tree_layout import verifies_trees
 
             trees = verifies_trees(engine_config.speculative_config.rejection_sample_method, tree_verification)
-            draft_quantization = checked_draft_quantization(engine_config.speculative_config)
+            draft_quantization = drafter_quantization(
+                engine_config.speculative_config,
+                getattr(torch, model_config.dtype) if model_config is not None else next(model.parameters()).dtype,
+                options.get("device", "cpu"))
             from specpath_engine import draft_overrides
 
             overrides = draft_overrides.resolve(engine_config.speculative_config)  # refused: one line, now

@@ -375,6 +375,12 @@ class LlamaModel(nn.Module):
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.model.embed_tokens(input_ids)
 
+    def embedding_table(self) -> torch.Tensor | None:
+        """The ``[vocab, hidden]`` table :meth:`embed` looks rows up in, for a native drafting chain
+        that looks them up itself (None when the embedding is not a plain ``nn.Embedding``)."""
+        embedding = self.model.embed_tokens
+        return embedding.weight if type(embedding) is nn.Embedding and embedding.weight.is_contiguous() else None
+
     def final_norm(self, h: torch.Tensor) -> torch.Tensor:
         return self.model.norm(h)
 

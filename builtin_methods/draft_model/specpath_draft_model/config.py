@@ -95,6 +95,8 @@ class StandaloneARSpeculatorConfig(DraftModelSpeculatorConfig):
     demo's. SmolLM2-135M: one 2-layer draft that borrows the target's embedding, trained for
     both shapes (PARD's mask copies with the autoregressive depth kept); its demo runs PARD."""
     shipped_drafter_k = 6
+    shipped_drafter_quantization = "int8"
+    """Measured cheaper to draft with than bf16 (benchmarks/draft_cost.py); drafts may change, output not."""
     """Its best K in benchmarks/draft_model.py."""
 
     @property

@@ -129,6 +129,19 @@ class HiddenStateHead(nn.Module):
             raise ValueError(f"{type(self).__name__} fuses {self.config.num_taps} taps, got {taps.shape[-2]}")
         return taps[..., 0, :]
 
+    def embedding_table(self) -> torch.Tensor | None:
+        """The embedding's ``[vocab, d]`` table where ``embed`` is a target's (a bound method whose
+        model lends it: ``LlamaModel.embedding_table``), else None."""
+        owner = getattr(self._embed, "__self__", None)
+        lend = getattr(owner, "embedding_table", None)
+        return lend() if callable(lend) else None
+
+    def native_draft_head(self) -> Any:
+        """The head as :meth:`~specpath_engine.modeling.native.NativeKernels.draft_chain` reads it
+        (:class:`~specpath_engine.modeling.native.DraftHead`), or None where the chain must stay on
+        the per-op path (another head, weights not on the native kernels, not bf16)."""
+        return None
+
     def mask_embeds(self, n: int) -> torch.Tensor:
         raise ValueError(f"{type(self).__name__} has no mask embedding (parallel drafting needs an EAGLE-3 head)")
 

@@ -27,6 +27,7 @@ import torch
 from specpath_engine.draft_overrides import kv_settings
 from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_engine.modeling.dtypes import torch_dtype
+from specpath_engine.modeling.native import native_kernels, registrations
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, DraftTree, SpeculatorContext
 from specpath_drafting.heads import HiddenStateHead
 from specpath_drafting.kv import DrafterKV
@@ -93,6 +94,8 @@ class HiddenStateSpeculator(BaseSpeculator):
         self.tokens = torch.zeros(rows, self.row_len, dtype=torch.int32, device=self.device)
         self.last_hidden = torch.zeros(rows, hc.hidden_size, dtype=self.dtype, device=self.device)
         self.rows = self.kv.rows
+        self._chain_head: Any = None
+        """The head's native chain form (:meth:`_native_chain`), built on first use."""
         self.prepare_inputs = prepare_inputs_fn(self.device)
         self.head.rotary.ensure_length(self.row_len)
         if self.parallel:  # constant inputs of the mask slots, computed once (weights are frozen)
@@ -211,6 +214,9 @@ class HiddenStateSpeculator(BaseSpeculator):
             return self._tree_proposal(reqs, drafting, budgets, a, [rows[i] for i in drafting],
                                        [lasts[i] for i in drafting])
         else:
+            if len(drafting) == 1 and (not self.random_drafts or temps[0] <= 0) and (
+                    chain := self._native_chain(a, rows[drafting[0]], lasts[drafting[0]], k_max)) is not None:
+                return self._proposal(reqs, drafting, budgets, chain[None], None, mapped=True)
             steps, step_probs = [], []
             pos = torch.tensor([lasts[i] for i in drafting], dtype=torch.int64, device=dev)
             for j in range(k_max):
@@ -276,6 +282,27 @@ class HiddenStateSpeculator(BaseSpeculator):
                              num_draft_tokens=counts,
                              tree=DraftTree(token_ids=tokens, parents=parents, probs=probs, num_tree_tokens=sizes))
 
+    def _native_chain(self, a: torch.Tensor, row: int, last: int, k: int) -> torch.Tensor | None:
+        """One request's K greedy drafts (target ids ``[K]``) in one native call
+        (:meth:`~specpath_engine.modeling.native.NativeKernels.draft_chain`: the per-op chain's
+        tokens and KV, to the bit), or None where it does not run: no native head
+        (:meth:`~specpath_drafting.heads.HiddenStateHead.native_draft_head`), a KV off the native
+        attention or not bf16, a vocabulary-sharded argmax."""
+        if not self.kv.native or self.kv.dtype is not torch.bfloat16 or self.num_argmax_shards > 1:
+            return None
+        if (native := native_kernels(a)) is None or self.kv.head_dim % 32:
+            return None
+        head = self._chain_head
+        if head is None or not head.valid():
+            head = self._chain_head = self.head.native_draft_head() or _NoNativeHead(registrations())
+        if isinstance(head, _NoNativeHead):
+            return None
+        cos, sin = self.head.rope(torch.arange(last + 1, last + k, device=self.device))  # [K-1, D] each
+        keys, values = self.kv.row_span(0, row)  # [row_len, KV, D]
+        hc = self.head.config
+        return native.draft_chain(head, a.contiguous(), k, hc.num_attention_heads, hc.num_key_value_heads,
+                                  hc.head_dim, keys, values, last + 1, cos.contiguous(), sin.contiguous())
+
     def _step(self, embeds, features, positions, slots, qrows) -> torch.Tensor:
         attend = self.kv.attention(slots, qrows, positions, int(positions.max()))
         return self.head.step(embeds, features, positions, attend)
@@ -297,9 +324,9 @@ class HiddenStateSpeculator(BaseSpeculator):
                 ids[i] = torch.multinomial(probs[i], 1, generator=g)[0]
         return ids, probs
 
-    def _proposal(self, reqs, drafting, budgets, tokens, probs) -> DraftProposal:
-        """Cut each request's drafts to its budget; map to target ids; flatten."""
-        target_ids = self.head.to_target(tokens).to(torch.int32).cpu()
+    def _proposal(self, reqs, drafting, budgets, tokens, probs, mapped: bool = False) -> DraftProposal:
+        """Cut each request's drafts to its budget; map to target ids (unless ``mapped``); flatten."""
+        target_ids = (tokens if mapped else self.head.to_target(tokens)).to(torch.int32).cpu()
         lists = target_ids.tolist()
         flat: list[int] = []
         counts = [0] * len(reqs)
@@ -316,3 +343,14 @@ class HiddenStateSpeculator(BaseSpeculator):
             draft_probs = self.head.probs_to_target(flat_probs)
         return DraftProposal(token_ids=torch.tensor(flat, dtype=torch.int32, device=self.device),
                              num_draft_tokens=counts, draft_probs=draft_probs)
+
+
+class _NoNativeHead:
+    """A head without a native chain form, remembered until a module or weight is assigned
+    anywhere (``registrations`` changes): the per-op chain runs meanwhile."""
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation
+
+    def valid(self) -> bool:
+        return self.generation == registrations()

@@ -100,6 +100,18 @@ class RestrictedLMHead(torch.nn.Module):
             self._rows[key] = (self._kept_linear(cols.to(h.dtype)), bias, ids) if affine else None
         return self._rows[key]
 
+    def native_rows(self, h: torch.Tensor) -> tuple[Any, torch.Tensor, torch.Tensor] | None:
+        """For a native drafting chain over hidden states like ``h [.., d]``: (the kept rows as a
+        native descriptor, their fp32 bias [n], the ids [n]), what :meth:`forward` computes with;
+        None where the head is not affine or the rows are not on the native kernels."""
+        from specpath_engine.modeling.native import native_linears
+
+        rows = self._affine_rows(h)
+        if rows is None:
+            return None
+        linear = native_linears(rows[0])
+        return None if linear is None else (linear[0], rows[1].contiguous(), rows[2].contiguous())
+
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         rows = self._affine_rows(h)
         if rows is None:

@@ -20,6 +20,7 @@ from torch import nn
 
 from specpath_drafting.heads import Embed, HiddenStateHead
 from specpath_engine.modeling.layers import DraftLayer
+from specpath_engine.modeling.native import DraftHead, native_linears
 from specpath_drafting.heads import HeadConfig
 from specpath_engine.modeling.norm import RMSNorm
 from specpath_drafting.numerics import quantized_weight
@@ -91,6 +92,18 @@ class Eagle3Head(HiddenStateHead):
         out = probs.new_zeros(*probs.shape[:-1], self.config.vocab_size)
         out[..., self.draft_ids] = probs
         return out
+
+    def native_draft_head(self):
+        """The chain's native form: EAGLE-3's input stage, its reduced-vocabulary LM head and ``d2t``
+        (read when built: a later :meth:`set_vocab_map` needs a rebuild)."""
+        table, layer, lm_head = self.embedding_table(), self.layer.native_linears(), native_linears(self.lm_head)
+        norms = (self.input_layernorm, self.hidden_norm, self.norm, self.layer.post_attention_layernorm)
+        if table is None or layer is None or lm_head is None or table.dtype is not torch.bfloat16 or any(
+                n.weight.dtype is not torch.bfloat16 for n in norms):
+            return None
+        embed_norm, hidden_norm, final_norm, post_norm = ((n.weight, n.eps) for n in norms)
+        return DraftHead.of(embed=table, embed_norm=embed_norm, hidden_norm=hidden_norm, final_norm=final_norm,
+                            post_norm=post_norm, layer=layer, lm_head=lm_head[0], ids=self.draft_ids.contiguous())
 
     def quantize_lm_head(self, method: str) -> None:
         with torch.no_grad():

@@ -34,6 +34,7 @@ from torch import nn
 from specpath_drafting.checkpoints import read_drafter_config
 from specpath_drafting.heads import HiddenStateHead
 from specpath_engine.modeling.layers import DraftLayer
+from specpath_engine.modeling.native import DraftHead, native_linears
 from specpath_drafting.heads import HeadConfig
 from specpath_engine.modeling.norm import RMSNorm
 from specpath_mtp.config import declared_modules as num_modules
@@ -85,6 +86,25 @@ class MTPModule(HiddenStateHead):
         if self._lm_head is None:
             raise ValueError("MTPModule needs the target's LM head (SpeculatorContext.lm_head)")
         return self._lm_head(self.norm(a)).float()
+
+    def native_draft_head(self):
+        """The chain's native form: the MTP input stage and the LM head's kept rows (a head trained
+        on a reduced vocabulary, :class:`~specpath_drafting.vocab.RestrictedLMHead`); None for a
+        full-vocabulary head (its logits stay on the per-op path)."""
+        native_rows = getattr(self._lm_head, "native_rows", None)
+        table, layer, fuse = self.embedding_table(), self.layer.native_linears(), native_linears(self.eh_proj)
+        norms = (self.enorm, self.hnorm, self.input_layernorm, self.norm, self.layer.post_attention_layernorm)
+        if native_rows is None or table is None or layer is None or fuse is None or table.dtype is not torch.bfloat16 \
+                or any(n.weight.dtype is not torch.bfloat16 for n in norms):
+            return None
+        rows = native_rows(torch.zeros(1, self.config.hidden_size, dtype=torch.bfloat16))
+        if rows is None:
+            return None
+        lm_head, bias, ids = rows
+        embed_norm, hidden_norm, fuse_norm, final_norm, post_norm = ((n.weight, n.eps) for n in norms)
+        return DraftHead.of(embed=table, embed_norm=embed_norm, hidden_norm=hidden_norm, final_norm=final_norm,
+                            post_norm=post_norm, layer=layer, lm_head=lm_head, lm_bias=bias, ids=ids, fuse=fuse[0],
+                            fuse_norm=fuse_norm, hidden_first=self.order[0] == "hidden")
 
 
 def head_config(config: Mapping[str, Any]) -> HeadConfig:

@@ -160,6 +160,11 @@ class SpeculatorConfig:
     shipped_drafter_k: ClassVar[int | None] = None
     """The K a shipped drafter was tuned at: its K when neither the config nor the checkpoint
     gives one (None: the user picks K). The demo is the plugin's ``specpath_demo`` hook."""
+    shipped_drafter_quantization: ClassVar[str | None] = None
+    """The weight-only quantization (``"int8"``) a shipped drafter runs with when the config
+    gives no ``quantization``, where the engine multiplies it on a native kernel (else as
+    loaded): measured cheaper to draft with at the same acceptance. An explicit
+    ``speculative_config.quantization`` wins; other checkpoints run as loaded."""
 
     # -- values that depend on the resolved fields --------------------------------------
 
@@ -274,6 +279,7 @@ class SpeculatorConfig:
             "speculator_class": self.speculator_class,
             "supported_options": sorted(self.supported_options),
             "notes": list(self.notes),
+            "shipped_drafter_quantization": type(self).shipped_quantization(self.spec),
         }
         out.update({flag: bool(getattr(self, flag)) for flag in CAPABILITY_FLAGS})
         for name in (
@@ -338,6 +344,23 @@ class DraftModelSpeculatorConfig(SpeculatorConfig):
             return None
         shipped = {row.path.resolve() for row in cls.shipped_checkpoints}
         return cls.shipped_drafter_k if Path(spec.model).resolve() in shipped else None
+
+    @classmethod
+    def shipped_quantization(cls, spec: SpeculativeConfig) -> str | None:
+        """``shipped_drafter_quantization`` when ``spec`` runs a shipped drafter and sets no
+        ``quantization`` itself, else None (the engine may still not apply it: see the field)."""
+        if cls.shipped_drafter_quantization is None or spec.quantization is not None:
+            return None
+        return cls.shipped_drafter_quantization if cls.is_shipped_drafter(spec) else None
+
+    @classmethod
+    def is_shipped_drafter(cls, spec: SpeculativeConfig) -> bool:
+        """``spec.model`` is one of the class's shipped checkpoints."""
+        from pathlib import Path
+
+        if spec.model is None:
+            return False
+        return Path(spec.model).resolve() in {row.path.resolve() for row in cls.shipped_checkpoints}
 
     @classmethod
     def adapt_draft_model_config(cls, spec: SpeculativeConfig, draft: ModelConfig) -> ModelConfig:

@@ -15,9 +15,11 @@
 - ``attention.c``: one request's attention over its KV history (causal, or a token tree's
   mask), the new keys and values written on the way, and a batch of requests' in one call, each
   over its own slots; row-invariant like the matmuls (a row's bits do not depend on the batch).
+- ``draft_chain.c``: a one-layer hidden-state drafter's K greedy drafts for one request
+  (:class:`DraftHead`, :meth:`NativeKernels.draft_chain`), the per-op chain's bits in one call.
 
 No library installable here offers these for torch's CPU build (torchao's CPU kernels are not in
-its PyPI wheel), so they are built from source: five C files and a header, no torch headers, about two seconds
+its PyPI wheel), so they are built from source: six C files and a header, no torch headers, about two seconds
 with the system's C compiler, cached under :func:`cache_dir`.
 
 The kernels' threads are OpenMP's; the library links ``libgomp.so.1``, which resolves to the copy
@@ -49,7 +51,7 @@ AMX_SWITCH = "SPECPATH_AMX"
 """Set to ``0`` to keep bf16 matmuls off the AMX tiles (rows_matmul.c's kernel instead)."""
 
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("rows_matmul.c", "tiled_matmul.c", "layer_ops.c",
-                                                             "decoder_layer.c", "attention.c"))
+                                                             "decoder_layer.c", "attention.c", "draft_chain.c"))
 HEADERS = (Path(__file__).with_name("common.h"),)
 """Included by the sources: part of the build's cache key, not of the command line."""
 FLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mf16c", "-mfma", "-fopenmp",
@@ -111,6 +113,51 @@ class LayerWeights(ctypes.Structure):
     _fields_ = [("input_norm", ctypes.c_void_p), ("post_norm", ctypes.c_void_p), ("input_eps", ctypes.c_float),
                 ("post_eps", ctypes.c_float), ("qkv", ctypes.POINTER(Linear)), ("o_proj", ctypes.POINTER(Linear)),
                 ("gate_up", ctypes.POINTER(Linear)), ("down", ctypes.POINTER(Linear))]
+
+
+class DraftHead(ctypes.Structure):
+    """A one-layer hidden-state head as ``specpath_draft_chain`` reads it (``specpath_draft_head``
+    in C): the target's embedding table, the input stage's norms (and MTP's ``fuse`` projection),
+    the layer, the final norm and the LM head with its row -> target id map. Raw pointers: built by
+    :meth:`of`, which keeps what they point at alive (``tensors``)."""
+
+    _fields_ = [("embed", ctypes.c_void_p), ("embed_norm", ctypes.c_void_p), ("hidden_norm", ctypes.c_void_p),
+                ("fuse_norm", ctypes.c_void_p), ("final_norm", ctypes.c_void_p), ("embed_eps", ctypes.c_float),
+                ("hidden_eps", ctypes.c_float), ("fuse_eps", ctypes.c_float), ("final_eps", ctypes.c_float),
+                ("fuse", ctypes.POINTER(Linear)), ("hidden_first", ctypes.c_int64), ("layer", LayerWeights),
+                ("lm_head", ctypes.POINTER(Linear)), ("lm_bias", ctypes.c_void_p), ("ids", ctypes.c_void_p)]
+
+    @classmethod
+    def of(cls, *, embed: torch.Tensor, embed_norm: tuple[torch.Tensor, float], hidden_norm: tuple[torch.Tensor, float],
+           final_norm: tuple[torch.Tensor, float], post_norm: tuple[torch.Tensor, float], layer: tuple[Linear, ...],
+           lm_head: Linear, lm_bias: torch.Tensor | None = None, ids: torch.Tensor | None = None,
+           fuse: Linear | None = None, fuse_norm: tuple[torch.Tensor, float] | None = None,
+           hidden_first: bool = False) -> "DraftHead":
+        """``embed [V, d]`` bf16; norms as (bf16 weight, eps); ``layer``: qkv, o_proj, gate_up, down;
+        ``lm_bias`` fp32 ``[n]``, ``ids`` int64 ``[n]`` (None: row i is id i); ``fuse``/``fuse_norm``:
+        an MTP module's ``eh_proj`` and input norm (None: EAGLE-3's stage)."""
+        qkv, o_proj, gate_up, down = layer
+        fuse_weight, fuse_eps = fuse_norm if fuse_norm is not None else (None, 0.0)
+        head = cls(embed.data_ptr(), embed_norm[0].data_ptr(), hidden_norm[0].data_ptr(),
+                   None if fuse_weight is None else fuse_weight.data_ptr(), final_norm[0].data_ptr(), embed_norm[1],
+                   hidden_norm[1], fuse_eps, final_norm[1], None if fuse is None else ctypes.pointer(fuse),
+                   int(hidden_first),
+                   LayerWeights(None, post_norm[0].data_ptr(), 0.0, post_norm[1],
+                                *(ctypes.pointer(linear) for linear in layer)),
+                   ctypes.pointer(lm_head), None if lm_bias is None else lm_bias.data_ptr(),
+                   None if ids is None else ids.data_ptr())
+        linears = [*layer, lm_head, *([fuse] if fuse is not None else [])]
+        head.tensors = (embed, embed_norm[0], hidden_norm[0], final_norm[0], post_norm[0], fuse_weight, lm_bias, ids,
+                        linears)  # kept alive with the pointers
+        head.pointers = [(t, t.data_ptr()) for t in (embed, embed_norm[0], hidden_norm[0], final_norm[0], post_norm[0],
+                                                     fuse_weight, lm_bias, ids) if t is not None]
+        head.pointers += [(t, t.data_ptr()) for linear in linears for t in linear.tensors if t is not None]
+        head.generation = registrations()
+        return head
+
+    def valid(self) -> bool:
+        """Nothing it was built from has been replaced or moved since (as :meth:`DecoderStack.valid`)."""
+        return self.generation == registrations() and all(t.data_ptr() == p for t, p in self.pointers)
 
 
 class DecoderStack:
@@ -215,6 +262,8 @@ class NativeKernels:
         I64 = ctypes.c_int64
         self._attention_batch = _function(library, "specpath_attention_batch", P, I, P, I, P, I, P, P, I, P, P, P, I64,
                                           P, I64, I64, I, I, I, F, P)
+        self._draft_chain = _function(library, "specpath_draft_chain", ctypes.POINTER(DraftHead), P, I, I, I, I, P, P,
+                                      I, P, P, F, P)
         self._decoder_stack = _function(library, "specpath_decoder_stack", P, I, P, P, P, I, I, I, I, P, I64, I64, P,
                                         I, F, P, I, P, P, P)
 
@@ -345,6 +394,18 @@ class NativeKernels:
                               None if mask is None else mask.data_ptr(), 0 if mask is None else mask.stride(0),
                               0 if mask is None else mask.stride(1), heads, k.shape[1], dim, dim**-0.5, out.data_ptr())
         return out
+    def draft_chain(self, head: DraftHead, a: torch.Tensor, k: int, heads: int, kv_heads: int, head_dim: int,
+                    key_cache: torch.Tensor, value_cache: torch.Tensor, first_position: int, cos: torch.Tensor,
+                    sin: torch.Tensor) -> torch.Tensor:
+        """K greedy drafts (int64 target ids ``[K]``) of ``head`` from its output ``a [1, d]`` at
+        the last committed position: draft j > 0 runs the layer at ``first_position + j - 1`` with
+        ``cos``/``sin [K-1, head_dim]`` row j - 1, its k/v written into ``key_cache``/``value_cache``
+        (one request's row, ``[positions, KV, D]``). The per-op chain's tokens and KV, to the bit."""
+        tokens = torch.empty(k, dtype=torch.int64)
+        self._draft_chain(ctypes.byref(head), a.data_ptr(), k, heads, kv_heads, head_dim, key_cache.data_ptr(),
+                          value_cache.data_ptr(), first_position, cos.data_ptr(), sin.data_ptr(), head_dim**-0.5,
+                          tokens.data_ptr())
+        return tokens
 
     def decoder_stack(self, stack: DecoderStack, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,
                       kv_heads: int, head_dim: int, kv: torch.Tensor, first_slot: int, length: int,

@@ -1,0 +1,115 @@
+"""What drafting costs next to a plain target step, per model-based drafter, in one run.
+
+For each hidden-state/block drafter with its shipped SmolLM2 drafter (eagle3, mtp, dflash,
+dspark, draft_model): SmolLM2-135M bf16, batch 1, ``--threads`` threads, fixed K (no adaptive
+draft length, so every step drafts K). The drafter's ``propose`` is timed by wall clock around
+each call (its ingest of the accepted tokens plus the K drafts) over a real ``--max-tokens``
+generation (EOS ignored) on a couple of built-in prompts; the plain target step is the plain
+engine's time per decoded token over the same prompts (prefill taken out: the time of a
+one-token generation of the same prompt is subtracted). Prints per drafter the median propose
+time (medians: a shared machine's bursts land in the mean), the plain step and their ratio (the issue's target: EAGLE-3 K=4 <= 0.10), with the load
+average. Engines run interleaved, prompt by prompt, ``--rounds`` times. Not part of the tests.
+
+    python benchmarks/draft_cost.py [--methods eagle3,mtp] [--k 4] [--quantization int8|none]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+PROMPTS = (
+    "def quicksort(items):\n    \"\"\"Sort a list of numbers with quicksort.\"\"\"\n",
+    "Give me three tips for writing clear code.",
+)
+"""Two built-in prompts (a code completion and a chat-style request, as plain text)."""
+
+
+def _timed_propose(speculator, samples: list[float]):
+    """Wrap ``speculator.propose`` so each call that drafts appends its wall-clock seconds."""
+    inner = speculator.propose
+
+    def propose(batch):
+        start = time.perf_counter()
+        out = inner(batch)
+        if any(r.max_draft_tokens > 0 for r in batch.requests):
+            samples.append(time.perf_counter() - start)
+        return out
+
+    speculator.propose = propose
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--methods", default="eagle3,mtp,dflash,dspark,draft_model")
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--quantization", default=None,
+                    help="speculative_config.quantization for every drafter ('none': as loaded; "
+                         "default: the shipped drafter's own default)")
+    args = ap.parse_args()
+
+    import torch
+
+    from specpath_engine.harness import WARM_UP_PROMPT
+    from specpath_engine.llm import LLM, SamplingParams, drafter_quantization
+
+    torch.set_num_threads(args.threads)
+
+    def llm(config):
+        return LLM("smollm2-135m", config, dtype="bfloat16", num_threads=args.threads, max_num_seqs=1)
+
+    engines = {"plain": llm(None)}
+    samples: dict[str, list[float]] = {}
+    for method in args.methods.split(","):
+        config = {"method": method, "num_speculative_tokens": args.k, "draft_length_policy": "fixed"}
+        if args.quantization is not None:
+            config["quantization"] = args.quantization
+        engines[method] = llm(config)
+        samples[method] = []
+    warm = SamplingParams(max_tokens=8, ignore_eos=True)
+    for engine in engines.values():
+        engine.generate([WARM_UP_PROMPT], warm)
+    for method in samples:
+        _timed_propose(engines[method].speculator, samples[method])
+
+    full = SamplingParams(max_tokens=args.max_tokens, ignore_eos=True)
+    first = SamplingParams(max_tokens=1, ignore_eos=True)
+    load_before = os.getloadavg()[0]
+    plain_steps: list[float] = []
+    for _ in range(args.rounds):
+        for prompt in PROMPTS:
+            for name, engine in engines.items():
+                if name == "plain":
+                    start = time.perf_counter()
+                    engine.generate([prompt], first)
+                    prefill = time.perf_counter() - start
+                    start = time.perf_counter()
+                    engine.generate([prompt], full)
+                    total = time.perf_counter() - start
+                    plain_steps.append((total - prefill) / (args.max_tokens - 1))
+                else:
+                    engine.generate([prompt], full)
+    load_after = os.getloadavg()[0]
+
+    step = statistics.median(plain_steps)
+    print(f"plain target step: {step * 1e3:.2f} ms median over {len(plain_steps)} generations "
+          f"(SmolLM2-135M bf16, batch 1, {args.threads} threads)")
+    for method, times in samples.items():
+        spec = engines[method].engine_config.speculative_config
+        propose = statistics.median(times)
+        weights = drafter_quantization(spec, torch.bfloat16) or "as loaded"
+        print(f"{method:12s} propose K={args.k}: {propose * 1e3:6.2f} ms median = {propose / step:5.3f} of a plain "
+              f"step  (mean {statistics.mean(times) * 1e3:.2f} ms over {len(times)} calls; drafter weights "
+              f"{weights})")
+    print(f"{len(PROMPTS)} prompts x {args.max_tokens} tokens, {args.rounds} round(s); load average "
+          f"{load_before:.2f} before, {load_after:.2f} after")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,138 @@
+"""The native drafting chain (``draft_chain.c``: K greedy drafts of a one-layer head in one call)
+gives the per-op chain's bits: the same target ids and the same keys/values in the drafter's KV,
+for EAGLE-3 heads (reduced vocabulary, ``d2t``) and MTP modules (either input order, a
+reduced-vocabulary shared head with its bias), bf16 and int8 weights, any history and K; a head
+off the native kernels has no native form and the chain stays per-op."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specpath_drafting.heads import HeadConfig
+from specpath_drafting.kv import DrafterKV
+from specpath_drafting.vocab import RestrictedLMHead
+from specpath_engine.model import LlamaModel
+from specpath_engine.model_config import LlamaConfig
+from specpath_engine.modeling import native
+from specpath_engine.packed_linear import pack_linears_
+from specpath_engine.quantization import quantize_model_
+from specpath_eagle3.head import Eagle3Head
+from specpath_mtp.module import MTPModule
+
+KERNELS = native.kernels()
+needs_kernels = pytest.mark.skipif(KERNELS is None, reason=f"native kernels unavailable: {native.unavailable_reason()}")
+
+VOCAB, ROW_LEN = 96, 64
+
+
+def _target(seed: int) -> LlamaModel:
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=32)
+    return LlamaModel(config).to(torch.bfloat16).eval().requires_grad_(False)
+
+
+def _prepared(head, weights: str):
+    """As the drafting loop readies a head: fused, then pre-packed or int8 (the engine's
+    ``prepare_module``); norms given random weights so they matter."""
+    head = head.to(torch.bfloat16).eval().requires_grad_(False)
+    with torch.no_grad():
+        for _, p in head.named_parameters():
+            if p.dim() == 1:
+                p.uniform_(0.5, 1.5)
+    head.layer.fuse_projections()
+    return pack_linears_(head) if weights == "bf16" else quantize_model_(head, weights)
+
+
+def _eagle3(target: LlamaModel, weights: str, seed: int) -> Eagle3Head:
+    torch.manual_seed(seed)
+    head = Eagle3Head(HeadConfig.for_target("eagle3", target.config.to_hf_dict(), draft_vocab_size=48),
+                      embed_tokens=target.embed)
+    head.set_vocab_map(torch.randperm(VOCAB)[:48].sort().values)
+    return _prepared(head, weights)
+
+
+def _mtp(target: LlamaModel, weights: str, seed: int, order: tuple[str, str]) -> MTPModule:
+    torch.manual_seed(seed)
+    ids = torch.randperm(VOCAB)[:32].sort().values
+    prepare = pack_linears_ if weights == "bf16" else (lambda m: quantize_model_(m, weights))
+    lm_head = RestrictedLMHead(target.lm_head_logits, ids, VOCAB, prepare=prepare)
+    head = MTPModule(HeadConfig.for_target("mtp", target.config.to_hf_dict()), order=order, embed_tokens=target.embed,
+                     lm_head=lm_head)
+    return _prepared(head, weights)
+
+
+def _kv(head, history: int, seed: int) -> DrafterKV:
+    hc = head.config
+    kv = DrafterKV(num_rows=2, row_len=ROW_LEN, num_kv_heads=hc.num_key_value_heads, head_dim=hc.head_dim,
+                   dtype=torch.bfloat16)
+    torch.manual_seed(seed)
+    kv.keys.normal_()
+    kv.values.normal_()
+    return kv
+
+
+def _per_op_chain(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, k: int) -> list[int]:
+    """What the drafting loop's per-op chain computes for one request."""
+    tokens = []
+    for j in range(k):
+        tok = head.logits(a).argmax(-1)
+        tokens.append(int(head.to_target(tok)[0]))
+        if j + 1 == k:
+            break
+        pos = torch.tensor([last + 1 + j])
+        a = head.step(head.embed(head.to_target(tok)).to(torch.bfloat16), a, pos,
+                      kv.attention(row * ROW_LEN + pos, torch.tensor([row]), pos, int(pos)))
+    return tokens
+
+
+def _native_chain(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, k: int) -> list[int]:
+    hc = head.config
+    cos, sin = head.rope(torch.arange(last + 1, last + k))
+    keys, values = kv.row_span(0, row)
+    out = KERNELS.draft_chain(head.native_draft_head(), a, k, hc.num_attention_heads, hc.num_key_value_heads,
+                              hc.head_dim, keys, values, last + 1, cos.contiguous(), sin.contiguous())
+    return out.tolist()
+
+
+@needs_kernels
+@given(kind=st.sampled_from(["eagle3", "mtp", "mtp-hidden-first"]), weights=st.sampled_from(["bf16", "int8"]),
+       history=st.integers(0, 40), k=st.integers(1, 8), row=st.integers(0, 1), seed=st.integers(0, 2**16))
+@settings(max_examples=30, deadline=None)
+def test_the_native_chain_is_the_per_op_chain_to_the_bit(kind, weights, history, k, row, seed):
+    target = _target(seed)
+    if kind == "eagle3":
+        head = _eagle3(target, weights, seed)
+    else:
+        head = _mtp(target, weights, seed, ("hidden", "embedding") if kind == "mtp-hidden-first" else
+                    ("embedding", "hidden"))
+    assert head.native_draft_head() is not None
+    torch.manual_seed(seed + 1)
+    a = (3 * torch.randn(1, head.config.hidden_size)).to(torch.bfloat16)
+    last = min(history, ROW_LEN - k - 1)
+    with torch.inference_mode():
+        kv_ref, kv_native = _kv(head, last, seed), _kv(head, last, seed)
+        want = _per_op_chain(head, kv_ref, a, row, last, k)
+        got = _native_chain(head, kv_native, a, row, last, k)
+    assert got == want and len(got) == k
+    assert all(0 <= t < VOCAB for t in got)
+    if kind == "eagle3":
+        assert all(bool(head.t2d[t]) for t in got)  # drafts come from the draft vocabulary
+    else:
+        assert set(got) <= set(head._lm_head.ids.tolist())  # and from the kept rows only
+    assert torch.equal(kv_native.keys, kv_ref.keys) and torch.equal(kv_native.values, kv_ref.values)
+
+
+@needs_kernels
+def test_a_head_off_the_native_kernels_has_no_native_form():
+    target = _target(0)
+    head = Eagle3Head(HeadConfig.for_target("eagle3", target.config.to_hf_dict(), draft_vocab_size=48),
+                      embed_tokens=target.embed).to(torch.bfloat16)
+    assert head.native_draft_head() is None  # plain nn.Linear layers, not fused
+    float_head = _eagle3(target, "bf16", 0).float()
+    assert float_head.native_draft_head() is None  # not bf16
+    lm_only = MTPModule(HeadConfig.for_target("mtp", target.config.to_hf_dict()), embed_tokens=target.embed,
+                        lm_head=target.lm_head_logits)
+    lm_only = _prepared(lm_only, "bf16")
+    assert lm_only.native_draft_head() is None  # a full-vocabulary shared head stays per-op
