@@ -1,0 +1,124 @@
+"""The intra-op thread count adapted at run time to what the machine gives this process.
+
+:mod:`specpath_engine.threads` picks a count once, when an ``LLM`` is built; the machine changes
+after that. On a 2-core VM a SmolLM2 bf16 decode step at 2 threads is about twice as fast as at
+1 while the machine is quiet, but beside other jobs each OpenMP region waits for whichever of its
+threads the scheduler has put aside, and 1 thread can do as well or better (benchmarks/
+contention.py). Only the step loop knows which, so :class:`ThreadAdapter` watches it:
+
+- every decode-sized step (at most :data:`MAX_ROWS` target rows; prefill chunks are not
+  comparable) is timed on the wall clock, and its time kept per row count as a running mean for
+  the current thread count;
+- now and then it *probes* the other count for a few steps and compares each step with the
+  current count's mean for the same row count: a probe whose first two steps are both clearly
+  slower stops at once (a quiet machine pays two slow steps), one whose median is at least
+  :attr:`ThreadAdapter.win` faster makes the other count the current one;
+- a lost probe doubles the interval to the next one (capped), a won one resets it, so a steady
+  machine is probed rarely (the cost on a quiet machine is measured in docs/real-models.md).
+
+Per step it costs a ``perf_counter`` pair, a dict look-up and a few float operations.
+
+Switching threads must not change any output: it is enabled only where the logits are bitwise
+the same at every thread count (:func:`thread_invariant`): bf16 (and weight-only quantised)
+targets, whose native kernels split work by output row and column, never along a reduction, and
+whose oneDNN fallback does the same at decode shapes (tests/engine/test_adaptive_threads.py; the
+real SmolLM2 in benchmarks/thread_invariance.py). float32 models run torch's own matmul, whose
+multi-row products change in the last bits with the thread count, so there the count stays as
+chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+MAX_ROWS = 64
+"""Steps of more target rows than this (prefill chunks) are neither timed nor counted."""
+
+
+def thread_invariant(dtype: object) -> bool:
+    """Whether a target of ``dtype`` gives the same logits, bit for bit, at any thread count
+    here (see the module docstring): bfloat16 (also the compute dtype of quantised targets)."""
+    import torch
+
+    return dtype == torch.bfloat16
+
+
+def other_count(num_threads: int, cpus: int) -> int:
+    """The count to probe beside ``num_threads``: half of it (at least 1), or 2 from 1 where
+    there are 2 CPUs; ``num_threads`` itself when there is nothing to compare."""
+    if num_threads > 1:
+        return max(1, num_threads // 2)
+    return min(2, cpus)
+
+
+class ThreadAdapter:
+    """Keeps whichever of two thread counts makes decode steps faster (module docstring)."""
+
+    def __init__(self, counts: tuple[int, int], *, set_threads: Callable[[int], None] | None = None,
+                 first_probe: int = 32, max_interval: int = 1024, window: int = 6, win: float = 0.9,
+                 lose: float = 1.25) -> None:
+        if set_threads is None:
+            import torch
+
+            set_threads = torch.set_num_threads
+        self.current, self.other = counts
+        self._set = set_threads
+        self.first_probe, self.max_interval, self.window, self.win, self.lose = (
+            first_probe, max_interval, window, win, lose)
+        self.interval = first_probe
+        self._countdown = first_probe
+        self._means: dict[int, float] = {}
+        """Row count -> running mean of a step's seconds at the current count."""
+        self._probe: list[float] | None = None
+        """While probing: each probe step's seconds over the current count's mean."""
+        self._probe_times: dict[int, float] = {}
+        self._probe_steps = 0
+        self.num_switches = 0
+        self.num_probes = 0
+
+    @property
+    def num_threads(self) -> int:
+        """The count the next step runs at."""
+        return self.other if self._probe is not None else self.current
+
+    def observe(self, rows: int, seconds: float) -> None:
+        """One step of ``rows`` target rows took ``seconds``; maybe change the count for the next."""
+        if rows > MAX_ROWS:
+            return
+        if self._probe is None:
+            mean = self._means.get(rows)
+            self._means[rows] = seconds if mean is None else mean + 0.25 * (seconds - mean)
+            self._countdown -= 1
+            if self._countdown <= 0:
+                self._probe, self._probe_times, self._probe_steps = [], {}, 0
+                self.num_probes += 1
+                self._set(self.other)
+            return
+        self._probe_steps += 1
+        mean = self._means.get(rows)
+        if mean is not None and mean > 0.0:
+            self._probe.append(seconds / mean)
+        self._probe_times[rows] = seconds
+        probe, n = self._probe, len(self._probe)
+        if n == 2 and min(probe) > self.lose:
+            self._end(won=False)
+        elif n >= self.window:
+            self._end(won=sorted(probe)[n // 2] < self.win)
+        elif self._probe_steps >= 2 * self.window:  # rows the current count never ran: no verdict
+            self._end(won=False)
+
+    def _end(self, *, won: bool) -> None:
+        self._probe = None
+        if won:
+            self.current, self.other = self.other, self.current
+            self._means = dict(self._probe_times)
+            self.num_switches += 1
+            self.interval = self.first_probe
+        else:
+            self._set(self.current)
+            self.interval = min(self.max_interval, 2 * self.interval)
+        self._countdown = self.interval
+
+    def stats(self) -> dict[str, int]:
+        """What it did: the count now, switches and probes so far."""
+        return {"num_threads": self.num_threads, "num_switches": self.num_switches, "num_probes": self.num_probes}
