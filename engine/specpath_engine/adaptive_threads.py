@@ -13,8 +13,10 @@ contention.py). Only the step loop knows which, so :class:`ThreadAdapter` watche
   current count's mean for the same row count: a probe whose first two steps are both clearly
   slower stops at once (a quiet machine pays two slow steps), one whose median is at least
   :attr:`ThreadAdapter.win` faster makes the other count the current one;
-- a lost probe doubles the interval to the next one (capped), a won one resets it, so a steady
-  machine is probed rarely (the cost on a quiet machine is measured in docs/real-models.md).
+- a lost probe doubles the interval to the next one (capped: 1024 steps at the larger count,
+  128 at the smaller, so a machine that has gone quiet again is noticed soon), a won one resets
+  it, so a steady machine is probed rarely (the cost on a quiet machine is measured in
+  docs/real-models.md).
 
 Per step it costs a ``perf_counter`` pair, a dict look-up and a few float operations.
 
@@ -55,8 +57,8 @@ class ThreadAdapter:
     """Keeps whichever of two thread counts makes decode steps faster (module docstring)."""
 
     def __init__(self, counts: tuple[int, int], *, set_threads: Callable[[int], None] | None = None,
-                 first_probe: int = 32, max_interval: int = 1024, window: int = 6, win: float = 0.9,
-                 lose: float = 1.25) -> None:
+                 first_probe: int = 32, max_interval: int = 1024, max_interval_below: int = 128, window: int = 6,
+                 win: float = 0.9, lose: float = 1.25) -> None:
         if set_threads is None:
             import torch
 
@@ -65,6 +67,10 @@ class ThreadAdapter:
         self._set = set_threads
         self.first_probe, self.max_interval, self.window, self.win, self.lose = (
             first_probe, max_interval, window, win, lose)
+        self.max_interval_below = max_interval_below
+        """The cap while at the smaller count: the machine is quiet most of the time, and a
+        quiet machine run at the smaller count loses far more than a busy one probed for the
+        larger (beside other jobs the two are close)."""
         self.interval = first_probe
         self._countdown = first_probe
         self._means: dict[int, float] = {}
@@ -116,7 +122,8 @@ class ThreadAdapter:
             self.interval = self.first_probe
         else:
             self._set(self.current)
-            self.interval = min(self.max_interval, 2 * self.interval)
+            cap = self.max_interval if self.current > self.other else self.max_interval_below
+            self.interval = min(cap, 2 * self.interval)
         self._countdown = self.interval
 
     def stats(self) -> dict[str, int]:
