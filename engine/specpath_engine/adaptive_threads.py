@@ -7,10 +7,10 @@ threads the scheduler has put aside, and 1 thread can do as well or better (benc
 contention.py). Only the step loop knows which, so :class:`ThreadAdapter` watches it:
 
 - every decode-sized step (at most :data:`MAX_ROWS` target rows; prefill chunks are not
-  comparable) is timed on the wall clock, and its time kept per row count as a running mean for
-  the current thread count;
+  comparable) is timed on the wall clock, and the last :data:`RECENT` times kept per row count
+  for the current thread count;
 - now and then it *probes* the other count for a few steps and compares each step with the
-  current count's mean for the same row count: a probe whose first two steps are both clearly
+  median of the current count's recent steps of the same row count: a probe whose first two steps are both clearly
   slower stops at once (a quiet machine pays two slow steps), one whose median is at least
   :attr:`ThreadAdapter.win` faster makes the other count the current one;
 - a lost probe doubles the interval to the next one (capped: 1024 steps at the larger count,
@@ -18,7 +18,8 @@ contention.py). Only the step loop knows which, so :class:`ThreadAdapter` watche
   it, so a steady machine is probed rarely (the cost on a quiet machine is measured in
   docs/real-models.md).
 
-Per step it costs a ``perf_counter`` pair, a dict look-up and a few float operations.
+Per step it costs a ``perf_counter`` pair, a dict look-up and a ``deque.append`` (medians are
+taken once a probe).
 
 Switching threads must not change any output: it is enabled only where the logits are bitwise
 the same at every thread count (:func:`thread_invariant`): bf16 (and weight-only quantised)
@@ -31,10 +32,18 @@ chosen.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 
 MAX_ROWS = 64
 """Steps of more target rows than this (prefill chunks) are neither timed nor counted."""
+RECENT = 9
+"""Steps per row count kept as the current count's reference."""
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
 
 
 def thread_invariant(dtype: object) -> bool:
@@ -73,11 +82,15 @@ class ThreadAdapter:
         larger (beside other jobs the two are close)."""
         self.interval = first_probe
         self._countdown = first_probe
-        self._means: dict[int, float] = {}
-        """Row count -> running mean of a step's seconds at the current count."""
+        self._recent: dict[int, deque[float]] = {}
+        """Row count -> the seconds of the last :data:`RECENT` such steps at the current count."""
+        self._refs: dict[int, float] = {}
+        """While probing: row count -> the median of ``_recent`` when the probe began; a median,
+        like the probe's, so the rare stalled step of a busy machine drags neither (a mean
+        would make a probe of the same speed look faster)."""
         self._probe: list[float] | None = None
-        """While probing: each probe step's seconds over the current count's mean."""
-        self._probe_times: dict[int, float] = {}
+        """While probing: each probe step's seconds over the reference of its row count."""
+        self._probe_times: dict[int, deque[float]] = {}
         self._probe_steps = 0
         self.num_switches = 0
         self.num_probes = 0
@@ -92,24 +105,27 @@ class ThreadAdapter:
         if rows > MAX_ROWS:
             return
         if self._probe is None:
-            mean = self._means.get(rows)
-            self._means[rows] = seconds if mean is None else mean + 0.25 * (seconds - mean)
+            recent = self._recent.get(rows)
+            if recent is None:
+                recent = self._recent[rows] = deque(maxlen=RECENT)
+            recent.append(seconds)
             self._countdown -= 1
             if self._countdown <= 0:
+                self._refs = {r: _median(d) for r, d in self._recent.items()}
                 self._probe, self._probe_times, self._probe_steps = [], {}, 0
                 self.num_probes += 1
                 self._set(self.other)
             return
         self._probe_steps += 1
-        mean = self._means.get(rows)
-        if mean is not None and mean > 0.0:
-            self._probe.append(seconds / mean)
-        self._probe_times[rows] = seconds
+        ref = self._refs.get(rows)
+        if ref is not None and ref > 0.0:
+            self._probe.append(seconds / ref)
+        self._probe_times.setdefault(rows, deque(maxlen=RECENT)).append(seconds)
         probe, n = self._probe, len(self._probe)
         if n == 2 and min(probe) > self.lose:
             self._end(won=False)
         elif n >= self.window:
-            self._end(won=sorted(probe)[n // 2] < self.win)
+            self._end(won=_median(probe) < self.win)
         elif self._probe_steps >= 2 * self.window:  # rows the current count never ran: no verdict
             self._end(won=False)
 
@@ -117,7 +133,7 @@ class ThreadAdapter:
         self._probe = None
         if won:
             self.current, self.other = self.other, self.current
-            self._means = dict(self._probe_times)
+            self._recent = self._probe_times
             self.num_switches += 1
             self.interval = self.first_probe
         else:
