@@ -13,7 +13,11 @@ contention.py). Only the step loop knows which, so :class:`ThreadAdapter` watche
   median of the current count's recent steps of the same row count: a probe whose first two steps are both clearly
   slower stops at once (a quiet machine pays two slow steps), one whose median is at least
   :attr:`ThreadAdapter.win` faster makes the other count the current one;
-- a lost probe doubles the interval to the next one (capped: 1024 steps at the larger count,
+- a change in the machine starts a probe at once: four steps in a row 1.5x slower (other jobs
+  started) or faster (they stopped) than the median of their row count once the count settled
+  (:data:`RECENT` steps after the last probe), so a burst of load is met within a few steps,
+  not at the next scheduled probe;
+- a lost scheduled probe doubles the interval to the next one (capped: 1024 steps at the larger count,
   128 at the smaller, so a machine that has gone quiet again is noticed soon), a won one resets
   it, so a steady machine is probed rarely (the cost on a quiet machine is measured in
   docs/real-models.md).
@@ -67,7 +71,7 @@ class ThreadAdapter:
 
     def __init__(self, counts: tuple[int, int], *, set_threads: Callable[[int], None] | None = None,
                  first_probe: int = 32, max_interval: int = 1024, max_interval_below: int = 128, window: int = 6,
-                 win: float = 0.9, lose: float = 1.25) -> None:
+                 win: float = 0.9, lose: float = 1.25, change: float = 1.5, changed_steps: int = 4) -> None:
         if set_threads is None:
             import torch
 
@@ -80,6 +84,14 @@ class ThreadAdapter:
         """The cap while at the smaller count: the machine is quiet most of the time, and a
         quiet machine run at the smaller count loses far more than a busy one probed for the
         larger (beside other jobs the two are close)."""
+        self.change, self.changed_steps = change, changed_steps
+        """A probe comes at once when ``changed_steps`` steps in a row are ``change`` times slower
+        or faster than the settled median of their row count: other jobs started or stopped."""
+        self._settled: dict[int, float] = {}
+        """Row count -> the median step once :data:`RECENT` steps ran since the last probe."""
+        self._since = 0
+        self._odd = 0
+        self._triggered = False
         self.interval = first_probe
         self._countdown = first_probe
         self._recent: dict[int, deque[float]] = {}
@@ -110,8 +122,20 @@ class ThreadAdapter:
                 recent = self._recent[rows] = deque(maxlen=RECENT)
             recent.append(seconds)
             self._countdown -= 1
+            settled = self._settled.get(rows)
+            if settled is not None:
+                if seconds > self.change * settled or seconds * self.change < settled:
+                    self._odd += 1
+                    if self._odd >= self.changed_steps:
+                        self._triggered, self._countdown = True, 0
+                else:
+                    self._odd = 0
+            self._since += 1
+            if self._since == RECENT:
+                self._settled = {r: _median(d) for r, d in self._recent.items()}
             if self._countdown <= 0:
-                self._refs = {r: _median(d) for r, d in self._recent.items()}
+                last = self.changed_steps if self._triggered else RECENT  # after a change: only the steps since
+                self._refs = {r: _median(list(d)[-last:]) for r, d in self._recent.items()}
                 self._probe, self._probe_times, self._probe_steps = [], {}, 0
                 self.num_probes += 1
                 self._set(self.other)
@@ -130,7 +154,8 @@ class ThreadAdapter:
             self._end(won=False)
 
     def _end(self, *, won: bool) -> None:
-        self._probe = None
+        self._probe, self._settled, self._since, self._odd = None, {}, 0, 0
+        triggered, self._triggered = self._triggered, False
         if won:
             self.current, self.other = self.other, self.current
             self._recent = self._probe_times
@@ -138,8 +163,9 @@ class ThreadAdapter:
             self.interval = self.first_probe
         else:
             self._set(self.current)
-            cap = self.max_interval if self.current > self.other else self.max_interval_below
-            self.interval = min(cap, 2 * self.interval)
+            if not triggered:  # a change that did not favour the other count says nothing of the interval
+                cap = self.max_interval if self.current > self.other else self.max_interval_below
+                self.interval = min(cap, 2 * self.interval)
         self._countdown = self.interval
 
     def stats(self) -> dict[str, int]:

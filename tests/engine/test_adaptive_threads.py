@@ -59,7 +59,27 @@ def test_a_change_in_the_machine_is_followed_both_ways():
     assert adapter.current == 1 and adapter.num_switches == 1
     assert adapter.interval <= adapter.max_interval_below  # at the smaller count probes stay frequent
     _drive(adapter, {2: 0.02, 1: 0.04}, adapter.max_interval_below + adapter.window + 1)  # quiet again
-    assert adapter.current == 2 and adapter.num_switches == 2 and adapter.interval == adapter.first_probe
+    assert adapter.current == 2 and adapter.num_switches == 2
+
+
+def test_load_that_starts_after_a_long_quiet_spell_is_met_within_a_few_steps():
+    adapter, _ = _adapter()
+    _drive(adapter, {2: 0.02, 1: 0.04}, 3000)  # quiet for long: scheduled probes 1024 steps apart
+    assert adapter.interval == adapter.max_interval and adapter.current == 2
+    loaded = {2: 0.1, 1: 0.08}  # other jobs start: 2 threads now slower than 1
+    _drive(adapter, loaded, adapter.changed_steps + adapter.window)
+    assert adapter.current == 1 and adapter.num_switches == 1
+    _drive(adapter, loaded, 500)
+    _drive(adapter, {2: 0.02, 1: 0.04}, adapter.changed_steps + adapter.window)  # and stop
+    assert adapter.current == 2 and adapter.num_switches == 2
+
+
+def test_a_change_that_favours_neither_count_does_not_start_probes_every_few_steps():
+    adapter, _ = _adapter()
+    _drive(adapter, {2: 0.02, 1: 0.04}, 3000)
+    probes = adapter.num_probes
+    _drive(adapter, {2: 0.06, 1: 0.12}, 2000)  # everything 3x slower, 2 threads still the faster
+    assert adapter.current == 2 and adapter.num_probes - probes <= 3
 
 
 def test_equal_counts_keep_the_current_one_and_back_off():
