@@ -8,7 +8,9 @@ side gains from coming first. Printed: median tokens/s alone, beside the load, a
 the goal is a ratio of at least 1/4 at default settings on every kernel path (about 1/3 would
 be the share of the CPU left).
 
-Thread settings: ``default`` (what ``LLM`` chooses: ``specpath_engine.threads``), ``1``
+Thread settings: ``default`` (what ``LLM`` chooses: ``specpath_engine.threads``, then adapted
+at run time for bf16 models: ``specpath_engine.adaptive_threads``; the row shows the count each
+generation ended at and the switches so far), ``1``
 (``--threads 1``), ``2`` (two threads, idle ones sleeping) and ``spin2`` (two threads, libgomp's
 own spin-then-sleep waiting as before specpath chose the policy: ``GOMP_SPINCOUNT=300000``).
 
@@ -100,7 +102,9 @@ def worker(spec: dict) -> None:
     for _ in sys.stdin:
         start = time.perf_counter()
         out = llm.generate([PROMPT], params)[0]
-        print(json.dumps({"tok_s": len(out.token_ids) / (time.perf_counter() - start)}), flush=True)
+        stats = llm.thread_stats()
+        print(json.dumps({"tok_s": len(out.token_ids) / (time.perf_counter() - start), "now": stats["num_threads"],
+                          "switches": stats.get("num_switches")}), flush=True)
 
 
 def llama_cpp_worker(spec: dict) -> None:  # pragma: no cover - needs llama_cpp
@@ -128,27 +132,34 @@ def measure(spec: dict, env: dict, load: Load, rounds: int) -> dict:
         proc.wait()
         return {"error": f"worker exited {proc.returncode}"}
 
-    def once() -> tuple[float, float]:
+    ends: dict[str, list] = {"alone": [], "loaded": []}
+
+    def once(side: str) -> tuple[float, float]:
         before = loadavg()
         proc.stdin.write("go\n")
         proc.stdin.flush()
-        return json.loads(proc.stdout.readline())["tok_s"], before
+        said = json.loads(proc.stdout.readline())
+        ends[side].append(said.get("now"))
+        if said.get("switches") is not None:
+            info["switches"] = said["switches"]
+        return said["tok_s"], before
 
     alone, loaded, loads = [], [], []
     for r in range(rounds):
         for side in (("alone", "loaded") if r % 2 == 0 else ("loaded", "alone")):
             if side == "alone":
-                tok_s, la = once()
+                tok_s, la = once(side)
                 alone.append(tok_s)
             else:
                 with load:
-                    tok_s, la = once()
+                    tok_s, la = once(side)
                 loaded.append(tok_s)
             loads.append(la)
     proc.stdin.close()
     proc.wait()
     a, b = statistics.median(alone), statistics.median(loaded)
-    return {**info, "alone": a, "loaded": b, "ratio": b / a if a else 0.0, "load": (min(loads), max(loads))}
+    return {**info, "alone": a, "loaded": b, "ratio": b / a if a else 0.0, "load": (min(loads), max(loads)),
+            "ends": ends}
 
 
 def main() -> int:
@@ -224,8 +235,13 @@ def format_row(row: dict, settings: list[str]) -> str:
         if "error" in m:
             cells.append(f"{s}: {m['error']}")
             continue
+        adapted = ""
+        if m.get("switches") is not None:  # run-time adaptation: the count each generation ended at
+            ends = m.get("ends", {})
+            adapted = (f" adaptive: ended alone at {','.join(map(str, ends.get('alone', [])))}, loaded at "
+                       f"{','.join(map(str, ends.get('loaded', [])))}, {m['switches']} switches;")
         cells.append(f"{s} [{m['threads']}t {m['wait'].split(' (')[0][:8]}]: {m['alone']:6.1f} -> {m['loaded']:6.1f} "
-                     f"tok/s = {m['ratio']:.2f} (load {m['load'][0]:.1f}-{m['load'][1]:.1f})")
+                     f"tok/s = {m['ratio']:.2f} ({adapted.lstrip()}load {m['load'][0]:.1f}-{m['load'][1]:.1f})")
     return " | ".join(cells)
 
 

@@ -83,9 +83,11 @@ def _add_engine_args(p: argparse.ArgumentParser, *, model_help: str | None = Non
                    help="most memory for the KV cache, e.g. 64MiB or 1GB (default 64MiB)")
     p.add_argument("--threads", type=int, default=None,
                    help="intra-op threads, at most 4 per CPU this process may use (default: $SPECPATH_NUM_THREADS "
-                        "or $OMP_NUM_THREADS, else 1 for tiny models such as the embedded one, else the CPUs the "
-                        "load average leaves free); idle threads spin briefly, then sleep (GOMP_SPINCOUNT=1000) unless "
-                        "OMP_WAIT_POLICY or GOMP_SPINCOUNT is set")
+                        "or $OMP_NUM_THREADS, else 1 for tiny models such as the embedded one, else the CPUs this "
+                        "process may use, and then, for bf16 models, adapted while it runs: it times decode steps, "
+                        "now and then tries half as many threads (or 2 from 1) and keeps the faster, e.g. 1 beside "
+                        "other jobs; outputs do not change); idle threads spin briefly, then sleep "
+                        "(GOMP_SPINCOUNT=1000) unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set")
     p.add_argument("--enable-prefix-caching", action="store_true",
                    help="reuse the KV cache of a prompt prefix already computed (same output, less prefill)")
     p.add_argument("--quantization", choices=["int8", "int4"], default=None,
@@ -180,7 +182,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps({"text": out.text, "token_ids": out.token_ids,
                           "finish_reason": out.finish_reason, "metrics": {k: metrics[k] for k in keys},
                           "threads": {"num_threads": llm.threads.num_threads, "reason": llm.threads.reason,
-                                      "wait_policy": wait_policy()}}))
+                                      "wait_policy": wait_policy(), **_adapted(llm)}}))
     else:
         sys.stdout.write("\n" if args.stream else (out.text if args.chat else args.prompt + out.text) + "\n")
         print(
@@ -192,11 +194,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _adapted(llm: Any) -> dict[str, Any]:
+    """What run-time adaptation did (``LLM.thread_stats``), for ``--json``: ``adaptive``, and
+    where it adapts the count at the end (``now``), ``num_switches`` and ``num_probes``."""
+    stats = llm.thread_stats()
+    if not stats["adaptive"]:
+        return {"adaptive": False}
+    return {"adaptive": True, "now": stats["num_threads"], "num_switches": stats["num_switches"],
+            "num_probes": stats["num_probes"]}
+
+
 def _threads_note(llm: Any) -> str:
-    """``threads 2 (2 CPUs, idle threads sleep), idle threads: spin 1000 times, then sleep (specpath default)``."""
+    """``threads 2 (2 CPUs, idle threads sleep; adaptive: now 1, 1 switch), idle threads: spin
+    1000 times, then sleep (specpath default)``."""
     from specpath_engine.threads import wait_policy
 
-    return f"threads {llm.threads.num_threads} ({llm.threads.reason}), idle threads: {wait_policy()}"
+    stats = llm.thread_stats()
+    adapted = ""
+    if stats["adaptive"]:
+        n = stats["num_switches"]
+        adapted = f"; adaptive: now {stats['num_threads']}, {n} switch{'es' if n != 1 else ''}"
+    return f"threads {llm.threads.num_threads} ({llm.threads.reason}{adapted}), idle threads: {wait_policy()}"
 
 
 # ---------------------------------------------------------------------------------------- demo

@@ -126,6 +126,21 @@ def _inference_model(model: Any, quantization: str | None = None, packed: bool =
     return model
 
 
+def _thread_adapter(choice: Any, dtype: torch.dtype, device: str) -> Any:
+    """A :class:`~specpath_engine.adaptive_threads.ThreadAdapter` between the chosen count and
+    its alternative, where the count is not fixed (``ThreadChoice.fixed``) and the target's
+    logits do not depend on it; else None."""
+    from specpath_engine import adaptive_threads
+    from specpath_engine.threads import available_cpus
+
+    if choice.fixed or device != "cpu" or not adaptive_threads.thread_invariant(dtype):
+        return None
+    other = adaptive_threads.other_count(choice.num_threads, available_cpus())
+    if other == choice.num_threads:
+        return None
+    return adaptive_threads.ThreadAdapter((choice.num_threads, other))
+
+
 def _load_draft(path: Any, *, dtype: torch.dtype, device: str, quantization: str | None = None, **options: Any) -> Any:
     """``SpeculatorContext.load_model``: a drafter's own decoder, packed like the target, or
     weight-only quantised (``speculative_config.quantization``)."""
@@ -212,6 +227,9 @@ class LLM:
             process may use). None: ``$SPECPATH_NUM_THREADS`` or ``$OMP_NUM_THREADS``, else 1 for
             tiny models (their steps lose more in barriers than they gain), else the CPUs the load
             leaves free (``specpath_engine.threads``); :attr:`threads` says what was chosen and why.
+            Unless fixed (here or by either variable), the count then adapts at run time where
+            outputs do not depend on it (bf16 targets: ``specpath_engine.adaptive_threads``);
+            :meth:`thread_stats` says what it did.
         runner: ``"v2"`` (this runner trims drafts to each step's K centrally) or ``"v1"``.
         trust_remote_code: allow code named by configuration or shipped with a checkpoint to run
             (a ``custom_class`` proposer, a checkpoint-declared config class, a tokenizer
@@ -324,9 +342,18 @@ class LLM:
             eos_token_ids=_eos_ids(self.model.config, self.tokenizer),
             seed=seed,
             device=device,
+            thread_adapter=_thread_adapter(self.threads, torch_dtype, device),
         )
         self.metrics = SpecMetrics()
         """Aggregate metrics of the last :meth:`generate` call."""
+
+    def thread_stats(self) -> dict[str, Any]:
+        """The intra-op thread count now and how it got there: ``num_threads``, ``adaptive``
+        (whether it adapts at run time) and, when it does, ``num_switches`` / ``num_probes``."""
+        adapter = self.engine.thread_adapter
+        if adapter is None:
+            return {"num_threads": torch.get_num_threads(), "adaptive": False}
+        return {**adapter.stats(), "adaptive": True}
 
     @property
     def speculator(self) -> Any:

@@ -280,6 +280,7 @@ class LLMEngine:
         eos_token_ids: Sequence[int] = (),
         seed: int = 0,
         device: str | torch.device = "cpu",
+        thread_adapter: Any = None,
     ) -> None:
         """Kept as one function: it sizes the KV pool, refuses an impossible one before anything
         allocates, then builds the block manager, scheduler, cache and runner in the order each
@@ -359,6 +360,9 @@ class LLMEngine:
             tokenizer=tokenizer,
             device=self.device,
         )
+        self.thread_adapter = thread_adapter
+        """A :class:`~specpath_engine.adaptive_threads.ThreadAdapter` fed every step's wall time, or None
+        (the thread count stays as it is)."""
         self._ids = itertools.count()
         self.last_metrics = SpecMetrics()
         """Aggregate metrics of the last finished ``generate`` / ``stream`` call."""
@@ -381,7 +385,7 @@ class LLMEngine:
         (built with :func:`speculator_context` unless given) and its forwarding properties.
         ``tree_verification``: verify drafters' token trees where the verification mode allows;
         ``load_model``: the drafter-model loader lent to the speculator. ``options`` go to the
-        engine (``tokenizer``, ``eos_token_ids``, ``seed``, ``device``)."""
+        engine (``tokenizer``, ``eos_token_ids``, ``seed``, ``device``, ``thread_adapter``)."""
         budgets = engine_config.scheduler_config
         model_config = engine_config.model_config
         if max_model_len is None and model_config is not None:
@@ -468,7 +472,13 @@ class LLMEngine:
         if not out.scheduled and not out.preempted and self.scheduler.has_unfinished:
             raise RuntimeError("scheduler made no progress: KV cache or token budget too small for the waiting request")
         try:
-            return self.runner.execute(out)
+            adapter = self.thread_adapter
+            if adapter is None:
+                return self.runner.execute(out)
+            start = time.perf_counter()
+            finished = self.runner.execute(out)
+            adapter.observe(out.num_batched_tokens, time.perf_counter() - start)
+            return finished
         except Exception as exc:
             # A step is all-or-nothing for the requests in it: the failing part (speculator,
             # sampler, model) cannot be pinned on one request, so each of them is aborted with

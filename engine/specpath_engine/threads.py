@@ -17,7 +17,8 @@ step went from 0.02 s to over a second. Two choices keep generation usable there
 - the thread count: the CPUs this process may use (affinity, cgroup quota); less the load
   already on them when idle threads spin (:func:`choose_threads`); 1 for tiny models whose
   steps lose more in barriers than they gain; ``num_threads=`` / ``--threads``, ``$SPECPATH_NUM_THREADS`` or ``$OMP_NUM_THREADS``
-  override it.
+  override it. Unless the user fixed it, :mod:`specpath_engine.adaptive_threads` then adapts
+  the count at run time where outputs do not depend on it.
 
 Pure selection (:func:`choose_threads`, :func:`parse_threads`) is separate from reading the
 machine (:func:`available_cpus`, :func:`load_average`) so it can be tested without one.
@@ -52,6 +53,10 @@ class ThreadChoice:
 
     num_threads: int
     reason: str
+    fixed: bool = False
+    """Never adapted at run time (:mod:`specpath_engine.adaptive_threads`): the user fixed the
+    count (``num_threads`` / ``--threads`` or an environment variable), or the model is small
+    (one thread is its best on any machine)."""
 
 
 def parse_threads(value: object, *, source: str) -> int:
@@ -85,11 +90,12 @@ def choose_threads(*, requested: object = None, env: str | None = None, env_name
     tokens/s on 2 sleeping threads against 0.26-0.35 on 1 (docs/benchmarks.md, CPU contention),
     since the scheduler shares the cores per thread."""
     if requested is not None:
-        return ThreadChoice(num_threads=parse_threads(requested, source="num_threads"), reason="requested")
+        return ThreadChoice(num_threads=parse_threads(requested, source="num_threads"), reason="requested",
+                            fixed=True)
     if env is not None and env.strip():
-        return ThreadChoice(num_threads=parse_threads(env, source=env_name), reason=env_name)
+        return ThreadChoice(num_threads=parse_threads(env, source=env_name), reason=env_name, fixed=True)
     if small_model:
-        return ThreadChoice(num_threads=1, reason="small model")
+        return ThreadChoice(num_threads=1, reason="small model", fixed=True)
     if passive:
         return ThreadChoice(num_threads=cpus, reason=f"{cpus} CPUs, idle threads sleep")
     if load is None or not math.isfinite(load):

@@ -41,7 +41,7 @@ def test_overrides_in_order():
     env = choose_threads(env=" 1 ", cpus=4, load=9.0, small_model=False)
     assert (env.num_threads, env.reason) == (1, "SPECPATH_NUM_THREADS")
     assert choose_threads(env="", cpus=4, load=0.0, small_model=True) == threads.ThreadChoice(
-        num_threads=1, reason="small model")
+        num_threads=1, reason="small model", fixed=True)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 10**6, 10**400, "1000000", "9" * 5000, "x", "1.5", "", "٣", True, 2.0, None])
@@ -83,7 +83,7 @@ def test_wait_policy_short_spin_unless_user_set_or_too_late():
 def test_omp_num_threads_counts_as_the_users_choice(monkeypatch):
     monkeypatch.delenv("SPECPATH_NUM_THREADS", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert threads.machine_threads(None) == threads.ThreadChoice(num_threads=1, reason="OMP_NUM_THREADS")
+    assert threads.machine_threads(None) == threads.ThreadChoice(num_threads=1, reason="OMP_NUM_THREADS", fixed=True)
     monkeypatch.setenv("SPECPATH_NUM_THREADS", "1")
     assert threads.machine_threads(None).reason == "SPECPATH_NUM_THREADS"
     monkeypatch.setenv("SPECPATH_NUM_THREADS", "0")
@@ -130,7 +130,7 @@ def test_run_states_the_threads_and_wait_policy(capsys):
 
     assert main(["run", "--prompt", "def f(x):", "--max-tokens", "2", "--json"]) == 0
     said = json.loads(capsys.readouterr().out)["threads"]
-    assert said == {"num_threads": 1, "reason": "small model", "wait_policy": threads.wait_policy()}
+    assert said == {"num_threads": 1, "reason": "small model", "wait_policy": threads.wait_policy(), "adaptive": False}
 
 
 def test_run_refuses_a_thread_count_past_the_cpus_in_one_line(capsys):
