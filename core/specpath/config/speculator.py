@@ -295,6 +295,23 @@ class SpeculatorConfig:
         return out
 
 
+    @classmethod
+    def shipped_quantization(cls, spec: SpeculativeConfig) -> str | None:
+        """``shipped_drafter_quantization`` when ``spec`` runs a shipped drafter and sets no
+        ``quantization`` itself, else None (the engine may still not apply it: see the field)."""
+        if cls.shipped_drafter_quantization is None or spec.quantization is not None:
+            return None
+        return cls.shipped_drafter_quantization if cls.is_shipped_drafter(spec) else None
+
+    @classmethod
+    def is_shipped_drafter(cls, spec: SpeculativeConfig) -> bool:
+        """``spec.model`` is one of the class's shipped checkpoints."""
+        from pathlib import Path
+
+        if spec.model is None:
+            return False
+        return Path(spec.model).resolve() in {row.path.resolve() for row in cls.shipped_checkpoints}
+
 @attrs.frozen(kw_only=True)
 class DraftModelSpeculatorConfig(SpeculatorConfig):
     """Base of drafters with weights of their own: builds the draft ``ModelConfig``, its
@@ -344,23 +361,6 @@ class DraftModelSpeculatorConfig(SpeculatorConfig):
             return None
         shipped = {row.path.resolve() for row in cls.shipped_checkpoints}
         return cls.shipped_drafter_k if Path(spec.model).resolve() in shipped else None
-
-    @classmethod
-    def shipped_quantization(cls, spec: SpeculativeConfig) -> str | None:
-        """``shipped_drafter_quantization`` when ``spec`` runs a shipped drafter and sets no
-        ``quantization`` itself, else None (the engine may still not apply it: see the field)."""
-        if cls.shipped_drafter_quantization is None or spec.quantization is not None:
-            return None
-        return cls.shipped_drafter_quantization if cls.is_shipped_drafter(spec) else None
-
-    @classmethod
-    def is_shipped_drafter(cls, spec: SpeculativeConfig) -> bool:
-        """``spec.model`` is one of the class's shipped checkpoints."""
-        from pathlib import Path
-
-        if spec.model is None:
-            return False
-        return Path(spec.model).resolve() in {row.path.resolve() for row in cls.shipped_checkpoints}
 
     @classmethod
     def adapt_draft_model_config(cls, spec: SpeculativeConfig, draft: ModelConfig) -> ModelConfig:
