@@ -7,7 +7,7 @@ load average::
 
     python benchmarks/thread_adaptation_cost.py --model smollm2-135m --methods plain,suffix --max-tokens 256
 
-Run it alone (``/work/quiet`` on the shared development machine): on a busy machine the
+Run it alone (nothing else measuring on the machine): on a busy machine the
 adapter is meant to differ.
 """
 

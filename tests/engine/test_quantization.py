@@ -137,7 +137,7 @@ def test_a_drafter_quantization_the_engine_cannot_apply_is_one_line(tmp_path, te
     file = tmp_path / "tiny.gguf"
     gguf_helpers.write_tiny_gguf(file)
     with pytest.raises(ValueError, match=r"^speculative_config.quantization: 'fp8' is not a quantization the reference "
-                                         r"engine applies to drafters; allowed: int8, int4$"):
+                                         r"engine applies to drafters; allowed: int8, int4, none$"):
         LLM(str(file), {"method": LOOKUP, "num_speculative_tokens": 4, "quantization": "fp8"})
 
 
