@@ -351,14 +351,7 @@ def test_a_tree_row_gets_the_bits_of_a_chain_over_the_keys_it_sees(history, node
     holding just those keys (so the accepted path of a tree verifies as a chain would)."""
     torch.manual_seed(seed)
     kv_heads, heads, head_dim, length = 1, 2, 32, history + nodes
-    parents = [-1] + [int(torch.randint(0, i, ())) for i in range(1, nodes)]
-    mask = torch.zeros(nodes, length, dtype=torch.bool)
-    mask[:, :history] = True
-    for i in range(nodes):
-        j = i
-        while j >= 0:
-            mask[i, history + j] = True
-            j = parents[j]
+    mask = _tree_mask(history, nodes, torch.Generator().manual_seed(seed))
     key_cache = torch.randn(length, kv_heads, head_dim).bfloat16()
     value_cache = torch.randn(length, kv_heads, head_dim).bfloat16()
     qkv = torch.randn(nodes, heads + 2 * kv_heads, head_dim).bfloat16()
