@@ -29,6 +29,7 @@ from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_engine.modeling.dtypes import torch_dtype
 from specpath_engine.modeling.native import native_kernels, registrations
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, DraftTree, SpeculatorContext
+from specpath_drafting import coupling
 from specpath_drafting.heads import HiddenStateHead
 from specpath_drafting.kv import DrafterKV
 from specpath_drafting.numerics import sharded_argmax
@@ -201,26 +202,28 @@ class HiddenStateSpeculator(BaseSpeculator):
         d_idx = torch.tensor([rows[i] for i in drafting], dtype=torch.int64, device=dev)
         temps = [reqs[i].temperature for i in drafting]
         gens = [reqs[i].generator for i in drafting]
+        noise = coupling.request_noise([reqs[i] for i in drafting], k_max)  # [k_max, V] per coupled request
         a = self.last_hidden[d_idx]
         if parallel:
             m = k_max - 1
             masked = out[num_tokens:].view(len(drafting), m, -1)
             hidden = torch.cat([a[:, None, :], masked], dim=1).reshape(len(drafting) * k_max, -1)
             tokens, probs = self._choose(self.head.logits(hidden), [t for t in temps for _ in range(k_max)],
-                                         [g for g in gens for _ in range(k_max)])
+                                         [g for g in gens for _ in range(k_max)],
+                                         [None if n is None else n[j] for n in noise for j in range(k_max)])
             tokens = tokens.view(len(drafting), k_max)
             probs = None if probs is None else probs.view(len(drafting), k_max, -1)
         elif self.tree_topk > 1:
             return self._tree_proposal(reqs, drafting, budgets, a, [rows[i] for i in drafting],
                                        [lasts[i] for i in drafting])
         else:
-            if len(drafting) == 1 and (not self.random_drafts or temps[0] <= 0) and (
+            if len(drafting) == 1 and (not self.random_drafts or temps[0] <= 0) and noise[0] is None and (
                     chain := self._native_chain(a, rows[drafting[0]], lasts[drafting[0]], k_max)) is not None:
                 return self._proposal(reqs, drafting, budgets, chain[None], None, mapped=True)
             steps, step_probs = [], []
             pos = torch.tensor([lasts[i] for i in drafting], dtype=torch.int64, device=dev)
             for j in range(k_max):
-                tok, p = self._choose(self.head.logits(a), temps, gens)
+                tok, p = self._choose(self.head.logits(a), temps, gens, [None if n is None else n[j] for n in noise])
                 steps.append(tok)
                 step_probs.append(p)
                 if j + 1 == k_max:
@@ -307,22 +310,24 @@ class HiddenStateSpeculator(BaseSpeculator):
         attend = self.kv.attention(slots, qrows, positions, int(positions.max()))
         return self.head.step(embeds, features, positions, attend)
 
-    def _choose(self, logits: torch.Tensor, temps: Sequence[float], gens: Sequence[Any]):
-        """Draft-vocab ids (greedy, or sampled per request) and their target-vocab probabilities
-        (None when every draft is greedy: one-hot for verification)."""
-        if not self.random_drafts or all(t <= 0 for t in temps):
+    def _choose(self, logits: torch.Tensor, temps: Sequence[float], gens: Sequence[Any],
+                noise: Sequence[torch.Tensor | None]):
+        """Draft-vocab ids (:func:`specpath_drafting.coupling.choose`: raced, greedy or sampled per
+        request) and their target-vocab probabilities (None when no draft was sampled: one-hot)."""
+        if all(n is None for n in noise) and (not self.random_drafts or all(t <= 0 for t in temps)):
             ids = sharded_argmax(logits, self.num_argmax_shards) if self.num_argmax_shards > 1 else logits.argmax(-1)
             return ids, None
-        probs = torch.empty_like(logits, dtype=torch.float32)
-        ids = torch.empty(logits.shape[0], dtype=torch.int64, device=logits.device)
-        for i, (t, g) in enumerate(zip(temps, gens)):
-            if t <= 0:
-                ids[i] = logits[i].argmax()
-                probs[i] = torch.nn.functional.one_hot(ids[i], logits.shape[-1]).float()
-            else:
-                probs[i] = torch.softmax(logits[i].float() / t, dim=-1)
-                ids[i] = torch.multinomial(probs[i], 1, generator=g)[0]
-        return ids, probs
+        argmax = (lambda x: sharded_argmax(x, self.num_argmax_shards)) if self.num_argmax_shards > 1 else None
+        return coupling.choose(logits, temps, gens, noise, sample=self.random_drafts, vocab_ids=self.vocab_ids(logits),
+                               argmax=argmax)
+
+    def vocab_ids(self, logits: torch.Tensor) -> torch.Tensor | None:
+        """The target id of each draft-vocabulary id of ``logits`` ``[.., Vd]``, None when the
+        head drafts over the target's own vocabulary."""
+        vd = logits.shape[-1]
+        if vd == self.context.vocab_size:
+            return None
+        return self.head.to_target(torch.arange(vd, device=logits.device))
 
     def _proposal(self, reqs, drafting, budgets, tokens, probs, mapped: bool = False) -> DraftProposal:
         """Cut each request's drafts to its budget; map to target ids (unless ``mapped``); flatten."""
