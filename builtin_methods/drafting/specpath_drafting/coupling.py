@@ -2,7 +2,9 @@
 
 A seeded request that samples carries its sampling noise (``DraftRequest.noise``): the engine
 emits at position ``p`` the race winner ``argmax_v log probs_p[v] + G_p[v]``. Its draft at ``p`` is
-the same race over the drafter's distribution, ``argmax_v logits_p[v] / T + G_p[v]``, so whenever
+the same race over the drafter's distribution, ``argmax_v logits_p[v] / T + G_p[v]``, computed as
+``argmax_v logits_p[v] + T G_p[v]`` (the same token; additions only on the logits, so the native
+drafting chain, given the scaled noise, picks the per-op chain's token to the bit), so whenever
 the drafter's distribution is close to the target's the draft is the very token the target emits
 (acceptance near 1 where independent draws accept ``sum min(p, q)`` and greedy drafts ``p(argmax q)``).
 The verifier needs no draft probabilities for such a draft. With a reduced draft vocabulary the
@@ -34,15 +36,20 @@ def request_noise(requests: Sequence[DraftRequest], count: int) -> list[torch.Te
     return [r.noise.gumbel(len(r.token_ids), count) if coupled(r) else None for r in requests]
 
 
-def race(logits: torch.Tensor, temperature: Sequence[float], noise: torch.Tensor,
-         vocab_ids: torch.Tensor | None = None) -> torch.Tensor:
-    """int64 ``[R]`` draft-vocabulary ids: ``argmax(logits / T + G)`` per row. ``logits`` ``[R, Vd]``,
-    ``noise`` ``[R, V]`` over the target vocabulary, ``vocab_ids`` ``[Vd]`` the target id of each
-    draft id (None: the same vocabulary)."""
+def scaled_noise(noise: torch.Tensor, temperature: Sequence[float], vocab_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """float32 ``[R, Vd]``: ``T G`` per row in the draft vocabulary's order. ``noise`` ``[R, V]`` over
+    the target vocabulary, ``vocab_ids`` ``[Vd]`` the target id of each draft id (None: the same
+    vocabulary)."""
     if vocab_ids is not None:
         noise = noise.index_select(1, vocab_ids.to(noise.device))
-    inv_t = 1.0 / torch.tensor(temperature, dtype=torch.float32, device=logits.device)
-    return (logits.float() * inv_t[:, None] + noise.to(logits.device)).argmax(dim=-1)
+    return noise.float() * torch.tensor(temperature, dtype=torch.float32, device=noise.device)[:, None]
+
+
+def race(logits: torch.Tensor, temperature: Sequence[float], noise: torch.Tensor,
+         vocab_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """int64 ``[R]`` draft-vocabulary ids: ``argmax(logits / T + G)`` per row, as
+    ``argmax(logits + T G)``. ``logits`` ``[R, Vd]``; ``noise`` and ``vocab_ids`` as :func:`scaled_noise`."""
+    return (logits.float() + scaled_noise(noise, temperature, vocab_ids).to(logits.device)).argmax(dim=-1)
 
 
 def choose(logits: torch.Tensor, temperature: Sequence[float], generators: Sequence[Any],

@@ -217,8 +217,9 @@ class HiddenStateSpeculator(BaseSpeculator):
             return self._tree_proposal(reqs, drafting, budgets, a, [rows[i] for i in drafting],
                                        [lasts[i] for i in drafting])
         else:
-            if len(drafting) == 1 and (not self.random_drafts or temps[0] <= 0) and noise[0] is None and (
-                    chain := self._native_chain(a, rows[drafting[0]], lasts[drafting[0]], k_max)) is not None:
+            if len(drafting) == 1 and (not self.random_drafts or temps[0] <= 0 or noise[0] is not None) and (
+                    chain := self._native_chain(a, rows[drafting[0]], lasts[drafting[0]], k_max,
+                                                None if noise[0] is None else (noise[0], temps[0]))) is not None:
                 return self._proposal(reqs, drafting, budgets, chain[None], None, mapped=True)
             steps, step_probs = [], []
             pos = torch.tensor([lasts[i] for i in drafting], dtype=torch.int64, device=dev)
@@ -285,8 +286,10 @@ class HiddenStateSpeculator(BaseSpeculator):
                              num_draft_tokens=counts,
                              tree=DraftTree(token_ids=tokens, parents=parents, probs=probs, num_tree_tokens=sizes))
 
-    def _native_chain(self, a: torch.Tensor, row: int, last: int, k: int) -> torch.Tensor | None:
-        """One request's K greedy drafts (target ids ``[K]``) in one native call
+    def _native_chain(self, a: torch.Tensor, row: int, last: int, k: int,
+                      race: tuple[torch.Tensor, float] | None = None) -> torch.Tensor | None:
+        """One request's K greedy drafts (target ids ``[K]``), or with ``race = (noise [K, V],
+        temperature)`` its coupled drafts (:mod:`specpath_drafting.coupling`), in one native call
         (:meth:`~specpath_engine.modeling.native.NativeKernels.draft_chain`: the per-op chain's
         tokens and KV, to the bit), or None where it does not run: no native head
         (:meth:`~specpath_drafting.heads.HiddenStateHead.native_draft_head`), a KV off the native
@@ -303,8 +306,11 @@ class HiddenStateSpeculator(BaseSpeculator):
         cos, sin = self.head.rope(torch.arange(last + 1, last + k, device=self.device))  # [K-1, D] each
         keys, values = self.kv.row_span(0, row)  # [row_len, KV, D]
         hc = self.head.config
+        noise = None
+        if race is not None:
+            noise = coupling.scaled_noise(race[0][:k], [race[1]] * k, head.row_ids)
         return native.draft_chain(head, a.contiguous(), k, hc.num_attention_heads, hc.num_key_value_heads,
-                                  hc.head_dim, keys, values, last + 1, cos.contiguous(), sin.contiguous())
+                                  hc.head_dim, keys, values, last + 1, cos.contiguous(), sin.contiguous(), noise)
 
     def _step(self, embeds, features, positions, slots, qrows) -> torch.Tensor:
         attend = self.kv.attention(slots, qrows, positions, int(positions.max()))

@@ -1,7 +1,7 @@
 /* A one-layer hidden-state drafter's chain of K greedy drafts for one request, in one call.
  *
- * Per draft j: logits = lm_head(final_norm(a)) (+ bias), token = the first argmax, mapped to a
- * target id; then (but for the last) the head's layer on [that token's embedding ; a] at the
+ * Per draft j: logits = lm_head(final_norm(a)) (+ bias) (+ noise row j: a seeded request's race,
+ * specpath_drafting.coupling), token = the first argmax, mapped to a target id; then (but for the last) the head's layer on [that token's embedding ; a] at the
  * next position, writing its k/v into the request's KV row, gives the next a. The same kernels
  * as the Python chain (layer_ops.c, rows_matmul.c, attention.c, decoder_layer.c), in the same
  * order, so the drafts are that path's to the bit; what goes is the Python between them and
@@ -80,10 +80,11 @@ static inline float bf16_value(uint16_t v) {
 
 /* a0 [d]: the head's output at the last committed position; keys/values [positions, KV, D]: the
  * request's KV row (position p at row p); draft j > 0 runs at position first_position + j - 1
- * with cos/sin row j - 1 of [K - 1, D]. tokens_out [K]: target ids. */
+ * with cos/sin row j - 1 of [K - 1, D]. noise: NULL (greedy) or fp32 [K, n], added to draft j's
+ * logits (LM-head row order). tokens_out [K]: target ids. */
 void specpath_draft_chain(const specpath_draft_head *hd, const uint16_t *a0, int K, int H, int KV, int D,
                           uint16_t *keys, uint16_t *values, int first_position, const uint16_t *cos,
-                          const uint16_t *sin, float scale, int64_t *tokens_out) {
+                          const uint16_t *sin, float scale, const float *noise, int64_t *tokens_out) {
     const specpath_layer_weights *w = &hd->layer;
     const int d = (int)w->o_proj->out_features, n = (int)hd->lm_head->out_features, width = (H + 2 * KV) * D;
     uint16_t *buf = malloc(sizeof(uint16_t) * (6 * (size_t)d + (size_t)n + (size_t)width + (size_t)H * D));
@@ -94,9 +95,12 @@ void specpath_draft_chain(const specpath_draft_head *hd, const uint16_t *a0, int
         specpath_rms_norm(a, 0, 0, hd->final_norm, normed, 1, d, hd->final_eps);
         linear(hd->lm_head, normed, logits, 1);
         int best = 0;
+        const float *g = noise ? noise + (size_t)j * n : 0;
         float top = bf16_value(logits[0]) + (hd->lm_bias ? hd->lm_bias[0] : 0.0f);
+        if (g) top += g[0];
         for (int i = 1; i < n; i++) {
-            const float v = bf16_value(logits[i]) + (hd->lm_bias ? hd->lm_bias[i] : 0.0f);
+            float v = bf16_value(logits[i]) + (hd->lm_bias ? hd->lm_bias[i] : 0.0f);
+            if (g) v += g[i]; /* additions only: torch's (logits + bias) + noise, to the bit */
             if (v > top) top = v, best = i; /* ties: the first, as torch.argmax */
         }
         const int64_t token = hd->ids ? hd->ids[best] : best;
