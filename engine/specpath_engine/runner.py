@@ -7,6 +7,10 @@ decides a token. ``specpath_engine.sample.rejection_sample`` keeps the accepted 
 drafts plus one corrected or bonus token; the request's KV pointer then moves past the accepted
 positions only (rejected entries are overwritten later: rollback is a pointer move).
 
+A seeded sampling request (standard verification) is verified by the race instead
+(``specpath_engine.sample.race``): its tokens are plain decoding's whatever was drafted, and its
+sampling noise is lent to the drafter (``DraftRequest.noise``) so its drafts race on it too.
+
 The runner reads the speculator's capabilities (``uses_target_hidden_states``, its
 ``hidden_state_layers``), never its method name.
 """
