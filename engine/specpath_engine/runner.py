@@ -83,11 +83,11 @@ class ModelRunner:
         """Whether ``DraftProposal.tree`` is verified (standard verification); the speculator's
         ``SpeculatorContext.verifies_trees`` must say the same (``LLM`` builds both from one rule)."""
         self.greedy_on_host = verify_method in GREEDY_PREFIX_METHODS and not self.verify_options
-        self.couples = verify_method == "standard" and not self.verify_options
-        """Seeded sampling requests are verified by the race (``specpath_engine.sample.race``), so
-        their tokens are plain decoding's; lossy and other modes keep their own rules."""
         """Greedy chains are verified by :func:`~specpath_engine.sample.greedy.accept_greedy_chains`
         (exactly what ``rejection_sample`` computes for them, without its tensor set-up)."""
+        self.couples = verify_method == "standard" and not self.verify_options
+        """Seeded sampling requests are verified by the race (``specpath_engine.sample.race``), so
+        their tokens are plain decoding's; the other modes keep their own rules."""
         self._trees: list[tree_layout.Tree | None] = []
         self.governor = governor
         self.skips_backed_off = skips_backed_off
