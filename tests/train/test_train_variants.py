@@ -150,9 +150,9 @@ def test_bad_variants_and_starts_are_one_line_and_write_nothing(capsys, tmp_path
         (["eagle3", "--from", str(tmp_path / "nothing")], "not a drafter checkpoint"),
         (["eagle3", "--from", str(not_a_checkpoint)], "not a drafter checkpoint"),
         (["draft_model", "--variant", "pard", "--from", str(plain["eagle3"])],
-         "a eagle3 checkpoint; draft_model starts only from a draft_model one"),
+         "a checkpoint of eagle3, not draft_model"),
         (["eagle3", "--variant", "p-eagle", "--from", str(plain["draft_model"])],
-         "a draft_model checkpoint; eagle3 starts only from a eagle3 one"),
+         "a checkpoint of draft_model, not eagle3"),
     ]
     for argv, expected in cases:
         code, _, err = train(capsys, *argv, "--out", str(out), "--data", str(data_file), *TINY)

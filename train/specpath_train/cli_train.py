@@ -151,7 +151,8 @@ def check_from(recipe: Any, init: str | None, target_config: dict | None) -> str
     found = plugins.detect_method(DraftCheckpoint(str(path), config))
     method = normalize_method(found.method) if found is not None and isinstance(found.method, str) else "draft_model"
     if method != recipe.method:
-        raise _error(f"--from {init}: a {method} checkpoint; {recipe.method} starts only from a {recipe.method} one")
+        raise _error(f"--from {init}: a checkpoint of {method}, not {recipe.method} (a run starts from a drafter of "
+                     "its own method)")
     why = None if target_config is None else recipe.init_fits(config, target_config)
     if why is not None:
         raise _error(f"--from {init}: does not fit the target: {why}")
