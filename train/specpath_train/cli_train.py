@@ -7,7 +7,7 @@ Four stages, each resumable from the run directory (``DIR/run/``):
 2. **features**: one target pass over the packed windows keeps the method's layers and the
    target's top-k (``specpath_train.selfdistill``);
 3. **train**: the method's recipe (``specpath_train.recipes.*``, flags from
-   ``specpath_train.methods``), its state in ``DIR/run/work/resume.pt`` saved every two
+   ``specpath_train.methods``; a ``--variant``'s on top, ``--from`` as its start), its state in ``DIR/run/work/resume.pt`` saved every two
    minutes and on SIGINT/SIGTERM;
 4. **evaluate**: ``DIR`` (the checkpoint, written at the end) served as ``{"model": DIR}`` on
    the held-out prompts; τ and acceptance by position printed and written to ``DIR/metrics.json``.
@@ -43,7 +43,8 @@ def add_subcommands(subparsers: Any) -> None:
                               description="Train a drafter for your own target: the target answers the prompts "
                                           "(--data or the built-in corpus), the method's recipe trains on its "
                                           "features, and DIR becomes a checkpoint served as {\"model\": DIR}.")
-    p.add_argument("method", metavar="METHOD", help="eagle, eagle3, mtp, dflash, dspark or draft_model")
+    p.add_argument("method", metavar="METHOD", help="eagle, eagle3, mtp, dflash, dspark or draft_model "
+                                                    "(--variant: PARD, P-EAGLE)")
     p.add_argument("--target", required=True, help="the target: HF checkpoint dir, .gguf file, named model or 'embedded'")
     p.add_argument("--variant", help="a variant of the method's drafter: draft_model --variant pard (all K drafts "
                                      "in one pass from mask tokens), eagle3 --variant p-eagle (drafts 2..K from mask "
