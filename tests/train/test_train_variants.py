@@ -138,6 +138,23 @@ def test_a_variant_stopped_by_sigterm_resumes_to_the_same_weights(capsys, tmp_pa
     assert all(torch.equal(straight[k], resumed[k]) for k in straight)
 
 
+def test_a_head_from_elsewhere_keeps_its_draft_vocabulary(capsys, tmp_path, data_file):  # noqa: F811
+    """``--from`` a head of another draft vocabulary (a published head's, say): its size wins over
+    the method's default (the rows and maps are loaded from it)."""
+    from specpath_drafting.testing import random_head
+    from specpath_eagle3.head import Eagle3Head
+    from specpath_engine.model import LlamaModel
+
+    head = random_head(Eagle3Head, LlamaModel.from_pretrained(_embedded()), tmp_path / "eagle3-head", seed=1,
+                       draft_vocab_size=64)
+    out = tmp_path / "p-eagle"
+    code, _, err = train(capsys, "eagle3", "--variant", "p-eagle", "--from", str(head), "--out", str(out),
+                         "--data", str(data_file), *TINY)
+    assert code == 0, err
+    assert json.loads((out / "config.json").read_text())["draft_vocab_size"] == 64
+    assert "--draft-vocab 64" in (out / "run" / "train.log").read_text()
+
+
 def test_bad_variants_and_starts_are_one_line_and_write_nothing(capsys, tmp_path, data_file, plain):  # noqa: F811
     out = tmp_path / "out"
     not_a_checkpoint = tmp_path / "empty"
@@ -166,7 +183,10 @@ def test_bad_variants_and_starts_are_one_line_and_write_nothing(capsys, tmp_path
     (other / "model.safetensors").write_bytes((plain["eagle3"] / "model.safetensors").read_bytes())
     code, _, err = train(capsys, "eagle3", "--variant", "p-eagle", "--from", str(other), "--out", str(out),
                          "--data", str(data_file), *TINY)
-    assert code == 1 and "does not fit the target: its hidden size is 64, the target's 192" in last_error(err)
+    assert code == 1 and "does not fit the target: target hidden size 64 where the target needs 192" in last_error(err)
+    (other / "config.json").write_text(json.dumps({**config, "eagle_aux_hidden_state_layer_ids": [1, 2, 3]}))
+    code, _, err = train(capsys, "eagle3", "--from", str(other), "--out", str(out), "--data", str(data_file), *TINY)
+    assert code == 1 and "taps [1, 2, 3] where the target needs [2, 3, 5]" in last_error(err)
     # --from inside the --out this run writes
     code, _, err = train(capsys, "eagle3", "--from", str(plain["eagle3"]), "--out", str(plain["eagle3"].parent),
                          "--data", str(data_file), *TINY, "--overwrite")

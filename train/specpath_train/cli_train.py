@@ -305,10 +305,13 @@ def recipe_argv(recipe: Any, args: argparse.Namespace, target_dir: Path, data_di
         argv += ["--steps", str(steps)]
     if not args.no_progress:
         argv.append("--progress")
+    flags = recipe.flags(config)
+    if variant is not None:
+        flags = with_flags(flags, variant.flags(config))
     if args.init:
         argv += [recipe.init_flag, str(Path(args.init).resolve())]
-    flags = recipe.flags(config)
-    return argv + (with_flags(flags, variant.flags(config)) if variant is not None else flags)
+        flags = with_flags(flags, recipe.init_flags(json.loads((Path(args.init) / "config.json").read_text())))
+    return argv + flags
 
 
 def heldout_record(checkpoint_config: dict) -> dict:

@@ -87,21 +87,36 @@ class MethodRecipe:
     init_fits: Callable[[Mapping[str, Any], Mapping[str, Any]], str | None] = lambda c, t: None
     """``(checkpoint config, target config)`` -> why a ``--from`` checkpoint cannot start a run for
     this target (None: it can)."""
+    init_flags: Callable[[Mapping[str, Any]], list[str]] = lambda c: []
+    """Recipe flags a ``--from`` checkpoint's config sets (its shape wins over the method's flags)."""
 
 
 def _shape_mismatch(pairs: Mapping[str, tuple[Any, Any]]) -> str | None:
     """``{what: (the checkpoint's, the target's)}`` -> the first pair that differs, as a phrase."""
     for what, (mine, theirs) in pairs.items():
         if mine != theirs:
-            return f"its {what} is {mine}, the target's {theirs}"
+            return f"{what} {mine} where the target needs {theirs}"
     return None
 
 
 def _eagle3_init_fits(ckpt: Mapping[str, Any], target: Mapping[str, Any]) -> str | None:
-    return _shape_mismatch({"hidden size": (ckpt.get("target_hidden_size", ckpt.get("hidden_size")), target["hidden_size"]),
-                            "vocabulary": (ckpt.get("vocab_size"), target["vocab_size"]),
-                            "target layer count": (ckpt.get("target_num_hidden_layers", target["num_hidden_layers"]),
-                                                   target["num_hidden_layers"])})
+    """The recipe's head: one layer at the target's width, reading the default taps."""
+    from specpath_drafting.config import default_aux_layer_ids
+
+    taps = list(default_aux_layer_ids(target["num_hidden_layers"]))
+    return _shape_mismatch({
+        "hidden size": (ckpt.get("hidden_size"), target["hidden_size"]),
+        "target hidden size": (ckpt.get("target_hidden_size", target["hidden_size"]), target["hidden_size"]),
+        "vocabulary": (ckpt.get("vocab_size"), target["vocab_size"]),
+        "target layer count": (ckpt.get("target_num_hidden_layers", target["num_hidden_layers"]),
+                               target["num_hidden_layers"]),
+        "layer count": (ckpt.get("num_hidden_layers", 1), 1),
+        "taps": (list(ckpt.get("eagle_aux_hidden_state_layer_ids") or taps), taps)})
+
+
+def _eagle3_init_flags(ckpt: Mapping[str, Any]) -> list[str]:
+    """The draft vocabulary is the starting head's (its rows and d2t/t2d maps are loaded)."""
+    return ["--draft-vocab", str(ckpt.get("draft_vocab_size") or ckpt["vocab_size"])]
 
 
 def _draft_model_init_fits(ckpt: Mapping[str, Any], target: Mapping[str, Any]) -> str | None:
@@ -166,7 +181,7 @@ def with_flags(base: list[str], extra: list[str]) -> list[str]:
 RECIPES: dict[str, MethodRecipe] = {r.method: r for r in (
     MethodRecipe(method="eagle", module="eagle", layers=_last, flags=lambda c: []),
     MethodRecipe(method="eagle3", module="eagle3", layers=_eagle3_layers, flags=_eagle3_flags, init_flag="--init",
-                 init_fits=_eagle3_init_fits),
+                 init_fits=_eagle3_init_fits, init_flags=_eagle3_init_flags),
     MethodRecipe(method="mtp", module="mtp", layers=_last,
                  flags=lambda c: ["--modules", "1", "--depth", "3", *_vocab_flags(c)]),
     MethodRecipe(method="dflash", module="dflash", layers=_block_layers("dflash"),
@@ -178,5 +193,3 @@ RECIPES: dict[str, MethodRecipe] = {r.method: r for r in (
                  common=False, lr=1e-3, init_flag="--init", init_fits=_draft_model_init_fits),
 )}
 """Every method ``specpath train`` trains (the others have no trainer here)."""
-
-

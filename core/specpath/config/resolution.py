@@ -380,7 +380,8 @@ class Resolution:
         declared = False
         if spec.model is not None and self.config_class.supports_parallel_drafting is True:
             checkpoint = self.checkpoint()
-            declared = checkpoint is not None and bool(checkpoint.config) and checkpoint.config.get("parallel_drafting") is True
+            config = {} if checkpoint is None else checkpoint.config or {}
+            declared = config.get("parallel_drafting") is True
             if declared:
                 self.note("variant", "parallel_drafting: true, declared by the checkpoint (trained for it; "
                                      "parallel_drafting: false drafts autoregressively)")
@@ -437,7 +438,8 @@ class Resolution:
         own hooks filled in are the class's business)."""
         inputs = self.spec.inputs
         given = {o: inputs[o] for o in METHOD_SPECIFIC_OPTIONS
-                 if inputs[o] != self.fields[o].default and not (o in _ASKS_FOR_NOTHING and inputs[o] is _ASKS_FOR_NOTHING[o])}
+                 if inputs[o] != self.fields[o].default
+                 and not (o in _ASKS_FOR_NOTHING and inputs[o] is _ASKS_FOR_NOTHING[o])}
         cross_rules.check_supported_options(self.spec, self.config_class, given, supports_option)
 
     def step_verify(self) -> None:
