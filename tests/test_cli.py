@@ -254,7 +254,8 @@ def test_fields_renders_every_type_one_way_and_hides_refused_fields(capsys):
     code, out, _ = run(capsys, "fields")
     assert code == 0
     assert "<class" not in out and "typing." not in out and "Optional[" not in out
-    assert "  parallel_drafting: bool = False" in out
+    assert "  disable_padded_drafter_batch: bool = False" in out
+    assert "  parallel_drafting: bool | None\n" in out
     assert "  draft_lm_head_quantization: Literal['fp8', 'nvfp4'] | None" in out
     assert "  model_free_drafter: Mapping[str, Any] | None" in out
     assert "  draft_load_config: LoadConfig | None" in out

@@ -181,10 +181,12 @@ class SpeculativeConfig:
         "estimate (the bytes of its weights against the target's).",
         check=(rules.finite(), rules.at_least(0, "must be >= 0"), rules.at_most(10)),
     )
-    parallel_drafting: bool = _field(
-        False,
+    parallel_drafting: bool | None = _field(
+        None,
         group="budget",
-        doc="Draft all K tokens in one pass (P-EAGLE, PARD); DFlash/DSpark do it built in.",
+        doc="Draft all K tokens in one pass (P-EAGLE, PARD); DFlash/DSpark do it built in. None: what "
+        "the draft checkpoint declares (config.json `parallel_drafting: true`: trained for it, as "
+        "`specpath train --variant` writes), else False; resolved to a bool.",
         applies_if=_MODEL_DRAFTERS,
     )
     disable_padded_drafter_batch: bool = _field(
