@@ -64,6 +64,11 @@ FIRST_WAIT, MAX_WAIT = 4, 64
 MAX_ROUNDS = 8
 """Dinkelbach rounds at most (two or three settle it in practice)."""
 
+EXPLORE_EVERY = 16
+"""Every this many drafting steps the requests draft half what was chosen (rounded up): the
+deepest drafts are worth least, and it varies the rows and passes, so their costs stay
+measurable where every step would otherwise draft alike."""
+
 
 def allocate(reach: Sequence[Sequence[float]], base_tokens: float, base_cost: float, *, call: float,
              per_request: Sequence[float], per_token: float, per_pass: float,
@@ -192,6 +197,7 @@ class DraftGovernor:
         self.num_declined_probes = 0
         """Probes the allocation priced out (drafting could not pay even at the prior's acceptance)."""
         self._requests: dict[str, RequestAcceptance] = {}
+        self._drafting_steps = 0
 
     @property
     def pass_cost(self) -> float:
@@ -214,7 +220,9 @@ class DraftGovernor:
         """Draft lengths for the step's requests that may draft.
 
         ``limits``: each one's most drafts (the scheduler's K); ``positions``: its length (what
-        the drafts would follow); ``pending``: positions it would hand the drafter if it drafted;
+        the drafts would follow); ``pending``: positions it would hand the drafter if it drafted
+        (priced up to a step's worth: a backlog, a prompt or the positions of a back-off, is
+        ingested whenever drafting starts, so it must not keep drafting from starting);
         ``num_requests`` / ``num_sampling`` / ``prefill_rows``: the whole step's scheduled
         requests, those that sample a token, and prefill rows beyond one per request;
         ``call_sunk``: the drafter is called this step anyway (it ingests for others).
@@ -241,8 +249,12 @@ class DraftGovernor:
         t, d = self.costs.target_coefficients, self.costs.drafter_coefficients
         base = t[0] + t[1] * num_requests + t[3] * prefill_rows + (d[0] if call_sunk else 0.0)
         chosen = allocate(reach, float(num_sampling), base, call=0.0 if call_sunk else d[0],
-                          per_request=[d[1] + d[4] * pending[i] for i in idx], per_token=t[2] + d[3],
+                          per_request=[d[1] + d[4] * min(pending[i], limits[i] + 1) for i in idx], per_token=t[2] + d[3],
                           per_pass=d[2], one_pass=self.costs.one_pass)
+        if any(chosen):
+            self._drafting_steps += 1
+            if self._drafting_steps % EXPLORE_EVERY == 0:
+                chosen = [(k + 1) // 2 for k in chosen]
         for i, k, state, probe in zip(idx, chosen, states, probes):
             ks[i] = k
             pos = positions[i]
@@ -287,8 +299,7 @@ class DraftGovernor:
         """A step's timings: the drafter's call (``DRAFT_FEATURES``; None: not called) and the
         target step (``TARGET_FEATURES``), in seconds."""
         self.costs.observe_target(target, target_s)
-        if drafter is not None:
-            self.costs.observe_drafter(drafter, drafter_s)
+        self.costs.observe_drafter(drafter, drafter_s)
 
     def summary(self) -> dict:
         """The fitted costs and the probes, for metrics."""

@@ -44,17 +44,21 @@ VERIFY_COST = 0.02
 CALL_COST = 0.03
 """Static prior: fixed cost of a drafting step (the drafter's call, the verification set-up)."""
 
+PREFILL_ROW_COST = 0.1
+"""Static prior: cost of a prefill row (compute-bound, unlike a decode step's rows), relative to
+a plain step; a drafter's, relative to its pass."""
+
 TARGET_FEATURES = ("step", "requests", "draft_rows", "prefill_rows")
 DRAFT_FEATURES = ("call", "requests", "passes", "tokens", "positions")
 
 FORGET = 0.95
 """Weight of past observations after each new one."""
 
-PRIOR_WEIGHT = 0.1
+PRIOR_WEIGHT = 0.03
 """How strongly each correction to the static shape is drawn to zero (pseudo-observations of a
 unit feature: features are counts)."""
 
-SCALE_WEIGHT = 1e-3
+SCALE_WEIGHT = 1e-5
 """How strongly a fit's scale is drawn to its prior (barely: the data set it)."""
 
 CLIP = 3.0
@@ -64,6 +68,10 @@ SCALE_RATE = 0.25
 """How fast the running residual scale follows; it follows residuals up to :data:`SCALE_CAP` scales."""
 
 SCALE_CAP = 4.0
+
+COLD_CALLS = 2
+"""The first target steps and drafter calls are not fitted: they set things up (allocations,
+lazily built kernels) and say nothing of the steps after."""
 
 SHIFT_KEEP = 0.02
 """Weight the past keeps when two outliers in a row say the costs changed."""
@@ -114,6 +122,15 @@ class OnlineFit:
         """Side of the last observation's outlier (+1 above, -1 below, 0: it was none)."""
         self._n = 0.0
         """Decayed count of observations (``A``'s diagonal over it: each feature's mean square)."""
+
+    def decay(self) -> None:
+        """A step without an observation: the past fades all the same, so costs measured long ago
+        (a cold start, a busy spell) drift back to the prior and get measured again."""
+        f = self.forget
+        self._a = [[v * f for v in row] for row in self._a]
+        self._b = [v * f for v in self._b]
+        self._n *= f
+        self._theta = None
 
     def rescale(self, factor: float) -> None:
         """Measure time in units ``1 / factor`` as large (the data and residual scale follow)."""
@@ -182,13 +199,14 @@ class StepCosts:
         self.pass_cost = pass_cost
         self.one_pass = one_pass
         self.pinned = pinned
-        self.target_shape = (1 - VERIFY_COST, VERIFY_COST, VERIFY_COST, VERIFY_COST)
+        self.target_shape = (1 - VERIFY_COST, VERIFY_COST, VERIFY_COST, PREFILL_ROW_COST)
         """The static model of :data:`TARGET_FEATURES`, in plain steps."""
-        self.drafter_shape = (CALL_COST, 0.0, pass_cost, 0.0, 0.0)
+        self.drafter_shape = (CALL_COST, 0.0, pass_cost, 0.0, PREFILL_ROW_COST * pass_cost)
         """The static model of :data:`DRAFT_FEATURES`, in plain steps."""
         w = PRIOR_WEIGHT
         self.target = OnlineFit([1.0] + [0.0] * 4, [SCALE_WEIGHT] + [w] * 4)
         self.drafter = OnlineFit([1.0] + [0.0] * 5, [SCALE_WEIGHT] + [w] * 5)
+        self._steps = self._calls = 0
         self.unit = 0.0
         """Seconds per unit of the fits: about a plain step, re-anchored as the target's scale
         moves (so the corrections are drawn to zero in plain steps); 0 until a step is timed."""
@@ -205,6 +223,9 @@ class StepCosts:
         """A timed target step with :data:`TARGET_FEATURES` ``x``."""
         if seconds <= 0:
             return
+        self._steps += 1
+        if self._steps <= COLD_CALLS:
+            return
         z = self._with_shape(self.target_shape, x)
         if not self.unit:
             self.unit = seconds / z[0]
@@ -214,13 +235,20 @@ class StepCosts:
             self.unit *= scale
             self.target.rescale(1 / scale)
             self.drafter.rescale(1 / scale)
-        if not self.drafter.count:  # untimed drafter: at the target's scale
-            self.drafter.set_prior([self.target.coefficients[0]] + [0.0] * 5)
+        self.drafter.set_prior([self.target.coefficients[0]] + [0.0] * 5)  # the drafter's prior: at the target's scale
 
-    def observe_drafter(self, x: Sequence[float], seconds: float) -> None:
-        """A timed drafter call with :data:`DRAFT_FEATURES` ``x`` (ignored while pinned)."""
-        if seconds > 0 and not self.pinned and self.unit:
-            self.drafter.add(self._with_shape(self.drafter_shape, x), seconds / self.unit)
+    def observe_drafter(self, x: Sequence[float] | None, seconds: float) -> None:
+        """A timed drafter call with :data:`DRAFT_FEATURES` ``x`` (ignored while pinned; the
+        first :data:`COLD_CALLS` set things up); None: not called this step (the past fades)."""
+        if self.pinned or not self.unit:
+            return
+        if x is None:
+            if self.drafter.count:
+                self.drafter.decay()
+        elif seconds > 0 and x[1]:  # calls that only ingest (prefill) draft nothing: not what is chosen
+            self._calls += 1
+            if self._calls > COLD_CALLS:
+                self.drafter.add(self._with_shape(self.drafter_shape, x), seconds / self.unit)
 
     @property
     def target_coefficients(self) -> list[float]:

@@ -7,7 +7,7 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from specpath_engine.draft_governor import FIRST_WAIT, MAX_WAIT, DraftGovernor, allocate, step_rate
+from specpath_engine.draft_governor import EXPLORE_EVERY, FIRST_WAIT, MAX_WAIT, DraftGovernor, allocate, step_rate
 from specpath_engine.llm import LLM, SamplingParams
 from specpath_engine.step_costs import StepCosts
 
@@ -137,16 +137,18 @@ def drafted(history):
 
 
 def test_cheap_drafting_at_high_acceptance_drafts_k():
-    history = Simulated(accept=0.9).run(60)
-    assert all(ks == [4] for ks in history[5:])
+    history = Simulated(accept=0.9).run(64)
+    assert all(ks == [4] for ks in history[5:] if ks != [2])
+    assert sum(ks == [2] for ks in history) <= 64 / EXPLORE_EVERY  # half, now and then: rows stay measured
 
 
 def test_drafting_that_never_pays_backs_off_and_probes_a_bounded_fraction_of_steps():
     # a drafter pass costing 3 plain steps: no acceptance pays for it, not even a probe's
+    # (its measured cost fades back to the prior's while unused, so now and then it is measured again)
     sim = Simulated(per_pass=0.030, accept=0.9)
-    history = sim.run(400)
-    assert all(ks == [0] for ks in history[10:])
-    assert sim.governor.num_probes == 0 and sim.governor.num_declined_probes > 0
+    history = sim.run(600)
+    assert sum(1 for ks in history[10:] if ks[0]) <= 600 / 100
+    assert sim.governor.num_declined_probes > 10 * sim.governor.num_probes
     # cheap drafting that nothing is ever accepted from: probed, with doubling waits
     sim = Simulated(accept=0.0)
     history = sim.run(600)
@@ -194,7 +196,7 @@ def test_one_stalled_step_does_not_change_the_choice():
     sim.run(60)
     sim.stall_next = 20.0  # a busy machine stalls one step twentyfold
     history = sim.run(5)
-    assert all(ks == [4] for ks in history)
+    assert sum(ks != [4] for ks in history) <= 1  # (one may be a halved step: EXPLORE_EVERY)
 
 
 def test_a_configured_pass_cost_pins_the_drafter():
