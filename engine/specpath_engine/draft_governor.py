@@ -27,8 +27,10 @@ drafting). A request the allocation gives no drafts is backed off; it is still w
 step at its last estimate (when the batch shrinks or costs fall it drafts again at once), and
 now and then, after a wait in output positions that doubles while probes keep failing, it is
 probed: weighed as if its acceptance were at least the prior's, so a probe is priced like any
-other draft and spent only where drafting could pay at all. A text that becomes predictable (a
-quoted block, a repetition) is picked up again by a probe.
+other draft and spent only where drafting could pay at all; a probe priced out at the longest
+wait still drafts one token, since the drafter's cost is measured only while it drafts and may
+be stale. A text that becomes predictable (a quoted block, a repetition) is picked up again by
+a probe.
 
 Decisions depend on timings, so they vary from run to run; greedy output never depends on them
 (any K verifies to the same tokens).
@@ -171,8 +173,12 @@ class RequestAcceptance:
     """Positions the next back-off waits."""
     probing: bool = False
     """It drafts this step as a probe."""
-    after_probe: bool = False
-    """Its last drafting step was a probe (a back-off now means the probe failed)."""
+    run: int = 0
+    """Drafting steps since its last back-off: a back-off after fewer than ``FIRST_WAIT`` (a
+    failed probe, a fluke of the estimates) doubles the next wait; after a longer run drafting
+    had paid, and the wait starts over."""
+    backed_off: bool = False
+    """It has backed off before (its first drafting run is a start, not a failed probe)."""
 
     def conditional(self, depth: int) -> float:
         return (self.accepted[depth] + PRIOR_ACCEPTANCE * PRIOR_WEIGHT) / (self.tried[depth] + PRIOR_WEIGHT)
@@ -258,22 +264,26 @@ class DraftGovernor:
         for i, k, state, probe in zip(idx, chosen, states, probes):
             ks[i] = k
             pos = positions[i]
-            if probe:
-                if k:
+            if k:
+                state.run += 1
+                if probe:
                     state.probing = True
                     self.num_probes += 1
-                else:  # priced out: no draft spent, the next probe waits longer
-                    self.num_declined_probes += 1
-                    state.next_wait = min(MAX_WAIT, state.next_wait * 2)
-                    state.probe_at = pos + state.next_wait
-            elif k:
-                state.probe_at = -1
-                state.after_probe = False
-                state.next_wait = FIRST_WAIT
+                else:
+                    state.probe_at = -1
+            elif probe and state.next_wait < MAX_WAIT:  # priced out: no draft spent, the next probe waits longer
+                self.num_declined_probes += 1
+                state.next_wait = min(MAX_WAIT, state.next_wait * 2)
+                state.probe_at = pos + state.next_wait
+            elif probe:  # priced out at the longest wait: one draft, so stale drafter costs get measured again
+                ks[i] = 1
+                state.run += 1
+                state.probing = True
+                self.num_probes += 1
             elif state.probe_at < 0:  # backs off now
-                if state.after_probe:
-                    state.next_wait = min(MAX_WAIT, state.next_wait * 2)
-                    state.after_probe = False
+                short = state.run < FIRST_WAIT and state.backed_off
+                state.next_wait = min(MAX_WAIT, state.next_wait * 2) if short else FIRST_WAIT
+                state.run, state.backed_off = 0, True
                 state.probe_at = pos + state.next_wait
         return ks
 
@@ -292,7 +302,6 @@ class DraftGovernor:
         if state.probing:
             state.probing = False
             state.probe_at = -1
-            state.after_probe = True
 
     def observe_step(self, drafter: Sequence[float] | None, drafter_s: float, target: Sequence[float],
                      target_s: float) -> None:

@@ -123,15 +123,6 @@ class OnlineFit:
         self._n = 0.0
         """Decayed count of observations (``A``'s diagonal over it: each feature's mean square)."""
 
-    def decay(self) -> None:
-        """A step without an observation: the past fades all the same, so costs measured long ago
-        (a cold start, a busy spell) drift back to the prior and get measured again."""
-        f = self.forget
-        self._a = [[v * f for v in row] for row in self._a]
-        self._b = [v * f for v in self._b]
-        self._n *= f
-        self._theta = None
-
     def rescale(self, factor: float) -> None:
         """Measure time in units ``1 / factor`` as large (the data and residual scale follow)."""
         self._b = [v * factor for v in self._b]
@@ -239,13 +230,12 @@ class StepCosts:
 
     def observe_drafter(self, x: Sequence[float] | None, seconds: float) -> None:
         """A timed drafter call with :data:`DRAFT_FEATURES` ``x`` (ignored while pinned; the
-        first :data:`COLD_CALLS` set things up); None: not called this step (the past fades)."""
+        first :data:`COLD_CALLS` set things up); None: not called this step."""
         if self.pinned or not self.unit:
             return
         if x is None:
-            if self.drafter.count:
-                self.drafter.decay()
-        elif seconds > 0 and x[1]:  # calls that only ingest (prefill) draft nothing: not what is chosen
+            return
+        if seconds > 0 and x[1]:  # calls that only ingest (prefill) draft nothing: not what is chosen
             self._calls += 1
             if self._calls > COLD_CALLS:
                 self.drafter.add(self._with_shape(self.drafter_shape, x), seconds / self.unit)
