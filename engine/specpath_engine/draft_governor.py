@@ -67,9 +67,10 @@ MAX_ROUNDS = 8
 """Dinkelbach rounds at most (two or three settle it in practice)."""
 
 EXPLORE_EVERY = 16
-"""Every this many drafting steps the requests draft half what was chosen (rounded up): the
-deepest drafts are worth least, and it varies the rows and passes, so their costs stay
-measurable where every step would otherwise draft alike."""
+"""Every this many drafting steps the step drafts half what was chosen (rounded up), and every
+second time nothing: the deepest drafts are worth least, and it varies the rows and passes and
+times a plain step beside the drafting ones, so their costs stay measurable where every step
+would otherwise draft alike (a few percent of the steps' drafts)."""
 
 
 def allocate(reach: Sequence[Sequence[float]], base_tokens: float, base_cost: float, *, call: float,
@@ -260,7 +261,8 @@ class DraftGovernor:
         if any(chosen):
             self._drafting_steps += 1
             if self._drafting_steps % EXPLORE_EVERY == 0:
-                chosen = [(k + 1) // 2 for k in chosen]
+                plain = self._drafting_steps % (2 * EXPLORE_EVERY) == 0
+                chosen = [0 if plain else (k + 1) // 2 for k in chosen]
         for i, k, state, probe in zip(idx, chosen, states, probes):
             ks[i] = k
             pos = positions[i]

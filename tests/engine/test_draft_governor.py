@@ -138,8 +138,8 @@ def drafted(history):
 
 def test_cheap_drafting_at_high_acceptance_drafts_k():
     history = Simulated(accept=0.9).run(64)
-    assert all(ks == [4] for ks in history[5:] if ks != [2])
-    assert sum(ks == [2] for ks in history) <= 64 / EXPLORE_EVERY  # half, now and then: rows stay measured
+    explored = [ks for ks in history[5:] if ks != [4]]  # half or none, now and then: rows stay measured
+    assert all(ks in ([2], [0]) for ks in explored) and len(explored) <= 64 / EXPLORE_EVERY
 
 
 def test_drafting_that_never_pays_backs_off_and_probes_a_bounded_fraction_of_steps():
