@@ -32,6 +32,10 @@ wait still drafts one token, since the drafter's cost is measured only while it 
 be stale. A text that becomes predictable (a quoted block, a repetition) is picked up again by
 a probe.
 
+Where every step would draft alike, nothing varies the rows and the fit could not tell a row's
+cost from the rest: every :data:`EXPLORE_EVERY` drafting steps the step drafts half, every second
+time nothing (a plain step, timed beside the drafting ones).
+
 Decisions depend on timings, so they vary from run to run; greedy output never depends on them
 (any K verifies to the same tokens).
 
