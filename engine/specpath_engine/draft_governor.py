@@ -185,8 +185,14 @@ class RequestAcceptance:
     backed_off: bool = False
     """It has backed off before (its first drafting run is a start, not a failed probe)."""
 
+    rates: list[float] = attrs.field(factory=list)
+    """The conditional acceptance at each depth (kept up to date by ``refresh``)."""
+
     def conditional(self, depth: int) -> float:
         return (self.accepted[depth] + PRIOR_ACCEPTANCE * PRIOR_WEIGHT) / (self.tried[depth] + PRIOR_WEIGHT)
+
+    def refresh(self) -> None:
+        self.rates = [self.conditional(j) for j in range(len(self.tried))]
 
 
 class DraftGovernor:
@@ -222,7 +228,8 @@ class DraftGovernor:
     def _state(self, req_id: str) -> RequestAcceptance:
         state = self._requests.get(req_id)
         if state is None:
-            state = self._requests[req_id] = RequestAcceptance(accepted=[0.0] * self.max_k, tried=[0.0] * self.max_k)
+            state = self._requests[req_id] = RequestAcceptance(accepted=[0.0] * self.max_k, tried=[0.0] * self.max_k,
+                                                               rates=[PRIOR_ACCEPTANCE] * self.max_k)
         return state
 
     def allocate(self, req_ids: Sequence[str], limits: Sequence[int], positions: Sequence[int],
@@ -247,8 +254,7 @@ class DraftGovernor:
             state = self._state(rid)
             probe = 0 <= state.probe_at <= pos
             r, acc = [], 1.0
-            for j in range(limit):
-                c = state.conditional(j)
+            for c in state.rates[:limit]:
                 acc *= max(c, PRIOR_ACCEPTANCE) if probe else c
                 r.append(acc)
             idx.append(i)
@@ -305,6 +311,7 @@ class DraftGovernor:
             state.tried[j] += 1.0
             if j < num_accepted:
                 state.accepted[j] += 1.0
+        state.refresh()
         if state.probing:
             state.probing = False
             state.probe_at = -1

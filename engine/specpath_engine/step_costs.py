@@ -34,8 +34,9 @@ plain step per pass (plus the call), and drafter timings are not fitted.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
+
+import numpy as np
 
 VERIFY_COST = 0.02
 """Static prior: target cost of one more query row, relative to a plain single-request step
@@ -76,74 +77,52 @@ lazily built kernels) and say nothing of the steps after."""
 SHIFT_KEEP = 0.02
 """Weight the past keeps when two outliers in a row say the costs changed."""
 
-def _solve(a: list[list[float]], b: list[float]) -> list[float]:
-    """``a x = b`` for a small symmetric positive definite ``a`` (Gaussian elimination; n <= 5)."""
-    n = len(b)
-    m = [row[:] + [b[i]] for i, row in enumerate(a)]
-    for c in range(n):
-        p = max(range(c, n), key=lambda r: abs(m[r][c]))
-        m[c], m[p] = m[p], m[c]
-        piv = m[c][c]
-        if abs(piv) < 1e-300:
-            return [0.0] * n
-        for r in range(c + 1, n):
-            f = m[r][c] / piv
-            if f:
-                row, top = m[r], m[c]
-                for j in range(c, n + 1):
-                    row[j] -= f * top[j]
-    x = [0.0] * n
-    for c in range(n - 1, -1, -1):
-        x[c] = (m[c][n] - sum(m[c][j] * x[j] for j in range(c + 1, n))) / m[c][c]
-    return x
-
-
 class OnlineFit:
     """Forgetting least squares over a few features, regularised toward ``prior``, robust to stalls.
 
     ``coefficients`` solves ``(A + W) theta = b + W prior`` where ``A``, ``b`` are the decayed
-    sums of ``x x^T`` and ``x y`` and ``W`` the diagonal of ``weights``.
+    sums of ``x x^T`` and ``x y`` and ``W`` the diagonal of ``weights``, each counted per unit of
+    its feature's typical size (``A``'s diagonal over the decayed count), so a correction is drawn
+    to zero by what it adds to a typical step, whatever the feature counts (rows or requests).
     """
 
     def __init__(self, prior: Sequence[float], weights: Sequence[float], *, forget: float = FORGET) -> None:
         n = len(prior)
-        self.prior = list(prior)
-        self.weights = list(weights)
-        """How strongly each coefficient is drawn to its prior mean (pseudo-observations of a unit feature)."""
+        self.prior = np.array(prior, dtype=np.float64)
+        self.weights = np.array(weights, dtype=np.float64)
+        """How strongly each coefficient is drawn to its prior mean (pseudo-observations)."""
         self.forget = forget
-        self._a = [[0.0] * n for _ in range(n)]
-        self._b = [0.0] * n
+        self._a = np.zeros((n, n))  # [n, n] decayed sum of x x^T
+        self._b = np.zeros(n)  # [n] decayed sum of x y
         self._theta: list[float] | None = list(prior)
         self.scale = 0.0
-        """Running scale of the residuals (seconds)."""
+        """Running scale of the residuals (in the fit's unit of time)."""
         self.count = 0
         """Observations so far."""
         self._last_outlier = 0
         """Side of the last observation's outlier (+1 above, -1 below, 0: it was none)."""
         self._n = 0.0
-        """Decayed count of observations (``A``'s diagonal over it: each feature's mean square)."""
+        """Decayed count of observations."""
 
     def rescale(self, factor: float) -> None:
         """Measure time in units ``1 / factor`` as large (the data and residual scale follow)."""
-        self._b = [v * factor for v in self._b]
+        self._b *= factor
         self.scale *= factor
         self._theta = None
 
     def set_prior(self, prior: Sequence[float]) -> None:
-        self.prior = list(prior)
+        self.prior = np.array(prior, dtype=np.float64)
         self._theta = None
 
     @property
     def coefficients(self) -> list[float]:
         if self._theta is None:
-            # each weight counts per unit of the feature's typical size, so a correction is drawn
-            # to zero by what it adds to a typical step, whatever the feature counts (rows or requests)
-            n = max(self._n, 1e-12)
-            w = [wi * max(1.0, self._a[i][i] / n) for i, wi in enumerate(self.weights)]
-            a = [[v + (w[i] if i == j else 0.0) for j, v in enumerate(row)] for i, row in enumerate(self._a)]
-            self._theta = _solve(a, [bi + wi * p for bi, wi, p in zip(self._b, w, self.prior)])
-            if any(math.isnan(t) for t in self._theta):
-                self._theta = list(self.prior)
+            w = self.weights * np.maximum(1.0, np.diagonal(self._a) / max(self._n, 1e-12))
+            try:
+                theta = np.linalg.solve(self._a + np.diag(w), self._b + w * self.prior)
+            except np.linalg.LinAlgError:
+                theta = self.prior
+            self._theta = (theta if np.isfinite(theta).all() else self.prior).tolist()
         return self._theta
 
     def predict(self, x: Sequence[float]) -> float:
@@ -154,7 +133,7 @@ class OnlineFit:
         guess = self.predict(x)
         r = y - guess
         scale = max(self.scale, 0.02 * abs(guess))
-        f, a, b = self.forget, self._a, self._b
+        f = self.forget
         if not self.count:
             self.scale = abs(r) / 2
         elif abs(r) <= CLIP * scale:
@@ -168,11 +147,11 @@ class OnlineFit:
             self._last_outlier = side
             self.scale = scale + SCALE_RATE * (min(abs(r), SCALE_CAP * scale) - scale)
             y = guess + side * CLIP * scale
-        for i, xi in enumerate(x):
-            row = a[i]
-            for j, xj in enumerate(x):
-                row[j] = f * row[j] + xi * xj
-            b[i] = f * b[i] + xi * y
+        v = np.asarray(x, dtype=np.float64)
+        self._a *= f
+        self._a += np.outer(v, v)
+        self._b *= f
+        self._b += v * y
         self._n = f * self._n + 1
         self.count += 1
         self._theta = None
@@ -198,6 +177,9 @@ class StepCosts:
         self.target = OnlineFit([1.0] + [0.0] * 4, [SCALE_WEIGHT] + [w] * 4)
         self.drafter = OnlineFit([1.0] + [0.0] * 5, [SCALE_WEIGHT] + [w] * 5)
         self._steps = self._calls = 0
+        self._target_from = self._drafter_from = None  # (the fit's coefficients, unit) the cached costs are from
+        self._target: list[float] = []
+        self._drafter: list[float] = []
         self.unit = 0.0
         """Seconds per unit of the fits: about a plain step, re-anchored as the target's scale
         moves (so the corrections are drawn to zero in plain steps); 0 until a step is timed."""
@@ -226,7 +208,9 @@ class StepCosts:
             self.unit *= scale
             self.target.rescale(1 / scale)
             self.drafter.rescale(1 / scale)
-        self.drafter.set_prior([self.target.coefficients[0]] + [0.0] * 5)  # the drafter's prior: at the target's scale
+        scale = self.target.coefficients[0]
+        if abs(self.drafter.prior[0] - scale) > 0.01 * scale:  # the drafter's prior: at the target's scale
+            self.drafter.set_prior([scale] + [0.0] * 5)
 
     def observe_drafter(self, x: Sequence[float] | None, seconds: float) -> None:
         """A timed drafter call with :data:`DRAFT_FEATURES` ``x`` (ignored while pinned; the
@@ -243,7 +227,11 @@ class StepCosts:
     @property
     def target_coefficients(self) -> list[float]:
         """Seconds (plain steps before any timing) per :data:`TARGET_FEATURES`, each >= 0."""
-        return [v * (self.unit or 1.0) for v in self._effective(self.target_shape, self.target.coefficients)]
+        theta = self.target.coefficients
+        if (theta, self.unit) != self._target_from:
+            self._target_from = (theta, self.unit)
+            self._target = [v * (self.unit or 1.0) for v in self._effective(self.target_shape, theta)]
+        return self._target
 
     @property
     def drafter_coefficients(self) -> list[float]:
@@ -252,7 +240,11 @@ class StepCosts:
         if self.pinned:
             t = self.target_coefficients
             return [(t[0] + t[1]) * s for s in self.drafter_shape]
-        return [v * (self.unit or 1.0) for v in self._effective(self.drafter_shape, self.drafter.coefficients)]
+        theta = self.drafter.coefficients
+        if (theta, self.unit) != self._drafter_from:
+            self._drafter_from = (theta, self.unit)
+            self._drafter = [v * (self.unit or 1.0) for v in self._effective(self.drafter_shape, theta)]
+        return self._drafter
 
     def summary(self) -> dict[str, float | int | bool | None]:
         """The fitted costs (what ``LLM`` metrics and ``specpath run --json`` show): a plain
