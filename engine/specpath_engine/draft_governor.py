@@ -76,6 +76,9 @@ second time nothing: the deepest drafts are worth least, and it varies the rows 
 times a plain step beside the drafting ones, so their costs stay measurable where every step
 would otherwise draft alike (a few percent of the steps' drafts)."""
 
+EXPLORE_FIRST = (4, 8)
+"""The first drafting steps that explore (a plain step, then half): the costs are needed early."""
+
 
 def allocate(reach: Sequence[Sequence[float]], base_tokens: float, base_cost: float, *, call: float,
              per_request: Sequence[float], per_token: float, per_pass: float,
@@ -270,8 +273,9 @@ class DraftGovernor:
                           per_pass=d[2], one_pass=self.costs.one_pass)
         if any(chosen):
             self._drafting_steps += 1
-            if self._drafting_steps % EXPLORE_EVERY == 0:
-                plain = self._drafting_steps % (2 * EXPLORE_EVERY) == 0
+            n = self._drafting_steps
+            if n % EXPLORE_EVERY == 0 or n in EXPLORE_FIRST:  # early too: a short reply needs the costs soon
+                plain = n % (2 * EXPLORE_EVERY) == 0 or n == EXPLORE_FIRST[0]
                 chosen = [0 if plain else (k + 1) // 2 for k in chosen]
         for i, k, state, probe in zip(idx, chosen, states, probes):
             ks[i] = k

@@ -139,7 +139,7 @@ def drafted(history):
 def test_cheap_drafting_at_high_acceptance_drafts_k():
     history = Simulated(accept=0.9).run(64)
     explored = [ks for ks in history[5:] if ks != [4]]  # half or none, now and then: rows stay measured
-    assert all(ks in ([2], [0]) for ks in explored) and len(explored) <= 64 / EXPLORE_EVERY
+    assert all(ks in ([2], [0]) for ks in explored) and len(explored) <= 64 / EXPLORE_EVERY + 2
 
 
 def test_drafting_that_never_pays_backs_off_and_probes_a_bounded_fraction_of_steps():
@@ -167,10 +167,11 @@ def test_a_backed_off_request_is_probed_and_comes_back():
 
 def test_a_high_cost_per_row_drafts_less_at_batch_8_than_at_batch_1():
     costly_rows = dict(step=0.010, per_request=0.001, per_row=0.002, accept=0.8)
-    one = Simulated(batch=1, **costly_rows).run(80)[20:]
-    eight = Simulated(batch=8, **costly_rows).run(80)[20:]
-    assert drafted(one) / 1 > 1.5 * drafted(eight) / 8
-    assert drafted(one) >= 2 * len(one)  # at batch 1 it still pays
+    one = Simulated(batch=1, **costly_rows).run(120)
+    eight = Simulated(batch=8, **costly_rows).run(120)
+    assert drafted(one) / 1 > 1.2 * drafted(eight) / 8
+    assert drafted(one[-40:]) >= 2 * 40  # at batch 1 it pays
+    assert drafted(eight[-40:]) <= 8 * 4  # at batch 8 it does not (probes and exploration aside)
 
 
 def test_a_fast_target_drafts_less():
