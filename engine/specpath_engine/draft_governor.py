@@ -22,8 +22,8 @@ for all ``m`` at once); ``lam`` becomes the rate of the best allocation and two 
 settle it.
 
 ``P_i(j)`` comes from the request's own recent verifications (conditional acceptance at each
-depth, decayed so it follows the text, from an optimistic prior so every request tries
-drafting). A request the allocation gives no drafts is backed off; it is still weighed every
+depth, decayed so it follows the text), starting from the engine's recent acceptance over all
+requests (itself from an optimistic prior, so the first requests try drafting). A request the allocation gives no drafts is backed off; it is still weighed every
 step at its last estimate (when the batch shrinks or costs fall it drafts again at once), and
 now and then, after a wait in output positions that doubles while probes keep failing, it is
 probed: weighed as if its acceptance were at least the prior's, so a probe is priced like any
@@ -63,6 +63,9 @@ PRIOR_WEIGHT = 2.0
 
 DECAY = 0.9
 """Weight of past verifications after each new one: about the last ten steps count."""
+
+ENGINE_DECAY = 0.98
+"""The same for the engine-wide acceptance new requests start from (about the last 50 drafts)."""
 
 FIRST_WAIT, MAX_WAIT = 4, 64
 """Positions a backed-off request waits before a probe; doubled per failed probe, at most MAX_WAIT."""
@@ -191,11 +194,11 @@ class RequestAcceptance:
     rates: list[float] = attrs.field(factory=list)
     """The conditional acceptance at each depth (kept up to date by ``refresh``)."""
 
-    def conditional(self, depth: int) -> float:
-        return (self.accepted[depth] + PRIOR_ACCEPTANCE * PRIOR_WEIGHT) / (self.tried[depth] + PRIOR_WEIGHT)
+    def conditional(self, depth: int, prior: float = PRIOR_ACCEPTANCE) -> float:
+        return (self.accepted[depth] + prior * PRIOR_WEIGHT) / (self.tried[depth] + PRIOR_WEIGHT)
 
-    def refresh(self) -> None:
-        self.rates = [self.conditional(j) for j in range(len(self.tried))]
+    def refresh(self, prior: Sequence[float]) -> None:
+        self.rates = [self.conditional(j, p) for j, p in enumerate(prior)]
 
 
 class DraftGovernor:
@@ -218,6 +221,15 @@ class DraftGovernor:
         """Probes the allocation priced out (drafting could not pay even at the prior's acceptance)."""
         self._requests: dict[str, RequestAcceptance] = {}
         self._drafting_steps = 0
+        self._accepted = [0.0] * max_k
+        self._tried = [0.0] * max_k
+        """The engine's decayed acceptance counts by depth, over all requests: a new request's prior."""
+
+    def prior_rates(self) -> list[float]:
+        """The conditional acceptance a new request starts from at each depth: the engine's recent
+        acceptance, itself starting from :data:`PRIOR_ACCEPTANCE` (so a drafter that has shown
+        low acceptance does not make every new request try it again at full length)."""
+        return [(a + PRIOR_ACCEPTANCE * PRIOR_WEIGHT) / (t + PRIOR_WEIGHT) for a, t in zip(self._accepted, self._tried)]
 
     @property
     def pass_cost(self) -> float:
@@ -232,7 +244,7 @@ class DraftGovernor:
         state = self._requests.get(req_id)
         if state is None:
             state = self._requests[req_id] = RequestAcceptance(accepted=[0.0] * self.max_k, tried=[0.0] * self.max_k,
-                                                               rates=[PRIOR_ACCEPTANCE] * self.max_k)
+                                                               rates=self.prior_rates())
         return state
 
     def allocate(self, req_ids: Sequence[str], limits: Sequence[int], positions: Sequence[int],
@@ -315,7 +327,9 @@ class DraftGovernor:
             state.tried[j] += 1.0
             if j < num_accepted:
                 state.accepted[j] += 1.0
-        state.refresh()
+            self._tried[j] = ENGINE_DECAY * self._tried[j] + 1.0
+            self._accepted[j] = ENGINE_DECAY * self._accepted[j] + (j < num_accepted)
+        state.refresh(self.prior_rates())
         if state.probing:
             state.probing = False
             state.probe_at = -1

@@ -223,10 +223,19 @@ def test_requests_are_independent():
         g.observe("good", 4, 4)
     assert g.allocate(["bad"], [4], [10], [1], num_requests=1, num_sampling=1) == [0]
     good, bad = g.allocate(["good", "bad"], [4, 4], [10, 10], [1, 1], num_requests=2, num_sampling=2)
-    assert good == 4 and bad < 4  # beside good's passes bad's drafts cost only their rows
+    assert good == 4 and bad > 0  # beside good's passes bad's drafts cost only their rows
     g.remove("bad")
-    assert g.allocate(["bad"], [4], [10], [1], num_requests=1, num_sampling=1) == [4]  # from the prior again
+    assert g.allocate(["bad"], [4], [10], [1], num_requests=1, num_sampling=1) == [4]  # from the engine's prior
     assert g.allocate(["good", "x"], [2, 0], [10, 5], [1, 0], num_requests=3, num_sampling=2) == [2, 0]
+
+
+def test_a_new_request_starts_from_the_engines_recent_acceptance():
+    g = DraftGovernor(4, pass_cost=0.1)
+    fresh = g.prior_rates()
+    for i in range(40):  # every request so far accepted nothing
+        g.observe(f"old{i}", 4, 0)
+    assert g.prior_rates()[0] < 0.2 < fresh[0]
+    assert g.allocate(["new"], [4], [10], [1], num_requests=1, num_sampling=1) == [0]
 
 
 # --------------------------------------------------------------------------------- in the engine
