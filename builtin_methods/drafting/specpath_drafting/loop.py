@@ -96,6 +96,9 @@ class HiddenStateSpeculator(BaseSpeculator):
         self.rows = self.kv.rows
         self._chain_head: Any = None
         """The head's native chain form (:meth:`_native_chain`), built on first use."""
+        self.native_propose = True
+        """A one-request greedy propose runs as one native call where it can (:meth:`_native_propose`);
+        False keeps its ingest on the per-op path (the reference, for side-by-side measurements)."""
         self.prepare_inputs = prepare_inputs_fn(self.device)
         self.head.rotary.ensure_length(self.row_len)
         if self.parallel:  # constant inputs of the mask slots, computed once (weights are frozen)
@@ -137,7 +140,7 @@ class HiddenStateSpeculator(BaseSpeculator):
         """Kept as one function: it is the drafting loop's hot path, and on a CPU each Python call
         costs (the per-step work stays in one frame)."""
         reqs = batch.requests
-        if len(reqs) == 1 and (proposal := self._native_propose(batch)) is not None:
+        if len(reqs) == 1 and self.native_propose and (proposal := self._native_propose(batch)) is not None:
             return proposal
         dev = self.device
         rows, starts, counts, lasts = [], [], [], []
