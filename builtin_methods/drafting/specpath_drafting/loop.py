@@ -328,11 +328,15 @@ class HiddenStateSpeculator(BaseSpeculator):
             taps = hidden.to(dtype=self.dtype).reshape(n, -1).contiguous()  # [n, num_taps * target d]
         else:
             taps = None
-        cos, sin = self.head.rope(torch.arange(start, start + n + max(k - 1, 0), device=self.device))  # [n + K-1, D]
+        end = start + n + max(k - 1, 0)  # positions start .. end - 1 run the layer
+        rotary = self.head.rotary
+        if rotary.rope_type != "dynamic" and rotary.cos_cached.dtype is self.dtype and rotary.cache_len >= end:
+            cos, sin = rotary.cos_cached[start:end], rotary.sin_cached[start:end]  # [n + K-1, D]: the rows rope() gathers
+        else:
+            cos, sin = (t.contiguous() for t in self.head.rope(torch.arange(start, end, device=self.device)))
         keys, values = self.kv.row_span(0, row)  # [row_len, KV, D]
         tokens = native.draft_propose(head, taps, ids, self.last_hidden[row], k, hc.num_attention_heads,
-                                      hc.num_key_value_heads, hc.head_dim, keys, values, start, cos.contiguous(),
-                                      sin.contiguous())
+                                      hc.num_key_value_heads, hc.head_dim, keys, values, start, cos, sin)
         return DraftProposal(token_ids=tokens.to(device=self.device, dtype=torch.int32), num_draft_tokens=[k])
 
     def _native_chain(self, a: torch.Tensor, row: int, last: int, k: int) -> torch.Tensor | None:
