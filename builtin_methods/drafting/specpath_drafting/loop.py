@@ -13,7 +13,9 @@ Each step, for every request of the batch:
    (:mod:`specpath_drafting.tree_search`: k nodes per head pass, the best K candidates).
 
 Per step the loop costs one head call for the ingest and one per further chain draft, one
-``prepare_drafter_inputs`` and one host sync for the drafted tokens.
+``prepare_drafter_inputs`` and one host sync for the drafted tokens. Where one request drafts a
+greedy chain on the native CPU kernels (bf16, a head with a native form), ingest and chain are
+one C call instead (:meth:`HiddenStateSpeculator._native_propose`), the per-op path's bits.
 """
 
 from __future__ import annotations
@@ -321,7 +323,7 @@ class HiddenStateSpeculator(BaseSpeculator):
             return None
         row = self.rows.row(r.req_id)
         length = len(r.token_ids)
-        start, last = length - 1 - n, length - 2  # the first new position, the last committed one
+        start = length - 1 - n  # the first new position (the last committed one: start + n - 1)
         ids = torch.tensor(r.token_ids[start + 1 : length], dtype=torch.int64)  # [n]: shifted by one
         if n:
             self.tokens[row, start + 1 : length] = ids.to(device=self.device, dtype=torch.int32)  # as per-op leaves it

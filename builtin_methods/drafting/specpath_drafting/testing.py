@@ -125,14 +125,15 @@ def native_propose_matches_per_op(spec: Mapping[str, Any], prompts: Sequence[str
         llm = LLM(model, dict(spec), dtype="bfloat16", num_threads=1, max_num_seqs=1)
         speculator, drafts, ran = llm.speculator, [], []
         propose, native_propose = speculator.propose, speculator._native_propose
+        speculator.native_propose = native
 
         def recording(batch, propose=propose, drafts=drafts):
             out = propose(batch)
             drafts.append(out.token_ids.tolist())
             return out
 
-        def counting(batch, native_propose=native_propose, ran=ran, native=native):
-            out = native_propose(batch) if native else None
+        def counting(batch, native_propose=native_propose, ran=ran):
+            out = native_propose(batch)
             ran.append(out is not None)
             return out
 
@@ -140,7 +141,7 @@ def native_propose_matches_per_op(spec: Mapping[str, Any], prompts: Sequence[str
         outputs = [o.token_ids for o in llm.generate([p if isinstance(p, str) else list(p) for p in prompts], params)]
         runs.append((outputs, drafts, sum(ran)))
     (got, got_drafts, natively), (want, want_drafts, per_op) = runs
-    assert per_op == 0 and got_drafts == want_drafts and got == want
+    assert per_op == 0 and len(got_drafts) > 0 and got_drafts == want_drafts and got == want
     return natively
 
 
