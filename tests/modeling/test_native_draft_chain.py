@@ -146,13 +146,13 @@ def _head(kind: str, weights: str, seed: int):
 
 
 @needs_kernels
-@given(kind=st.sampled_from(["eagle3", "mtp", "mtp-hidden-first"]), weights=st.sampled_from(["bf16", "int8"]),
+@given(kind=st.sampled_from(["eagle3", "mtp", "mtp-hidden-first"]), weights=st.sampled_from(["bf16", "int8", "int4"]),
        start=st.integers(0, 40), n=st.integers(0, 9), k=st.integers(0, 8), row=st.integers(0, 1),
        seed=st.integers(0, 2**16))
 @settings(max_examples=40, deadline=None)
 def test_the_native_propose_is_the_per_op_ingest_and_chain_to_the_bit(kind, weights, start, n, k, row, seed):
     """Ingest of 0..9 new positions (0: the chain from the kept output alone), then K = 0..8
-    drafts: the same drafts, the same kept output and the same drafter KV as the per-op path."""
+    drafts, bf16, int8 or int4 weights: the same drafts, the same kept output and the same drafter KV as the per-op path."""
     head = _head(kind, weights, seed)
     native_head = head.native_draft_head()
     assert native_head is not None and native_head.ingests
