@@ -8,9 +8,11 @@ generation (EOS ignored) on a couple of built-in prompts; the plain target step 
 engine's time per decoded token over the same prompts (prefill taken out: the time of a
 one-token generation of the same prompt is subtracted). Prints per drafter the median propose
 time (medians: a shared machine's bursts land in the mean), the plain step and their ratio (the issue's target: EAGLE-3 K=4 <= 0.10), with the load
-average. Engines run interleaved, prompt by prompt, ``--rounds`` times. Not part of the tests.
+average. Engines run interleaved, prompt by prompt, ``--rounds`` times; with ``--per-op-ingest``
+each hidden-state drafter runs a second time with its ingest on the per-op path (the reference
+the one-call native propose replaces), so both are timed under the same load. Not part of the tests.
 
-    python benchmarks/draft_cost.py [--methods eagle3,mtp] [--k 4] [--quantization int8|none]
+    python benchmarks/draft_cost.py [--methods eagle3,mtp] [--k 4] [--quantization int8|none] [--per-op-ingest]
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--per-op-ingest", action="store_true",
+                    help="also time each hidden-state drafter with its ingest on the per-op path (the native "
+                         "propose off: the drafting loop before the ingest went native), side by side")
     ap.add_argument("--quantization", default=None,
                     help="speculative_config.quantization for every drafter ('none': as loaded; "
                          "default: the shipped drafter's own default)")
@@ -71,6 +76,11 @@ def main() -> int:
             config["quantization"] = args.quantization
         engines[method] = llm(config)
         samples[method] = []
+        if args.per_op_ingest and hasattr(engines[method].speculator, "native_propose"):
+            reference = f"{method}/per-op"
+            engines[reference] = llm(config)
+            engines[reference].speculator.native_propose = False
+            samples[reference] = []
     warm = SamplingParams(max_tokens=8, ignore_eos=True)
     for engine in engines.values():
         engine.generate([WARM_UP_PROMPT], warm)
@@ -103,7 +113,7 @@ def main() -> int:
         spec = engines[method].engine_config.speculative_config
         propose = statistics.median(times)
         weights = drafter_quantization(spec, torch.bfloat16) or "as loaded"
-        print(f"{method:12s} propose K={args.k}: {propose * 1e3:6.2f} ms median = {propose / step:5.3f} of a plain "
+        print(f"{method:14s} propose K={args.k}: {propose * 1e3:6.2f} ms median = {propose / step:5.3f} of a plain "
               f"step  (mean {statistics.mean(times) * 1e3:.2f} ms over {len(times)} calls; drafter weights "
               f"{weights})")
     print(f"{len(PROMPTS)} prompts x {args.max_tokens} tokens, {args.rounds} round(s); load average "

@@ -66,7 +66,8 @@ def worker(args: argparse.Namespace) -> int:
     else:
         llm = LLM(model=job["target"], speculative_config={"method": job["method"], "model": job["draft"],
                                                            "num_speculative_tokens": job["k"]}, **options)
-    params = SamplingParams(temperature=0.0, max_tokens=job["max_tokens"], ignore_eos=True)
+    # EOS is ignored unless the job says otherwise (train_to_vllm.py compares with `specpath run`, which stops at it)
+    params = SamplingParams(temperature=0.0, max_tokens=job["max_tokens"], ignore_eos=job.get("ignore_eos", True))
     start = time.perf_counter()
     outs = [llm.generate([{"prompt_token_ids": p}], params, use_tqdm=False)[0] for p in job["prompts"]]
     seconds = time.perf_counter() - start

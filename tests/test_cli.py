@@ -201,13 +201,13 @@ def test_explain_says_what_the_draft_length_policy_does(capsys):
 
     assert main(["explain", "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}']) == 0
     line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("draft length:"))
-    assert "adaptive: 0..3 per request and step" in line and "model-free" in line
+    assert "adaptive: from measured costs per batch: 0..3 per request and step" in line and "model-free" in line
     config = '{"method": "ngram", "num_speculative_tokens": 3, "draft_length_policy": "fixed"}'
     assert main(["explain", "--speculative-config", config]) == 0
     assert "draft length:   fixed: up to K=3 every step" in capsys.readouterr().out
     config = '{"method": "ngram", "num_speculative_tokens": 3, "draft_pass_cost": 0.5}'
     assert main(["explain", "--speculative-config", config]) == 0
-    assert "0.5 of a target step (configured)" in capsys.readouterr().out
+    assert "pinned at 0.5 of a measured plain target step (configured)" in capsys.readouterr().out
 
 
 def test_train_without_its_distribution_says_what_to_install(capsys, monkeypatch):
@@ -254,7 +254,8 @@ def test_fields_renders_every_type_one_way_and_hides_refused_fields(capsys):
     code, out, _ = run(capsys, "fields")
     assert code == 0
     assert "<class" not in out and "typing." not in out and "Optional[" not in out
-    assert "  parallel_drafting: bool = False" in out
+    assert "  disable_padded_drafter_batch: bool = False" in out
+    assert "  parallel_drafting: bool | None\n" in out
     assert "  draft_lm_head_quantization: Literal['fp8', 'nvfp4'] | None" in out
     assert "  model_free_drafter: Mapping[str, Any] | None" in out
     assert "  draft_load_config: LoadConfig | None" in out

@@ -361,14 +361,17 @@ def _draft_length(spec: Any) -> str:
         return f"fixed: up to K={k} every step{why}"
     shape = "all K in one pass" if spec.speculator_config.drafts_in_one_pass else "one token a pass"
     if spec.draft_pass_cost is not None:
-        cost = f"{spec.draft_pass_cost:g} of a target step (configured)"
+        cost = (f"a drafter pass pinned at {spec.draft_pass_cost:g} of a measured plain target step "
+                "(configured), the target's costs measured")
     elif spec.speculator_config.model_free:
-        cost = "next to nothing (model-free)"
+        cost = "drafter and target costs measured (prior: a model-free drafter costs next to nothing)"
     else:
-        cost = "the engine's estimate (the drafter's weight bytes over the target's)"
-    return (f"adaptive: 0..{k} per request and step, as many as pay at the request's running acceptance, "
-            f"plain decoding where none do (lossless); drafts {shape}, a pass costing {cost}; "
-            "draft_length_policy='fixed' always drafts K; metrics: num_backoff_steps")
+        cost = ("drafter and target costs measured (prior: the drafter's weight bytes over the target's, "
+                "scaled by the measured plain step)")
+    return (f"adaptive: from measured costs per batch: 0..{k} per request and step, chosen for the "
+            f"whole batch to maximise expected tokens per second from each request's running acceptance, "
+            f"plain decoding where drafting does not pay (lossless); drafts {shape}; {cost}; "
+            "draft_length_policy='fixed' always drafts K; metrics: num_backoff_steps, step_costs")
 
 
 def _missing(reason: str) -> Any:

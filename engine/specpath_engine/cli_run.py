@@ -178,9 +178,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     metrics = out.metrics.as_dict()
     if args.json:
         keys = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "mean_acceptance_length",
-                "acceptance_rate_by_position", "tokens_per_s")
+                "acceptance_rate_by_position", "tokens_per_s", "num_backoff_steps")
+        # the draft-length policy's fitted costs (adaptive only): plain step ms, the rest as fractions of it
+        costs = {"step_costs": llm.metrics.step_costs} if llm.metrics.step_costs is not None else {}
         print(json.dumps({"text": out.text, "token_ids": out.token_ids,
-                          "finish_reason": out.finish_reason, "metrics": {k: metrics[k] for k in keys},
+                          "finish_reason": out.finish_reason, "metrics": {**{k: metrics[k] for k in keys}, **costs},
                           "threads": {"num_threads": llm.threads.num_threads, "reason": llm.threads.reason,
                                       "wait_policy": wait_policy(), **_adapted(llm)}}))
     else:

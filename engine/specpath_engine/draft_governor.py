@@ -1,36 +1,62 @@
-"""How many tokens to draft for a request this step: as many as pay, and none when drafting does not.
+"""How many tokens each request drafts this step: as many as pay for the whole batch, none where
+drafting does not.
 
-Verification is lossless for any draft length, so the engine may choose each request's K every
-step without changing what is generated. Drafting ``k`` tokens costs the drafter ``k`` token
-passes and the target ``k`` more query rows, and returns the accepted prefix. With ``P(j)``
-the chance that the first ``j`` drafts are all accepted, a step yields on average
-``E(k) = 1 + P(1) + ... + P(k)`` tokens for a relative cost
-``C(k) = 1 + call + pass + k * verify`` for a drafter that drafts all K in one pass, or
-``1 + call + k * (pass + verify)`` for one that drafts a token a pass (a plain step costs 1; the
-drafter's ``pass`` cost is static: see ``llm_engine.draft_pass_cost``), so the governor picks
-``k = argmax E(k) / C(k)`` over ``0..K``; ``k = 0`` is plain decoding.
+Verification is lossless for any draft length, so the engine may choose every request's ``k``
+every step without changing what greedy decoding generates. With ``P_i(j)`` the chance that
+request ``i``'s first ``j`` drafts are all accepted, drafting ``k_i`` yields on average
+``E_i(k_i) = 1 + P_i(1) + ... + P_i(k_i)`` tokens. The step's time is the target's pass over all
+its rows plus the drafter's call, both from the measured cost model
+(:mod:`specpath_engine.step_costs`): a drafter call, a cost per drafting request (and per
+position it catches up on), per pass (the longest draft, or one for ``drafts_in_one_pass``) and
+per draft token, and the target's cost per extra query row. The governor chooses all ``k_i``
+together to maximise the step's expected tokens per second,
+``sum_i E_i(k_i) / (T_target(rows) + T_draft(k))``, rows of prefill chunks and requests that do
+not draft included. So at batch 8, where a plain step reads the weights once for eight
+requests and every drafted token is another row, it drafts less (often nothing) than at batch 1;
+over a fast (int4) target, where a step is cheap, it drafts less too.
 
-``P(j)`` comes from the request's own recent verifications (conditional acceptance at each
-depth, decayed so it follows the text as it changes, starting from an optimistic prior so every
-request tries drafting). A backed-off request is probed again after a wait that doubles while
-probes keep failing, so a request that becomes predictable (a quoted block, a repetition) is
-picked up again. Every input is the request's own history and fixed costs, never timings, and
-the back-off is counted in output positions, not calls: the same request gives the same drafts,
-and a seeded request the same text, in every run, whatever the batch, and across preemption (a
-resumed request re-asked at a position gets the same answer).
+The allocation (:func:`allocate`) is exact for this cost model: Dinkelbach's method turns the
+ratio into ``max sum_i [G_i(k_i) - lam c_i(k_i)] - lam shared(m)`` for the current rate ``lam``,
+which, for each pass count ``m``, separates into one running maximum per request (``O(B K)``
+for all ``m`` at once); ``lam`` becomes the rate of the best allocation and two or three rounds
+settle it.
 
-Worked example: K=4, a pass of 0.10 per token (verify 0.02, call 0.03). A request whose
-conditional acceptance is 0.8 at every depth has P = 0.8, 0.64, 0.51, 0.41: E(4)/C(4) =
-3.36/1.51 = 2.2, so it drafts 4. At 0.3 per depth P = 0.3, 0.09, ...: E(1)/C(1) = 1.3/1.15 =
-1.13 beats E(2)/C(2) = 1.39/1.27, so it drafts 1; at 0.1 nothing beats 1.0 and it decodes plainly.
+``P_i(j)`` comes from the request's own recent verifications (conditional acceptance at each
+depth, decayed so it follows the text), starting from the engine's recent acceptance over all
+requests (itself from an optimistic prior, so the first requests try drafting). A request the allocation gives no drafts is backed off; it is still weighed every
+step at its last estimate (when the batch shrinks or costs fall it drafts again at once), and
+now and then, after a wait in output positions that doubles while probes keep failing, it is
+probed: weighed as if its acceptance were at least the prior's, so a probe is priced like any
+other draft and spent only where drafting could pay at all; a probe priced out at the longest
+wait still drafts one token, since the drafter's cost is measured only while it drafts and may
+be stale. A text that becomes predictable (a quoted block, a repetition) is picked up again by
+a probe.
+
+Where every step would draft alike, nothing varies the rows and the fit could not tell a row's
+cost from the rest: every :data:`EXPLORE_EVERY` drafting steps the step drafts half, every second
+time nothing (a plain step, timed beside the drafting ones).
+
+Decisions depend on timings, so they vary from run to run; greedy output never depends on them
+(any K verifies to the same tokens).
+
+Worked example (one request, K=4, costs in plain steps: a pass 0.10, a call 0.03, a row 0.02):
+a request whose conditional acceptance is 0.8 at every depth has P = 0.8, 0.64, 0.51, 0.41:
+E(4)/C(4) = 3.36/1.51 = 2.2, so it drafts 4. At 0.3 per depth E(1)/C(1) = 1.3/1.15 = 1.13 beats
+E(2)/C(2) = 1.39/1.27, so it drafts 1; at 0.1 nothing beats 1.0 and it decodes plainly.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
+
 import attrs
 
+from specpath_engine.step_costs import Clock, StepCosts
+
 PRIOR_ACCEPTANCE = 0.7
-"""Conditional acceptance a request starts from at every depth (optimistic: it tries drafting)."""
+"""Conditional acceptance a request starts from at every depth (optimistic: it tries drafting),
+and the least a probe is weighed at."""
 
 PRIOR_WEIGHT = 2.0
 """How many verifications the prior counts as."""
@@ -38,15 +64,110 @@ PRIOR_WEIGHT = 2.0
 DECAY = 0.9
 """Weight of past verifications after each new one: about the last ten steps count."""
 
-VERIFY_COST = 0.02
-"""Target cost of one more query row, relative to a plain step (decode is memory-bound: the
-weights are read once whatever the rows)."""
-
-CALL_COST = 0.03
-"""Fixed cost of a drafting step (the drafter's call, the verification set-up)."""
+ENGINE_DECAY = 0.98
+"""The same for the engine-wide acceptance new requests start from (about the last 50 drafts)."""
 
 FIRST_WAIT, MAX_WAIT = 4, 64
 """Positions a backed-off request waits before a probe; doubled per failed probe, at most MAX_WAIT."""
+
+MAX_ROUNDS = 8
+"""Dinkelbach rounds at most (two or three settle it in practice)."""
+
+EXPLORE_EVERY = 16
+"""Every this many drafting steps the step drafts half what was chosen (rounded up), and every
+second time nothing: the deepest drafts are worth least, and it varies the rows and passes and
+times a plain step beside the drafting ones, so their costs stay measurable where every step
+would otherwise draft alike (a few percent of the steps' drafts)."""
+
+EXPLORE_FIRST = (4, 8)
+"""The first drafting steps that explore (a plain step, then half): the costs are needed early."""
+
+
+def allocate(reach: Sequence[Sequence[float]], base_tokens: float, base_cost: float, *, call: float,
+             per_request: Sequence[float], per_token: float, per_pass: float,
+             one_pass: bool = False) -> list[int]:
+    """Draft lengths ``k_i`` in ``0..len(reach[i])`` maximising expected tokens per unit time.
+
+    ``reach[i][j]``: the chance request ``i``'s first ``j + 1`` drafts are all accepted;
+    ``base_tokens`` / ``base_cost``: the step's tokens and cost without drafts; a drafting step
+    adds ``call`` once, ``per_request[i]`` per drafting request, ``per_token`` per draft (its
+    row and its share of the drafter), and ``per_pass`` per pass (the longest draft, or one when
+    ``one_pass``). All costs >= 0. See the module docstring for the method.
+    """
+    n = len(reach)
+    alloc = [0] * n
+    if not n or base_tokens <= 0:
+        return alloc
+    base_cost = max(base_cost, 1e-12)
+    gains = []
+    longest = 0
+    for r in reach:
+        acc, g = 0.0, []
+        for p in r:
+            acc += p
+            g.append(acc)
+        gains.append(g)
+        longest = max(longest, len(g))
+    if not longest:
+        return alloc
+    passes = 1 if one_pass else longest
+    lam = base_tokens / base_cost
+    for _ in range(MAX_ROUNDS):
+        cols = [0.0] * passes
+        picks = []
+        for g, q in zip(gains, per_request):
+            pick = [0] * passes
+            run, arg = 0.0, 0
+            for k in range(1, len(g) + 1):  # best k <= m, for every pass count m, in one sweep
+                v = g[k - 1] - lam * (q + k * per_token)
+                if v > run:
+                    run, arg = v, k
+                if not one_pass:
+                    cols[k - 1] += run
+                    pick[k - 1] = arg
+            if one_pass:
+                cols[0] += run
+                pick[0] = arg
+            else:
+                for m in range(len(g), passes):
+                    cols[m] += run
+                    pick[m] = arg
+            picks.append(pick)
+        best, best_m = 1e-12 * base_tokens, -1
+        for m, total in enumerate(cols):
+            value = total - lam * (call + (m + 1) * per_pass)
+            if value > best:
+                best, best_m = value, m
+        if best_m < 0:
+            break
+        chosen = [p[best_m] for p in picks]
+        rate = _rate(chosen, gains, base_tokens, base_cost, call, per_request, per_token, per_pass, one_pass)
+        if rate <= lam:
+            break
+        alloc, lam = chosen, rate
+    return alloc
+
+
+def _rate(ks: Sequence[int], gains: Sequence[Sequence[float]], base_tokens: float, base_cost: float, call: float,
+          per_request: Sequence[float], per_token: float, per_pass: float, one_pass: bool) -> float:
+    """Expected tokens per unit cost of the allocation ``ks``."""
+    tokens, cost, longest = base_tokens, base_cost, 0
+    for k, g, q in zip(ks, gains, per_request):
+        if k:
+            tokens += g[k - 1]
+            cost += q + k * per_token
+            longest = max(longest, k)
+    if longest:
+        cost += call + per_pass * (1 if one_pass else longest)
+    return tokens / cost
+
+
+def step_rate(ks: Sequence[int], reach: Sequence[Sequence[float]], base_tokens: float, base_cost: float, *,
+              call: float, per_request: Sequence[float], per_token: float, per_pass: float,
+              one_pass: bool = False) -> float:
+    """The rate :func:`allocate` maximises, for any allocation ``ks`` (tests compare them)."""
+    gains = [[sum(r[: j + 1]) for j in range(len(r))] for r in reach]
+    return _rate(ks, gains, base_tokens, base_cost, call, per_request, per_token, per_pass, one_pass)
 
 
 @attrs.define(kw_only=True, slots=True)
@@ -58,62 +179,141 @@ class RequestAcceptance:
     tried: list[float]
     """Decayed count of drafts verified at depth j."""
     probe_at: int = -1
-    """While backed off, the position from which the next probe drafts (-1: not backed off)."""
+    """While backed off, the position from which it is probed (-1: not backed off)."""
     next_wait: int = FIRST_WAIT
     """Positions the next back-off waits."""
     probing: bool = False
+    """It drafts this step as a probe."""
+    run: int = 0
+    """Drafting steps since its last back-off: a back-off after fewer than ``FIRST_WAIT`` (a
+    failed probe, a fluke of the estimates) doubles the next wait; after a longer run drafting
+    had paid, and the wait starts over."""
+    backed_off: bool = False
+    """It has backed off before (its first drafting run is a start, not a failed probe)."""
 
-    def conditional(self, depth: int) -> float:
-        return (self.accepted[depth] + PRIOR_ACCEPTANCE * PRIOR_WEIGHT) / (self.tried[depth] + PRIOR_WEIGHT)
+    rates: list[float] = attrs.field(factory=list)
+    """The conditional acceptance at each depth (kept up to date by ``refresh``)."""
 
+    def conditional(self, depth: int, prior: float = PRIOR_ACCEPTANCE) -> float:
+        return (self.accepted[depth] + prior * PRIOR_WEIGHT) / (self.tried[depth] + PRIOR_WEIGHT)
 
-def best_length(conditional: list[float], max_k: int, pass_cost: float, one_pass: bool = False) -> int:
-    """``argmax_k E(k) / C(k)`` (see the module docstring); 0 when no draft pays."""
-    best_k, best, reach, expected = 0, 1.0, 1.0, 1.0
-    fixed = 1.0 + CALL_COST + (pass_cost if one_pass else 0.0)
-    per_token = VERIFY_COST + (0.0 if one_pass else pass_cost)
-    for k in range(1, max_k + 1):
-        reach *= conditional[k - 1]
-        expected += reach
-        value = expected / (fixed + k * per_token)
-        if value > best:
-            best_k, best = k, value
-    return best_k
+    def refresh(self, prior: Sequence[float]) -> None:
+        self.rates = [self.conditional(j, p) for j, p in enumerate(prior)]
 
 
 class DraftGovernor:
-    """Per-request draft lengths (``choose``) and their outcomes (``observe``)."""
+    """Draft lengths for a step's requests (``allocate``), their outcomes (``observe``) and the
+    step's timings (``observe_step``, with ``clock``).
 
-    def __init__(self, max_k: int, pass_cost: float, *, one_pass: bool = False) -> None:
+    ``costs``: the cost model (default: a :class:`~specpath_engine.step_costs.StepCosts` from
+    ``pass_cost``, ``one_pass`` and ``pinned``); tests pass one fed with simulated times.
+    """
+
+    def __init__(self, max_k: int, pass_cost: float = 0.0, *, one_pass: bool = False, pinned: bool = False,
+                 costs: StepCosts | None = None, clock: Clock = time.perf_counter) -> None:
         self.max_k = max_k
-        self.pass_cost = pass_cost
-        """Cost of one drafter pass relative to a plain target step."""
-        self.one_pass = one_pass
-        """The drafter drafts all K in one pass (else one token a pass)."""
+        self.costs = costs if costs is not None else StepCosts(pass_cost, one_pass=one_pass, pinned=pinned)
+        self.clock = clock
+        """Read around the drafter's call and around the target step (one pair each, per step)."""
+        self.num_probes = 0
+        """Probes that drafted."""
+        self.num_declined_probes = 0
+        """Probes the allocation priced out (drafting could not pay even at the prior's acceptance)."""
         self._requests: dict[str, RequestAcceptance] = {}
+        self._drafting_steps = 0
+        self._accepted = [0.0] * max_k
+        self._tried = [0.0] * max_k
+        """The engine's decayed acceptance counts by depth, over all requests: a new request's prior."""
+
+    def prior_rates(self) -> list[float]:
+        """The conditional acceptance a new request starts from at each depth: the engine's recent
+        acceptance, itself starting from :data:`PRIOR_ACCEPTANCE` (so a drafter that has shown
+        low acceptance does not make every new request try it again at full length)."""
+        return [(a + PRIOR_ACCEPTANCE * PRIOR_WEIGHT) / (t + PRIOR_WEIGHT) for a, t in zip(self._accepted, self._tried)]
+
+    @property
+    def pass_cost(self) -> float:
+        """The static cost of a drafter pass relative to a plain step (the prior, or the pinned cost)."""
+        return self.costs.pass_cost
+
+    @property
+    def one_pass(self) -> bool:
+        return self.costs.one_pass
 
     def _state(self, req_id: str) -> RequestAcceptance:
         state = self._requests.get(req_id)
         if state is None:
-            state = self._requests[req_id] = RequestAcceptance(accepted=[0.0] * self.max_k, tried=[0.0] * self.max_k)
+            state = self._requests[req_id] = RequestAcceptance(accepted=[0.0] * self.max_k, tried=[0.0] * self.max_k,
+                                                               rates=self.prior_rates())
         return state
 
-    def choose(self, req_id: str, max_draft_tokens: int, position: int) -> int:
-        """Drafts for this request this step, at most ``max_draft_tokens``; ``position`` is the
-        request's length (what the drafts would follow)."""
-        if max_draft_tokens <= 0:
-            return 0
-        state = self._state(req_id)
-        limit = min(max_draft_tokens, self.max_k)
-        if state.probe_at >= 0:
-            if position < state.probe_at:
-                return 0
-            state.probing = True
-            return limit
-        k = best_length([state.conditional(j) for j in range(limit)], limit, self.pass_cost, self.one_pass)
-        if k == 0:
-            state.probe_at = position + state.next_wait
-        return k
+    def allocate(self, req_ids: Sequence[str], limits: Sequence[int], positions: Sequence[int],
+                 pending: Sequence[int], *, num_requests: int, num_sampling: int, prefill_rows: int = 0,
+                 call_sunk: bool = False) -> list[int]:
+        """Draft lengths for the step's requests that may draft.
+
+        ``limits``: each one's most drafts (the scheduler's K); ``positions``: its length (what
+        the drafts would follow); ``pending``: positions it would hand the drafter if it drafted
+        (priced up to a step's worth: a backlog, a prompt or the positions of a back-off, is
+        ingested whenever drafting starts, so it must not keep drafting from starting);
+        ``num_requests`` / ``num_sampling`` / ``prefill_rows``: the whole step's scheduled
+        requests, those that sample a token, and prefill rows beyond one per request;
+        ``call_sunk``: the drafter is called this step anyway (it ingests for others).
+        """
+        ks = [0] * len(req_ids)
+        idx, reach, states, probes = [], [], [], []
+        for i, (rid, limit, pos) in enumerate(zip(req_ids, limits, positions)):
+            limit = min(limit, self.max_k)
+            if limit <= 0:
+                continue
+            state = self._state(rid)
+            probe = 0 <= state.probe_at <= pos
+            r, acc = [], 1.0
+            for c in state.rates[:limit]:
+                acc *= max(c, PRIOR_ACCEPTANCE) if probe else c
+                r.append(acc)
+            idx.append(i)
+            reach.append(r)
+            states.append(state)
+            probes.append(probe)
+        if not idx:
+            return ks
+        t, d = self.costs.target_coefficients, self.costs.drafter_coefficients
+        base = t[0] + t[1] * num_requests + t[3] * prefill_rows + (d[0] if call_sunk else 0.0)
+        chosen = allocate(reach, float(num_sampling), base, call=0.0 if call_sunk else d[0],
+                          per_request=[d[1] + d[4] * min(pending[i], limits[i] + 1) for i in idx], per_token=t[2] + d[3],
+                          per_pass=d[2], one_pass=self.costs.one_pass)
+        if any(chosen):
+            self._drafting_steps += 1
+            n = self._drafting_steps
+            if n % EXPLORE_EVERY == 0 or n in EXPLORE_FIRST:  # early too: a short reply needs the costs soon
+                plain = n % (2 * EXPLORE_EVERY) == 0 or n == EXPLORE_FIRST[0]
+                chosen = [0 if plain else (k + 1) // 2 for k in chosen]
+        for i, k, state, probe in zip(idx, chosen, states, probes):
+            ks[i] = k
+            pos = positions[i]
+            if k:
+                state.run += 1
+                if probe:
+                    state.probing = True
+                    self.num_probes += 1
+                else:
+                    state.probe_at = -1
+            elif probe and state.next_wait < MAX_WAIT:  # priced out: no draft spent, the next probe waits longer
+                self.num_declined_probes += 1
+                state.next_wait = min(MAX_WAIT, state.next_wait * 2)
+                state.probe_at = pos + state.next_wait
+            elif probe:  # priced out at the longest wait: one draft, so stale drafter costs get measured again
+                ks[i] = 1
+                state.run += 1
+                state.probing = True
+                self.num_probes += 1
+            elif state.probe_at < 0:  # backs off now
+                short = state.run < FIRST_WAIT and state.backed_off
+                state.next_wait = min(MAX_WAIT, state.next_wait * 2) if short else FIRST_WAIT
+                state.run, state.backed_off = 0, True
+                state.probe_at = pos + state.next_wait
+        return ks
 
     def observe(self, req_id: str, num_drafted: int, num_accepted: int) -> None:
         """The verification of a step in which this request drafted ``num_drafted`` tokens."""
@@ -127,11 +327,23 @@ class DraftGovernor:
             state.tried[j] += 1.0
             if j < num_accepted:
                 state.accepted[j] += 1.0
+            self._tried[j] = ENGINE_DECAY * self._tried[j] + 1.0
+            self._accepted[j] = ENGINE_DECAY * self._accepted[j] + (j < num_accepted)
+        state.refresh(self.prior_rates())
         if state.probing:
             state.probing = False
             state.probe_at = -1
-            pays = best_length([state.conditional(j) for j in range(self.max_k)], self.max_k, self.pass_cost, self.one_pass) > 0
-            state.next_wait = FIRST_WAIT if pays else min(MAX_WAIT, state.next_wait * 2)
+
+    def observe_step(self, drafter: Sequence[float] | None, drafter_s: float, target: Sequence[float],
+                     target_s: float) -> None:
+        """A step's timings: the drafter's call (``DRAFT_FEATURES``; None: not called) and the
+        target step (``TARGET_FEATURES``), in seconds."""
+        self.costs.observe_target(target, target_s)
+        self.costs.observe_drafter(drafter, drafter_s)
+
+    def summary(self) -> dict:
+        """The fitted costs and the probes, for metrics."""
+        return {**self.costs.summary(), "num_probes": self.num_probes, "num_declined_probes": self.num_declined_probes}
 
     def remove(self, req_id: str) -> None:
         self._requests.pop(req_id, None)

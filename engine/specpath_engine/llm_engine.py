@@ -197,11 +197,14 @@ def speculation_settings(engine_config: Any, speculator: BaseSpeculator, *,
 
 def draft_governor(spec: Any, speculator: BaseSpeculator, max_k: int, target: Any = None) -> DraftGovernor | None:
     """The adaptive draft-length policy's governor, or None where K stays fixed: ``fixed``, and
-    synthetic verification (its acceptance is preset, so there is nothing to adapt to)."""
+    synthetic verification (its acceptance is preset, so there is nothing to adapt to). Its
+    costs are measured (:mod:`specpath_engine.step_costs`) from a prior of :func:`draft_pass_cost`;
+    a configured ``draft_pass_cost`` pins the drafter's cost (a fraction of the measured plain
+    step) instead of measuring it."""
     if spec.draft_length_policy != "adaptive" or spec.rejection_sample_method == "synthetic" or not max_k:
         return None
     return DraftGovernor(max_k, draft_pass_cost(spec, speculator, target),
-                         one_pass=spec.speculator_config.drafts_in_one_pass)
+                         one_pass=spec.speculator_config.drafts_in_one_pass, pinned=spec.draft_pass_cost is not None)
 
 
 MIN_DRAFT_PASS_COST = 0.03
@@ -213,8 +216,8 @@ def draft_pass_cost(spec: Any, speculator: BaseSpeculator, target: Any = None) -
     """``draft_pass_cost`` when configured, else the speculator's own estimate
     (``BaseSpeculator.draft_pass_cost``), else 0 for a model-free method and, for the others, the
     bytes of the drafter's own weights (and of the target's LM head where it drafts through it)
-    over the target's: decode reads every weight once a pass, so bytes are the cost. Static, so
-    decisions never depend on timings."""
+    over the target's: decode reads every weight once a pass, so bytes are the cost. The
+    measured cost model starts from it (its prior), or keeps it where configured (pinned)."""
     if spec.draft_pass_cost is not None:
         return float(spec.draft_pass_cost)
     estimate = getattr(speculator, "draft_pass_cost", None)
@@ -535,4 +538,6 @@ class LLMEngine:
             raise
         elapsed = time.perf_counter() - start
         self.last_metrics = SpecMetrics.total((r.metrics for r in requests), elapsed_s=elapsed)
+        if self.runner.governor is not None:
+            self.last_metrics.step_costs = self.runner.governor.summary()
         yield requests  # the last step's tokens, with last_metrics set

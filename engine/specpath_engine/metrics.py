@@ -9,7 +9,11 @@ Definitions (the ones engine users know):
 - ``acceptance_rate_by_position[i]``: of the drafts proposed at depth ``i``, the fraction accepted;
 - ``tokens_per_s``: generated tokens over wall time (from arrival to finish, or over the call);
 - ``num_backoff_steps``: decoding steps in which the request could draft but the adaptive
-  draft-length policy chose plain decoding (drafting did not pay at its running acceptance).
+  draft-length policy chose plain decoding (drafting did not pay at its running acceptance and
+  the step's measured costs);
+- ``step_costs`` (aggregate only, adaptive policy only): the engine's fitted costs
+  (``specpath_engine.step_costs.StepCosts.summary``): a plain single-request step in ms, and
+  the cost per extra row, per drafting request, per pass, ... as fractions of it.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ class SpecMetrics:
     accepted_by_position: list[int] = attrs.field(factory=list)
     elapsed_s: float = 0.0
     """Wall time the tokens took (request: arrival to finish; aggregate: the whole call)."""
+    step_costs: dict | None = None
+    """The draft-length policy's fitted costs at the end of the call (aggregate; None: fixed K)."""
 
     def record_verification(self, num_drafted: int, num_accepted: int) -> None:
         """One verification step: ``num_drafted`` drafts, the first ``num_accepted`` accepted."""
@@ -84,6 +90,7 @@ class SpecMetrics:
             "num_steps": self.num_steps,
             "num_cached_tokens": self.num_cached_tokens,
             "num_backoff_steps": self.num_backoff_steps,
+            **({"step_costs": self.step_costs} if self.step_costs is not None else {}),
         }
 
     @classmethod

@@ -49,8 +49,9 @@ class ModelRunner:
             then stored per slot and handed over for every newly committed position.
         verify_method / verify_options: ``rejection_sample``'s mode and options.
         verify_trees: verify ``DraftProposal.tree`` where the mode allows (``tree_layout``).
-        governor: chooses each request's draft length per step (``draft_governor``); None: the
-            scheduler's K.
+        governor: chooses the step's draft lengths (``draft_governor``) from measured costs: the
+            runner times the drafter's call and the target step (one clock pair each) and feeds
+            them back; None: the scheduler's K.
         skips_backed_off: leave a request the governor backs off out of the drafter's step
             (the speculator's ``tolerates_skipped_steps``); else it still ingests, drafting 0.
         tokenizer: decodes output for stop strings (optional).
@@ -93,6 +94,9 @@ class ModelRunner:
         self.skips_backed_off = skips_backed_off
         self._draft_budget: list[int] = []
         """This step's draft length per scheduled request, after the governor."""
+        self._drafter_features: tuple[float, ...] | None = None
+        """This step's drafter call for the cost model (None: not called)."""
+        self._drafter_s = 0.0
         self.tokenizer = tokenizer
         self.device = torch.device(device)
         self.vocab_size = model.config.vocab_size
@@ -140,6 +144,8 @@ class ModelRunner:
         ]
         if not picked:
             return drafts, None
+        governor = self.governor
+        start = governor.clock() if governor is not None else 0.0
         self._trees = [None] * len(scheduled)
         entries, slots = [], []
         for i in picked:
@@ -151,6 +157,11 @@ class ModelRunner:
         if feeding:
             hidden = self.features.read(torch.tensor(slots, dtype=torch.int64, device=self.device))
         proposal = speculator.propose(DraftBatch(requests=tuple(entries), hidden_states=hidden))
+        if governor is not None:  # the drafter's call, for the cost model (step_costs.DRAFT_FEATURES)
+            self._drafter_s = governor.clock() - start
+            ks = [e.max_draft_tokens for e in entries if e.max_draft_tokens > 0]
+            passes = (1 if governor.one_pass else max(ks)) if ks else 0
+            self._drafter_features = (1.0, len(ks), passes, sum(ks), sum(e.num_new_positions for e in entries))
         counts, flat = self._checked(proposal, len(entries))
         name = type(speculator).__name__
         probs = proposal.draft_probs if flat else None
@@ -179,15 +190,35 @@ class ModelRunner:
         return drafts, probs if kept_rows else None
 
     def _budgets(self, scheduled: Sequence[ScheduledRequest]) -> list[int]:
-        """Each request's draft length this step: the scheduler's K, or the governor's choice
-        (a plain step it chooses is counted in the request's ``num_backoff_steps``)."""
+        """Each request's draft length this step: the scheduler's K, or the governor's choice for
+        the whole step (a plain step it chooses is counted in the request's ``num_backoff_steps``)."""
         governor = self.governor
         if governor is None:
             return [s.max_draft_tokens for s in scheduled]
-        budget = [governor.choose(s.request.req_id, s.max_draft_tokens, len(s.request.token_ids)) for s in scheduled]
-        for s, k in zip(scheduled, budget):
+        feeding = self.features is not None
+        skips = self.skips_backed_off
+        ids, limits, positions, pending = [], [], [], []
+        sampling = prefill = 0
+        sunk = False
+        for s in scheduled:
+            r = s.request
+            behind = r.num_computed_tokens - r.num_delivered_positions
+            sampling += s.samples
+            prefill += s.num_new_tokens - 1
+            if s.max_draft_tokens > 0:
+                ids.append(r.req_id)
+                limits.append(s.max_draft_tokens)
+                positions.append(len(r.token_ids))
+                pending.append(behind if skips or not feeding else 0)
+            sunk = sunk or (feeding and behind > 0 and not (skips and s.max_draft_tokens > 0))
+        chosen = governor.allocate(ids, limits, positions, pending, num_requests=len(scheduled),
+                                   num_sampling=sampling, prefill_rows=prefill, call_sunk=sunk) if ids else []
+        budget, it = [], iter(chosen)
+        for s in scheduled:
+            k = next(it) if s.max_draft_tokens > 0 else 0
             if k == 0 and s.max_draft_tokens > 0:
                 s.request.metrics.num_backoff_steps += 1
+            budget.append(k)
         return budget
 
     def _draft_request(self, r: Request, budget: int) -> DraftRequest:
@@ -235,8 +266,10 @@ class ModelRunner:
         scheduled = out.scheduled
         if not scheduled:
             return []
-        self._trees, self._draft_budget = [], []
+        self._trees, self._draft_budget, self._drafter_features = [], [], None
         drafts, draft_probs = self._propose(scheduled)
+        governor = self.governor
+        start = governor.clock() if governor is not None else 0.0
         trees = self._trees if any(t is not None for t in self._trees) else None
 
         spec_meta = SpecDecodeMetadata.build([s.num_new_tokens for s in scheduled], [s.samples for s in scheduled],
@@ -277,6 +310,11 @@ class ModelRunner:
 
         sampling = spec_meta.sampling
         emitted = self._verify(scheduled, spec_meta, draft_probs, output.logits) if sampling else []
+        if governor is not None:  # the target step, for the cost model (step_costs.TARGET_FEATURES)
+            new = sum(s.num_new_tokens for s in scheduled)
+            governor.observe_step(self._drafter_features, self._drafter_s,
+                                  (1.0, len(scheduled), len(input_ids) - new, new - len(scheduled)),
+                                  governor.clock() - start)
 
         for s in scheduled:
             s.request.num_computed_tokens += s.num_new_tokens

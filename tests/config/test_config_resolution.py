@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("fake_builtins")
 
 def test_the_steps_in_order():
     assert [name for name, _ in resolution.STEPS] == [
-        "input", "method", "hub", "detect", "class", "agree", "default_model", "configure", "specialize", "options",
+        "input", "method", "hub", "detect", "class", "agree", "variant", "default_model", "configure", "specialize", "options",
         "verify", "model_free", "result",
     ]
 
@@ -60,8 +60,30 @@ def test_a_declared_class_is_asked_before_any_plugin(make_checkpoint):
 def test_keyword_construction_and_from_dict_refuse_none_alike():
     from specpath.errors import SpeculativeConfigError
 
-    for build in (lambda: SpeculativeConfig(method="ngram", num_speculative_tokens=2, parallel_drafting=None),
+    for build in (lambda: SpeculativeConfig(method="ngram", num_speculative_tokens=2, disable_padded_drafter_batch=None),
                   lambda: SpeculativeConfig.from_dict({"method": "ngram", "num_speculative_tokens": 2,
-                                                       "parallel_drafting": None})):
-        with pytest.raises(SpeculativeConfigError, match="parallel_drafting: expected bool"):
+                                                       "disable_padded_drafter_batch": None})):
+        with pytest.raises(SpeculativeConfigError, match="disable_padded_drafter_batch: expected bool"):
             build()
+
+
+@pytest.mark.parametrize(("declares", "given", "expected"), [
+    ({"parallel_drafting": True}, None, True),  # trained for it: served so with no field given
+    ({"parallel_drafting": True}, False, False),  # the user's field wins
+    ({"pard_token": 5}, None, False),  # a mask token alone: able to, not made to
+    ({}, True, True),
+    ({}, None, False),
+])
+def test_parallel_drafting_left_unset_is_what_the_checkpoint_declares(make_checkpoint, declares, given, expected):
+    path = make_checkpoint("eagle3-head", **declares)  # the fakes recognise the path hint
+    spec = SpeculativeConfig(model=path, num_speculative_tokens=3,
+                             **({} if given is None else {"parallel_drafting": given}))
+    assert spec.method == "eagle3" and spec.parallel_drafting is expected
+    assert spec.speculator_config.max_num_new_slots_for_drafting == (2 if expected else 0)
+    assert any(step == "variant" for step, _ in spec.resolution_trace) is (expected and given is None)
+
+
+def test_parallel_drafting_false_asks_nothing_of_a_method_without_it():
+    spec = SpeculativeConfig(method="ngram", num_speculative_tokens=2, parallel_drafting=False)
+    assert spec.parallel_drafting is False
+    assert SpeculativeConfig(method="ngram", num_speculative_tokens=2).parallel_drafting is False

@@ -1,66 +1,219 @@
-"""The adaptive draft-length policy: what it chooses, and that it never changes the output."""
+"""The adaptive draft-length policy: what it chooses for a batch at given costs, how it follows
+measured costs, and that it never changes the output."""
+
+import itertools
+import random
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
-from specpath_engine.draft_governor import FIRST_WAIT, MAX_WAIT, DraftGovernor, best_length
+from specpath_engine.draft_governor import EXPLORE_EVERY, FIRST_WAIT, MAX_WAIT, DraftGovernor, allocate, step_rate
 from specpath_engine.llm import LLM, SamplingParams
+from specpath_engine.step_costs import StepCosts
+
+
+def one(rates, *, per_pass, per_row=0.02, call=0.03, one_pass=False):
+    """The draft length of one request at the static model's costs (in plain steps)."""
+    reach, acc = [], 1.0
+    for c in rates:
+        acc *= c
+        reach.append(acc)
+    return allocate([reach], 1.0, 1.0, call=call, per_request=[0.0], per_token=per_row, per_pass=per_pass,
+                    one_pass=one_pass)[0]
 
 
 def test_the_docstrings_worked_example():
-    assert best_length([0.8] * 4, 4, 0.10) == 4
-    assert best_length([0.3] * 4, 4, 0.10) == 1
-    assert best_length([0.1] * 4, 4, 0.10) == 0
-    assert best_length([0.1] * 4, 4, 0.0) == 1  # a free drafter still pays at low acceptance
-    assert best_length([0.5] * 4, 4, 0.25, one_pass=True) == 4  # one pass: K costs what 1 does
-    assert best_length([0.5] * 4, 4, 0.25) == 1
+    assert one([0.8] * 4, per_pass=0.10) == 4
+    assert one([0.3] * 4, per_pass=0.10) == 1
+    assert one([0.1] * 4, per_pass=0.10) == 0
+    assert one([0.1] * 4, per_pass=0.0) == 1  # a free drafter still pays at low acceptance
+    assert one([0.5] * 4, per_pass=0.25, one_pass=True) == 4  # one pass: K costs what 1 does
+    assert one([0.5] * 4, per_pass=0.25) == 1
 
 
-@given(st.lists(st.floats(0, 1), min_size=1, max_size=8), st.floats(0, 10), st.integers(0, 8))
-def test_length_is_within_budget_and_monotone_in_cost(rates, cost, budget):
-    budget = min(budget, len(rates))
-    k = best_length(rates, budget, cost)
-    assert 0 <= k <= budget
-    assert best_length(rates, budget, cost + 0.5) <= k or k == 0
+# ----------------------------------------------------------------------- the allocation, exhaustively
+def reaches(draw_rates):
+    out = []
+    for rates in draw_rates:
+        acc, r = 1.0, []
+        for c in rates:
+            acc *= c
+            r.append(acc)
+        out.append(r)
+    return out
 
 
-def test_backs_off_probes_and_returns():
+costs = st.floats(0, 2)
+batches = st.lists(st.lists(st.floats(0, 1), min_size=0, max_size=8), min_size=1, max_size=12)
+
+
+def rate_of(ks, reach, base_tokens, base_cost, c):
+    return step_rate(ks, reach, base_tokens, base_cost, **c)
+
+
+@settings(max_examples=300, deadline=None)
+@given(batches, st.floats(0.05, 5), costs, costs, costs, costs, st.booleans(), st.lists(costs, min_size=12, max_size=12))
+def test_no_chosen_draft_is_worth_less_than_it_costs(rates, base_cost, call, per_token, per_pass, _, one_pass, reqs):
+    """No single draft more or fewer for any request raises the step's tokens per unit time:
+    every chosen draft's marginal expected tokens are worth its marginal cost at the chosen rate,
+    and every draft left out is not."""
+    reach = reaches(rates)
+    c = dict(call=call, per_request=reqs[: len(reach)], per_token=per_token, per_pass=per_pass, one_pass=one_pass)
+    base_tokens = float(len(reach))
+    ks = allocate(reach, base_tokens, base_cost, **c)
+    assert all(0 <= k <= len(r) for k, r in zip(ks, reach))
+    best = rate_of(ks, reach, base_tokens, base_cost, c)
+    assert best >= base_tokens / base_cost * (1 - 1e-9)  # never worse than plain decoding
+    for i in range(len(ks)):
+        for step in (-1, 1):
+            other = list(ks)
+            other[i] += step
+            if 0 <= other[i] <= len(reach[i]):
+                assert rate_of(other, reach, base_tokens, base_cost, c) <= best * (1 + 1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.floats(0, 1), min_size=0, max_size=3), min_size=1, max_size=3), st.floats(0.05, 5),
+       costs, costs, costs, st.booleans(), st.lists(costs, min_size=3, max_size=3), st.integers(1, 4))
+def test_the_allocation_is_the_best_there_is(rates, base_cost, call, per_token, per_pass, one_pass, reqs, base_tokens):
+    """Against every allocation of a small batch (Dinkelbach's method is exact for this model)."""
+    reach = reaches(rates)
+    c = dict(call=call, per_request=reqs[: len(reach)], per_token=per_token, per_pass=per_pass, one_pass=one_pass)
+    base = float(len(reach) + base_tokens - 1)  # requests that sample without drafting too
+    ks = allocate(reach, base, base_cost, **c)
+    best = max(rate_of(list(o), reach, base, base_cost, c)
+               for o in itertools.product(*[range(len(r) + 1) for r in reach]))
+    assert rate_of(ks, reach, base, base_cost, c) >= best * (1 - 1e-9)
+
+
+# ------------------------------------------------------------------------- the governor, simulated
+class Simulated:
+    """Decoding steps of ``batch`` requests against simulated costs (seconds): the target's step
+    ``step + per_request * B + per_row * draft rows``, the drafter's call ``call + per_pass *
+    passes + per_token * drafts``; each draft at depth j is accepted with ``accept`` (seeded)."""
+
+    def __init__(self, *, batch=1, k=4, step=0.010, per_request=0.0, per_row=0.0002, call=0.0003, per_pass=0.001,
+                 per_token=0.0, accept=0.8, one_pass=False, pinned=None, seed=0):
+        self.batch, self.k = batch, k
+        self.step, self.per_request, self.per_row = step, per_request, per_row
+        self.call, self.per_pass, self.per_token = call, per_pass, per_token
+        self.accept = accept
+        self.rng = random.Random(seed)
+        pass_cost = 0.1 if pinned is None else pinned
+        self.governor = DraftGovernor(k, costs=StepCosts(pass_cost, one_pass=one_pass, pinned=pinned is not None))
+        self.positions = [100] * batch
+        self.pending = [1] * batch
+        self.stall_next = 1.0
+
+    def run(self, steps):
+        """Each step's draft lengths."""
+        g, history = self.governor, []
+        ids = [f"r{i}" for i in range(self.batch)]
+        for _ in range(steps):
+            ks = g.allocate(ids, [self.k] * self.batch, self.positions, self.pending, num_requests=self.batch,
+                            num_sampling=self.batch)
+            drafting = [k for k in ks if k]
+            passes = (1 if g.one_pass else max(drafting)) if drafting else 0
+            features = (1.0, len(drafting), passes, sum(drafting), sum(p for p, k in zip(self.pending, ks) if k))
+            drafter = self.call + self.per_pass * passes + self.per_token * sum(drafting)
+            target = self.step + self.per_request * self.batch + self.per_row * sum(ks)
+            g.observe_step(features if drafting else None, drafter * self.stall_next, (1.0, self.batch, sum(ks), 0),
+                           target * self.stall_next)
+            self.stall_next = 1.0
+            for i, k in enumerate(ks):
+                a = 0
+                while a < k and self.rng.random() < self.accept:
+                    a += 1
+                if k:
+                    g.observe(ids[i], k, a)
+                self.positions[i] += a + 1
+                self.pending[i] = a + 1 if k else self.pending[i] + a + 1
+            history.append(ks)
+        return history
+
+
+def drafted(history):
+    return sum(map(sum, history))
+
+
+def test_cheap_drafting_at_high_acceptance_drafts_k():
+    history = Simulated(accept=0.9).run(64)
+    explored = [ks for ks in history[5:] if ks != [4]]  # half or none, now and then: rows stay measured
+    assert all(ks in ([2], [0]) for ks in explored) and len(explored) <= 64 / EXPLORE_EVERY + 2
+
+
+def test_drafting_that_never_pays_backs_off_and_probes_a_bounded_fraction_of_steps():
+    # a drafter pass costing 3 plain steps: no acceptance pays for it, not even a probe's
+    # (a probe at the longest wait drafts one token all the same: the drafter's cost is measured again)
+    sim = Simulated(per_pass=0.030, accept=0.9)
+    history = sim.run(600)
+    assert all(ks in ([0], [1]) for ks in history[10:])
+    assert sum(1 for ks in history[10:] if ks[0]) <= 600 / MAX_WAIT
+    assert sim.governor.num_declined_probes >= 3
+    # cheap drafting that nothing is ever accepted from: probed, with doubling waits
+    sim = Simulated(accept=0.0)
+    history = sim.run(600)
+    assert sum(1 for ks in history[15:] if ks[0]) <= 4 + 600 / MAX_WAIT  # waits 4, 8, ..., 64 positions
+    assert sum(1 for ks in history[300:] if ks[0]) <= 300 / MAX_WAIT + 1
+
+
+def test_a_backed_off_request_is_probed_and_comes_back():
+    sim = Simulated(accept=0.0)
+    sim.run(200)
+    sim.accept = 0.95  # the text becomes predictable: a probe finds it
+    history = sim.run(MAX_WAIT + 30)
+    assert history[-1] == [4]
+
+
+def test_a_high_cost_per_row_drafts_less_at_batch_8_than_at_batch_1():
+    costly_rows = dict(step=0.010, per_request=0.001, per_row=0.002, accept=0.8)
+    one = Simulated(batch=1, **costly_rows).run(120)
+    eight = Simulated(batch=8, **costly_rows).run(120)
+    assert drafted(one) / 1 > 1.2 * drafted(eight) / 8
+    assert drafted(one[-40:]) >= 2 * 40  # at batch 1 it pays
+    assert drafted(eight[-40:]) <= 8 * 4  # at batch 8 it does not (probes and exploration aside)
+
+
+def test_a_fast_target_drafts_less():
+    bf16 = Simulated(step=0.010, per_pass=0.0015, accept=0.6).run(80)[20:]
+    int4 = Simulated(step=0.004, per_pass=0.0015, accept=0.6).run(80)[20:]
+    assert drafted(int4) < drafted(bf16)
+
+
+def test_a_change_in_costs_is_followed_within_a_few_steps():
+    sim = Simulated(accept=0.8)
+    assert sim.run(60)[-1] == [4]
+    sim.per_pass = 0.040  # the drafter gets slow (the machine is busy)
+    history = sim.run(10)
+    assert history[-1] == [0] and sum(1 for ks in history if ks[0]) <= 4
+    # a target that gets fast makes drafting dearer: at batch 8 it stops within a few steps
+    sim = Simulated(batch=8, step=0.030, per_pass=0.002, accept=0.8)
+    assert all(sim.run(60)[-1])
+    sim.step = 0.002
+    assert sim.run(8)[-1] == [0] * 8
+
+
+def test_one_stalled_step_does_not_change_the_choice():
+    sim = Simulated(accept=0.8)
+    sim.run(60)
+    sim.stall_next = 20.0  # a busy machine stalls one step twentyfold
+    history = sim.run(5)
+    assert sum(ks != [4] for ks in history) <= 1  # (one may be a halved step: EXPLORE_EVERY)
+
+
+def test_a_configured_pass_cost_pins_the_drafter():
+    sim = Simulated(per_pass=0.0001, accept=0.9, pinned=5.0)  # really cheap, configured dear
+    assert all(ks == [0] for ks in sim.run(100)[5:])
+    assert sim.governor.costs.drafter.count == 0
+
+
+def test_before_any_timing_it_chooses_what_the_static_model_chose():
     g = DraftGovernor(4, pass_cost=0.1)
-    pos = 100
-    assert g.choose("r", 4, pos) == 4  # the optimistic prior tries drafting
-    for _ in range(30):  # nothing is ever accepted
-        pos += 1
-        k = g.choose("r", 4, pos)
-        g.observe("r", k, 0)
-    waits, run = [], 0
-    for _ in range(400):  # plain steps emit one token: one position each
-        pos += 1
-        k = g.choose("r", 4, pos)
-        if k:
-            waits.append(run)
-            run = 0
-            g.observe("r", k, 0)
-        else:
-            run += 1
-    assert waits[0] >= FIRST_WAIT - 1 and waits == sorted(waits) and max(waits) <= MAX_WAIT
-    for _ in range(MAX_WAIT + 1):  # the text becomes predictable: probes now succeed
-        pos += 1
-        k = g.choose("r", 4, pos)
-        if k:
-            g.observe("r", k, k)
-            pos += k
-    assert g.choose("r", 4, pos) == 4
-    assert g.choose("r", 2, pos) <= 2 and g.choose("r", 0, pos) == 0
-
-
-def test_asking_again_at_a_position_gets_the_same_answer():
-    """A preempted request is re-asked at the position it had: the answer must not move."""
-    g = DraftGovernor(4, pass_cost=0.1)
+    assert g.allocate(["r"], [4], [10], [1], num_requests=1, num_sampling=1) == [4]  # the optimistic prior
     for _ in range(20):
         g.observe("r", 4, 0)
-    first = g.choose("r", 4, 50)
-    assert first == 0 and all(g.choose("r", 4, 50) == 0 for _ in range(10))
-    assert g.choose("r", 4, 50 + FIRST_WAIT) == 4  # the probe comes at the same position whatever the calls
+    assert g.allocate(["r"], [4], [11], [1], num_requests=1, num_sampling=1) == [0]
+    assert g.allocate(["r"], [4], [11 + FIRST_WAIT], [1], num_requests=1, num_sampling=1) == [4]  # the probe
 
 
 def test_requests_are_independent():
@@ -68,11 +221,24 @@ def test_requests_are_independent():
     for _ in range(20):
         g.observe("bad", 4, 0)
         g.observe("good", 4, 4)
-    assert g.choose("good", 4, 10) == 4 and g.choose("bad", 4, 10) == 0
+    assert g.allocate(["bad"], [4], [10], [1], num_requests=1, num_sampling=1) == [0]
+    good, bad = g.allocate(["good", "bad"], [4, 4], [10, 10], [1, 1], num_requests=2, num_sampling=2)
+    assert good == 4 and bad > 0  # beside good's passes bad's drafts cost only their rows
     g.remove("bad")
-    assert g.choose("bad", 4, 10) == 4  # a new request starts from the prior
+    assert g.allocate(["bad"], [4], [10], [1], num_requests=1, num_sampling=1) == [4]  # from the engine's prior
+    assert g.allocate(["good", "x"], [2, 0], [10, 5], [1, 0], num_requests=3, num_sampling=2) == [2, 0]
 
 
+def test_a_new_request_starts_from_the_engines_recent_acceptance():
+    g = DraftGovernor(4, pass_cost=0.1)
+    fresh = g.prior_rates()
+    for i in range(40):  # every request so far accepted nothing
+        g.observe(f"old{i}", 4, 0)
+    assert g.prior_rates()[0] < 0.2 < fresh[0]
+    assert g.allocate(["new"], [4], [10], [1], num_requests=1, num_sampling=1) == [0]
+
+
+# --------------------------------------------------------------------------------- in the engine
 PROMPTS = ["def fibonacci(n):\n", "class Stack:\n    def __init__(self):\n"]
 FIXED = {"draft_length_policy": "fixed"}
 
@@ -86,17 +252,27 @@ def plain_output():
 class EveryOtherStretch:
     """A governor that backs every request off on decoding steps 3-8 and 12-20."""
 
+    one_pass = False
+
     def __init__(self):
         self.steps = {}
+        self.clock = lambda: 0.0
 
-    def choose(self, req_id, max_draft_tokens, position):
-        if max_draft_tokens <= 0:
-            return 0
-        n = self.steps[req_id] = self.steps.get(req_id, 0) + 1
-        return 0 if 3 <= n <= 8 or 12 <= n <= 20 else max_draft_tokens
+    def allocate(self, req_ids, limits, positions, pending, **_):
+        out = []
+        for req_id, limit in zip(req_ids, limits):
+            n = self.steps[req_id] = self.steps.get(req_id, 0) + 1
+            out.append(0 if 3 <= n <= 8 or 12 <= n <= 20 else limit)
+        return out
 
     def observe(self, *_):
         pass
+
+    def observe_step(self, *_):
+        pass
+
+    def summary(self):
+        return {}
 
     def remove(self, req_id):
         self.steps.pop(req_id, None)
@@ -133,11 +309,25 @@ def test_every_builtin_drafter_catches_up_after_skipped_steps(name, plain_output
 
 def test_an_expensive_drafter_is_backed_off_losslessly(plain_output):
     params = SamplingParams(max_tokens=32, ignore_eos=True)
-    cheap = LLM(None, {**EMBEDDED_CONFIGS["eagle"]}, dtype="float32").generate(PROMPTS, params)
+    cheap = LLM(None, {**EMBEDDED_CONFIGS["eagle"], "draft_pass_cost": 0.0}, dtype="float32").generate(PROMPTS, params)
     costly = LLM(None, {**EMBEDDED_CONFIGS["eagle"], "draft_pass_cost": 5.0}, dtype="float32").generate(PROMPTS, params)
     assert [o.token_ids for o in cheap] == [o.token_ids for o in costly] == plain_output
     assert sum(o.metrics.num_backoff_steps for o in costly) > sum(o.metrics.num_backoff_steps for o in cheap)
     assert sum(o.metrics.num_draft_tokens for o in costly) < sum(o.metrics.num_draft_tokens for o in cheap)
+
+
+def test_the_engine_times_its_steps_and_reports_the_fitted_costs():
+    llm = LLM(None, EMBEDDED_CONFIGS["eagle3"], dtype="float32")
+    llm.generate(PROMPTS, SamplingParams(max_tokens=16, ignore_eos=True))
+    costs = llm.metrics.step_costs
+    governor = llm.engine.runner.governor
+    assert costs["target_steps"] == governor.costs.target.count > 0  # (drafter calls: only while it drafts)
+    assert costs["drafter_calls"] == governor.costs.drafter.count
+    assert costs["plain_step_ms"] > 0 and costs["per_row"] >= 0 and costs["per_drafting_request"] >= 0
+    assert llm.metrics.as_dict()["step_costs"] == costs
+    fixed = LLM(None, {**EMBEDDED_CONFIGS["eagle3"], **FIXED}, dtype="float32")
+    fixed.generate(PROMPTS, SamplingParams(max_tokens=4))
+    assert fixed.metrics.step_costs is None and "step_costs" not in fixed.metrics.as_dict()
 
 
 def test_seeded_sampling_repeats_exactly_under_the_adaptive_policy():
@@ -154,8 +344,9 @@ def test_fixed_policy_and_synthetic_verification_have_no_governor():
     with pytest.warns(Warning, match="synthetic acceptance"):
         assert LLM(None, synthetic).engine.runner.governor is None
     g = LLM(None, EMBEDDED_CONFIGS["eagle"]).engine.runner.governor
-    assert g is not None and 0.03 <= g.pass_cost < 1
+    assert g is not None and 0.03 <= g.pass_cost < 1 and not g.costs.pinned
     assert LLM(None, EMBEDDED_CONFIGS["ngram"]).engine.runner.governor.pass_cost == 0.0
+    assert LLM(None, {**EMBEDDED_CONFIGS["eagle"], "draft_pass_cost": 0.5}).engine.runner.governor.costs.pinned
 
 
 def test_an_aborted_request_is_forgotten_by_the_governor():

@@ -1,5 +1,7 @@
 """Greedy output with speculation equals greedy output without it, token for token."""
 
+import random
+
 import attrs
 import pytest
 import torch
@@ -175,3 +177,36 @@ def test_bf16_speculation_in_a_batch_is_exact_on_the_native_kernels(quantization
     assert [o.token_ids for o in outs] == alone
     assert [o.token_ids for o in plain.generate(prompts, params)] == alone
     assert sum(o.metrics.num_accepted_tokens for o in outs) > 0
+
+
+class JitteryClock:
+    """A clock whose steps take anything from 0.1 to 30 ms (seeded): the measured governor's
+    choices swing from K to plain decoding and back."""
+
+    def __init__(self, seed):
+        self.rng = random.Random(seed)
+        self.now = 0.0
+
+    def __call__(self):
+        self.now += self.rng.choice([1e-4, 1e-3, 5e-3, 3e-2])
+        return self.now
+
+
+@pytest.mark.parametrize("batch", [1, 16])
+@pytest.mark.parametrize("clock", ["real", "jittery"])
+def test_greedy_identity_with_the_measured_draft_governor(model, batch, clock):
+    """Draft lengths chosen for the whole batch from measured (here: real, or wildly varying)
+    step costs: the output is the plain one, token for token."""
+    from specpath_engine.draft_governor import DraftGovernor
+
+    prompts = random_prompts(batch, seed=11, lo=1, hi=37)
+    outputs = baseline(model, prompts, MAX_TOKENS)
+    speculator = OracleSpeculator([p + o for p, o in zip(prompts, outputs)], corrupt=0.3, seed=batch)
+    governor = DraftGovernor(4, 0.1) if clock == "real" else DraftGovernor(4, 0.1, clock=JitteryClock(batch))
+    engine = make_engine(model, speculator=speculator, k=4, max_num_seqs=16, max_num_batched_tokens=128,
+                         governor=governor, skips_backed_off=True)
+    requests, metrics = engine.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS))
+    assert [r.output_token_ids for r in requests] == outputs
+    assert metrics.num_draft_tokens > 0 and metrics.step_costs["target_steps"] > 0
+    if clock == "jittery":
+        assert metrics.num_backoff_steps > 0

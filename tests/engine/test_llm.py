@@ -149,7 +149,10 @@ def test_cli_run_json(checkpoint, capsys):
     data = json.loads(capsys.readouterr().out)
     assert len(data["token_ids"]) == 10 and isinstance(data["text"], str)
     assert set(data["metrics"]) == {"num_drafts", "num_draft_tokens", "num_accepted_tokens",
-                                    "mean_acceptance_length", "acceptance_rate_by_position", "tokens_per_s"}
+                                    "mean_acceptance_length", "acceptance_rate_by_position", "tokens_per_s",
+                                    "num_backoff_steps", "step_costs"}
+    costs = data["metrics"]["step_costs"]  # the adaptive policy's fitted costs, in plain steps
+    assert costs["plain_step_ms"] > 0 and {"per_row", "per_drafting_request", "per_pass"} <= set(costs)
     base = LLM(str(checkpoint)).generate("ab ab ab ab", SamplingParams(max_tokens=10))[0]
     assert data["token_ids"] == base.token_ids
 

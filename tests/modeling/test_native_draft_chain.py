@@ -1,8 +1,10 @@
 """The native drafting chain (``draft_chain.c``: K greedy drafts of a one-layer head in one call, or
 a seeded request's drafts racing on its noise) gives the per-op chain's bits: the same target ids and the same keys/values in the drafter's KV,
 for EAGLE-3 heads (reduced vocabulary, ``d2t``) and MTP modules (either input order, a
-reduced-vocabulary shared head with its bias), bf16 and int8 weights, any history and K; a head
-off the native kernels has no native form and the chain stays per-op."""
+reduced-vocabulary shared head with its bias), bf16 and int8 weights, any history and K; so does
+the whole native propose (the ingest of the newly verified positions, then the chain, greedy or
+racing), with the head's kept output too; a head off the native kernels has no native form and the chain stays
+per-op."""
 
 import pytest
 import torch
@@ -138,6 +140,66 @@ def test_the_native_chain_is_the_per_op_chain_to_the_bit(kind, weights, history,
     else:
         assert set(got) <= set(head._lm_head.ids.tolist())  # and from the kept rows only
     assert torch.equal(kv_native.keys, kv_ref.keys) and torch.equal(kv_native.values, kv_ref.values)
+
+
+def _per_op_ingest(head, kv: DrafterKV, taps: torch.Tensor, ids: torch.Tensor, row: int, start: int) -> torch.Tensor:
+    """What the drafting loop's per-op ingest computes for one request's new positions
+    ``start ..``: the head's output at the last of them ``[1, d]`` (its KV written on the way)."""
+    n = ids.shape[0]
+    pos = torch.arange(start, start + n)
+    features = head.fuse(taps)
+    out = head.step(head.embed(ids).to(torch.bfloat16), features, pos,
+                    kv.attention(row * ROW_LEN + pos, torch.full((n,), row), pos, start + n - 1))
+    return out[-1:]
+
+
+def _head(kind: str, weights: str, seed: int):
+    target = _target(seed)
+    if kind == "eagle3":
+        return _eagle3(target, weights, seed)
+    return _mtp(target, weights, seed, ("hidden", "embedding") if kind == "mtp-hidden-first" else
+                ("embedding", "hidden"))
+
+
+@needs_kernels
+@given(kind=st.sampled_from(["eagle3", "mtp", "mtp-hidden-first"]), weights=st.sampled_from(["bf16", "int8", "int4"]),
+       start=st.integers(0, 40), n=st.integers(0, 9), k=st.integers(0, 8), row=st.integers(0, 1),
+       seed=st.integers(0, 2**16), temperature=st.sampled_from([None, 0.3, 0.8, 1.5]))
+@settings(max_examples=40, deadline=None)
+def test_the_native_propose_is_the_per_op_ingest_and_chain_to_the_bit(kind, weights, start, n, k, row, seed,
+                                                                      temperature):
+    """Ingest of 0..9 new positions (0: the chain from the kept output alone), then K = 0..8
+    drafts, greedy (``temperature`` None) or a seeded request's race on its noise, bf16, int8 or
+    int4 weights: the same drafts, the same kept output and the same drafter KV as the per-op path."""
+    head = _head(kind, weights, seed)
+    native_head = head.native_draft_head()
+    assert native_head is not None and native_head.ingests
+    hc = head.config
+    start = min(start, ROW_LEN - n - k - 1)
+    torch.manual_seed(seed + 2)
+    taps = (2 * torch.randn(n, hc.num_taps, hc.target_hidden_size)).to(torch.bfloat16)  # [n, taps, target d]
+    ids = torch.randint(0, VOCAB, (n,))
+    a = (3 * torch.randn(1, hc.hidden_size)).to(torch.bfloat16)  # the kept output before this propose
+    with torch.inference_mode():
+        kv_ref, kv_native = _kv(head, start, seed), _kv(head, start, seed)
+        a_ref = _per_op_ingest(head, kv_ref, taps, ids, row, start) if n else a
+        race = None  # draft j at position start + n + j
+        if temperature is not None and k:
+            race = (torch.stack([gumbel_noise(seed, start + n + j, VOCAB) for j in range(k)]), temperature)
+        want = _per_op_chain(head, kv_ref, a_ref, row, start + n - 1, k, race) if k else []
+        noise = None if race is None else coupling.scaled_noise(race[0], [temperature] * k, native_head.row_ids)
+        a_native = a[0].clone()
+        cos, sin = head.rope(torch.arange(start, start + n + max(k - 1, 0)))
+        keys, values = kv_native.row_span(0, row)
+        got = KERNELS.draft_propose(native_head, taps.reshape(n, -1).contiguous() if n else None, ids, a_native, k,
+                                    hc.num_attention_heads, hc.num_key_value_heads, hc.head_dim, keys, values, start,
+                                    cos.contiguous(), sin.contiguous(), noise).tolist()
+    assert got == want and len(got) == k
+    assert torch.equal(a_native, a_ref[0])  # the kept output: what the next propose starts from
+    assert torch.equal(kv_native.keys, kv_ref.keys) and torch.equal(kv_native.values, kv_ref.values)
+    if n:  # the ingest wrote the new positions' KV (not what the cache held before)
+        before = _kv(head, start, seed)
+        assert not torch.equal(kv_native.keys[0, row * ROW_LEN + start], before.keys[0, row * ROW_LEN + start])
 
 
 @needs_kernels

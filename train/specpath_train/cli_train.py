@@ -7,7 +7,7 @@ Four stages, each resumable from the run directory (``DIR/run/``):
 2. **features**: one target pass over the packed windows keeps the method's layers and the
    target's top-k (``specpath_train.selfdistill``);
 3. **train**: the method's recipe (``specpath_train.recipes.*``, flags from
-   ``specpath_train.methods``), its state in ``DIR/run/work/resume.pt`` saved every two
+   ``specpath_train.methods``; a ``--variant``'s on top, ``--from`` as its start), its state in ``DIR/run/work/resume.pt`` saved every two
    minutes and on SIGINT/SIGTERM;
 4. **evaluate**: ``DIR`` (the checkpoint, written at the end) served as ``{"model": DIR}`` on
    the held-out prompts; τ and acceptance by position printed and written to ``DIR/metrics.json``.
@@ -32,8 +32,8 @@ from typing import Any
 RUN = "run"
 """The run's own files, inside the output (checkpoint) directory."""
 
-CONFIG_KEYS = ("method", "target", "data", "prompts", "heldout", "max_new_tokens", "temperature", "seed", "window",
-               "dtype", "max_prompt_tokens")
+CONFIG_KEYS = ("method", "variant", "from", "target", "data", "prompts", "heldout", "max_new_tokens", "temperature",
+               "seed", "window", "dtype", "max_prompt_tokens")
 """What makes two runs the same run (budget, threads and progress may change on --resume)."""
 
 
@@ -43,8 +43,15 @@ def add_subcommands(subparsers: Any) -> None:
                               description="Train a drafter for your own target: the target answers the prompts "
                                           "(--data or the built-in corpus), the method's recipe trains on its "
                                           "features, and DIR becomes a checkpoint served as {\"model\": DIR}.")
-    p.add_argument("method", metavar="METHOD", help="eagle, eagle3, mtp, dflash, dspark or draft_model")
+    p.add_argument("method", metavar="METHOD", help="eagle, eagle3, mtp, dflash, dspark or draft_model "
+                                                    "(--variant: PARD, P-EAGLE)")
     p.add_argument("--target", required=True, help="the target: HF checkpoint dir, .gguf file, named model or 'embedded'")
+    p.add_argument("--variant", help="a variant of the method's drafter: draft_model --variant pard (all K drafts "
+                                     "in one pass from mask tokens), eagle3 --variant p-eagle (drafts 2..K from mask "
+                                     "slots in the first draft's pass)")
+    p.add_argument("--from", dest="init", metavar="CHECKPOINT",
+                   help="start from this drafter (eagle3, draft_model: e.g. the --out of an earlier run) instead of "
+                        "from scratch: a variant as a fine-tune of the plain drafter")
     p.add_argument("--out", required=True, help="output directory: the checkpoint, metrics.json and run/ (resume state)")
     p.add_argument("--data", help='prompts, one JSON object a line: {"prompt": ...} or {"messages": [...]} '
                                   "(default: the built-in corpus)")
@@ -99,6 +106,60 @@ def check_method(method: str) -> Any:
     text = (f"method {method!r} has no trainer" if known else f"unknown method {method!r}")
     text += f"; specpath train trains {', '.join(RECIPES)}"
     raise _error(text + (f" (did you mean {hint!r}?)" if hint and not known else ""))
+
+
+def check_variant(method: str, variant: str | None) -> Any:
+    """The :class:`~specpath_train.methods.Variant` asked for (None for none), or a one-line error."""
+    from specpath.errors import closest_match
+    from specpath_train.methods import VARIANTS
+
+    if variant is None:
+        return None
+    if (method, variant) in VARIANTS:
+        return VARIANTS[method, variant]
+    mine = [name for (m, name) in VARIANTS if m == method]
+    every = ", ".join(f"{m} --variant {name}" for (m, name) in VARIANTS)
+    if not mine:
+        raise _error(f"--variant {variant}: method {method!r} has no variants; specpath train has {every}")
+    hint = closest_match(variant, mine)
+    raise _error(f"--variant {variant}: {method}'s variants are {', '.join(mine)}"
+                 + (f" (did you mean {hint!r}?)" if hint else ""))
+
+
+def check_from(recipe: Any, init: str | None, target_config: dict | None) -> str | None:
+    """``--from``: a checkpoint of this method that fits the target (``target_config``; None:
+    not checked yet), or a one-line error. Returns what identifies it in the run config (its
+    path and weights' digest)."""
+    if init is None:
+        return None
+    if recipe.init_flag is None:
+        from specpath_train.methods import RECIPES
+
+        able = ", ".join(m for m, r in RECIPES.items() if r.init_flag is not None)
+        raise _error(f"--from: {recipe.method}'s recipe cannot start from a checkpoint ({able} can)")
+    path = Path(init)
+    weights = sorted(path.glob("*.safetensors")) if path.is_dir() else []
+    if not (path / "config.json").is_file() or not weights:
+        raise _error(f"--from {init}: not a drafter checkpoint (config.json and *.safetensors)")
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except ValueError as exc:
+        raise _error(f"--from {init}: config.json is not JSON ({exc})") from None
+    from specpath import plugins
+    from specpath.config.checkpoint import DraftCheckpoint
+    from specpath.methods import normalize_method
+
+    found = plugins.detect_method(DraftCheckpoint(str(path), config))
+    method = normalize_method(found.method) if found is not None and isinstance(found.method, str) else "draft_model"
+    if method != recipe.method:
+        raise _error(f"--from {init}: a checkpoint of {method}, not {recipe.method} (a run starts from a drafter of "
+                     "its own method)")
+    why = None if target_config is None else recipe.init_fits(config, target_config)
+    if why is not None:
+        raise _error(f"--from {init}: does not fit the target: {why}")
+    from specpath_train.trainer import file_digest
+
+    return f"{path.resolve()}:{file_digest(weights[0])}"
 
 
 def train_dtype(requested: str, target: str) -> str:
@@ -229,18 +290,28 @@ def split_prompts(prompts: list, share: float, seed: int) -> tuple[list, list]:
 
 
 def recipe_argv(recipe: Any, args: argparse.Namespace, target_dir: Path, data_dir: Path, work: Path, out: Path,
-                config: dict) -> list[str]:
+                config: dict, variant: Any = None) -> list[str]:
+    """The recipe's command line: the run's data and budget, the method's flags for this target,
+    a variant's on top of them, and ``--from`` as the recipe's start."""
+    from specpath_train.methods import with_flags
+
     steps = args.steps
     warmup = 50 if steps is None else min(50, max(1, steps // 10))
+    lr = args.lr if args.lr is not None else variant.lr_from if variant is not None and args.init else recipe.lr
     argv = ["--target", str(target_dir), "--data", str(data_dir), "--out", str(work), "--export", str(out),
             "--seed", str(args.seed), "--threads", str(args.threads), "--resume", "--batch", str(args.batch),
-            "--lr", str(args.lr if args.lr is not None else recipe.lr), "--warmup", str(warmup),
-            "--minutes", str(args.minutes or 0)]
+            "--lr", str(lr), "--warmup", str(warmup), "--minutes", str(args.minutes or 0)]
     if steps is not None:
         argv += ["--steps", str(steps)]
     if not args.no_progress:
         argv.append("--progress")
-    return argv + recipe.flags(config)
+    flags = recipe.flags(config)
+    if variant is not None:
+        flags = with_flags(flags, variant.flags(config))
+    if args.init:
+        argv += [recipe.init_flag, str(Path(args.init).resolve())]
+        flags = with_flags(flags, recipe.init_flags(json.loads((Path(args.init) / "config.json").read_text())))
+    return argv + flags
 
 
 def heldout_record(checkpoint_config: dict) -> dict:
@@ -299,6 +370,7 @@ def _train(args: argparse.Namespace) -> int:
     import importlib
 
     recipe = check_method(args.method)
+    variant = check_variant(args.method, args.variant)
     check_budget(args)
     from specpath_train.prompts import read_prompts
 
@@ -311,9 +383,13 @@ def _train(args: argparse.Namespace) -> int:
     if target_dir is not None:
         target_config, tokenizer = load_target_checked(Path(target_dir), args.target)
         train_ids, held_ids, source = prompt_ids(args, split, tokenizer, target_config)
+    from_id = check_from(recipe, args.init, target_config if target_dir is not None else None)
+    if args.init and out.resolve() in (Path(args.init).resolve(), *Path(args.init).resolve().parents):
+        raise _error(f"--from {args.init}: inside --out {out}, which this run writes; give the new run another --out")
     data_id = _data_id(args.data)
     args.dtype = train_dtype(args.dtype, args.target)  # resolved: the run's config records what ran
-    config = {"method": args.method, "target": str(Path(args.target).resolve()) if Path(args.target).exists() else args.target,
+    config = {"method": args.method, "variant": args.variant, "from": from_id,
+              "target": str(Path(args.target).resolve()) if Path(args.target).exists() else args.target,
               "data": data_id, "prompts": None if args.data else args.prompts, "heldout": args.heldout,
               "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed,
               "window": args.window, "dtype": args.dtype, "max_prompt_tokens": args.max_prompt_tokens}
@@ -326,6 +402,7 @@ def _train(args: argparse.Namespace) -> int:
         target_dir, _ = resolve_target(args.target, run_dir, log)
         target_config, tokenizer = load_target_checked(Path(target_dir), args.target)
         train_ids, held_ids, source = prompt_ids(args, split, tokenizer, target_config)
+        check_from(recipe, args.init, target_config)  # a GGUF target's shape is known once converted
     import torch
 
     torch.set_num_threads(args.threads)
@@ -335,7 +412,8 @@ def _train(args: argparse.Namespace) -> int:
 
     # 1-2. data and features
     t0 = time.time()
-    log(f"train {args.method}: target {args.target} ({target_config.get('num_hidden_layers')} layers, vocab "
+    log(f"train {args.method}{f' --variant {args.variant}' if variant else ''}"
+        f"{f' --from {args.init}' if args.init else ''}: target {args.target} ({target_config.get('num_hidden_layers')} layers, vocab "
         f"{target_config.get('vocab_size')}), {len(train_ids)} training + {len(held_ids)} held-out prompts from {source}")
     (run_dir / "heldout_prompts.json").write_text(json.dumps(held_ids))
     from specpath_train import selfdistill
@@ -350,7 +428,7 @@ def _train(args: argparse.Namespace) -> int:
 
     # 3. train
     t0 = time.time()
-    argv = recipe_argv(recipe, args, Path(target_dir), data_dir, run_dir / "work", out, target_config)
+    argv = recipe_argv(recipe, args, Path(target_dir), data_dir, run_dir / "work", out, target_config, variant)
     log(f"train: specpath_train.recipes.{recipe.module} {' '.join(argv)}")
     module = importlib.import_module(f"specpath_train.recipes.{recipe.module}")
     module.main(argv)
@@ -366,13 +444,14 @@ def _train(args: argparse.Namespace) -> int:
                                  max_tokens=args.eval_tokens)
     timings["eval_s"] = round(time.time() - t0, 2)
     state = torch.load(run_dir / "work" / "resume.pt", weights_only=False)
-    metrics = {"method": args.method, "target": config["target"], "steps": state["step"],
+    metrics = {"method": args.method, "variant": args.variant, "from": config["from"], "target": config["target"], "steps": state["step"],
                "train_seconds": round(state["elapsed"], 2), "seed": args.seed, "threads": args.threads,
                "windows": {"heldout": meta["heldout"], "window": meta["window"]},
                "heldout": served, "heldout_teacher_forced": heldout_record(ckpt_config), "timings": timings}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     accept = " ".join(f"{a:.2f}" for a in served["acceptance_by_position"])
-    print(f"{out}: {args.method} drafter, {state['step']} steps; held-out tau {served['tau']:.2f}, acceptance by "
+    name = f"{args.method} ({variant.summary})" if variant is not None else args.method
+    print(f"{out}: {name} drafter, {state['step']} steps; held-out tau {served['tau']:.2f}, acceptance by "
           f"position {accept} (K={NUM_SPECULATIVE_TOKENS}, {served['prompts']} prompts); serve it with "
           f"--speculative-config '{{\"model\": \"{out}\", \"num_speculative_tokens\": {NUM_SPECULATIVE_TOKENS}}}'")
     return 0

@@ -1,7 +1,7 @@
 """The held-out check of a trained drafter: real speculative decoding, not teacher forcing.
 
-The checkpoint is served the way a user serves it, ``{"model": DIR}`` with the method left for
-the core to infer from the checkpoint, on the held-out prompts (greedy), and the engine's own
+The checkpoint is served the way a user serves it, ``{"model": DIR}`` with the method (and a
+parallel variant's ``parallel_drafting``) left for the core to infer from the checkpoint, on the held-out prompts (greedy), and the engine's own
 counters give τ (mean acceptance length) and acceptance by position. Serving it this way is
 also the proof that the written checkpoint is one every path accepts.
 """

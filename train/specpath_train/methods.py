@@ -18,6 +18,9 @@ LARGE_VOCAB = 8192
 
 REDUCED_VOCAB = 4096
 
+NUM_SPECULATIVE_TOKENS = 4
+"""K of the held-out evaluation (and of the block drafters' blocks and the parallel variants' slots)."""
+
 
 def _reduced(config: Mapping[str, Any]) -> int:
     """The reduced vocabulary size for this target (0: the whole vocabulary)."""
@@ -79,11 +82,106 @@ class MethodRecipe:
     common: bool = True
     """Takes :func:`specpath_train.trainer.add_data_arguments`' flags (the shared-draft recipe has its own)."""
     lr: float = 2e-3
+    init_flag: str | None = None
+    """The recipe's flag that starts it from a trained checkpoint (``--from``); None: it cannot."""
+    init_fits: Callable[[Mapping[str, Any], Mapping[str, Any]], str | None] = lambda c, t: None
+    """``(checkpoint config, target config)`` -> why a ``--from`` checkpoint cannot start a run for
+    this target (None: it can)."""
+    init_flags: Callable[[Mapping[str, Any]], list[str]] = lambda c: []
+    """Recipe flags a ``--from`` checkpoint's config sets (its shape wins over the method's flags)."""
+
+
+def _shape_mismatch(pairs: Mapping[str, tuple[Any, Any]]) -> str | None:
+    """``{what: (the checkpoint's, the target's)}`` -> the first pair that differs, as a phrase."""
+    for what, (mine, theirs) in pairs.items():
+        if mine != theirs:
+            return f"{what} {mine} where the target needs {theirs}"
+    return None
+
+
+def _eagle3_init_fits(ckpt: Mapping[str, Any], target: Mapping[str, Any]) -> str | None:
+    """The recipe's head: one layer at the target's width, reading the default taps."""
+    from specpath_drafting.config import default_aux_layer_ids
+
+    taps = list(default_aux_layer_ids(target["num_hidden_layers"]))
+    return _shape_mismatch({
+        "hidden size": (ckpt.get("hidden_size"), target["hidden_size"]),
+        "target hidden size": (ckpt.get("target_hidden_size", target["hidden_size"]), target["hidden_size"]),
+        "vocabulary": (ckpt.get("vocab_size"), target["vocab_size"]),
+        "target layer count": (ckpt.get("target_num_hidden_layers", target["num_hidden_layers"]),
+                               target["num_hidden_layers"]),
+        "layer count": (ckpt.get("num_hidden_layers", 1), 1),
+        "taps": (list(ckpt.get("eagle_aux_hidden_state_layer_ids") or taps), taps)})
+
+
+def _eagle3_init_flags(ckpt: Mapping[str, Any]) -> list[str]:
+    """The draft vocabulary is the starting head's (its rows and d2t/t2d maps are loaded)."""
+    return ["--draft-vocab", str(ckpt.get("draft_vocab_size") or ckpt["vocab_size"])]
+
+
+def _draft_model_init_fits(ckpt: Mapping[str, Any], target: Mapping[str, Any]) -> str | None:
+    if ckpt.get("shares_target_embeddings") is not True:
+        return "it is not a draft that borrows the target's embedding (the draft specpath train makes)"
+    layers = 2 if target["num_hidden_layers"] >= 2 else 1  # _draft_model_flags' --init-layers
+    if ckpt.get("num_hidden_layers") != layers:
+        return f"it has {ckpt.get('num_hidden_layers')} layers, the draft specpath train makes for this target {layers}"
+    return _shape_mismatch({key.replace("_", " "): (ckpt.get(key), target.get(key)) for key in
+                            ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+                             "vocab_size")})
+
+
+@attrs.frozen(kw_only=True)
+class Variant:
+    """A variant of a method's drafter (``specpath train METHOD --variant NAME``): the method's
+    recipe with flags that change what the drafter learns. The checkpoint declares the variant
+    (``parallel_drafting: true``), so ``{"model": DIR}`` serves it as trained."""
+
+    name: str
+    method: str
+    flags: Callable[[Mapping[str, Any]], list[str]]
+    """Recipe flags on top of (and overriding) the method's."""
+    summary: str
+    lr_from: float
+    """Peak learning rate of a fine-tune (``--from``; from scratch the method's)."""
+
+
+VARIANTS: dict[tuple[str, str], Variant] = {(v.method, v.name): v for v in (
+    # PARD: the draft also learns drafts 2..K from K-1 mask tokens (pard_token_id: a special token
+    # the training text never holds, chosen by the recipe); the real copy keeps the autoregressive
+    # objective, so the checkpoint serves both shapes
+    Variant(name="pard", method="draft_model", summary="PARD: all K drafts in one pass from K-1 mask tokens",
+            flags=lambda c: ["--pard-depth", str(NUM_SPECULATIVE_TOKENS - 1), "--pard-token", "auto"], lr_from=5e-4),
+    # P-EAGLE: a learned mask embedding and feature stand in for drafts 2..K, which ride in the
+    # first draft's pass (depth 0 keeps its loss; the chain's later depths are not trained)
+    Variant(name="p-eagle", method="eagle3", summary="P-EAGLE: drafts 2..K from mask slots in the first draft's pass",
+            flags=lambda c: ["--ttt-steps", "1", "--parallel-depths", str(NUM_SPECULATIVE_TOKENS),
+                             "--parallel-weight", "1.0"], lr_from=1e-3),
+)}
+"""Every ``--variant`` of ``specpath train`` (method, name)."""
+
+
+def with_flags(base: list[str], extra: list[str]) -> list[str]:
+    """``base`` recipe flags with ``extra``'s flags replacing theirs (a flag and its values)."""
+
+    def split(argv: list[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        key = None
+        for a in argv:
+            if a.startswith("--"):
+                key = a
+                out[key] = []
+            elif key is not None:
+                out[key].append(a)
+        return out
+
+    merged = {**split(base), **split(extra)}
+    return [x for flag, values in merged.items() for x in (flag, *values)]
 
 
 RECIPES: dict[str, MethodRecipe] = {r.method: r for r in (
     MethodRecipe(method="eagle", module="eagle", layers=_last, flags=lambda c: []),
-    MethodRecipe(method="eagle3", module="eagle3", layers=_eagle3_layers, flags=_eagle3_flags),
+    MethodRecipe(method="eagle3", module="eagle3", layers=_eagle3_layers, flags=_eagle3_flags, init_flag="--init",
+                 init_fits=_eagle3_init_fits, init_flags=_eagle3_init_flags),
     MethodRecipe(method="mtp", module="mtp", layers=_last,
                  flags=lambda c: ["--modules", "1", "--depth", "3", *_vocab_flags(c)]),
     MethodRecipe(method="dflash", module="dflash", layers=_block_layers("dflash"),
@@ -92,9 +190,6 @@ RECIPES: dict[str, MethodRecipe] = {r.method: r for r in (
                  flags=lambda c: [*BLOCK, "--markov-rank", "16", "--soft-ce", "--loss-weights", "1.0", "0.9", "1.0",
                                   *_vocab_flags(c)]),
     MethodRecipe(method="draft_model", module="draft_model_shared", layers=_last, flags=_draft_model_flags,
-                 common=False, lr=1e-3),
+                 common=False, lr=1e-3, init_flag="--init", init_fits=_draft_model_init_fits),
 )}
 """Every method ``specpath train`` trains (the others have no trainer here)."""
-
-NUM_SPECULATIVE_TOKENS = 4
-"""K of the held-out evaluation (and of the block drafters' blocks)."""

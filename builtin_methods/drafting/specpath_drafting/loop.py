@@ -13,7 +13,9 @@ Each step, for every request of the batch:
    (:mod:`specpath_drafting.tree_search`: k nodes per head pass, the best K candidates).
 
 Per step the loop costs one head call for the ingest and one per further chain draft, one
-``prepare_drafter_inputs`` and one host sync for the drafted tokens.
+``prepare_drafter_inputs`` and one host sync for the drafted tokens. Where one request drafts a
+greedy or coupled (seeded) chain on the native CPU kernels (bf16, a head with a native form),
+ingest and chain are one C call instead (:meth:`HiddenStateSpeculator._native_propose`), the per-op path's bits.
 """
 
 from __future__ import annotations
@@ -97,6 +99,9 @@ class HiddenStateSpeculator(BaseSpeculator):
         self.rows = self.kv.rows
         self._chain_head: Any = None
         """The head's native chain form (:meth:`_native_chain`), built on first use."""
+        self.native_propose = True
+        """A one-request greedy propose runs as one native call where it can (:meth:`_native_propose`);
+        False keeps its ingest on the per-op path (the reference, for side-by-side measurements)."""
         self.prepare_inputs = prepare_inputs_fn(self.device)
         self.head.rotary.ensure_length(self.row_len)
         if self.parallel:  # constant inputs of the mask slots, computed once (weights are frozen)
@@ -138,6 +143,8 @@ class HiddenStateSpeculator(BaseSpeculator):
         """Kept as one function: it is the drafting loop's hot path, and on a CPU each Python call
         costs (the per-step work stays in one frame)."""
         reqs = batch.requests
+        if len(reqs) == 1 and self.native_propose and (proposal := self._native_propose(batch)) is not None:
+            return proposal
         dev = self.device
         rows, starts, counts, lasts = [], [], [], []
         flat_index: list[int] = []
@@ -286,22 +293,71 @@ class HiddenStateSpeculator(BaseSpeculator):
                              num_draft_tokens=counts,
                              tree=DraftTree(token_ids=tokens, parents=parents, probs=probs, num_tree_tokens=sizes))
 
+    def _native_head(self, x: torch.Tensor) -> tuple[Any, Any] | tuple[None, None]:
+        """The native kernels and the head's native form
+        (:meth:`~specpath_drafting.heads.HiddenStateHead.native_draft_head`, rebuilt when stale), or
+        Nones where the native chain does not run: no native head, a KV off the native attention
+        or not bf16, a vocabulary-sharded argmax, ``x`` (what the chain reads) not bf16 on the CPU."""
+        if not self.kv.native or self.kv.dtype is not torch.bfloat16 or self.num_argmax_shards > 1:
+            return None, None
+        if (native := native_kernels(x)) is None or self.kv.head_dim % 32:
+            return None, None
+        head = self._chain_head
+        if head is None or not head.valid():
+            head = self._chain_head = self.head.native_draft_head() or _NoNativeHead(registrations())
+        if isinstance(head, _NoNativeHead):
+            return None, None
+        return native, head
+
+    def _native_propose(self, batch: DraftBatch) -> DraftProposal | None:
+        """A one-request chain propose, greedy or coupled (a seeded request's race,
+        :mod:`specpath_drafting.coupling`), its ingest included, in one native call
+        (:meth:`~specpath_engine.modeling.native.NativeKernels.draft_propose`: the per-op path's
+        drafter KV, output and drafts, to the bit), or None where the per-op path runs (P-EAGLE,
+        trees, sampled drafts, a head without a native ingest, hidden states that do not match)."""
+        r = batch.requests[0]
+        k, n = r.max_draft_tokens, r.num_new_positions
+        race = k > 0 and coupling.coupled(r)
+        if self.parallel or self.tree_topk > 1 or (n == 0 and k == 0) or (
+                self.random_drafts and r.temperature > 0 and not race):
+            return None
+        hidden, hc = batch.hidden_states, self.head.config
+        if n and (hidden is None or hidden.device.type != "cpu" or tuple(hidden.shape[:1] + hidden.shape[-2:]) != (
+                n, hc.num_taps, hc.target_hidden_size or hc.hidden_size)):
+            return None  # the per-op path says what is wrong
+        native, head = self._native_head(self.last_hidden)
+        if head is None or not head.ingests:
+            return None
+        row = self.rows.row(r.req_id)
+        length = len(r.token_ids)
+        start = length - 1 - n  # the first new position (the last committed one: start + n - 1)
+        ids = torch.tensor(r.token_ids[start + 1 : length], dtype=torch.int64)  # [n]: shifted by one
+        if n:
+            self.tokens[row, start + 1 : length] = ids.to(device=self.device, dtype=torch.int32)  # as per-op leaves it
+            taps = hidden.to(dtype=self.dtype).reshape(n, -1).contiguous()  # [n, num_taps * target d]
+        else:
+            taps = None
+        end = start + n + max(k - 1, 0)  # positions start .. end - 1 run the layer
+        rotary = self.head.rotary
+        if rotary.rope_type != "dynamic" and rotary.cos_cached.dtype is self.dtype and rotary.cache_len >= end:
+            cos, sin = rotary.cos_cached[start:end], rotary.sin_cached[start:end]  # [n + K-1, D]: the rows rope() gathers
+        else:
+            cos, sin = (t.contiguous() for t in self.head.rope(torch.arange(start, end, device=self.device)))
+        keys, values = self.kv.row_span(0, row)  # [row_len, KV, D]
+        # [K, Vd]: T G in the head's row order, draft j at position length + j (the per-op chain's)
+        noise = coupling.scaled_noise(r.noise.gumbel(length, k), [r.temperature] * k, head.row_ids) if race else None
+        tokens = native.draft_propose(head, taps, ids, self.last_hidden[row], k, hc.num_attention_heads,
+                                      hc.num_key_value_heads, hc.head_dim, keys, values, start, cos, sin, noise)
+        return DraftProposal(token_ids=tokens.to(device=self.device, dtype=torch.int32), num_draft_tokens=[k])
+
     def _native_chain(self, a: torch.Tensor, row: int, last: int, k: int,
                       race: tuple[torch.Tensor, float] | None = None) -> torch.Tensor | None:
         """One request's K greedy drafts (target ids ``[K]``), or with ``race = (noise [K, V],
         temperature)`` its coupled drafts (:mod:`specpath_drafting.coupling`), in one native call
         (:meth:`~specpath_engine.modeling.native.NativeKernels.draft_chain`: the per-op chain's
-        tokens and KV, to the bit), or None where it does not run: no native head
-        (:meth:`~specpath_drafting.heads.HiddenStateHead.native_draft_head`), a KV off the native
-        attention or not bf16, a vocabulary-sharded argmax."""
-        if not self.kv.native or self.kv.dtype is not torch.bfloat16 or self.num_argmax_shards > 1:
-            return None
-        if (native := native_kernels(a)) is None or self.kv.head_dim % 32:
-            return None
-        head = self._chain_head
-        if head is None or not head.valid():
-            head = self._chain_head = self.head.native_draft_head() or _NoNativeHead(registrations())
-        if isinstance(head, _NoNativeHead):
+        tokens and KV, to the bit), or None where it does not run (:meth:`_native_head`)."""
+        native, head = self._native_head(a)
+        if head is None:
             return None
         cos, sin = self.head.rope(torch.arange(last + 1, last + k, device=self.device))  # [K-1, D] each
         keys, values = self.kv.row_span(0, row)  # [row_len, KV, D]

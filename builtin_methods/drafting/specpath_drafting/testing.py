@@ -111,6 +111,40 @@ def quantized_drafting_keeps_the_output(setup: DraftingSetup, spec: Mapping[str,
     assert (Int8Linear if method == "int8" else Int4Linear) in kinds and torch.nn.Linear not in kinds
 
 
+def native_propose_matches_per_op(spec: Mapping[str, Any], prompts: Sequence[str | Sequence[int]], *,
+                                  model: str | None = None, max_tokens: int = 32) -> int:
+    """bf16, one sequence at a time (where a hidden-state speculator proposes in one native call,
+    its ingest included): every propose returns the drafts of the per-op path (the native propose
+    switched off on a second engine), and the output is the same; returns how many proposes ran
+    natively (the caller asserts it is more than none)."""
+    from specpath_engine.llm import LLM, SamplingParams
+
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    runs = []
+    for native in (True, False):
+        llm = LLM(model, dict(spec), dtype="bfloat16", num_threads=1, max_num_seqs=1)
+        speculator, drafts, ran = llm.speculator, [], []
+        propose, native_propose = speculator.propose, speculator._native_propose
+        speculator.native_propose = native
+
+        def recording(batch, propose=propose, drafts=drafts):
+            out = propose(batch)
+            drafts.append(out.token_ids.tolist())
+            return out
+
+        def counting(batch, native_propose=native_propose, ran=ran):
+            out = native_propose(batch)
+            ran.append(out is not None)
+            return out
+
+        speculator.propose, speculator._native_propose = recording, counting
+        outputs = [o.token_ids for o in llm.generate([p if isinstance(p, str) else list(p) for p in prompts], params)]
+        runs.append((outputs, drafts, sum(ran)))
+    (got, got_drafts, natively), (want, want_drafts, per_op) = runs
+    assert per_op == 0 and len(got_drafts) > 0 and got_drafts == want_drafts and got == want
+    return natively
+
+
 def check_every_proposal(speculator: Any, want: Callable[[Any, int], list[int]]) -> list[int]:
     """Wrap ``speculator.propose`` so each request's drafts are compared, as they are proposed,
     with ``want(request, n)``; returns the (growing) list of the draft counts checked."""

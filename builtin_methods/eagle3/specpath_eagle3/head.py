@@ -95,15 +95,18 @@ class Eagle3Head(HiddenStateHead):
 
     def native_draft_head(self):
         """The chain's native form: EAGLE-3's input stage, its reduced-vocabulary LM head and ``d2t``
-        (read when built: a later :meth:`set_vocab_map` needs a rebuild)."""
+        (read when built: a later :meth:`set_vocab_map` needs a rebuild), and ``fc`` where it runs on
+        the native kernels (then the ingest runs natively too)."""
         table, layer, lm_head = self.embedding_table(), self.layer.native_linears(), native_linears(self.lm_head)
+        fc = native_linears(self.fc)
         norms = (self.input_layernorm, self.hidden_norm, self.norm, self.layer.post_attention_layernorm)
         if table is None or layer is None or lm_head is None or table.dtype is not torch.bfloat16 or any(
                 n.weight.dtype is not torch.bfloat16 for n in norms):
             return None
         embed_norm, hidden_norm, final_norm, post_norm = ((n.weight, n.eps) for n in norms)
         return DraftHead.of(embed=table, embed_norm=embed_norm, hidden_norm=hidden_norm, final_norm=final_norm,
-                            post_norm=post_norm, layer=layer, lm_head=lm_head[0], ids=self.draft_ids.contiguous())
+                            post_norm=post_norm, layer=layer, lm_head=lm_head[0], ids=self.draft_ids.contiguous(),
+                            fc=None if fc is None else fc[0], ingests=fc is not None)
 
     def quantize_lm_head(self, method: str) -> None:
         with torch.no_grad():

@@ -39,8 +39,8 @@ EAGLE3 = dict(
     ],
 )
 
-TestEagle3Conformance = conformance_tests(
-    "eagle3", Eagle3SpeculatorConfig, base_config={"model": HEAD}, lookahead=(lambda k: k, 0, 1),
+TestEagle3Conformance = conformance_tests(  # the head declares parallel_drafting: chain drafting is asked for
+    "eagle3", Eagle3SpeculatorConfig, base_config={"model": HEAD, "parallel_drafting": False}, lookahead=(lambda k: k, 0, 1),
     hash_sensitive=[*HASH_SENSITIVE, ({}, {"parallel_drafting": True})], **EAGLE3)
 TestPEagleConformance = conformance_tests(  # P-EAGLE: every draft after the first is a new query row
     "eagle3", Eagle3SpeculatorConfig, base_config={"model": HEAD, "parallel_drafting": True},

@@ -104,7 +104,9 @@ class MTPModule(HiddenStateHead):
         embed_norm, hidden_norm, fuse_norm, final_norm, post_norm = ((n.weight, n.eps) for n in norms)
         return DraftHead.of(embed=table, embed_norm=embed_norm, hidden_norm=hidden_norm, final_norm=final_norm,
                             post_norm=post_norm, layer=layer, lm_head=lm_head, lm_bias=bias, ids=ids, fuse=fuse[0],
-                            fuse_norm=fuse_norm, hidden_first=self.order[0] == "hidden")
+                            fuse_norm=fuse_norm, hidden_first=self.order[0] == "hidden",
+                            ingests=self.config.num_taps == 1
+                            and self.config.target_hidden_size in (None, self.config.hidden_size))
 
 
 def head_config(config: Mapping[str, Any]) -> HeadConfig:

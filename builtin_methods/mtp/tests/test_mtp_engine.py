@@ -66,3 +66,22 @@ def test_shipped_modules_on_the_embedded_target():
             tokens, llm = _generate(None, config, max_tokens=32, prompts=prompts)
         assert tokens == plain
         assert llm.metrics.num_accepted_tokens > 0, "trained modules should get some drafts accepted"
+
+
+@pytest.mark.parametrize("quantization", ["none", "int8"])
+def test_the_native_propose_drafts_what_the_per_op_path_drafts(quantization, tmp_path):
+    """In bf16 a one-request propose of the shipped module (ingest + chain) is one native call
+    (given a training vocabulary: the native chain takes a reduced shared head); every draft is
+    the per-op path's (the kernel-level property test: tests/modeling/test_native_draft_chain.py)."""
+    import torch
+
+    from specpath_drafting.testing import native_propose_matches_per_op, with_train_vocab
+    from specpath_engine.harness import DEMO_PROMPTS
+    from specpath_engine.modeling.native import kernels
+
+    torch.set_num_threads(1)
+    module = with_train_vocab(MTP1, tmp_path / "mtp1", [0, 10, *range(32, 126)])  # 96 rows: NUL, newline, ASCII
+    natively = native_propose_matches_per_op({"method": "mtp", "model": str(module), "num_speculative_tokens": 4,
+                                              "draft_length_policy": "fixed", "quantization": quantization},
+                                             list(DEMO_PROMPTS[:2]))
+    assert natively > 0 if kernels() is not None else natively == 0

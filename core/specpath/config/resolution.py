@@ -18,16 +18,19 @@ its own entries to the trace that ``specpath explain`` shows:
 6. ``agree`` - with a requested method, a checkpoint that another plugin recognises from its
    ``config.json`` must be one the class accepts (``accepts_checkpoint_of``), else one line
    naming both;
-7. ``default_model`` - the class's shipped drafter for this target when no ``model`` is given;
-8. ``configure`` - the class hook's returned field updates are applied;
-9. ``specialize`` - the checkpoint-declared class (which must agree with the requested
+7. ``variant`` - ``parallel_drafting`` left unset becomes what the draft checkpoint declares
+   (``config.json`` ``parallel_drafting: true``, where the class supports parallel drafting),
+   else False;
+8. ``default_model`` - the class's shipped drafter for this target when no ``model`` is given;
+9. ``configure`` - the class hook's returned field updates are applied;
+10. ``specialize`` - the checkpoint-declared class (which must agree with the requested
    method) or the class's ``specialize``;
-10. ``options`` - method-specific options must be in the class's ``supported_options``;
-11. ``verify`` - the cross-field rules (:data:`specpath.config.cross_rules.CROSS_FIELD_RULES`), then
+11. ``options`` - method-specific options must be in the class's ``supported_options``;
+12. ``verify`` - the cross-field rules (:data:`specpath.config.cross_rules.CROSS_FIELD_RULES`), then
     the class's own ``verify``;
-12. ``model_free`` - a ``model_free_drafter`` is resolved as a config of its own (same target)
+13. ``model_free`` - a ``model_free_drafter`` is resolved as a config of its own (same target)
     and must be a model-free method within this config's K;
-13. ``result`` - the class's lookahead values must be ints >= 0.
+14. ``result`` - the class's lookahead values must be ints >= 0.
 
 The draft checkpoint is read at most once and what it declares is interpreted at most once.
 """
@@ -58,6 +61,10 @@ from specpath.errors import SpeculativeConfigError, closest_match, humanize_stru
 from specpath.hub import is_hub_id, resolve_model_path
 from specpath.methods import BUILTIN_METHODS, NGRAM_MODEL_NAMES, normalize_method
 
+
+_ASKS_FOR_NOTHING: Mapping[str, Any] = {"parallel_drafting": False}
+"""Method-specific values that are no request (any method takes them, as before their default
+became None: the checkpoint's choice)."""
 
 _RESULT_VALUES = ("num_lookahead_tokens", "num_prefill_lookahead_tokens", "max_num_new_slots_for_drafting")
 
@@ -362,6 +369,24 @@ class Resolution:
             value=requested,
         )
 
+    def step_variant(self) -> None:
+        """``parallel_drafting`` not given: the checkpoint's own ``parallel_drafting: true`` (a
+        head or draft trained to draft in parallel) where the class supports it, else False.
+        Only specpath's key counts: a mask token alone (amd/PARD's ``pard_token``) makes a
+        checkpoint able to, not made to, so it drafts autoregressively unless asked."""
+        spec = self.spec
+        if spec.parallel_drafting is not None:
+            return
+        declared = False
+        if spec.model is not None and self.config_class.supports_parallel_drafting is True:
+            checkpoint = self.checkpoint()
+            config = {} if checkpoint is None else checkpoint.config or {}
+            declared = config.get("parallel_drafting") is True
+            if declared:
+                self.note("variant", "parallel_drafting: true, declared by the checkpoint (trained for it; "
+                                     "parallel_drafting: false drafts autoregressively)")
+        self.set(parallel_drafting=declared)
+
     def step_default_model(self) -> None:
         cls = self.config_class
         if self.spec.model is None:
@@ -412,7 +437,9 @@ class Resolution:
         """Method-specific options the user gave must be supported by the class (values its
         own hooks filled in are the class's business)."""
         inputs = self.spec.inputs
-        given = {o: inputs[o] for o in METHOD_SPECIFIC_OPTIONS if inputs[o] != self.fields[o].default}
+        given = {o: inputs[o] for o in METHOD_SPECIFIC_OPTIONS
+                 if inputs[o] != self.fields[o].default
+                 and not (o in _ASKS_FOR_NOTHING and inputs[o] is _ASKS_FOR_NOTHING[o])}
         cross_rules.check_supported_options(self.spec, self.config_class, given, supports_option)
 
     def step_verify(self) -> None:
@@ -484,6 +511,7 @@ STEPS: tuple[tuple[str, Callable[[Resolution], None]], ...] = (
     ("detect", Resolution.step_detect),
     ("class", Resolution.step_class),
     ("agree", Resolution.step_agree),
+    ("variant", Resolution.step_variant),
     ("default_model", Resolution.step_default_model),
     ("configure", Resolution.step_configure),
     ("specialize", Resolution.step_specialize),

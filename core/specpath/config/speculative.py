@@ -170,21 +170,25 @@ class SpeculativeConfig:
     draft_length_policy: Literal["adaptive", "fixed"] = _field(
         "adaptive",
         group="budget",
-        doc="adaptive: each step the engine drafts for a request only as many tokens as its running "
-        "acceptance makes pay against the drafter's cost, down to plain decoding (lossless: "
-        "verification accepts any length); fixed: always up to K.",
+        doc="adaptive: each step the engine chooses every request's draft length for the whole batch, "
+        "as many tokens as their running acceptance makes pay against the step's measured costs (the "
+        "target's per extra row, the drafter's per call, request and pass), down to plain decoding "
+        "(lossless: verification accepts any length); fixed: always up to K.",
     )
     draft_pass_cost: float | None = _field(
         group="budget",
-        doc="adaptive: the cost of one drafter pass relative to a plain target step (0..10; a pass "
-        "drafts one token, or all K for drafters that draft in one pass); None: the drafter's own "
-        "estimate (the bytes of its weights against the target's).",
+        doc="adaptive: pins the cost of one drafter pass relative to a plain target step (0..10; a pass "
+        "drafts one token, or all K for drafters that draft in one pass): the drafter is priced at "
+        "this fraction of the measured plain step instead of being timed; None: timed, starting from "
+        "the drafter's own estimate (the bytes of its weights against the target's).",
         check=(rules.finite(), rules.at_least(0, "must be >= 0"), rules.at_most(10)),
     )
-    parallel_drafting: bool = _field(
-        False,
+    parallel_drafting: bool | None = _field(
+        None,
         group="budget",
-        doc="Draft all K tokens in one pass (P-EAGLE, PARD); DFlash/DSpark do it built in.",
+        doc="Draft all K tokens in one pass (P-EAGLE, PARD); DFlash/DSpark do it built in. None: what "
+        "the draft checkpoint declares (config.json `parallel_drafting: true`: trained for it, as "
+        "`specpath train --variant` writes), else False; resolved to a bool.",
         applies_if=_MODEL_DRAFTERS,
     )
     disable_padded_drafter_batch: bool = _field(

@@ -118,7 +118,7 @@ def measure(engines: Sequence[tuple[str, Any, Any]], setting: Setting, *, repeat
     base_totals = [total(r) for r in base]
     base_passes = _tokens_per_pass(base_totals[-1])
     rows = []
-    for name, config, _ in engines:
+    for name, config, llm in engines:
         totals = [total(r) for r in rounds[name]]
         last = totals[-1]
         speedups = [t.tokens_per_s / b.tokens_per_s if b.tokens_per_s else 0.0 for t, b in zip(totals, base_totals)]
@@ -139,6 +139,8 @@ def measure(engines: Sequence[tuple[str, Any, Any]], setting: Setting, *, repeat
             "acceptance_rate_by_position": last.acceptance_rate_by_position,
             "tokens_per_target_pass": passes,
             "target_passes": last.num_steps,
+            "num_backoff_steps": last.num_backoff_steps,
+            "step_costs": llm.metrics.step_costs,
             "plausible": speedup <= PLAUSIBLE_SLACK * passes / base_passes if base_passes else True,
             "greedy_identical": (all(r["tokens"] == b["tokens"] for r, b in zip(rounds[name], base))
                                  if greedy else None),

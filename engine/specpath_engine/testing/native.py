@@ -16,16 +16,24 @@ def native_kernels_missing() -> str | None:
 
 @contextlib.contextmanager
 def counting_native_attention() -> Iterator[list[int]]:
-    """Counts the native attention calls made inside the block (a one-item list)."""
+    """Counts the native attention calls made inside the block (a one-item list); a drafter's
+    fused chain or propose (:meth:`~specpath_engine.modeling.native.NativeKernels.draft_chain`,
+    ``draft_propose``), whose passes attend natively inside the one call, counts as one."""
     kernels = type(native.kernels())
-    original, calls = kernels.attention, [0]
+    names = ("attention", "draft_chain", "draft_propose")
+    originals, calls = {name: getattr(kernels, name) for name in names}, [0]
 
-    def counted(self, *args, **kwargs):
-        calls[0] += 1
-        return original(self, *args, **kwargs)
+    def counting(original):
+        def counted(self, *args, **kwargs):
+            calls[0] += 1
+            return original(self, *args, **kwargs)
 
-    kernels.attention = counted
+        return counted
+
+    for name, original in originals.items():
+        setattr(kernels, name, counting(original))
     try:
         yield calls
     finally:
-        kernels.attention = original
+        for name, original in originals.items():
+            setattr(kernels, name, original)

@@ -103,6 +103,30 @@ def pard_distill_loss(draft, norm_w: torch.Tensor, rows: torch.Tensor, eps: floa
     return loss_fn
 
 
+def choose_pard_token(target_dir: str | Path, tokens: torch.Tensor, vocab_size: int,
+                      reserved: tuple[int | None, ...] = ()) -> int:
+    """PARD's mask token for ``--pard-token auto``: an id the training windows ``tokens`` never
+    hold, so a mask input means nothing but "a draft goes here" -- the highest unused special
+    token of the target's ``tokenizer.json`` (SmolLM2: 16, ``<empty_output>``), else the highest
+    unused id (a byte-level target: 255, never in UTF-8 text); never bos/eos/pad (``reserved``)."""
+    seen = torch.zeros(vocab_size, dtype=torch.bool)
+    seen[tokens.reshape(-1).long()] = True
+    for r in reserved:
+        if r is not None and 0 <= r < vocab_size:
+            seen[r] = True
+    specials: list[int] = []
+    tokenizer = Path(target_dir) / "tokenizer.json"
+    if tokenizer.is_file():
+        added = json.loads(tokenizer.read_text(encoding="utf-8")).get("added_tokens") or []
+        specials = [a["id"] for a in added if a.get("special") and isinstance(a.get("id"), int) and 0 <= a["id"] < vocab_size]
+    for candidates in (sorted(specials, reverse=True), range(vocab_size - 1, -1, -1)):
+        for i in candidates:
+            if not seen[i]:
+                return int(i)
+    raise ValueError("--pard-token auto: every id of the target's vocabulary occurs in the training text; "
+                     "give --pard-token ID")
+
+
 def load_draft_layers(draft, path: str | Path) -> None:
     """Copy a saved shared-embedding draft's own weights (its layers and norm) into ``draft``."""
     from safetensors.torch import load_file
@@ -161,7 +185,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--bf16", action="store_true", help="train under torch.autocast(bfloat16) (see specpath_drafting)")
     p.add_argument("--init", default=None, help="start from this shared-embedding draft checkpoint")
     p.add_argument("--pard-depth", type=int, default=0, help="PARD: also train draft depths 2..D+1 from mask tokens")
-    p.add_argument("--pard-token", type=int, default=None, help="PARD: the mask token's input id (a special token)")
+    p.add_argument("--pard-token", default=None,
+                   help="PARD: the mask token's input id (a special token), or 'auto' (choose_pard_token)")
     return p
 
 
@@ -197,6 +222,15 @@ def main(argv: list[str] | None = None) -> int:
         init_record = json.loads((Path(args.init) / "config.json").read_text()).get("specpath_draft")
         log(f"draft: initialised from {args.init}")
     if args.pard_depth:
+        if args.pard_token == "auto":
+            hf = json.loads((Path(args.target) / "config.json").read_text())
+            reserved = tuple(i for k in ("bos_token_id", "eos_token_id", "pad_token_id")
+                             for i in (hf.get(k) if isinstance(hf.get(k), list) else [hf.get(k)]) if isinstance(i, int))
+            args.pard_token = choose_pard_token(args.target, tokens, target.config.vocab_size, reserved)
+            log(f"draft: PARD mask token {args.pard_token} (never in the training text)")
+        elif not str(args.pard_token).isdigit():
+            p.error(f"--pard-token must be an id or 'auto' (got {args.pard_token!r})")
+        args.pard_token = int(args.pard_token)
         if not 0 <= args.pard_token < target.config.vocab_size:
             p.error(f"--pard-token {args.pard_token} is not an id of the target's vocabulary")
         loss_fn = pard_distill_loss(draft, norm_w, rows, target.config.rms_norm_eps, reg_weight=args.reg_weight,
@@ -223,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.pard_depth:
         from specpath_draft_model.config import PARD_TOKEN_KEY
 
-        extra[PARD_TOKEN_KEY] = args.pard_token
+        # the mask token it learned, and that it was trained to draft in parallel (served so by default)
+        extra.update({PARD_TOKEN_KEY: args.pard_token, "parallel_drafting": True})
     def save(model, path, *, extra_config, dtype=torch.float32):  # the run's copy in full precision
         save_shared_draft(model, path, extra=extra_config, dtype=dtype)
 

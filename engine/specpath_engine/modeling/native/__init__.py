@@ -16,7 +16,8 @@
   mask), the new keys and values written on the way, and a batch of requests' in one call, each
   over its own slots; row-invariant like the matmuls (a row's bits do not depend on the batch).
 - ``draft_chain.c``: a one-layer hidden-state drafter's K greedy drafts for one request
-  (:class:`DraftHead`, :meth:`NativeKernels.draft_chain`), the per-op chain's bits in one call.
+  (:class:`DraftHead`, :meth:`NativeKernels.draft_chain`), the per-op chain's bits in one call,
+  and with the ingest of the newly verified positions before it (:meth:`NativeKernels.draft_propose`).
 
 No library installable here offers these for torch's CPU build (torchao's CPU kernels are not in
 its PyPI wheel), so they are built from source: six C files and a header, no torch headers, about two seconds
@@ -125,17 +126,20 @@ class DraftHead(ctypes.Structure):
                 ("fuse_norm", ctypes.c_void_p), ("final_norm", ctypes.c_void_p), ("embed_eps", ctypes.c_float),
                 ("hidden_eps", ctypes.c_float), ("fuse_eps", ctypes.c_float), ("final_eps", ctypes.c_float),
                 ("fuse", ctypes.POINTER(Linear)), ("hidden_first", ctypes.c_int64), ("layer", LayerWeights),
-                ("lm_head", ctypes.POINTER(Linear)), ("lm_bias", ctypes.c_void_p), ("ids", ctypes.c_void_p)]
+                ("lm_head", ctypes.POINTER(Linear)), ("lm_bias", ctypes.c_void_p), ("ids", ctypes.c_void_p),
+                ("fc", ctypes.POINTER(Linear))]
 
     @classmethod
     def of(cls, *, embed: torch.Tensor, embed_norm: tuple[torch.Tensor, float], hidden_norm: tuple[torch.Tensor, float],
            final_norm: tuple[torch.Tensor, float], post_norm: tuple[torch.Tensor, float], layer: tuple[Linear, ...],
            lm_head: Linear, lm_bias: torch.Tensor | None = None, ids: torch.Tensor | None = None,
            fuse: Linear | None = None, fuse_norm: tuple[torch.Tensor, float] | None = None,
-           hidden_first: bool = False) -> "DraftHead":
+           hidden_first: bool = False, fc: Linear | None = None, ingests: bool = False) -> "DraftHead":
         """``embed [V, d]`` bf16; norms as (bf16 weight, eps); ``layer``: qkv, o_proj, gate_up, down;
         ``lm_bias`` fp32 ``[n]``, ``ids`` int64 ``[n]`` (None: row i is id i); ``fuse``/``fuse_norm``:
-        an MTP module's ``eh_proj`` and input norm (None: EAGLE-3's stage)."""
+        an MTP module's ``eh_proj`` and input norm (None: EAGLE-3's stage); ``fc``: EAGLE-3's tap
+        fusion. ``ingests``: :meth:`NativeKernels.draft_propose` may run the ingest too (the head
+        reads its taps through ``fc``, or as they are: one tap as wide as the head)."""
         qkv, o_proj, gate_up, down = layer
         fuse_weight, fuse_eps = fuse_norm if fuse_norm is not None else (None, 0.0)
         head = cls(embed.data_ptr(), embed_norm[0].data_ptr(), hidden_norm[0].data_ptr(),
@@ -145,10 +149,11 @@ class DraftHead(ctypes.Structure):
                    LayerWeights(None, post_norm[0].data_ptr(), 0.0, post_norm[1],
                                 *(ctypes.pointer(linear) for linear in layer)),
                    ctypes.pointer(lm_head), None if lm_bias is None else lm_bias.data_ptr(),
-                   None if ids is None else ids.data_ptr())
+                   None if ids is None else ids.data_ptr(), None if fc is None else ctypes.pointer(fc))
         head.row_ids = ids
         """The target id of each LM-head row (int64 ``[n]``), None: row i is id i."""
-        linears = [*layer, lm_head, *([fuse] if fuse is not None else [])]
+        head.ingests = ingests
+        linears = [*layer, lm_head, *(extra for extra in (fuse, fc) if extra is not None)]
         head.tensors = (embed, embed_norm[0], hidden_norm[0], final_norm[0], post_norm[0], fuse_weight, lm_bias, ids,
                         linears)  # kept alive with the pointers
         head.pointers = [(t, t.data_ptr()) for t in (embed, embed_norm[0], hidden_norm[0], final_norm[0], post_norm[0],
@@ -266,6 +271,8 @@ class NativeKernels:
                                           P, I64, I64, I, I, I, F, P)
         self._draft_chain = _function(library, "specpath_draft_chain", ctypes.POINTER(DraftHead), P, I, I, I, I, P, P,
                                       I, P, P, F, P, P)
+        self._draft_propose = _function(library, "specpath_draft_propose", ctypes.POINTER(DraftHead), P, P, I, P, I,
+                                        I, I, I, P, P, I, P, P, F, P, P)
         self._decoder_stack = _function(library, "specpath_decoder_stack", P, I, P, P, P, I, I, I, I, P, I64, I64, P,
                                         I, F, P, I, P, P, P)
 
@@ -411,6 +418,29 @@ class NativeKernels:
         self._draft_chain(ctypes.byref(head), a.data_ptr(), k, heads, kv_heads, head_dim, key_cache.data_ptr(),
                           value_cache.data_ptr(), first_position, cos.data_ptr(), sin.data_ptr(), head_dim**-0.5,
                           None if noise is None else noise.data_ptr(), tokens.data_ptr())
+        return tokens
+
+    def draft_propose(self, head: DraftHead, taps: torch.Tensor | None, ids: torch.Tensor, a: torch.Tensor, k: int,
+                      heads: int, kv_heads: int, head_dim: int, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                      first_position: int, cos: torch.Tensor, sin: torch.Tensor,
+                      noise: torch.Tensor | None = None) -> torch.Tensor:
+        """One request's propose in one call (``head.ingests``): the ingest of its T newly
+        committed positions ``first_position ..`` (``taps [T, fc inputs]``, the target's hidden
+        states there, flat; int64 ``ids [T]``, the token one position ahead of each), which writes
+        their k/v into ``key_cache``/``value_cache`` (one request's row, ``[positions, KV, D]``) and
+        the head's output at the last of them into ``a [d]`` (in place; with T = 0 ``a`` is read as
+        it is), then :meth:`draft_chain`'s K drafts from ``a`` (int64 target ids ``[K]``).
+        ``cos``/``sin [>= T + K - 1, head_dim]``: positions ``first_position`` onwards. ``noise``:
+        as :meth:`draft_chain`'s (fp32 ``[K, n]``, a seeded request's race; None: greedy). The
+        per-op ingest's KV and output and the per-op chain's drafts, to the bit."""
+        tokens = torch.empty(k, dtype=torch.int64)
+        if noise is not None:
+            noise = noise.float().contiguous()
+        t = ids.shape[0]
+        self._draft_propose(ctypes.byref(head), None if taps is None else taps.data_ptr(), ids.data_ptr(), t,
+                            a.data_ptr(), k, heads, kv_heads, head_dim, key_cache.data_ptr(), value_cache.data_ptr(),
+                            first_position, cos.data_ptr(), sin.data_ptr(), head_dim**-0.5,
+                            None if noise is None else noise.data_ptr(), tokens.data_ptr())
         return tokens
 
     def decoder_stack(self, stack: DecoderStack, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,

@@ -8,6 +8,11 @@
  * the host sync per draft (a drafting step of a small head on a CPU spends longer there than
  * in the matmuls).
  *
+ * specpath_draft_propose runs the step before the chain in the same call: the ingest, the head
+ * over the request's newly verified positions with the target's hidden states there (EAGLE-3's
+ * fc over the concatenated taps first), writing the drafter KV there; a greedy propose of one
+ * request is then one C call (the torch path stays the reference and the fallback).
+ *
  * Two input stages, the two head families of specpath_drafting:
  *   EAGLE-3: x = [embed_norm(e) ; hidden_norm(a)] (2d), residual = a
  *   MTP:     z = fuse([embed_norm(e) ; hidden_norm(a)]) (either order), x = fuse_norm(z), residual = z */
@@ -48,7 +53,8 @@ void specpath_attention(const uint16_t *q, int q_stride, const uint16_t *k_new, 
                         int D, float scale, const uint8_t *mask, const int64_t *slots, uint16_t *out);
 
 /* The head as the chain reads it (specpath_draft_head in Python). fuse/fuse_norm: MTP only
- * (NULL for EAGLE-3); hidden_first: MTP's input order. lm_bias: NULL or fp32 [n]; ids: NULL
+ * (NULL for EAGLE-3); hidden_first: MTP's input order; fc: EAGLE-3's tap fusion (read by the
+ * ingest of specpath_draft_propose only). lm_bias: NULL or fp32 [n]; ids: NULL
  * (row i is target id i) or int64 [n], the target id of each LM-head row. */
 typedef struct {
     const uint16_t *embed; /* [V, d] bf16: the target's embedding */
@@ -60,6 +66,7 @@ typedef struct {
     const specpath_linear *lm_head;
     const float *lm_bias;
     const int64_t *ids;
+    const specpath_linear *fc; /* EAGLE-3's fc over the concatenated taps (the ingest's); NULL: MTP */
 } specpath_draft_head;
 
 static void linear(const specpath_linear *l, const uint16_t *x, uint16_t *out, int M) {
@@ -78,6 +85,40 @@ static inline float bf16_value(uint16_t v) {
     return bits.f;
 }
 
+/* One pass of the head's layer over T consecutive positions p0 .. p0 + T - 1 of one request:
+ * embeds/features [T, d] (the tokens' embeddings, the features the head reads) -> out [T, d],
+ * their k/v written into the request's KV row on the way; cos/sin [T, D]. Exactly the calls of
+ * the head's Python step (HiddenStateHead.step with the native layer halves): the two norms
+ * over all T rows, their concatenation per row, MTP's fuse and its norm, then the layer. */
+static void head_pass(const specpath_draft_head *hd, const uint16_t *e, const uint16_t *f, int T, int H, int KV,
+                      int D, uint16_t *keys, uint16_t *values, int p0, const uint16_t *cos, const uint16_t *sin,
+                      float scale, uint16_t *out) {
+    const specpath_layer_weights *w = &hd->layer;
+    const int d = (int)w->o_proj->out_features, width = (H + 2 * KV) * D;
+    const size_t rows = (size_t)T;
+    uint16_t *buf = malloc(sizeof(uint16_t) * rows * (6 * (size_t)d + (size_t)width + (size_t)H * D));
+    uint16_t *ne = buf, *nf = ne + rows * d, *x = nf + rows * d, *z = x + rows * 2 * d, *normed = z + rows * d;
+    uint16_t *qkv = normed + rows * d, *attn = qkv + rows * width;
+    specpath_rms_norm(e, 0, 0, hd->embed_norm, ne, T, d, hd->embed_eps);
+    specpath_rms_norm(f, 0, 0, hd->hidden_norm, nf, T, d, hd->hidden_eps);
+    const uint16_t *first = hd->hidden_first ? nf : ne, *second = hd->hidden_first ? ne : nf;
+    for (size_t t = 0; t < rows; t++) { /* torch.cat([first, second], dim=-1) */
+        memcpy(x + t * 2 * d, first + t * d, sizeof(uint16_t) * d);
+        memcpy(x + t * 2 * d + d, second + t * d, sizeof(uint16_t) * d);
+    }
+    const uint16_t *residual = f, *layer_in = x;
+    if (hd->fuse) {
+        linear(hd->fuse, x, z, T);
+        specpath_rms_norm(z, 0, 0, hd->fuse_norm, normed, T, d, hd->fuse_eps);
+        residual = z, layer_in = normed;
+    }
+    specpath_layer_pre(layer_in, 0, 0.0f, w->qkv, cos, sin, T, H, KV, D, qkv);
+    specpath_attention(qkv, width, qkv + H * D, width, qkv + (H + KV) * D, width, keys, values, p0 + T, T, H, KV, D,
+                       scale, 0, 0, attn);
+    specpath_layer_post(residual, attn, w->o_proj, w->post_norm, w->post_eps, w->gate_up, w->down, T, out);
+    free(buf);
+}
+
 /* a0 [d]: the head's output at the last committed position; keys/values [positions, KV, D]: the
  * request's KV row (position p at row p); draft j > 0 runs at position first_position + j - 1
  * with cos/sin row j - 1 of [K - 1, D]. noise: NULL (greedy) or fp32 [K, n], added to draft j's
@@ -85,11 +126,9 @@ static inline float bf16_value(uint16_t v) {
 void specpath_draft_chain(const specpath_draft_head *hd, const uint16_t *a0, int K, int H, int KV, int D,
                           uint16_t *keys, uint16_t *values, int first_position, const uint16_t *cos,
                           const uint16_t *sin, float scale, const float *noise, int64_t *tokens_out) {
-    const specpath_layer_weights *w = &hd->layer;
-    const int d = (int)w->o_proj->out_features, n = (int)hd->lm_head->out_features, width = (H + 2 * KV) * D;
-    uint16_t *buf = malloc(sizeof(uint16_t) * (6 * (size_t)d + (size_t)n + (size_t)width + (size_t)H * D));
-    uint16_t *a = buf, *next = a + d, *x = next + d, *z = x + 2 * (size_t)d, *normed = z + d;
-    uint16_t *logits = normed + d, *qkv = logits + n, *attn = qkv + width;
+    const int d = (int)hd->layer.o_proj->out_features, n = (int)hd->lm_head->out_features;
+    uint16_t *buf = malloc(sizeof(uint16_t) * (3 * (size_t)d + (size_t)n));
+    uint16_t *a = buf, *next = a + d, *normed = next + d, *logits = normed + d;
     memcpy(a, a0, sizeof(uint16_t) * d);
     for (int j = 0; j < K; j++) {
         specpath_rms_norm(a, 0, 0, hd->final_norm, normed, 1, d, hd->final_eps);
@@ -106,26 +145,41 @@ void specpath_draft_chain(const specpath_draft_head *hd, const uint16_t *a0, int
         const int64_t token = hd->ids ? hd->ids[best] : best;
         tokens_out[j] = token;
         if (j + 1 == K) break;
-        const uint16_t *e = hd->embed + (size_t)token * d;
-        const uint16_t *residual = a, *layer_in = x;
-        if (hd->fuse) {
-            uint16_t *first = x + (hd->hidden_first ? d : 0), *second = x + (hd->hidden_first ? 0 : d);
-            specpath_rms_norm(e, 0, 0, hd->embed_norm, first, 1, d, hd->embed_eps);
-            specpath_rms_norm(a, 0, 0, hd->hidden_norm, second, 1, d, hd->hidden_eps);
-            linear(hd->fuse, x, z, 1);
-            specpath_rms_norm(z, 0, 0, hd->fuse_norm, normed, 1, d, hd->fuse_eps);
-            residual = z, layer_in = normed;
-        } else {
-            specpath_rms_norm(e, 0, 0, hd->embed_norm, x, 1, d, hd->embed_eps);
-            specpath_rms_norm(a, 0, 0, hd->hidden_norm, x + d, 1, d, hd->hidden_eps);
-        }
-        const int position = first_position + j;
-        specpath_layer_pre(layer_in, 0, 0.0f, w->qkv, cos + (size_t)j * D, sin + (size_t)j * D, 1, H, KV, D, qkv);
-        specpath_attention(qkv, width, qkv + H * D, width, qkv + (H + KV) * D, width, keys, values, position + 1, 1,
-                           H, KV, D, scale, 0, 0, attn);
-        specpath_layer_post(residual, attn, w->o_proj, w->post_norm, w->post_eps, w->gate_up, w->down, 1, next);
+        head_pass(hd, hd->embed + (size_t)token * d, a, 1, H, KV, D, keys, values, first_position + j,
+                  cos + (size_t)j * D, sin + (size_t)j * D, scale, next);
         uint16_t *t = a;
         a = next, next = t;
     }
     free(buf);
+}
+
+/* A whole greedy propose of one request in one call: the ingest of its T newly committed
+ * positions p0 .. p0 + T - 1 (taps [T, fc inputs] the target's hidden states there, through
+ * EAGLE-3's fc, or [T, d] as they are for MTP; ids [T] the tokens one position ahead), whose
+ * last output goes to a [d] (in place: the head's output at the last committed position, read
+ * as it is when T = 0), then the chain of K drafts from it at p0 + T onwards. cos/sin
+ * [T + K - 1, D] (at least T rows): positions p0 onwards. noise: NULL (greedy) or fp32 [K, n],
+ * the chain's (a seeded request's race). Per position and per draft the same calls as the per-op
+ * path, so the KV, a and the drafts are its bits. */
+void specpath_draft_propose(const specpath_draft_head *hd, const uint16_t *taps, const int64_t *ids, int T,
+                            uint16_t *a, int K, int H, int KV, int D, uint16_t *keys, uint16_t *values, int p0,
+                            const uint16_t *cos, const uint16_t *sin, float scale, const float *noise,
+                            int64_t *tokens_out) {
+    const int d = (int)hd->layer.o_proj->out_features;
+    if (T > 0) {
+        uint16_t *buf = malloc(sizeof(uint16_t) * (size_t)T * (3 * (size_t)d));
+        uint16_t *features = buf, *e = features + (size_t)T * d, *out = e + (size_t)T * d;
+        if (hd->fc)
+            linear(hd->fc, taps, features, T);
+        else
+            memcpy(features, taps, sizeof(uint16_t) * (size_t)T * d);
+        for (int t = 0; t < T; t++)
+            memcpy(e + (size_t)t * d, hd->embed + (size_t)ids[t] * d, sizeof(uint16_t) * d);
+        head_pass(hd, e, features, T, H, KV, D, keys, values, p0, cos, sin, scale, out);
+        memcpy(a, out + (size_t)(T - 1) * d, sizeof(uint16_t) * d);
+        free(buf);
+    }
+    if (K > 0)
+        specpath_draft_chain(hd, a, K, H, KV, D, keys, values, p0 + T, cos + (size_t)T * D, sin + (size_t)T * D,
+                             scale, noise, tokens_out);
 }
