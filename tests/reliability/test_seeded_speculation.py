@@ -1,8 +1,9 @@
 """A seeded request's speculative output is its plain seeded output, token for token, whatever
 the drafter, its trees, the draft length, the batch: for every installed drafting method on the
 embedded model (trees and random drafts where a method has them), alone and in a batch of 16
-that mixes seeds, temperatures (0 included), top-k/top-p and unseeded rows, and with a draft
-length drawn at random every step (what a batch-aware draft governor may do).
+that mixes seeds, temperatures (0 included), top-k/top-p and unseeded rows, with a draft
+length drawn at random every step (what a batch-aware draft governor may do), and with the
+engine's measured draft-length policy itself.
 
 The race (``specpath_engine.sample.race``) makes the emitted tokens the winners on the request's
 (seed, position) noise, so nothing the drafter does can move them; these tests hold the engine
@@ -83,9 +84,14 @@ def test_every_drafting_method_is_covered():
     assert {"dflash", "draft_model", "dspark", "eagle", "eagle3", "mtp", "ngram", "suffix"} <= {n for n, _ in METHODS}
 
 
+FIXED = {"draft_length_policy": "fixed"}
+"""Drafts every step, so the drafts are surely verified: the measured draft-length policy may back
+off to plain steps on the tiny embedded model (what it does to K is the tests below)."""
+
+
 @pytest.mark.parametrize(("name", "config"), CONFIGS, ids=IDS)
 def test_seeded_speculation_gives_plain_tokens(name, config, plain, trees_verified):
-    llm = LLM(None, config, max_num_seqs=16)
+    llm = LLM(None, {**config, **FIXED}, max_num_seqs=16)
     for params, want in zip(ALONE, plain["alone"]):
         assert llm.generate([PROMPTS[1]], params)[0].token_ids == want
     got = [o.token_ids for o in llm.generate(PROMPTS, MIXED)]
@@ -112,3 +118,14 @@ def test_a_random_draft_length_every_step_keeps_seeded_tokens(name, config, plai
     got = [o.token_ids for o in llm.generate(PROMPTS, MIXED)]
     assert [got[i] for i in COMPARED] == [plain["mixed"][i] for i in COMPARED]
     assert len(set(drawn)) > 2 and llm.metrics.num_draft_tokens > 0
+
+
+@pytest.mark.parametrize(("name", "config"), METHODS, ids=[n for n, _ in METHODS])
+def test_the_measured_draft_length_policy_keeps_seeded_tokens(name, config, plain):
+    """The engine's own batch-wide governor (the default policy), whatever K it picks per step."""
+    llm = LLM(None, config, max_num_seqs=16)
+    assert llm.engine_config.speculative_config.draft_length_policy == "adaptive"
+    for params, want in zip(ALONE, plain["alone"]):
+        assert llm.generate([PROMPTS[1]], params)[0].token_ids == want
+    got = [o.token_ids for o in llm.generate(PROMPTS, MIXED)]
+    assert [got[i] for i in COMPARED] == [plain["mixed"][i] for i in COMPARED]
