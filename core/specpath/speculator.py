@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -25,6 +25,24 @@ if TYPE_CHECKING:  # pragma: no cover - annotations only
     import torch
 
     from specpath.config.speculative import SpeculativeConfig
+
+
+class SamplingNoise(Protocol):
+    """A seeded request's sampling noise, lent to drafters so their drafts race on the numbers
+    the target's tokens are drawn with.
+
+    The engine samples a seeded request's token at position ``p`` as
+    ``argmax_v probs_p[v] / E_p[v]`` (the exponential race; ``E_p ~ Exp(1)`` per vocabulary
+    entry, a function of the seed and ``p`` only), which is ``argmax_v log probs_p[v] + G_p[v]``
+    with ``G = -log E`` (Gumbel-max). A drafter that drafts ``argmax_v log q_p[v] + G_p[v]`` over
+    its own distribution ``q_p`` (at the request's temperature) proposes the target's very token
+    whenever ``q_p`` is close to ``probs_p``; any draft stays lossless, since the emitted tokens
+    are the target's race winners whatever was drafted."""
+
+    def gumbel(self, first: int, count: int) -> torch.Tensor:
+        """float32 ``[count, vocab]``: ``G`` at positions ``first .. first + count - 1`` (target
+        vocabulary ids, on the engine's device)."""
+        ...
 
 
 @attrs.frozen(kw_only=True)
@@ -49,6 +67,12 @@ class DraftRequest:
     """The request's sampling temperature (0 = greedy); drafters may draft greedily anyway."""
     generator: Any = None
     """Per-request ``torch.Generator`` for drafters that sample, or None."""
+    noise: SamplingNoise | None = None
+    """Set for a seeded request that samples (temperature > 0): its :class:`SamplingNoise`. Its
+    draft ``j`` lands at position ``len(token_ids) + j``; a drafter that samples should draft
+    ``argmax(logits / temperature + noise.gumbel(len(token_ids), K)[j])`` there (indexing the noise
+    by the target ids of a reduced draft vocabulary) and needs no draft probabilities for it:
+    ``specpath_drafting.coupling`` does exactly that. None: draft as the drafter otherwise does."""
 
 
 @attrs.frozen(kw_only=True)

@@ -434,8 +434,13 @@ class LLMEngine:
         if not isinstance(params, SamplingParams):
             raise TypeError(f"sampling params must be SamplingParams, got {type(params).__name__}")
         seed = params.seed if params.seed is not None else (self.seed * 1_000_003 + n) % (1 << 63)
+        noise = None
         if params.samples:
             generator = torch.Generator(device=self.device).manual_seed(seed)
+            if params.seed is not None:
+                from specpath_engine.sample.noise import SeededNoise
+
+                noise = SeededNoise(seed, self.model.config.vocab_size, self.device)
         stop_ids = set(params.stop_token_ids)
         if not params.ignore_eos:
             stop_ids.update(self.eos_token_ids)
@@ -445,6 +450,7 @@ class LLMEngine:
             params=params,
             generator=generator,
             seed=seed,
+            noise=noise,
             stop_token_ids=frozenset(stop_ids),
             arrival_time=time.perf_counter(),
         )

@@ -97,7 +97,11 @@ class SamplingParams:
         default=None, converter=lambda v: None if v is None else _integer("seed", v, lo=_SEED_RANGE[0], hi=_SEED_RANGE[1])
     )
     """Seed of the request's own random numbers: they depend only on the seed and the position,
-    so the same seed gives the same tokens in any batch."""
+    so the same seed gives the same tokens in any batch, with any drafter and draft length and
+    across preemption: under lossless standard verification a seeded request's speculative
+    output is its plain output, token for token (``specpath_engine.sample.race``). Without a
+    seed, sampled output follows the target's distribution exactly, but its tokens depend on
+    the drafts."""
     stop: tuple[str, ...] = attrs.field(default=(), converter=_stop_list)
     """Strings that end generation; the text excludes the stop string."""
     stop_token_ids: tuple[int, ...] = attrs.field(default=(), converter=_token_ids)
@@ -150,6 +154,10 @@ class Request:
     seed: int = 0
     """The request's seed; the verifier's random numbers at a step depend only on it and the
     step's first position (``specpath_engine.sample.randomness.position_generator``)."""
+    noise: Any = None
+    """A :class:`~specpath_engine.sample.noise.SeededNoise` when the request samples with a seed
+    of its own (``SamplingParams.seed``): its tokens are then the race winners on that noise, the
+    same whatever drafted them (``specpath_engine.sample.race``); None otherwise."""
     stop_token_ids: frozenset[int] = frozenset()
     arrival_time: float = 0.0
     finish_time: float = 0.0

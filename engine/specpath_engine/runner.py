@@ -7,6 +7,10 @@ decides a token. ``specpath_engine.sample.rejection_sample`` keeps the accepted 
 drafts plus one corrected or bonus token; the request's KV pointer then moves past the accepted
 positions only (rejected entries are overwritten later: rollback is a pointer move).
 
+A seeded sampling request (standard verification) is verified by the race instead
+(``specpath_engine.sample.race``): its tokens are plain decoding's whatever was drafted, and its
+sampling noise is lent to the drafter (``DraftRequest.noise``) so its drafts race on it too.
+
 The runner reads the speculator's capabilities (``uses_target_hidden_states``, its
 ``hidden_state_layers``), never its method name.
 """
@@ -82,6 +86,9 @@ class ModelRunner:
         self.greedy_on_host = verify_method in GREEDY_PREFIX_METHODS and not self.verify_options
         """Greedy chains are verified by :func:`~specpath_engine.sample.greedy.accept_greedy_chains`
         (exactly what ``rejection_sample`` computes for them, without its tensor set-up)."""
+        self.couples = verify_method == "standard" and not self.verify_options
+        """Seeded sampling requests are verified by the race (``specpath_engine.sample.race``), so
+        their tokens are plain decoding's; the other modes keep their own rules."""
         self._trees: list[tree_layout.Tree | None] = []
         self.governor = governor
         self.skips_backed_off = skips_backed_off
@@ -226,9 +233,14 @@ class ModelRunner:
             temperature=r.params.temperature,
             # fresh each step, keyed by (seed, position): never by how often it drafted before
             generator=None if r.generator is None else draft_generator(r.seed, len(ids), self.device),
+            noise=r.noise if self._coupled(r) else None,
         )
         r.num_delivered_positions = computed
         return entry
+
+    def _coupled(self, r: Request) -> bool:
+        """Whether ``r``'s tokens are race winners on its seeded noise (drafts and verification)."""
+        return r.noise is not None and self.couples
 
     def _checked(self, proposal: Any, num_requests: int) -> tuple[list[int], list[int]]:
         """(drafts per request, the flat drafts) of a proposal, or one line on what is wrong with it."""
@@ -360,16 +372,20 @@ class ModelRunner:
                                          logits.index_select(0, meta.logits_rows_of(chain_at)))
             for j, tokens in zip(chain_at, chains):
                 emitted[j] = tokens
-        from specpath_engine.sample.tree_verification import verify_trees
+        from specpath_engine.sample.tree_verification import depths, verify_trees
 
         requests = [scheduled[meta.sampling[j]].request for j in tree_at]
         params = [r.params for r in requests]
-        gens = [position_generator(r.seed, len(r.token_ids), self.device) if p.samples else None
-                for r, p in zip(requests, params)]
         chosen = [meta.trees[j] for j in tree_at]
+        coupled = [self._coupled(r) for r in requests]
+        gens = [position_generator(r.seed, len(r.token_ids), self.device) if p.samples and not c else None
+                for r, p, c in zip(requests, params, coupled)]
+        noise = [r.noise.gumbel(len(r.token_ids), max(depths(t.parents), default=-1) + 2) if c else None
+                 for r, t, c in zip(requests, chosen, coupled)]  # the root's row, then one per depth
         results = verify_trees([(t.tokens, t.parents) for t in chosen], logits.index_select(0, meta.logits_rows_of(tree_at)),
                                [p.temperature for p in params], [p.top_k for p in params] if any(p.top_k for p in params) else None,
-                               [p.top_p for p in params] if any(p.top_p < 1 for p in params) else None, gens)
+                               [p.top_p for p in params] if any(p.top_p < 1 for p in params) else None, gens,
+                               noise if any(coupled) else None)
         for j, tree, (path, final) in zip(tree_at, chosen, results):
             s = scheduled[meta.sampling[j]]
             r = s.request
@@ -382,6 +398,43 @@ class ModelRunner:
 
     def _verify_chains(self, scheduled: Sequence[ScheduledRequest], meta: SpecDecodeMetadata,
                        draft_probs: torch.Tensor | None, logits: torch.Tensor) -> list[list[int]]:
+        """Chains: seeded sampling requests by the race, the others by ``rejection_sample``;
+        ``logits`` holds exactly ``meta``'s rows, ``draft_probs`` one row per draft (or None)."""
+        requests = [scheduled[i].request for i in meta.sampling]
+        coupled = [j for j, r in enumerate(requests) if self._coupled(r)]
+        if not coupled:
+            return self._rejection_chains(scheduled, meta, draft_probs, logits)
+        from specpath_engine.sample.race import verify_chains
+
+        drafts = [meta.draft_token_ids[j] for j in coupled]
+        params = [requests[j].params for j in coupled]
+        noise = torch.cat([requests[j].noise.gumbel(len(requests[j].token_ids), len(d) + 1)
+                           for j, d in zip(coupled, drafts)])
+        raced = verify_chains(drafts, logits.index_select(0, meta.logits_rows_of(coupled)),
+                              [p.temperature for p in params], [p.top_k for p in params] if any(p.top_k for p in params) else None,
+                              [p.top_p for p in params] if any(p.top_p < 1 for p in params) else None, noise)
+        if len(coupled) == len(requests):
+            return raced
+        emitted: list[list[int]] = [[] for _ in requests]
+        for j, tokens in zip(coupled, raced):
+            emitted[j] = tokens
+        taken = set(coupled)
+        rest = [j for j in range(len(requests)) if j not in taken]
+        if draft_probs is not None:  # the rest's rows (draft_probs has one per draft, requests in order)
+            starts = [0]
+            for d in meta.draft_token_ids:
+                starts.append(starts[-1] + len(d))
+            rows = [row for j in rest for row in range(starts[j], starts[j + 1])]
+            draft_probs = draft_probs.index_select(0, torch.tensor(rows, dtype=torch.int64, device=draft_probs.device)) \
+                if rows else None
+        others = self._rejection_chains(scheduled, meta.select(rest), draft_probs,
+                                        logits.index_select(0, meta.logits_rows_of(rest)))
+        for j, tokens in zip(rest, others):
+            emitted[j] = tokens
+        return emitted
+
+    def _rejection_chains(self, scheduled: Sequence[ScheduledRequest], meta: SpecDecodeMetadata,
+                          draft_probs: torch.Tensor | None, logits: torch.Tensor) -> list[list[int]]:
         """Chains: ``rejection_sample`` over the accepted prefix, then the bonus token; ``logits``
         holds exactly ``meta``'s rows."""
         requests = [scheduled[i].request for i in meta.sampling]

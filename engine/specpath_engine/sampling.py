@@ -2,7 +2,9 @@
 
 Random rows use the verifier's own logits processing (``specpath_engine.sample.processing``), so the
 bonus token and the verification of drafts see the very same distribution. Each sampling request
-draws from its own generator, so a seeded request gives the same tokens in any batch.
+draws from its own generator, so its tokens do not depend on the batch. A seeded request under
+standard verification is sampled by the race instead (``specpath_engine.sample.race``), which also
+makes its tokens independent of the drafts.
 """
 
 from __future__ import annotations

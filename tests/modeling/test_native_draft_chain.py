@@ -1,9 +1,9 @@
-"""The native drafting chain (``draft_chain.c``: K greedy drafts of a one-layer head in one call)
-gives the per-op chain's bits: the same target ids and the same keys/values in the drafter's KV,
+"""The native drafting chain (``draft_chain.c``: K greedy drafts of a one-layer head in one call, or
+a seeded request's drafts racing on its noise) gives the per-op chain's bits: the same target ids and the same keys/values in the drafter's KV,
 for EAGLE-3 heads (reduced vocabulary, ``d2t``) and MTP modules (either input order, a
 reduced-vocabulary shared head with its bias), bf16 and int8 weights, any history and K; so does
-the whole native propose (the ingest of the newly verified positions, then the chain), with the
-head's kept output too; a head off the native kernels has no native form and the chain stays
+the whole native propose (the ingest of the newly verified positions, then the chain, greedy or
+racing), with the head's kept output too; a head off the native kernels has no native form and the chain stays
 per-op."""
 
 import pytest
@@ -11,6 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from specpath_drafting import coupling
 from specpath_drafting.heads import HeadConfig
 from specpath_drafting.kv import DrafterKV
 from specpath_drafting.vocab import RestrictedLMHead
@@ -19,6 +20,7 @@ from specpath_engine.model_config import LlamaConfig
 from specpath_engine.modeling import native
 from specpath_engine.packed_linear import pack_linears_
 from specpath_engine.quantization import quantize_model_
+from specpath_engine.sample.noise import gumbel_noise
 from specpath_eagle3.head import Eagle3Head
 from specpath_mtp.module import MTPModule
 
@@ -75,11 +77,18 @@ def _kv(head, history: int, seed: int) -> DrafterKV:
     return kv
 
 
-def _per_op_chain(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, k: int) -> list[int]:
-    """What the drafting loop's per-op chain computes for one request."""
+def _per_op_chain(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, k: int, race=None) -> list[int]:
+    """What the drafting loop's per-op chain computes for one request (``race = (noise [K, V], T)``:
+    its coupled drafts, as ``specpath_drafting.coupling.choose`` picks them)."""
     tokens = []
     for j in range(k):
-        tok = head.logits(a).argmax(-1)
+        logits = head.logits(a)
+        if race is None:
+            tok = logits.argmax(-1)
+        else:
+            vd = logits.shape[-1]
+            ids = None if vd == VOCAB else head.to_target(torch.arange(vd))
+            tok = coupling.race(logits, [race[1]], race[0][j : j + 1], ids)
         tokens.append(int(head.to_target(tok)[0]))
         if j + 1 == k:
             break
@@ -89,20 +98,24 @@ def _per_op_chain(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, k: 
     return tokens
 
 
-def _native_chain(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, k: int) -> list[int]:
+def _native_chain(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, k: int, race=None) -> list[int]:
     hc = head.config
     cos, sin = head.rope(torch.arange(last + 1, last + k))
     keys, values = kv.row_span(0, row)
-    out = KERNELS.draft_chain(head.native_draft_head(), a, k, hc.num_attention_heads, hc.num_key_value_heads,
-                              hc.head_dim, keys, values, last + 1, cos.contiguous(), sin.contiguous())
+    native_head = head.native_draft_head()
+    noise = None if race is None else coupling.scaled_noise(race[0][:k], [race[1]] * k, native_head.row_ids)
+    out = KERNELS.draft_chain(native_head, a, k, hc.num_attention_heads, hc.num_key_value_heads,
+                              hc.head_dim, keys, values, last + 1, cos.contiguous(), sin.contiguous(), noise)
     return out.tolist()
 
 
 @needs_kernels
 @given(kind=st.sampled_from(["eagle3", "mtp", "mtp-hidden-first"]), weights=st.sampled_from(["bf16", "int8"]),
-       history=st.integers(0, 40), k=st.integers(1, 8), row=st.integers(0, 1), seed=st.integers(0, 2**16))
-@settings(max_examples=30, deadline=None)
-def test_the_native_chain_is_the_per_op_chain_to_the_bit(kind, weights, history, k, row, seed):
+       history=st.integers(0, 40), k=st.integers(1, 8), row=st.integers(0, 1), seed=st.integers(0, 2**16),
+       temperature=st.sampled_from([None, 0.3, 0.8, 1.5]))
+@settings(max_examples=40, deadline=None)
+def test_the_native_chain_is_the_per_op_chain_to_the_bit(kind, weights, history, k, row, seed, temperature):
+    """Greedy (``temperature`` None), or a seeded request's race on its noise."""
     target = _target(seed)
     if kind == "eagle3":
         head = _eagle3(target, weights, seed)
@@ -115,8 +128,11 @@ def test_the_native_chain_is_the_per_op_chain_to_the_bit(kind, weights, history,
     last = min(history, ROW_LEN - k - 1)
     with torch.inference_mode():
         kv_ref, kv_native = _kv(head, last, seed), _kv(head, last, seed)
-        want = _per_op_chain(head, kv_ref, a, row, last, k)
-        got = _native_chain(head, kv_native, a, row, last, k)
+        race = None
+        if temperature is not None:
+            race = (torch.stack([gumbel_noise(seed, last + 1 + j, VOCAB) for j in range(k)]), temperature)
+        want = _per_op_chain(head, kv_ref, a, row, last, k, race)
+        got = _native_chain(head, kv_native, a, row, last, k, race)
     assert got == want and len(got) == k
     assert all(0 <= t < VOCAB for t in got)
     if kind == "eagle3":
@@ -148,11 +164,13 @@ def _head(kind: str, weights: str, seed: int):
 @needs_kernels
 @given(kind=st.sampled_from(["eagle3", "mtp", "mtp-hidden-first"]), weights=st.sampled_from(["bf16", "int8", "int4"]),
        start=st.integers(0, 40), n=st.integers(0, 9), k=st.integers(0, 8), row=st.integers(0, 1),
-       seed=st.integers(0, 2**16))
+       seed=st.integers(0, 2**16), temperature=st.sampled_from([None, 0.3, 0.8, 1.5]))
 @settings(max_examples=40, deadline=None)
-def test_the_native_propose_is_the_per_op_ingest_and_chain_to_the_bit(kind, weights, start, n, k, row, seed):
+def test_the_native_propose_is_the_per_op_ingest_and_chain_to_the_bit(kind, weights, start, n, k, row, seed,
+                                                                      temperature):
     """Ingest of 0..9 new positions (0: the chain from the kept output alone), then K = 0..8
-    drafts, bf16, int8 or int4 weights: the same drafts, the same kept output and the same drafter KV as the per-op path."""
+    drafts, greedy (``temperature`` None) or a seeded request's race on its noise, bf16, int8 or
+    int4 weights: the same drafts, the same kept output and the same drafter KV as the per-op path."""
     head = _head(kind, weights, seed)
     native_head = head.native_draft_head()
     assert native_head is not None and native_head.ingests
@@ -165,13 +183,17 @@ def test_the_native_propose_is_the_per_op_ingest_and_chain_to_the_bit(kind, weig
     with torch.inference_mode():
         kv_ref, kv_native = _kv(head, start, seed), _kv(head, start, seed)
         a_ref = _per_op_ingest(head, kv_ref, taps, ids, row, start) if n else a
-        want = _per_op_chain(head, kv_ref, a_ref, row, start + n - 1, k) if k else []
+        race = None  # draft j at position start + n + j
+        if temperature is not None and k:
+            race = (torch.stack([gumbel_noise(seed, start + n + j, VOCAB) for j in range(k)]), temperature)
+        want = _per_op_chain(head, kv_ref, a_ref, row, start + n - 1, k, race) if k else []
+        noise = None if race is None else coupling.scaled_noise(race[0], [temperature] * k, native_head.row_ids)
         a_native = a[0].clone()
         cos, sin = head.rope(torch.arange(start, start + n + max(k - 1, 0)))
         keys, values = kv_native.row_span(0, row)
         got = KERNELS.draft_propose(native_head, taps.reshape(n, -1).contiguous() if n else None, ids, a_native, k,
                                     hc.num_attention_heads, hc.num_key_value_heads, hc.head_dim, keys, values, start,
-                                    cos.contiguous(), sin.contiguous()).tolist()
+                                    cos.contiguous(), sin.contiguous(), noise).tolist()
     assert got == want and len(got) == k
     assert torch.equal(a_native, a_ref[0])  # the kept output: what the next propose starts from
     assert torch.equal(kv_native.keys, kv_ref.keys) and torch.equal(kv_native.values, kv_ref.values)

@@ -11,7 +11,8 @@ from reliability_helpers import Boom, assert_clean, fail_on_call
 
 PROMPTS = ["def main():\n    return ", "import os\nimport sys\n", "class A:\n    def f(self):\n"]
 GREEDY = SamplingParams(max_tokens=24)
-SAMPLED = SamplingParams(max_tokens=24, temperature=0.9, seed=5)
+SAMPLED = SamplingParams(max_tokens=24, temperature=0.9, seed=5)  # seeded: verified by the race
+UNSEEDED = SamplingParams(max_tokens=24, temperature=0.9)  # sample_tokens and rejection_sample
 
 
 @pytest.fixture(scope="module")
@@ -41,15 +42,20 @@ def test_speculator_failure_mid_step_aborts_and_recovers(ngram_llm, expected, mo
     assert_clean(ngram_llm)
 
 
-@pytest.mark.parametrize("target", ["sample_tokens", "rejection_sample", "forward"])
+@pytest.mark.parametrize("target", ["sample_tokens", "rejection_sample", "race", "forward"])
 def test_sampler_and_model_failures_abort_and_recover(ngram_llm, expected, monkeypatch, target):
     if target == "sample_tokens":
         monkeypatch.setattr(runner_module, "sample_tokens", fail_on_call(4, runner_module.sample_tokens))
-        params = SAMPLED
+        params = UNSEEDED
     elif target == "rejection_sample":
         import specpath_engine.sample as sample
 
         monkeypatch.setattr(sample, "rejection_sample", fail_on_call(2, sample.rejection_sample))
+        params = UNSEEDED
+    elif target == "race":
+        import specpath_engine.sample.race as race
+
+        monkeypatch.setattr(race, "verify_chains", fail_on_call(2, race.verify_chains))
         params = SAMPLED
     else:
         model = ngram_llm.engine.runner.model

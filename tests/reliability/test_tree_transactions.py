@@ -18,7 +18,7 @@ PROMPTS = [
     "for i in range(10):\n    print(i)\nfor j in range(20):\n    print(j)\nfor k in range(",
 ]
 GREEDY = SamplingParams(max_tokens=24)
-SAMPLED = SamplingParams(max_tokens=24, temperature=0.9, seed=5)
+SAMPLED = SamplingParams(max_tokens=48, temperature=0.9, seed=5)  # long enough for suffix to branch
 
 
 @pytest.fixture(scope="module", params=[{"method": "dspark", "xpress_topc": 2},

@@ -159,3 +159,49 @@ def test_greedy_batch_rows_follow_the_argmax():
     rows = table[torch.tensor([0] + TOKENS)]
     (path, final), = verify_trees([(TOKENS, PARENTS)], rows, [0.0])
     assert (path, final) == naive_greedy(TOKENS, PARENTS, rows.argmax(-1).tolist())
+
+
+# -- seeded requests: the race walk ------------------------------------------------------------
+
+
+def race_noise(tokens, parents, seed, first=30, vocab=VOCAB):
+    """A seeded request's noise by depth (``verify_trees``' ``gumbel``): the root's row, then one
+    per depth of the tree."""
+    from specpath_engine.sample.noise import gumbel_noise
+
+    return torch.stack([gumbel_noise(seed, first + d, vocab) for d in range(max(depths(parents), default=-1) + 2)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(trees(max_nodes=8, vocab=VOCAB), st.integers(0, 2**20), st.floats(0.3, 1.5))
+def test_a_seeded_tree_walks_its_race_winners(tree, seed, temperature):
+    """The walk is the greedy walk on each row's race winner, the row's noise that of its token's
+    depth; on a chain it is the chain's race verification."""
+    from specpath_engine.sample.race import race_tokens, verify_chains
+
+    tokens, parents = tree
+    logits = torch.randn(len(tokens) + 1, VOCAB, generator=torch.Generator().manual_seed(seed)) * 2
+    noise = race_noise(tokens, parents, seed)
+    (got,) = verify_trees([(tokens, parents)], logits, [temperature], gumbel=[noise])
+    row_depth = torch.tensor([0] + [d + 1 for d in depths(parents)])
+    winners = race_tokens(logits, torch.full((len(tokens) + 1,), temperature), None, None, noise[row_depth]).tolist()
+    assert got == accept_greedy(tokens, parents, winners)
+    if parents == list(range(-1, len(tokens) - 1)):  # a chain
+        path, final = got
+        assert verify_chains([tokens], logits, [temperature], None, None, noise) == [[tokens[n] for n in path] + [final]]
+
+
+def test_a_seeded_root_accepts_one_of_its_children_with_their_total_probability():
+    """Children {2, 4} of the root: P(a child is accepted) = p(2) + p(4), SpecInfer's with one-hot drafts."""
+    table = markov(5)
+    tokens, parents = [2, 4, 1], [-1, -1, 0]
+    rows = table[torch.tensor([0] + tokens)]  # the root row, then the row after each node
+    n = 20_000
+    out = verify_trees([(tokens, parents)] * n, rows.repeat(n, 1), [0.9] * n,
+                       gumbel=[race_noise(tokens, parents, s) for s in range(n)])
+    p = target_probs(table[:1], torch.tensor([0.9]))[0]
+    want = float(p[2] + p[4])
+    got = sum(bool(path) for path, _ in out) / n
+    assert abs(got - want) < 5 * (want * (1 - want) / n) ** 0.5
+    first = torch.tensor([tokens[path[0]] if path else final for path, final in out])
+    assert chi_square_pvalue(torch.bincount(first, minlength=VOCAB), p) > ALPHA  # the emitted token is p's

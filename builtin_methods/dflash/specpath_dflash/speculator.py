@@ -2,7 +2,7 @@
 context KV, one non-causal pass over [anchor, K masks]) with DFlash's own choice of drafts.
 
 DFlash's K positions are independent: each draft is its position's argmax (or a sample with
-``draft_sample_method = "random"``), and the acceptance estimate adaptive verification reads is
+``draft_sample_method = "random"``; a seeded request's race on its sampling noise), and the acceptance estimate adaptive verification reads is
 the position's top probability (it reads the position's distribution, never the token drafted
 there, so truncating on it stays lossless).
 """
@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from specpath_drafting import coupling
 from specpath_drafting.block.speculator import BlockSpeculator
 
 
@@ -22,21 +23,25 @@ class DFlashSpeculator(BlockSpeculator):
 
     kind = "dflash"
 
-    def choose(self, hidden: torch.Tensor, anchors: Sequence[int], temps: Sequence[float], gens: Sequence[Any]):
+    def choose(self, hidden: torch.Tensor, anchors: Sequence[int], temps: Sequence[float], gens: Sequence[Any],
+               noise: Sequence[torch.Tensor | None]):
         """Drafts [R, K], their probabilities [R, K, V] (None: one-hot) and acceptance estimates
-        [R, K] from the block outputs ``hidden`` [R, K, d]."""
+        [R, K] from the block outputs ``hidden`` [R, K, d]; each position on its own
+        (:func:`specpath_drafting.coupling.choose`: raced, greedy or sampled per request)."""
         logits = self.drafter.logits(hidden)  # [R, K, V]
-        if not self.random_drafts or all(t <= 0 for t in temps):
+        if all(n is None for n in noise) and (not self.random_drafts or all(t <= 0 for t in temps)):
             tokens = logits.argmax(-1)
             conf = torch.softmax(logits, dim=-1).amax(-1) if self.adaptive else None
             return tokens, None, conf
-        probs = torch.empty_like(logits)
-        tokens = torch.empty(logits.shape[:2], dtype=torch.int64, device=logits.device)
-        for i, (t, g) in enumerate(zip(temps, gens)):
-            if t <= 0:
-                tokens[i] = logits[i].argmax(-1)
-                probs[i] = torch.nn.functional.one_hot(tokens[i], logits.shape[-1]).to(probs.dtype)
-            else:
-                probs[i] = torch.softmax(logits[i] / t, dim=-1)
-                tokens[i] = torch.multinomial(probs[i], 1, generator=g)[:, 0]
-        return tokens, probs, probs.amax(-1)
+        r, k, v = logits.shape
+        tokens, probs = coupling.choose(
+            logits.reshape(r * k, v), [t for t in temps for _ in range(k)], [g for g in gens for _ in range(k)],
+            [None if n is None else n[j] for n in noise for j in range(k)], sample=self.random_drafts)
+        tokens = tokens.view(r, k)
+        probs = None if probs is None else probs.view(r, k, v)
+        conf = None
+        if self.adaptive or probs is not None:  # the top probability of what each position drafts from
+            drafts_at = [t if t > 0 and (n is not None or self.random_drafts) else 1.0 for t, n in zip(temps, noise)]
+            scale = torch.tensor(drafts_at, dtype=torch.float32, device=logits.device)
+            conf = torch.softmax(logits.float() / scale[:, None, None], dim=-1).amax(-1)
+        return tokens, probs, conf

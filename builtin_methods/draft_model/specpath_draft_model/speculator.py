@@ -13,7 +13,8 @@ Three drafting shapes, chosen by the resolved config (never by a method name):
 
 Drafts are greedy, or sampled from the draft's softmax at the request's temperature when
 ``draft_sample_method="random"``; then the probabilities ``q`` are returned so the target's
-rejection sampling stays exact.
+rejection sampling stays exact. A seeded request that samples races on its sampling noise
+instead (``specpath_drafting.coupling``), except with a heterogeneous vocabulary (greedy there).
 
 The draft model comes from ``SpeculatorContext.load_model`` (the engine builds it); from the
 engine this module takes only the drafter-KV settings it resolved (``kv_cache_dtype``,
@@ -30,6 +31,7 @@ import torch
 
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
 from specpath.config.parallel_drafting import parallel_drafting_token_id
+from specpath_drafting import coupling
 from specpath_drafting.kv import DrafterKV
 from specpath_engine.draft_overrides import kv_settings
 
@@ -183,22 +185,14 @@ class DraftModelSpeculator(BaseSpeculator):
         out = self.model.forward(ids, attention.positions, attention, logits_indices=logits_indices)
         return out.logits
 
-    def _choose(self, logits: torch.Tensor, temperatures: Sequence[float], generators: Sequence[Any]):
-        """Draft tokens ``[R]`` from logits ``[R, V]`` and, when any row was sampled, the
-        probabilities ``[R, V]`` each was drawn from (one-hot for greedy rows)."""
-        tokens = logits.argmax(dim=-1)
-        if not self.sample_random:
-            return tokens, None
-        rows = [i for i, t in enumerate(temperatures) if t > 0]
-        if not rows:
-            return tokens, None
-        probs = torch.zeros_like(logits, dtype=torch.float32)
-        probs.scatter_(1, tokens[:, None], 1.0)
-        for i in rows:
-            p = torch.softmax(logits[i].float() / temperatures[i], dim=-1)
-            tokens[i] = torch.multinomial(p, 1, generator=generators[i])[0]
-            probs[i] = p
-        return tokens, probs
+    def _choose(self, logits: torch.Tensor, temperatures: Sequence[float], generators: Sequence[Any],
+                noise: Sequence[torch.Tensor | None]):
+        """Draft tokens ``[R]`` from logits ``[R, V]`` (:func:`specpath_drafting.coupling.choose`:
+        raced, greedy or sampled per request) and, when any row was sampled, the probabilities
+        ``[R, V]`` each was drawn from (one-hot for the other rows)."""
+        if all(n is None for n in noise) and (not self.sample_random or all(t <= 0 for t in temperatures)):
+            return logits.argmax(dim=-1), None
+        return coupling.choose(logits, temperatures, generators, noise, sample=self.sample_random)
 
     def _claim(self, batch: DraftBatch, active: list[int],
                counts: list[int]) -> Iterator[tuple[Any, int, int, int, int]]:
@@ -220,17 +214,18 @@ class DraftModelSpeculator(BaseSpeculator):
     # ------------------------------------------------------------------ autoregressive
     def _propose_autoregressive(self, batch: DraftBatch, active: list[int], counts: list[int]) -> DraftProposal:
         ids: list[int] = []
-        rows, starts, lengths, ends, ks, temps, gens = [], [], [], [], [], [], []
+        rows, starts, lengths, ends, ks, temps, gens, claimed = [], [], [], [], [], [], [], []
         for r, row, n, k, start in self._claim(batch, active, counts):
             ids.extend(r.token_ids[start:n])
             rows.append(row), starts.append(start), lengths.append(n - start), ends.append(n), ks.append(k)
-            temps.append(r.temperature), gens.append(r.generator)
+            temps.append(r.temperature), gens.append(r.generator), claimed.append(r)
         if not rows:
             return self._empty(counts)
         last = torch.tensor(lengths, device=self.device).cumsum(0) - 1
         logits = self._forward(ids, rows, starts, lengths, last)
-        token, probs = self._choose(logits, temps, gens)
         k_top = max(ks)
+        noise = coupling.request_noise(claimed, k_top)
+        token, probs = self._choose(logits, temps, gens, [None if n is None else n[0] for n in noise])
         drafts = [token]
         all_probs = [probs]
         live = list(range(len(rows)))
@@ -245,7 +240,8 @@ class DraftModelSpeculator(BaseSpeculator):
             num_keys = max(ends[b] for b in live) + j
             attention = self.kv.decode_attention(live_rows, live_ends + (j - 1), num_keys)
             logits = self.model.forward(token, attention.positions, attention).logits
-            token, probs = self._choose(logits, [temps[b] for b in live], [gens[b] for b in live])
+            token, probs = self._choose(logits, [temps[b] for b in live], [gens[b] for b in live],
+                                        [None if noise[b] is None else noise[b][j] for b in live])
             if len(live) < len(rows):
                 index = torch.tensor(live, device=self.device)
                 token_all = torch.zeros(len(rows), dtype=token.dtype, device=self.device).index_copy_(0, index, token)
@@ -271,7 +267,7 @@ class DraftModelSpeculator(BaseSpeculator):
     # ---------------------------------------------------------------------------- PARD
     def _propose_parallel(self, batch: DraftBatch, active: list[int], counts: list[int]) -> DraftProposal:
         ids: list[int] = []
-        rows, starts, lengths, picks, temps, gens = [], [], [], [], [], []
+        rows, starts, lengths, picks, temps, gens, noise = [], [], [], [], [], [], []
         offset = 0
         for r, row, n, k, start in self._claim(batch, active, counts):
             ids.extend(r.token_ids[start:n])
@@ -281,10 +277,12 @@ class DraftModelSpeculator(BaseSpeculator):
             offset += length
             rows.append(row), starts.append(start), lengths.append(length)
             temps.extend([r.temperature] * k), gens.extend([r.generator] * k)
+            (own,) = coupling.request_noise([r], k)
+            noise.extend([None] * k if own is None else own.unbind(0))
         if not rows:
             return self._empty(counts)
         logits = self._forward(ids, rows, starts, lengths, torch.tensor(picks, device=self.device))
-        tokens, probs = self._choose(logits, temps, gens)
+        tokens, probs = self._choose(logits, temps, gens, noise)
         return DraftProposal(token_ids=tokens.to(torch.int32), num_draft_tokens=counts, draft_probs=probs)
 
     # ---------------------------------------------------------- heterogeneous vocabulary

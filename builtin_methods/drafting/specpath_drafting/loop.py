@@ -14,8 +14,8 @@ Each step, for every request of the batch:
 
 Per step the loop costs one head call for the ingest and one per further chain draft, one
 ``prepare_drafter_inputs`` and one host sync for the drafted tokens. Where one request drafts a
-greedy chain on the native CPU kernels (bf16, a head with a native form), ingest and chain are
-one C call instead (:meth:`HiddenStateSpeculator._native_propose`), the per-op path's bits.
+greedy or coupled (seeded) chain on the native CPU kernels (bf16, a head with a native form),
+ingest and chain are one C call instead (:meth:`HiddenStateSpeculator._native_propose`), the per-op path's bits.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_engine.modeling.dtypes import torch_dtype
 from specpath_engine.modeling.native import native_kernels, registrations
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, DraftTree, SpeculatorContext
+from specpath_drafting import coupling
 from specpath_drafting.heads import HiddenStateHead
 from specpath_drafting.kv import DrafterKV
 from specpath_drafting.numerics import sharded_argmax
@@ -208,26 +209,29 @@ class HiddenStateSpeculator(BaseSpeculator):
         d_idx = torch.tensor([rows[i] for i in drafting], dtype=torch.int64, device=dev)
         temps = [reqs[i].temperature for i in drafting]
         gens = [reqs[i].generator for i in drafting]
+        noise = coupling.request_noise([reqs[i] for i in drafting], k_max)  # [k_max, V] per coupled request
         a = self.last_hidden[d_idx]
         if parallel:
             m = k_max - 1
             masked = out[num_tokens:].view(len(drafting), m, -1)
             hidden = torch.cat([a[:, None, :], masked], dim=1).reshape(len(drafting) * k_max, -1)
             tokens, probs = self._choose(self.head.logits(hidden), [t for t in temps for _ in range(k_max)],
-                                         [g for g in gens for _ in range(k_max)])
+                                         [g for g in gens for _ in range(k_max)],
+                                         [None if n is None else n[j] for n in noise for j in range(k_max)])
             tokens = tokens.view(len(drafting), k_max)
             probs = None if probs is None else probs.view(len(drafting), k_max, -1)
         elif self.tree_topk > 1:
             return self._tree_proposal(reqs, drafting, budgets, a, [rows[i] for i in drafting],
                                        [lasts[i] for i in drafting])
         else:
-            if len(drafting) == 1 and (not self.random_drafts or temps[0] <= 0) and (
-                    chain := self._native_chain(a, rows[drafting[0]], lasts[drafting[0]], k_max)) is not None:
+            if len(drafting) == 1 and (not self.random_drafts or temps[0] <= 0 or noise[0] is not None) and (
+                    chain := self._native_chain(a, rows[drafting[0]], lasts[drafting[0]], k_max,
+                                                None if noise[0] is None else (noise[0], temps[0]))) is not None:
                 return self._proposal(reqs, drafting, budgets, chain[None], None, mapped=True)
             steps, step_probs = [], []
             pos = torch.tensor([lasts[i] for i in drafting], dtype=torch.int64, device=dev)
             for j in range(k_max):
-                tok, p = self._choose(self.head.logits(a), temps, gens)
+                tok, p = self._choose(self.head.logits(a), temps, gens, [None if n is None else n[j] for n in noise])
                 steps.append(tok)
                 step_probs.append(p)
                 if j + 1 == k_max:
@@ -306,13 +310,16 @@ class HiddenStateSpeculator(BaseSpeculator):
         return native, head
 
     def _native_propose(self, batch: DraftBatch) -> DraftProposal | None:
-        """A one-request greedy chain propose, its ingest included, in one native call
+        """A one-request chain propose, greedy or coupled (a seeded request's race,
+        :mod:`specpath_drafting.coupling`), its ingest included, in one native call
         (:meth:`~specpath_engine.modeling.native.NativeKernels.draft_propose`: the per-op path's
         drafter KV, output and drafts, to the bit), or None where the per-op path runs (P-EAGLE,
         trees, sampled drafts, a head without a native ingest, hidden states that do not match)."""
         r = batch.requests[0]
         k, n = r.max_draft_tokens, r.num_new_positions
-        if self.parallel or self.tree_topk > 1 or (self.random_drafts and r.temperature > 0) or (n == 0 and k == 0):
+        race = k > 0 and coupling.coupled(r)
+        if self.parallel or self.tree_topk > 1 or (n == 0 and k == 0) or (
+                self.random_drafts and r.temperature > 0 and not race):
             return None
         hidden, hc = batch.hidden_states, self.head.config
         if n and (hidden is None or hidden.device.type != "cpu" or tuple(hidden.shape[:1] + hidden.shape[-2:]) != (
@@ -337,12 +344,16 @@ class HiddenStateSpeculator(BaseSpeculator):
         else:
             cos, sin = (t.contiguous() for t in self.head.rope(torch.arange(start, end, device=self.device)))
         keys, values = self.kv.row_span(0, row)  # [row_len, KV, D]
+        # [K, Vd]: T G in the head's row order, draft j at position length + j (the per-op chain's)
+        noise = coupling.scaled_noise(r.noise.gumbel(length, k), [r.temperature] * k, head.row_ids) if race else None
         tokens = native.draft_propose(head, taps, ids, self.last_hidden[row], k, hc.num_attention_heads,
-                                      hc.num_key_value_heads, hc.head_dim, keys, values, start, cos, sin)
+                                      hc.num_key_value_heads, hc.head_dim, keys, values, start, cos, sin, noise)
         return DraftProposal(token_ids=tokens.to(device=self.device, dtype=torch.int32), num_draft_tokens=[k])
 
-    def _native_chain(self, a: torch.Tensor, row: int, last: int, k: int) -> torch.Tensor | None:
-        """One request's K greedy drafts (target ids ``[K]``) in one native call
+    def _native_chain(self, a: torch.Tensor, row: int, last: int, k: int,
+                      race: tuple[torch.Tensor, float] | None = None) -> torch.Tensor | None:
+        """One request's K greedy drafts (target ids ``[K]``), or with ``race = (noise [K, V],
+        temperature)`` its coupled drafts (:mod:`specpath_drafting.coupling`), in one native call
         (:meth:`~specpath_engine.modeling.native.NativeKernels.draft_chain`: the per-op chain's
         tokens and KV, to the bit), or None where it does not run (:meth:`_native_head`)."""
         native, head = self._native_head(a)
@@ -351,29 +362,34 @@ class HiddenStateSpeculator(BaseSpeculator):
         cos, sin = self.head.rope(torch.arange(last + 1, last + k, device=self.device))  # [K-1, D] each
         keys, values = self.kv.row_span(0, row)  # [row_len, KV, D]
         hc = self.head.config
+        noise = None
+        if race is not None:
+            noise = coupling.scaled_noise(race[0][:k], [race[1]] * k, head.row_ids)
         return native.draft_chain(head, a.contiguous(), k, hc.num_attention_heads, hc.num_key_value_heads,
-                                  hc.head_dim, keys, values, last + 1, cos.contiguous(), sin.contiguous())
+                                  hc.head_dim, keys, values, last + 1, cos.contiguous(), sin.contiguous(), noise)
 
     def _step(self, embeds, features, positions, slots, qrows) -> torch.Tensor:
         attend = self.kv.attention(slots, qrows, positions, int(positions.max()))
         return self.head.step(embeds, features, positions, attend)
 
-    def _choose(self, logits: torch.Tensor, temps: Sequence[float], gens: Sequence[Any]):
-        """Draft-vocab ids (greedy, or sampled per request) and their target-vocab probabilities
-        (None when every draft is greedy: one-hot for verification)."""
-        if not self.random_drafts or all(t <= 0 for t in temps):
+    def _choose(self, logits: torch.Tensor, temps: Sequence[float], gens: Sequence[Any],
+                noise: Sequence[torch.Tensor | None]):
+        """Draft-vocab ids (:func:`specpath_drafting.coupling.choose`: raced, greedy or sampled per
+        request) and their target-vocab probabilities (None when no draft was sampled: one-hot)."""
+        if all(n is None for n in noise) and (not self.random_drafts or all(t <= 0 for t in temps)):
             ids = sharded_argmax(logits, self.num_argmax_shards) if self.num_argmax_shards > 1 else logits.argmax(-1)
             return ids, None
-        probs = torch.empty_like(logits, dtype=torch.float32)
-        ids = torch.empty(logits.shape[0], dtype=torch.int64, device=logits.device)
-        for i, (t, g) in enumerate(zip(temps, gens)):
-            if t <= 0:
-                ids[i] = logits[i].argmax()
-                probs[i] = torch.nn.functional.one_hot(ids[i], logits.shape[-1]).float()
-            else:
-                probs[i] = torch.softmax(logits[i].float() / t, dim=-1)
-                ids[i] = torch.multinomial(probs[i], 1, generator=g)[0]
-        return ids, probs
+        argmax = (lambda x: sharded_argmax(x, self.num_argmax_shards)) if self.num_argmax_shards > 1 else None
+        return coupling.choose(logits, temps, gens, noise, sample=self.random_drafts, vocab_ids=self.vocab_ids(logits),
+                               argmax=argmax)
+
+    def vocab_ids(self, logits: torch.Tensor) -> torch.Tensor | None:
+        """The target id of each draft-vocabulary id of ``logits`` ``[.., Vd]``, None when the
+        head drafts over the target's own vocabulary."""
+        vd = logits.shape[-1]
+        if vd == self.context.vocab_size:
+            return None
+        return self.head.to_target(torch.arange(vd, device=logits.device))
 
     def _proposal(self, reqs, drafting, budgets, tokens, probs, mapped: bool = False) -> DraftProposal:
         """Cut each request's drafts to its budget; map to target ids (unless ``mapped``); flatten."""

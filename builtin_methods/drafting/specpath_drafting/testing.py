@@ -112,14 +112,16 @@ def quantized_drafting_keeps_the_output(setup: DraftingSetup, spec: Mapping[str,
 
 
 def native_propose_matches_per_op(spec: Mapping[str, Any], prompts: Sequence[str | Sequence[int]], *,
-                                  model: str | None = None, max_tokens: int = 32) -> int:
+                                  model: str | None = None, max_tokens: int = 32, seed: int | None = None) -> int:
     """bf16, one sequence at a time (where a hidden-state speculator proposes in one native call,
     its ingest included): every propose returns the drafts of the per-op path (the native propose
     switched off on a second engine), and the output is the same; returns how many proposes ran
-    natively (the caller asserts it is more than none)."""
+    natively (the caller asserts it is more than none). ``seed``: seeded sampling (temperature
+    0.8), whose drafts race on the request's noise, instead of greedy."""
     from specpath_engine.llm import LLM, SamplingParams
 
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    params = (SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True) if seed is None else
+              SamplingParams(temperature=0.8, max_tokens=max_tokens, seed=seed, ignore_eos=True))
     runs = []
     for native in (True, False):
         llm = LLM(model, dict(spec), dtype="bfloat16", num_threads=1, max_num_seqs=1)

@@ -28,24 +28,56 @@ def markov_sample_reference(base_logits: torch.Tensor, floor: torch.Tensor, w1: 
     ``sigmoid((conf_base + conf_w . W1[x_{k-1}]) / conf_temp[k])``.
     Returns tokens [R, K] int64, q [R, K, V] float32, confidences [R, K] float32.
     """
+    greedy = inv_temperature <= 0
+    scale = torch.where(greedy, torch.ones_like(inv_temperature), inv_temperature).float()[:, None]
+
+    def pick(j: int, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q = torch.softmax(logits * scale, dim=-1)
+        sampled = (q.cumsum(dim=-1) <= uniforms[:, j, None]).sum(dim=-1).clamp_max(logits.shape[-1] - 1)
+        return torch.where(greedy, logits.argmax(dim=-1), sampled), q
+
+    tokens, probs, conf = _markov_walk(base_logits, floor, w1, w2, anchors, conf_base, conf_w, conf_temp, pick)
+    if probs is None:  # no position at all
+        probs = torch.empty(*base_logits.shape, dtype=torch.float32, device=base_logits.device)
+    return tokens, probs, conf
+
+
+def markov_race(base_logits: torch.Tensor, floor: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor,
+                anchors: torch.Tensor, conf_base: torch.Tensor, conf_w: torch.Tensor, conf_temp: torch.Tensor,
+                inv_temperature: torch.Tensor, gumbel: torch.Tensor):
+    """Coupled drafting through the Markov head (``specpath_drafting.coupling``), in torch on every
+    device: the walk of :func:`markov_sample_reference` with position k's draft
+    ``argmax(l * inv_t + G_k)`` for ``gumbel`` [R, K, V] (the requests' sampling noise at their
+    draft positions; every ``inv_t > 0``). Returns tokens [R, K] int64 and confidences [R, K]."""
+    inv_t = inv_temperature.float()[:, None]
+
+    def pick(j: int, logits: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return (logits * inv_t + gumbel[:, j].to(logits.device)).argmax(dim=-1), None
+
+    tokens, _, conf = _markov_walk(base_logits, floor, w1, w2, anchors, conf_base, conf_w, conf_temp, pick)
+    return tokens, conf
+
+
+def _markov_walk(base_logits, floor, w1, w2, anchors, conf_base, conf_w, conf_temp, pick):
+    """Left to right: position k's Markov-biased logits (``-inf`` under the floor) go to
+    ``pick(k, logits) -> (tokens [R], q [R, V] or None)``; returns tokens, q (None when ``pick``
+    gives none) and confidences."""
     r, k, v = base_logits.shape
     prev = anchors.to(torch.int64)
     tokens = torch.empty(r, k, dtype=torch.int64, device=base_logits.device)
-    probs = torch.empty(r, k, v, dtype=torch.float32, device=base_logits.device)
+    probs = None
     conf = torch.empty(r, k, dtype=torch.float32, device=base_logits.device)
-    greedy = inv_temperature <= 0
-    scale = torch.where(greedy, torch.ones_like(inv_temperature), inv_temperature).float()[:, None]
     w1, w2 = w1.float(), w2.float()
     for j in range(k):
         e = w1[prev]  # [R, r]
         logits = base_logits[:, j].float() + e @ w2
         logits = logits.masked_fill(base_logits[:, j].float() < floor[:, j, None], float("-inf"))
-        q = torch.softmax(logits * scale, dim=-1)
-        cdf = q.cumsum(dim=-1)
-        sampled = (cdf <= uniforms[:, j, None]).sum(dim=-1).clamp_max(v - 1)
-        tok = torch.where(greedy, logits.argmax(dim=-1), sampled)
+        tok, q = pick(j, logits)
         conf[:, j] = torch.sigmoid((conf_base[:, j].float() + e @ conf_w.float()) / conf_temp[j])
         tokens[:, j] = tok
-        probs[:, j] = q
+        if q is not None:
+            if probs is None:
+                probs = torch.empty(r, k, v, dtype=torch.float32, device=base_logits.device)
+            probs[:, j] = q
         prev = tok
     return tokens, probs, conf

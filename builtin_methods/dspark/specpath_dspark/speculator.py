@@ -4,7 +4,9 @@ chosen left to right through the Markov head and confidences from the confidence
 Greedy requests take the argmax of each Markov-corrected distribution (one-hot for
 verification); with ``draft_sample_method = "random"`` a request with temperature t samples
 from ``softmax((U_k + W1[x_{k-1}] W2) / t)`` and hands that exact distribution to the
-verifier. ``enable_adaptive_verification`` keeps the prefix the scheduler picks from the
+verifier. A seeded request that samples races on its sampling noise instead
+(``specpath_drafting.coupling``; :func:`~specpath_dspark.reference.markov_race`, in torch on every
+device), whatever ``draft_sample_method`` says. ``enable_adaptive_verification`` keeps the prefix the scheduler picks from the
 confidences (:mod:`specpath_drafting.block.adaptive`).
 
 With ``xpress_topc = c`` and an engine that verifies trees (``SpeculatorContext.verifies_trees``),
@@ -25,7 +27,7 @@ from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_drafting.block.speculator import BlockSpeculator
 from specpath_dspark.drafter import DSparkDrafter
 from specpath.speculator import DraftProposal, DraftTree
-from specpath_dspark.reference import markov_sample_reference, topk_floor
+from specpath_dspark.reference import markov_race, markov_sample_reference, topk_floor
 from specpath_dspark.xpress_tree import best_first_trees
 
 
@@ -50,27 +52,39 @@ class DSparkSpeculator(BlockSpeculator):
     def drafter_class(self) -> type[DSparkDrafter]:
         return DSparkDrafter
 
-    def choose(self, hidden: torch.Tensor, anchors: Sequence[int], temps: Sequence[float], gens: Sequence[Any]):
+    def choose(self, hidden: torch.Tensor, anchors: Sequence[int], temps: Sequence[float], gens: Sequence[Any],
+               noise: Sequence[torch.Tensor | None]):
         d = self.drafter
         logits = d.logits(hidden)  # [R, K, V] base logits U_k
         r, k, _ = logits.shape
         dev = logits.device
         floor = topk_floor(logits, self.topk)
         self._tree_inputs = (logits, floor, list(anchors)) if self.tree_c is not None else None
-        random_rows = [self.random_drafts and t > 0 for t in temps]
-        inv_t = torch.tensor([1.0 / t if rnd else 0.0 for t, rnd in zip(temps, random_rows)], device=dev)
-        uniforms = torch.zeros(r, k, device=dev)
-        for i, (rnd, g) in enumerate(zip(random_rows, gens)):
-            if rnd:
-                uniforms[i] = torch.rand(k, generator=g, device=dev)
-        tokens, probs, conf = self.sample(
-            logits, floor, d.markov_w1, d.markov_w2,
-            torch.tensor(list(anchors), dtype=torch.int64, device=dev), d.confidence_base(hidden),
-            d.confidence_markov, self.temps[:k], inv_t, uniforms)
+        anchors_t = torch.tensor(list(anchors), dtype=torch.int64, device=dev)
+        conf_base = d.confidence_base(hidden)
+        raced = [i for i, n in enumerate(noise) if n is not None]
+        random_rows = [self.random_drafts and t > 0 and noise[i] is None for i, t in enumerate(temps)]
+        if len(raced) < r:  # the kernel: greedy and sampled rows (raced rows ride along as greedy)
+            inv_t = torch.tensor([1.0 / t if rnd else 0.0 for t, rnd in zip(temps, random_rows)], device=dev)
+            uniforms = torch.zeros(r, k, device=dev)
+            for i, (rnd, g) in enumerate(zip(random_rows, gens)):
+                if rnd:
+                    uniforms[i] = torch.rand(k, generator=g, device=dev)
+            tokens, probs, conf = self.sample(logits, floor, d.markov_w1, d.markov_w2, anchors_t, conf_base,
+                                              d.confidence_markov, self.temps[:k], inv_t, uniforms)
+        else:
+            tokens = torch.empty(r, k, dtype=torch.int64, device=dev)
+            probs, conf = None, torch.empty(r, k, dtype=torch.float32, device=dev)
+        if raced:  # seeded requests race on their sampling noise, left to right (specpath_drafting.coupling)
+            idx = torch.tensor(raced, dtype=torch.int64, device=dev)
+            inv_t = torch.tensor([1.0 / temps[i] for i in raced], device=dev)
+            tokens[idx], conf[idx] = markov_race(
+                logits[idx], floor[idx], d.markov_w1, d.markov_w2, anchors_t[idx], conf_base[idx], d.confidence_markov,
+                self.temps[:k], inv_t, torch.stack([noise[i] for i in raced]))
         if not any(random_rows):
             return tokens, None, conf
         for i, rnd in enumerate(random_rows):
-            if not rnd:  # greedy rows verify as one-hot drafts
+            if not rnd:  # greedy and raced rows verify as one-hot drafts
                 probs[i] = torch.nn.functional.one_hot(tokens[i], probs.shape[-1]).to(probs.dtype)
         return tokens, probs, conf
 

@@ -55,3 +55,22 @@ def test_reference_follows_the_definition():
             want_c = torch.sigmoid((cb[r, j] + w1[prev] @ cw) / ct[j])
             torch.testing.assert_close(conf[r, j], want_c)
             prev = int(tokens[r, j])
+
+
+def test_race_follows_the_definition():
+    """``markov_race``: position j's draft is ``argmax(l_j * inv_t + G_j)`` over the Markov-biased,
+    floored logits after the previous draft, and the confidences follow the drafts it made."""
+    from specpath_dspark.reference import markov_race
+
+    base, floor, w1, w2, anchors, cb, cw, ct, inv_t, _ = inputs(3, 4, 20, 4, 6, (), seed=5)
+    gumbel = -torch.empty(3, 4, 20).exponential_(generator=torch.Generator().manual_seed(2)).log()
+    tokens, conf = markov_race(base, floor, w1, w2, anchors, cb, cw, ct, inv_t, gumbel)
+    for r in range(3):
+        prev = int(anchors[r])
+        for j in range(4):
+            logits = base[r, j] + w1[prev] @ w2
+            logits = logits.masked_fill(base[r, j] < floor[r, j], float("-inf"))
+            want = int((logits * inv_t[r] + gumbel[r, j]).argmax())
+            assert int(tokens[r, j]) == want
+            torch.testing.assert_close(conf[r, j], torch.sigmoid((cb[r, j] + cw @ w1[prev]) / ct[j]))
+            prev = want

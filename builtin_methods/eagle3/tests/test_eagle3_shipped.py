@@ -84,15 +84,16 @@ def test_the_smollm2_head_is_the_default_for_smollm2(tmp_path):
         resolve({"method": "eagle3", "num_speculative_tokens": 4, "parallel_drafting": True}, target)
 
 
-@pytest.mark.parametrize("quantization", ["none", "int8"])
-def test_the_native_propose_drafts_what_the_per_op_path_drafts(quantization):
-    """In bf16 a one-request propose (ingest + chain) is one native call; every draft is the per-op
-    path's (the kernel-level property test: tests/modeling/test_native_draft_chain.py)."""
+@pytest.mark.parametrize(("quantization", "seed"), [("none", None), ("int8", None), ("none", 77)])
+def test_the_native_propose_drafts_what_the_per_op_path_drafts(quantization, seed):
+    """In bf16 a one-request propose (ingest + chain) is one native call, greedy or a seeded
+    request's race (``seed``); every draft is the per-op path's (the kernel-level property test:
+    tests/modeling/test_native_draft_chain.py)."""
     from specpath_drafting.testing import native_propose_matches_per_op
     from specpath_engine.modeling.native import kernels
 
     torch.set_num_threads(1)
     natively = native_propose_matches_per_op({"method": "eagle3", "num_speculative_tokens": 4,
                                               "draft_length_policy": "fixed", "quantization": quantization},
-                                             list(DEMO_PROMPTS[:2]))
+                                             list(DEMO_PROMPTS[:2]), seed=seed)
     assert natively > 0 if kernels() is not None else natively == 0

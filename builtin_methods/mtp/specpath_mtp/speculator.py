@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from specpath.speculator import DraftBatch, DraftProposal, SpeculatorContext
+from specpath_drafting import coupling
 from specpath_drafting.heads import HiddenStateHead
 from specpath_drafting.loop import HiddenStateSpeculator, target_layers
 from specpath_drafting.vocab import serving_lm_head
@@ -148,12 +149,14 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
         probs: list[torch.Tensor | None] = [None] * k_max
         temps = [reqs[i].temperature for i in drafting]
         gens = [reqs[i].generator for i in drafting]
+        noise = coupling.request_noise([reqs[i] for i in drafting], k_max)  # [k_max, V] per coupled request
         d_rows = torch.tensor([rows[i] for i in drafting], dtype=torch.int64, device=dev)
         d_last = torch.tensor([last[i] for i in drafting], dtype=torch.int64, device=dev)
 
         def emit(j: int, members: list[int], a: torch.Tensor, module: MTPModule) -> torch.Tensor:
             """Draft j for the drafting requests ``members`` (indices into ``drafting``)."""
-            tok, p = self._choose(module.logits(a), [temps[k] for k in members], [gens[k] for k in members])
+            tok, p = self._choose(module.logits(a), [temps[k] for k in members], [gens[k] for k in members],
+                                  [None if noise[k] is None else noise[k][j] for k in members])
             idx = torch.tensor(members, dtype=torch.int64, device=dev)
             drafts[idx, j] = tok
             if p is not None:

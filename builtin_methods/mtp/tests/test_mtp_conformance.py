@@ -43,8 +43,9 @@ class TestMultiModuleMTPConformance(MultiModuleMTPConformance):
     __test__ = True
 
     def resolve_engine_config(self, **fields):
-        """The kit's engine test picks K = 4, not a multiple of n_predict = 3: use 3."""
-        return super().resolve_engine_config(**{**fields, "num_speculative_tokens": 3})
+        """The kit's engine test picks K = 4, not a multiple of n_predict = 3: use 3; it drafts
+        every step (the measured policy may back off to plain steps with three random modules)."""
+        return super().resolve_engine_config(**{**fields, "num_speculative_tokens": 3, "draft_length_policy": "fixed"})
 
     def test_method_resolves_to_config_class_through_the_plugin_index(self) -> None:
         """The plugin binds ``mtp`` to the single-module class; a multi-module checkpoint

@@ -85,8 +85,10 @@ class SuffixSpeculatorConfig(SpeculatorConfig):
         if self.max_cached_requests == 0:
             return ()
         return (
-            "the global tree learns from every finished response, so on one LLM the same seeded sampled call "
-            "can give different text from one call to the next (greedy output never changes); "
+            "the global tree learns from every finished response, so later calls on one LLM draft differently; "
+            "greedy output never changes, nor does seeded sampled text under standard verification in the "
+            "reference engine, but under other verification modes or in other engines the same seeded sampled "
+            "call can give different text from one call to the next: "
             "llm.speculator.forget_responses() before a call keeps earlier calls out of it, and "
             "suffix_decoding_max_cached_requests: 0 turns the global tree off",
         )

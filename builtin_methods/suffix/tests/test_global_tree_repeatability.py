@@ -1,5 +1,7 @@
-"""The global tree makes a seeded sampled call's text depend on earlier calls on the same LLM;
-``forget_responses()`` is the per-call way to keep them out, and explain says so."""
+"""The global tree makes later calls on the same LLM draft differently. A seeded sampled call's
+text does not move with it under standard verification (its tokens are the race winners on its
+noise, whatever was drafted); under a mode that keeps rejection sampling (block) it does, and
+``forget_responses()`` is the per-call way to keep earlier calls out; explain says so."""
 
 from specpath import create_speculative_config
 from specpath_engine.harness import DEMO_PROMPTS
@@ -12,10 +14,18 @@ def _call(llm):
     return [o.token_ids for o in llm.generate(list(DEMO_PROMPTS[:3]), PARAMS)]
 
 
-def test_forgetting_earlier_responses_repeats_a_seeded_call():
+def test_a_seeded_call_repeats_whatever_the_global_tree_learned():
     llm = LLM(None, {"method": "suffix"}, num_threads=1)
     first = _call(llm)
     assert llm.speculator.cache.cached_requests  # the first call's responses joined the global tree
+    drafted = llm.metrics.num_draft_tokens
+    assert _call(llm) == first
+    assert llm.metrics.num_draft_tokens != drafted  # the drafts did change
+
+
+def test_forgetting_earlier_responses_repeats_a_seeded_call_under_block_verification():
+    llm = LLM(None, {"method": "suffix", "rejection_sample_method": "block"}, num_threads=1)
+    first = _call(llm)
     second = _call(llm)
     assert second != first  # what the note warns about: earlier calls changed the drafts
     llm.speculator.forget_responses()

@@ -247,7 +247,8 @@ class SpeculativeConfig:
     draft_sample_method: Literal["greedy", "random"] = _field(
         "greedy",
         group="verification",
-        doc="greedy drafts (one-hot for verification) or random drafts sampled from the draft distribution.",
+        doc="greedy drafts (one-hot for verification) or random drafts sampled from the draft distribution; "
+        "a seeded sampling request's drafts race on its sampling noise either way, where the engine lends it.",
     )
     enable_adaptive_verification: bool = _field(
         False,

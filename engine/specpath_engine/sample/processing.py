@@ -33,6 +33,18 @@ def target_probs(
     no filters): verification decides them by argmax and reads their probabilities only for
     FLy's entropy gate.
     """
+    return torch.softmax(processed_logits(logits, temperature, top_k, top_p), dim=-1)
+
+
+def processed_logits(
+    logits: torch.Tensor,
+    temperature: torch.Tensor,
+    top_k: torch.Tensor | None = None,
+    top_p: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """float32 ``[rows, vocab]``: what :func:`target_probs` takes the softmax of (logits over the
+    temperature, ``-inf`` outside the top-k and the top-p nucleus): the log-probabilities up to
+    a constant per row, which is all the seeded race (:mod:`specpath_engine.sample.race`) needs."""
     greedy = is_greedy(temperature)
     scale = torch.where(greedy, torch.ones_like(temperature), temperature).float()
     if bool((scale != 1).any()):
@@ -51,7 +63,7 @@ def target_probs(
         rows = ((top_p < 1.0) & ~greedy).nonzero().squeeze(1)
         if rows.numel():
             logits[rows] = _mask_top_p(logits[rows], top_p[rows].float())
-    return torch.softmax(logits, dim=-1)
+    return logits
 
 
 def _mask_top_p(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:

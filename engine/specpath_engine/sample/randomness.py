@@ -11,7 +11,9 @@ for the drafter): a fresh generator per step keyed by the request's seed and the
 position, so the numbers depend on nothing else at all, not even on a preemption that re-runs
 the request's steps. Because the numbers are tensors handed
 to the kernels, the torch and Triton paths consume identical randomness and can be compared
-exactly.
+exactly. A seeded request in the reference engine's standard mode uses none of this: its tokens
+are race winners on per-position noise (:mod:`specpath_engine.sample.noise`), so they do not
+depend on its drafts either.
 """
 
 from __future__ import annotations

@@ -16,7 +16,12 @@ is rejected the token is drawn from what is left. The emitted token at every nod
 follows the target's distribution exactly (lossless).
 
 Randomness: one uniform per node (its acceptance coin) and one for the final draw, drawn in that
-order from the request's generator, so a seeded request depends only on its seed and its tree.
+order from the request's generator. A seeded request instead walks its tree on its race winners
+(:mod:`specpath_engine.sample.race`): at each depth the target's token is
+``argmax processed + G`` with the noise of that depth's position, the walk follows the child
+holding it and stops where none does, emitting it. Its tokens are then plain decoding's whatever
+the tree, and a node's children are accepted with probability ``sum(p(child))`` (SpecInfer's with
+one-hot drafts).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import torch
 
 from specpath_engine.sample import reference
 from specpath_engine.sample.processing import GREEDY_EPS, target_probs
+from specpath_engine.sample.race import race_tokens
 
 
 def check_tree(parents: Sequence[int], tokens: Sequence[int], vocab_size: int, who: str = "tree") -> None:
@@ -118,12 +124,15 @@ def verify_trees(
     top_k: Sequence[int] | None = None,
     top_p: Sequence[float] | None = None,
     generators: Sequence[torch.Generator | None] | None = None,
+    gumbel: Sequence[torch.Tensor | None] | None = None,
 ) -> list[tuple[list[int], int]]:
     """Verify a batch of trees: per request (accepted nodes, next token).
 
     ``trees``: per request ``(tokens, parents)``; ``logits``: ``[sum(N_r + 1), V]``, each request's
     root row then its node rows, requests in order. ``temperature`` 0 = greedy; sampled requests
-    draw their uniforms from ``generators[r]`` (torch's default generator when None).
+    draw their uniforms from ``generators[r]`` (torch's default generator when None), except those
+    with ``gumbel[r]``: a seeded request's noise by depth (``[D, V]``, row ``d`` at the position of
+    the tree's depth-``d`` tokens, ``D`` at least the tree's depth + 1), walked on race winners.
     """
     sizes = [len(t) + 1 for t, _ in trees]
     starts = [0]
@@ -136,7 +145,10 @@ def verify_trees(
         for r, (tokens, parents) in enumerate(trees):
             if greedy[r]:
                 out[r] = accept_greedy(tokens, parents, argmax[starts[r] : starts[r + 1]])
-    random = [r for r in range(len(trees)) if not greedy[r]]
+    coupled = [r for r in range(len(trees)) if not greedy[r] and gumbel is not None and gumbel[r] is not None]
+    if coupled:
+        _race_walks(trees, logits, starts, temperature, top_k, top_p, gumbel, coupled, out)
+    random = [r for r in range(len(trees)) if not greedy[r] and r not in coupled]
     if random:
         rows = torch.cat([torch.arange(starts[r], starts[r + 1]) for r in random]).to(logits.device)
         per_row = torch.tensor(sizes, dtype=torch.long)[random]
@@ -157,3 +169,28 @@ def verify_trees(
             out[r] = accept_sampled(tokens, parents, probs[at : at + n], uniforms)
             at += n
     return out  # type: ignore[return-value]
+
+
+def _race_walks(trees, logits, starts, temperature, top_k, top_p, gumbel, coupled, out) -> None:
+    """The seeded requests ``coupled``: their race winner at the root and after every node (each
+    row with the noise of its token's depth), walked like a greedy tree."""
+    rows, noise, temps, ks, ps = [], [], [], [], []
+    for r in coupled:
+        tokens, parents = trees[r]
+        depth = torch.tensor([0] + [d + 1 for d in depths(parents)], dtype=torch.long)
+        rows.append(torch.arange(starts[r], starts[r + 1]))
+        noise.append(gumbel[r].index_select(0, depth.to(gumbel[r].device)))
+        n = len(tokens) + 1
+        temps += [temperature[r]] * n
+        ks += [0 if top_k is None else top_k[r]] * n
+        ps += [1.0 if top_p is None else top_p[r]] * n
+    dev = logits.device
+    winners = race_tokens(logits.index_select(0, torch.cat(rows).to(dev)), torch.tensor(temps, device=dev),
+                          None if top_k is None else torch.tensor(ks, device=dev),
+                          None if top_p is None else torch.tensor(ps, device=dev), torch.cat(noise).to(dev)).tolist()
+    at = 0
+    for r in coupled:
+        tokens, parents = trees[r]
+        n = len(tokens) + 1
+        out[r] = accept_greedy(tokens, parents, winners[at : at + n])
+        at += n

@@ -26,6 +26,7 @@ from specpath_engine.draft_overrides import kv_settings
 from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_engine.modeling.dtypes import torch_dtype
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, SpeculatorContext
+from specpath_drafting import coupling
 from specpath_drafting.block.adaptive import VerifyCost, schedule
 from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig, load_weights, read_config
 from specpath_drafting.block.reference import build_block_queries_reference
@@ -133,7 +134,8 @@ class BlockSpeculator(BaseSpeculator):
         hidden = self.draft_block(anchors, anchor_pos, [rows[i] for i in drafting], k_max)
         temps = [float(reqs[i].temperature) for i in drafting]
         gens = [reqs[i].generator for i in drafting]
-        tokens, probs, conf = self.choose(hidden, anchors, temps, gens)
+        noise = coupling.request_noise([reqs[i] for i in drafting], k_max)
+        tokens, probs, conf = self.choose(hidden, anchors, temps, gens, noise)
         counts = [budgets[i] for i in drafting]
         if self.adaptive:
             counts = schedule(conf, counts, threshold=self.threshold, cost=self.cost)
@@ -205,10 +207,12 @@ class BlockSpeculator(BaseSpeculator):
             h = layer.finish(attn, h)
         return h
 
-    def choose(self, hidden: torch.Tensor, anchors: Sequence[int], temps: Sequence[float], gens: Sequence[Any]):
+    def choose(self, hidden: torch.Tensor, anchors: Sequence[int], temps: Sequence[float], gens: Sequence[Any],
+               noise: Sequence[torch.Tensor | None]):
         """Drafts [R, K], their probabilities [R, K, V] (None: one-hot) and acceptance estimates
         [R, K] (None unless adaptive verification reads them) from the block outputs ``hidden``
-        [R, K, d]: the method's own rule."""
+        [R, K, d]: the method's own rule. ``noise``: per request its sampling noise at the K
+        positions (``[K, V]``, :mod:`specpath_drafting.coupling`: its drafts race on it) or None."""
         raise NotImplementedError
 
     def proposal(self, num_reqs: int, drafting: Sequence[int], counts: Sequence[int], tokens: torch.Tensor,

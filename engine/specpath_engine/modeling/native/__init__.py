@@ -150,6 +150,8 @@ class DraftHead(ctypes.Structure):
                                 *(ctypes.pointer(linear) for linear in layer)),
                    ctypes.pointer(lm_head), None if lm_bias is None else lm_bias.data_ptr(),
                    None if ids is None else ids.data_ptr(), None if fc is None else ctypes.pointer(fc))
+        head.row_ids = ids
+        """The target id of each LM-head row (int64 ``[n]``), None: row i is id i."""
         head.ingests = ingests
         linears = [*layer, lm_head, *(extra for extra in (fuse, fc) if extra is not None)]
         head.tensors = (embed, embed_norm[0], hidden_norm[0], final_norm[0], post_norm[0], fuse_weight, lm_bias, ids,
@@ -268,9 +270,9 @@ class NativeKernels:
         self._attention_batch = _function(library, "specpath_attention_batch", P, I, P, I, P, I, P, P, I, P, P, P, I64,
                                           P, I64, I64, I, I, I, F, P)
         self._draft_chain = _function(library, "specpath_draft_chain", ctypes.POINTER(DraftHead), P, I, I, I, I, P, P,
-                                      I, P, P, F, P)
+                                      I, P, P, F, P, P)
         self._draft_propose = _function(library, "specpath_draft_propose", ctypes.POINTER(DraftHead), P, P, I, P, I,
-                                        I, I, I, P, P, I, P, P, F, P)
+                                        I, I, I, P, P, I, P, P, F, P, P)
         self._decoder_stack = _function(library, "specpath_decoder_stack", P, I, P, P, P, I, I, I, I, P, I64, I64, P,
                                         I, F, P, I, P, P, P)
 
@@ -403,33 +405,42 @@ class NativeKernels:
         return out
     def draft_chain(self, head: DraftHead, a: torch.Tensor, k: int, heads: int, kv_heads: int, head_dim: int,
                     key_cache: torch.Tensor, value_cache: torch.Tensor, first_position: int, cos: torch.Tensor,
-                    sin: torch.Tensor) -> torch.Tensor:
+                    sin: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
         """K greedy drafts (int64 target ids ``[K]``) of ``head`` from its output ``a [1, d]`` at
         the last committed position: draft j > 0 runs the layer at ``first_position + j - 1`` with
         ``cos``/``sin [K-1, head_dim]`` row j - 1, its k/v written into ``key_cache``/``value_cache``
-        (one request's row, ``[positions, KV, D]``). The per-op chain's tokens and KV, to the bit."""
+        (one request's row, ``[positions, KV, D]``). The per-op chain's tokens and KV, to the bit.
+        ``noise``: fp32 ``[K, n]`` added to draft j's logits (LM-head rows, ``head.row_ids``), a
+        seeded request's race (``specpath_drafting.coupling.scaled_noise``); None: argmax."""
         tokens = torch.empty(k, dtype=torch.int64)
+        if noise is not None:
+            noise = noise.float().contiguous()
         self._draft_chain(ctypes.byref(head), a.data_ptr(), k, heads, kv_heads, head_dim, key_cache.data_ptr(),
                           value_cache.data_ptr(), first_position, cos.data_ptr(), sin.data_ptr(), head_dim**-0.5,
-                          tokens.data_ptr())
+                          None if noise is None else noise.data_ptr(), tokens.data_ptr())
         return tokens
 
     def draft_propose(self, head: DraftHead, taps: torch.Tensor | None, ids: torch.Tensor, a: torch.Tensor, k: int,
                       heads: int, kv_heads: int, head_dim: int, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                      first_position: int, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """One request's greedy propose in one call (``head.ingests``): the ingest of its T newly
+                      first_position: int, cos: torch.Tensor, sin: torch.Tensor,
+                      noise: torch.Tensor | None = None) -> torch.Tensor:
+        """One request's propose in one call (``head.ingests``): the ingest of its T newly
         committed positions ``first_position ..`` (``taps [T, fc inputs]``, the target's hidden
         states there, flat; int64 ``ids [T]``, the token one position ahead of each), which writes
         their k/v into ``key_cache``/``value_cache`` (one request's row, ``[positions, KV, D]``) and
         the head's output at the last of them into ``a [d]`` (in place; with T = 0 ``a`` is read as
         it is), then :meth:`draft_chain`'s K drafts from ``a`` (int64 target ids ``[K]``).
-        ``cos``/``sin [>= T + K - 1, head_dim]``: positions ``first_position`` onwards. The per-op
-        ingest's KV and output and the per-op chain's drafts, to the bit."""
+        ``cos``/``sin [>= T + K - 1, head_dim]``: positions ``first_position`` onwards. ``noise``:
+        as :meth:`draft_chain`'s (fp32 ``[K, n]``, a seeded request's race; None: greedy). The
+        per-op ingest's KV and output and the per-op chain's drafts, to the bit."""
         tokens = torch.empty(k, dtype=torch.int64)
+        if noise is not None:
+            noise = noise.float().contiguous()
         t = ids.shape[0]
         self._draft_propose(ctypes.byref(head), None if taps is None else taps.data_ptr(), ids.data_ptr(), t,
                             a.data_ptr(), k, heads, kv_heads, head_dim, key_cache.data_ptr(), value_cache.data_ptr(),
-                            first_position, cos.data_ptr(), sin.data_ptr(), head_dim**-0.5, tokens.data_ptr())
+                            first_position, cos.data_ptr(), sin.data_ptr(), head_dim**-0.5,
+                            None if noise is None else noise.data_ptr(), tokens.data_ptr())
         return tokens
 
     def decoder_stack(self, stack: DecoderStack, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,

@@ -1,7 +1,7 @@
 /* A one-layer hidden-state drafter's chain of K greedy drafts for one request, in one call.
  *
- * Per draft j: logits = lm_head(final_norm(a)) (+ bias), token = the first argmax, mapped to a
- * target id; then (but for the last) the head's layer on [that token's embedding ; a] at the
+ * Per draft j: logits = lm_head(final_norm(a)) (+ bias) (+ noise row j: a seeded request's race,
+ * specpath_drafting.coupling), token = the first argmax, mapped to a target id; then (but for the last) the head's layer on [that token's embedding ; a] at the
  * next position, writing its k/v into the request's KV row, gives the next a. The same kernels
  * as the Python chain (layer_ops.c, rows_matmul.c, attention.c, decoder_layer.c), in the same
  * order, so the drafts are that path's to the bit; what goes is the Python between them and
@@ -121,10 +121,11 @@ static void head_pass(const specpath_draft_head *hd, const uint16_t *e, const ui
 
 /* a0 [d]: the head's output at the last committed position; keys/values [positions, KV, D]: the
  * request's KV row (position p at row p); draft j > 0 runs at position first_position + j - 1
- * with cos/sin row j - 1 of [K - 1, D]. tokens_out [K]: target ids. */
+ * with cos/sin row j - 1 of [K - 1, D]. noise: NULL (greedy) or fp32 [K, n], added to draft j's
+ * logits (LM-head row order). tokens_out [K]: target ids. */
 void specpath_draft_chain(const specpath_draft_head *hd, const uint16_t *a0, int K, int H, int KV, int D,
                           uint16_t *keys, uint16_t *values, int first_position, const uint16_t *cos,
-                          const uint16_t *sin, float scale, int64_t *tokens_out) {
+                          const uint16_t *sin, float scale, const float *noise, int64_t *tokens_out) {
     const int d = (int)hd->layer.o_proj->out_features, n = (int)hd->lm_head->out_features;
     uint16_t *buf = malloc(sizeof(uint16_t) * (3 * (size_t)d + (size_t)n));
     uint16_t *a = buf, *next = a + d, *normed = next + d, *logits = normed + d;
@@ -133,9 +134,12 @@ void specpath_draft_chain(const specpath_draft_head *hd, const uint16_t *a0, int
         specpath_rms_norm(a, 0, 0, hd->final_norm, normed, 1, d, hd->final_eps);
         linear(hd->lm_head, normed, logits, 1);
         int best = 0;
+        const float *g = noise ? noise + (size_t)j * n : 0;
         float top = bf16_value(logits[0]) + (hd->lm_bias ? hd->lm_bias[0] : 0.0f);
+        if (g) top += g[0];
         for (int i = 1; i < n; i++) {
-            const float v = bf16_value(logits[i]) + (hd->lm_bias ? hd->lm_bias[i] : 0.0f);
+            float v = bf16_value(logits[i]) + (hd->lm_bias ? hd->lm_bias[i] : 0.0f);
+            if (g) v += g[i]; /* additions only: torch's (logits + bias) + noise, to the bit */
             if (v > top) top = v, best = i; /* ties: the first, as torch.argmax */
         }
         const int64_t token = hd->ids ? hd->ids[best] : best;
@@ -154,11 +158,13 @@ void specpath_draft_chain(const specpath_draft_head *hd, const uint16_t *a0, int
  * EAGLE-3's fc, or [T, d] as they are for MTP; ids [T] the tokens one position ahead), whose
  * last output goes to a [d] (in place: the head's output at the last committed position, read
  * as it is when T = 0), then the chain of K drafts from it at p0 + T onwards. cos/sin
- * [T + K - 1, D] (at least T rows): positions p0 onwards. Per position and per draft the same
- * calls as the per-op path, so the KV, a and the drafts are its bits. */
+ * [T + K - 1, D] (at least T rows): positions p0 onwards. noise: NULL (greedy) or fp32 [K, n],
+ * the chain's (a seeded request's race). Per position and per draft the same calls as the per-op
+ * path, so the KV, a and the drafts are its bits. */
 void specpath_draft_propose(const specpath_draft_head *hd, const uint16_t *taps, const int64_t *ids, int T,
                             uint16_t *a, int K, int H, int KV, int D, uint16_t *keys, uint16_t *values, int p0,
-                            const uint16_t *cos, const uint16_t *sin, float scale, int64_t *tokens_out) {
+                            const uint16_t *cos, const uint16_t *sin, float scale, const float *noise,
+                            int64_t *tokens_out) {
     const int d = (int)hd->layer.o_proj->out_features;
     if (T > 0) {
         uint16_t *buf = malloc(sizeof(uint16_t) * (size_t)T * (3 * (size_t)d));
@@ -175,5 +181,5 @@ void specpath_draft_propose(const specpath_draft_head *hd, const uint16_t *taps,
     }
     if (K > 0)
         specpath_draft_chain(hd, a, K, H, KV, D, keys, values, p0 + T, cos + (size_t)T * D, sin + (size_t)T * D,
-                             scale, tokens_out);
+                             scale, noise, tokens_out);
 }

@@ -1,0 +1,69 @@
+"""Seeded sampling noise: one Gumbel vector per (seed, position), shared by drafter and verifier.
+
+A seeded request samples its token at position ``p`` by the exponential race
+``y_p = argmax_v probs_p[v] / E_p[v]`` with ``E_p ~ Exp(1)^V`` a function of ``(seed, p)`` alone
+(:func:`gumbel_noise`); ``y_p`` follows ``probs_p`` exactly because ``E_p`` is independent of
+everything that shaped ``probs_p``. The noise is kept as ``G = -log E`` (Gumbel-max:
+``argmax_v log probs_p[v] + G_p[v]`` is the same token), so the race is one add and one argmax
+over logits (:mod:`specpath_engine.sample.race`). Since nothing else enters the draw, the token
+at ``p`` does not depend on the drafter, on how many drafts a step verified, on the batch or on
+a preemption: speculative decoding of a seeded request emits plain decoding's tokens.
+
+Cost: one uniform per vocabulary entry and two logs; on a 2-core Xeon about a multinomial
+draw's cost per position at V = 49,152 (``benchmarks/coupled_sampling.py --noise-cost``). A step
+needs the noise at each draft position and at the bonus position, and the drafter needs it
+first: :class:`SeededNoise` keeps each position's vector from the drafter's call for the
+verifier's (and for the next step, which starts after the accepted drafts).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specpath_engine.sample.randomness import position_generator
+
+_NOISE_SALT = 0x2C1B_3C6D_5F7E_8A9B  # keeps the noise apart from the request's other streams
+
+_FIRST_STEP = 2.0**-25
+"""``E`` where ``u = 0`` (probability 2**-24 per entry): half the grid's first step, never 0, so
+``G`` stays finite and a masked (``-inf``) logit can never win."""
+
+
+def gumbel_noise(seed: int, position: int, vocab_size: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """float32 ``[vocab_size]``: ``G = -log E`` with ``E ~ Exp(1)`` per entry, drawn from a
+    generator keyed by ``(seed, position)`` only (``E = -log(1 - u)``, ``u`` uniform)."""
+    g = position_generator(seed ^ _NOISE_SALT, position, device)
+    u = torch.rand(vocab_size, generator=g, device=device)
+    return u.neg_().log1p_().neg_().clamp_min_(_FIRST_STEP).log_().neg_()
+
+
+class SeededNoise:
+    """One seeded request's noise (``specpath.speculator.SamplingNoise``), cached by position.
+
+    A step asks for the positions from the step's first new token on (the drafter for its
+    drafts, then the verifier for those and the bonus position); positions before the first one
+    asked are never asked again and are dropped, so a request holds at most ``K + 1`` vectors.
+    """
+
+    __slots__ = ("seed", "vocab_size", "device", "_cache")
+
+    def __init__(self, seed: int, vocab_size: int, device: torch.device | str = "cpu") -> None:
+        self.seed = seed
+        self.vocab_size = vocab_size
+        self.device = torch.device(device)
+        self._cache: dict[int, torch.Tensor] = {}
+
+    def gumbel(self, first: int, count: int) -> torch.Tensor:
+        """float32 ``[count, vocab]``: the noise at positions ``first .. first + count - 1``."""
+        cache = self._cache
+        for p in [p for p in cache if p < first]:
+            del cache[p]
+        rows = []
+        for p in range(first, first + count):
+            row = cache.get(p)
+            if row is None:
+                row = cache[p] = gumbel_noise(self.seed, p, self.vocab_size, self.device)
+            rows.append(row)
+        if not rows:
+            return torch.empty(0, self.vocab_size, device=self.device)
+        return torch.stack(rows)
