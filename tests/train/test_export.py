@@ -86,7 +86,8 @@ def _assert_loads_back_the_same(ckpt: Path, out: Path, kind: str) -> None:
 def _drafts(target: str | None, spec: dict, prompts: list[list[int]], max_tokens: int):
     from specpath_engine.llm import LLM, SamplingParams
 
-    llm = LLM(target, spec, dtype="float32", max_model_len=512, max_num_seqs=1)
+    # K every step: the drafts themselves are compared (the measured policy's back-off follows timings)
+    llm = LLM(target, {"draft_length_policy": "fixed", **spec}, dtype="float32", max_model_len=512, max_num_seqs=1)
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
     outs = [llm.generate([p], params)[0] for p in prompts]
     return ([list(o.token_ids) for o in outs], [o.metrics.num_draft_tokens for o in outs],

@@ -72,7 +72,7 @@ def test_a_recorded_training_vocabulary_restricts_the_drafts(setup, tmp_path):
     root, target, drafter_path, baseline = setup
     keep = list(range(1, 64, 3))
     path = with_train_vocab(drafter_path, tmp_path / "restricted", keep)
-    engine = make_engine(target, resolve({"method": "dflash", "model": str(path), "num_speculative_tokens": 4},
+    engine = make_engine(target, resolve({"method": "dflash", "model": str(path), "num_speculative_tokens": 4, "draft_length_policy": "fixed"},
                                          root / "target"))
     speculator = engine.runner.speculator
     drafter = speculator.drafter

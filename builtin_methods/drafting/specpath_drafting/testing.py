@@ -284,7 +284,8 @@ def drafts_equal_a_from_scratch_computation(setup: DraftingSetup, spec_fields: M
     than 20 proposals must have been checked. ``engine_options`` override the engine's small
     defaults (24 tokens a step, blocks of 8, 80-token context). Returns the speculator and the
     finished requests."""
-    spec = resolve(spec_fields, setup.root / "target")
+    # K every step: every proposal is checked (the measured policy may back off on a tiny target)
+    spec = resolve({"draft_length_policy": "fixed", **spec_fields}, setup.root / "target")
     options = {"max_num_batched_tokens": 24, "block_size": 8, "max_model_len": 80, **engine_options}
     engine = make_engine(setup.target, spec, prefix_caching=True, **options)
     speculator = engine.runner.speculator

@@ -140,7 +140,7 @@ def test_a_recorded_training_vocabulary_restricts_the_drafts(setup, tmp_path):
     root, target, drafters, baseline = setup
     keep = list(range(0, 64, 2))
     path = with_train_vocab(drafters[True], tmp_path / "restricted", keep)
-    engine = make_engine(target, resolve({"method": "dspark", "model": str(path), "num_speculative_tokens": 4},
+    engine = make_engine(target, resolve({"method": "dspark", "model": str(path), "num_speculative_tokens": 4, "draft_length_policy": "fixed"},
                                          root / "target"))
     speculator = engine.runner.speculator
     drafter = speculator.drafter

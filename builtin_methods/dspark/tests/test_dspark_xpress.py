@@ -98,7 +98,7 @@ def setup(tmp_path_factory):
 def test_greedy_output_with_trees_equals_the_baseline(setup, k, prefix_caching):
     root, drafter, baseline = setup
     llm = tiny_llm(root / "target", {"method": "dspark", "model": drafter, "num_speculative_tokens": k,
-                                     "xpress_topc": 2}, enable_prefix_caching=prefix_caching)
+                                     "xpress_topc": 2, "draft_length_policy": "fixed"}, enable_prefix_caching=prefix_caching)
     assert llm.speculator.tree_c == 2
     proposed = []
     original = llm.speculator.proposal
