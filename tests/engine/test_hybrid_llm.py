@@ -43,7 +43,9 @@ def test_sampled_drafts_get_one_hot_rows_beside_the_drafters_probabilities(monke
     # unseeded: the drafter samples and hands its probabilities in (a seeded request's drafts race
     # on its noise and need none); the engine's seed still makes the runs reproducible
     params = SamplingParams(max_tokens=32, temperature=0.8, ignore_eos=True)
+    # fixed K: unseeded sampled tokens follow the drafts, and the measured policy's lengths follow timings
     config = {"method": "eagle3", "num_speculative_tokens": 3, "draft_sample_method": "random",
+              "draft_length_policy": "fixed",
               "model_free_drafter": {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 3},
               "model_free_min_tokens": 1}
     runs = [LLM(None, config, dtype="float32", seed=1).generate(PROMPTS, params) for _ in range(2)]

@@ -57,7 +57,8 @@ def branching(monkeypatch):
 @pytest.mark.parametrize("k", range(1, 9))
 @pytest.mark.parametrize("prefix_caching", [False, True])
 def test_tree_proposals_keep_greedy_output(plain, branching, method, k, prefix_caching):
-    config = {"method": method, "num_speculative_tokens": k, **TREE_OPTIONS.get(method, {})}
+    config = {"method": method, "num_speculative_tokens": k, "draft_length_policy": "fixed",  # trees every step
+              **TREE_OPTIONS.get(method, {})}
     llm = LLM(None, config, num_threads=1, enable_prefix_caching=prefix_caching, max_num_seqs=4)
     assert [o.token_ids for o in llm.generate(PROMPTS + PROMPTS[:1], PARAMS)] == plain
     if k >= BRANCHES_FROM_K.get(method, 2):  # these prompts have several continuations
