@@ -16,6 +16,10 @@ from typing import Any
 PLAUSIBLE_SLACK = 1.15
 """A speedup up to this much above the passes-saved bound passes as timing noise."""
 
+WORTH_DEFAULT = 1.10
+"""A drafter whose best prompt does not reach this speedup is not a default for the target: its
+gain is within a busy machine's noise, and the adaptive draft length only keeps it near 1.0x."""
+
 
 def rotation(names: Sequence[str], turn: int) -> list[str]:
     """``names`` starting at ``turn`` (mod their count): over ``len(names)`` turns each engine
@@ -103,6 +107,14 @@ def summary_lines(rows: Sequence[dict], baseline: dict) -> list[str]:
     else:
         lines.append(f"fastest: {best['method']} ({best['speedup']:.2f}x the baseline, "
                      f"{best['tokens_per_s']:.1f} tok/s)")
+    weak = [r for r in rows if r is not baseline and "draft model" in r.get("kind", "")
+            and max(r.get("turn_speedups") or [r["speedup"]]) < WORTH_DEFAULT]
+    if weak:
+        named = ", ".join(f"{r['method']} (best prompt {max(r.get('turn_speedups') or [r['speedup']]):.2f}x)"
+                          for r in weak)
+        lines.append(f"not a default for this target: {named}: below {WORTH_DEFAULT:.2f}x on every prompt, "
+                     "their drafters do not pay here (the adaptive draft length backs them off to plain decoding); "
+                     "train one for it with `specpath train` or use a method above")
     for r in rows:
         if implausible(r, baseline):
             lines.append(f"! {r['method']}: {r['speedup']:.2f}x is more than its target passes allow "

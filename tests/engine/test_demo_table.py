@@ -109,3 +109,17 @@ def test_the_demo_leaves_accelerator_methods_out_on_a_cpu():
     runs, skipped = demo_configs(4, {"ngram", "ngram_gpu"})
     assert [name for name, _ in runs] == ["ngram"]
     assert dict(skipped)["ngram_gpu"].startswith("built for an accelerator")
+
+
+def test_a_drafter_below_the_default_bar_on_every_prompt_is_named_as_no_default():
+    # issue 30: a drafter that cannot reach 1.1x on any prompt is not a default for the target
+    weak = _row("dspark", 616, 560, 17.0, 1.01, kind="draft model", turn_speedups=[0.95, 1.04, 1.08])
+    good = _row("eagle3", 616, 400, 20.0, 1.19, kind="draft model", turn_speedups=[1.02, 1.31])
+    free = _row("ngram", 616, 600, 16.9, 1.01, kind="model-free", turn_speedups=[0.99, 1.02])
+    lines = dt.summary_lines([BASE, weak, good, free], BASE)
+    assert lines[0].startswith("fastest: eagle3")
+    notes = [line for line in lines if line.startswith("not a default for this target:")]
+    assert len(notes) == 1
+    assert "dspark (best prompt 1.08x)" in notes[0]
+    assert "eagle3" not in notes[0] and "ngram" not in notes[0]  # model-free methods cost no drafter
+    assert not [line for line in dt.summary_lines([BASE, good], BASE) if line.startswith("not a default")]
