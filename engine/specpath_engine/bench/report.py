@@ -106,7 +106,8 @@ def markdown(result: dict, items: dict[str, Sequence[Any]] | None = None) -> str
     """The whole result as a markdown page section (what docs/benchmarks.md is rendered from)."""
     m = result["machine"]
     s = result["settings"]
-    out = [f"Model {s['model']} ({s['dtype']}), {s['max_tokens']} new tokens a request"
+    weights = f", {s['quantization']} weights" if s.get("quantization") else ""
+    out = [f"Model {s['model']} ({s['dtype']}{weights}), {s['max_tokens']} new tokens a request"
            f"{' (EOS ignored)' if s['ignore_eos'] else ''}, {s['repeats']} interleaved rounds; "
            f"{m['cpu']}, {m['cores']} cores, {s['threads']} thread{'s' if s['threads'] != 1 else ''}; load per core at the start "
            f"{m['load_at_start']:.2f}; {result['date']}.", "", NOTES]

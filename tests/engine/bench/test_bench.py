@@ -103,3 +103,9 @@ def test_cli_json(capsys):
     result = json.loads(capsys.readouterr().out)
     assert {r["method"] for r in result["rows"]} == {"baseline", "ngram"}
     assert result["settings"]["model"] == "embedded" and result["machine"]["gated"] is False
+
+
+def test_the_page_names_quantised_weights():
+    quantised = {**RESULT, "settings": {**RESULT["settings"], "quantization": "int4"}}
+    assert "Model embedded (float32, int4 weights)," in report.markdown(quantised)
+    assert "Model embedded (float32)," in report.markdown(RESULT)
