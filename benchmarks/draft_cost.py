@@ -10,9 +10,13 @@ one-token generation of the same prompt is subtracted). Prints per drafter the m
 time (medians: a shared machine's bursts land in the mean), the plain step and their ratio (the issue's target: EAGLE-3 K=4 <= 0.10), with the load
 average. Engines run interleaved, prompt by prompt, ``--rounds`` times; with ``--per-op-ingest``
 each hidden-state drafter runs a second time with its ingest on the per-op path (the reference
-the one-call native propose replaces), so both are timed under the same load. Not part of the tests.
+the one-call native propose replaces), so both are timed under the same load; with ``--breakdown``
+the native propose's own section timers (``draft_chain.c``) say per drafter where a call's time
+goes (ingest input and layer pass, chain LM head, argmax and layer passes, and what is left to
+Python around the call). Not part of the tests.
 
-    python benchmarks/draft_cost.py [--methods eagle3,mtp] [--k 4] [--quantization int8|none] [--per-op-ingest]
+    python benchmarks/draft_cost.py [--methods eagle3,mtp] [--k 4] [--quantization int8|int4|none]
+        [--target-quantization int4] [--per-op-ingest] [--breakdown]
 """
 
 from __future__ import annotations
@@ -53,20 +57,27 @@ def main() -> int:
     ap.add_argument("--per-op-ingest", action="store_true",
                     help="also time each hidden-state drafter with its ingest on the per-op path (the native "
                          "propose off: the drafting loop before the ingest went native), side by side")
+    ap.add_argument("--target-quantization", default=None,
+                    help="the target's weight-only quantization (int8 / int4; default: bf16 as loaded): "
+                         "the plain step and every speculator's target")
     ap.add_argument("--quantization", default=None,
                     help="speculative_config.quantization for every drafter ('none': as loaded; "
                          "default: the shipped drafter's own default)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also print where a native propose's time goes (its C section timers, means per call)")
     args = ap.parse_args()
 
     import torch
 
     from specpath_engine.harness import WARM_UP_PROMPT
     from specpath_engine.llm import LLM, SamplingParams, drafter_quantization
+    from specpath_engine.modeling.native import NativeKernels, kernels
 
     torch.set_num_threads(args.threads)
 
     def llm(config):
-        return LLM("smollm2-135m", config, dtype="bfloat16", num_threads=args.threads, max_num_seqs=1)
+        return LLM("smollm2-135m", config, dtype="bfloat16", num_threads=args.threads, max_num_seqs=1,
+                   quantization=args.target_quantization)
 
     engines = {"plain": llm(None)}
     samples: dict[str, list[float]] = {}
@@ -89,6 +100,10 @@ def main() -> int:
 
     full = SamplingParams(max_tokens=args.max_tokens, ignore_eos=True)
     first = SamplingParams(max_tokens=1, ignore_eos=True)
+    native = kernels() if args.breakdown else None
+    sections = {name: [0.0] * 8 for name in samples}  # per drafter: draft_timers' sums over its runs
+    if native is not None:
+        native.draft_timers(True)
     load_before = os.getloadavg()[0]
     plain_steps: list[float] = []
     for _ in range(args.rounds):
@@ -103,12 +118,18 @@ def main() -> int:
                     total = time.perf_counter() - start
                     plain_steps.append((total - prefill) / (args.max_tokens - 1))
                 else:
+                    before = native.draft_timers(True) if native is not None else None
                     engine.generate([prompt], full)
+                    if before is not None:
+                        after = native.draft_timers(True)
+                        sections[name] = [s + b - a for s, a, b in zip(sections[name], before, after)]
     load_after = os.getloadavg()[0]
+    if native is not None:
+        native.draft_timers(False)
 
     step = statistics.median(plain_steps)
     print(f"plain target step: {step * 1e3:.2f} ms median over {len(plain_steps)} generations "
-          f"(SmolLM2-135M bf16, batch 1, {args.threads} threads)")
+          f"(SmolLM2-135M {args.target_quantization or 'bf16'}, batch 1, {args.threads} threads)")
     for method, times in samples.items():
         spec = engines[method].engine_config.speculative_config
         propose = statistics.median(times)
@@ -116,6 +137,14 @@ def main() -> int:
         print(f"{method:14s} propose K={args.k}: {propose * 1e3:6.2f} ms median = {propose / step:5.3f} of a plain "
               f"step  (mean {statistics.mean(times) * 1e3:.2f} ms over {len(times)} calls; drafter weights "
               f"{weights})")
+    for method, sums in sections.items():
+        calls = sums[6]
+        if native is None or not calls:
+            continue
+        parts = ", ".join(f"{label} {ns / calls / 1e3:.0f}" for label, ns in zip(NativeKernels.DRAFT_SECTIONS, sums))
+        python = statistics.mean(samples[method]) * 1e3 - sums[5] / calls / 1e6  # a mean: the sums are
+        print(f"  {method} native propose, us per call (means over {calls:.0f} calls, {sums[7] / calls:.1f} "
+              f"ingested positions each): {parts}; around the call (Python) ~{python * 1e3:.0f}")
     print(f"{len(PROMPTS)} prompts x {args.max_tokens} tokens, {args.rounds} round(s); load average "
           f"{load_before:.2f} before, {load_after:.2f} after")
     return 0

@@ -333,8 +333,11 @@ class HiddenStateSpeculator(BaseSpeculator):
         start = length - 1 - n  # the first new position (the last committed one: start + n - 1)
         ids = torch.tensor(r.token_ids[start + 1 : length], dtype=torch.int64)  # [n]: shifted by one
         if n:
-            self.tokens[row, start + 1 : length] = ids.to(device=self.device, dtype=torch.int32)  # as per-op leaves it
-            taps = hidden.to(dtype=self.dtype).reshape(n, -1).contiguous()  # [n, num_taps * target d]
+            # as per-op leaves it; through numpy: a torch index-assign costs more than the rest of this frame
+            self.tokens.numpy()[row, start + 1 : length] = r.token_ids[start + 1 : length]
+            taps = hidden  # [n, num_taps, target d], read flat: [n, num_taps * target d]
+            if hidden.dtype is not self.dtype or not hidden.is_contiguous():
+                taps = hidden.to(dtype=self.dtype).contiguous()
         else:
             taps = None
         end = start + n + max(k - 1, 0)  # positions start .. end - 1 run the layer
@@ -348,7 +351,7 @@ class HiddenStateSpeculator(BaseSpeculator):
         noise = coupling.scaled_noise(r.noise.gumbel(length, k), [r.temperature] * k, head.row_ids) if race else None
         tokens = native.draft_propose(head, taps, ids, self.last_hidden[row], k, hc.num_attention_heads,
                                       hc.num_key_value_heads, hc.head_dim, keys, values, start, cos, sin, noise)
-        return DraftProposal(token_ids=tokens.to(device=self.device, dtype=torch.int32), num_draft_tokens=[k])
+        return DraftProposal(token_ids=tokens.to(torch.int32), num_draft_tokens=[k])  # on the CPU, as the kernels
 
     def _native_chain(self, a: torch.Tensor, row: int, last: int, k: int,
                       race: tuple[torch.Tensor, float] | None = None) -> torch.Tensor | None:

@@ -273,6 +273,10 @@ class NativeKernels:
                                       I, P, P, F, P, P)
         self._draft_propose = _function(library, "specpath_draft_propose", ctypes.POINTER(DraftHead), P, P, I, P, I,
                                         I, I, I, P, P, I, P, P, F, P, P)
+        self._draft_timers = library.specpath_draft_timers
+        self._draft_timers.argtypes, self._draft_timers.restype = [I], ctypes.POINTER(ctypes.c_double * 8)
+        self._draft_argmax = _function(library, "specpath_draft_argmax", P, P, P, I)
+        self._draft_argmax.restype = ctypes.c_int
         self._decoder_stack = _function(library, "specpath_decoder_stack", P, I, P, P, P, I, I, I, I, P, I64, I64, P,
                                         I, F, P, I, P, P, P)
 
@@ -419,6 +423,23 @@ class NativeKernels:
                           value_cache.data_ptr(), first_position, cos.data_ptr(), sin.data_ptr(), head_dim**-0.5,
                           None if noise is None else noise.data_ptr(), tokens.data_ptr())
         return tokens
+
+    DRAFT_SECTIONS = ("ingest input", "ingest layer", "chain LM head", "chain argmax", "chain layers", "whole call")
+    """What :meth:`draft_timers` times, in its order (then the count of calls and of ingested positions)."""
+
+    def draft_timers(self, on: bool) -> list[float]:
+        """Switch the native propose's section timers on or off (``draft_chain.c``: off costs nothing
+        measurable) and read them: nanoseconds summed per :data:`DRAFT_SECTIONS` entry since the
+        library loaded, then calls and ingested positions (a benchmark diffs two readings)."""
+        return list(self._draft_timers(int(on)).contents)
+
+    def draft_argmax(self, logits: torch.Tensor, bias: torch.Tensor | None = None,
+                     noise: torch.Tensor | None = None) -> int:
+        """The chain's pick of one draft: the first index of the largest ``(logits + bias) + noise``
+        (bf16 ``logits [n]``, fp32 ``bias``/``noise [n]`` or None; n a multiple of 16), torch's
+        ``argmax`` of that sum for NaN-free logits."""
+        return self._draft_argmax(logits.data_ptr(), None if bias is None else bias.data_ptr(),
+                                  None if noise is None else noise.data_ptr(), logits.shape[-1])
 
     def draft_propose(self, head: DraftHead, taps: torch.Tensor | None, ids: torch.Tensor, a: torch.Tensor, k: int,
                       heads: int, kv_heads: int, head_dim: int, key_cache: torch.Tensor, value_cache: torch.Tensor,

@@ -19,8 +19,29 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common.h"
+
+/* Where a propose's time goes (benchmarks/draft_cost.py --breakdown): off unless switched on by
+ * specpath_draft_timers; then nanoseconds are added per section: [0] the ingest's input stage
+ * (EAGLE-3's fc, the embedding gather), [1] the ingest's layer pass, [2] the chain's final norm and
+ * LM head, [3] its argmax, [4] its layer passes, [5] the whole call; [6] calls, [7] ingested
+ * positions. Single-threaded callers only (a propose is one request). */
+static int timing;
+static double timers[8];
+
+double *specpath_draft_timers(int on) {
+    timing = on;
+    return timers;
+}
+
+static inline double stamp(void) {
+    if (!timing) return 0.0;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
 
 void specpath_q4_matmul(const uint8_t *levels, const float *scale_mins, const uint16_t *x, void *out,
                         int out_f32, int M, int N, int K);
@@ -119,6 +140,30 @@ static void head_pass(const specpath_draft_head *hd, const uint16_t *e, const ui
     free(buf);
 }
 
+/* The first index of the largest (bf16 logits[i] + bias[i]) + noise[i] (fp32, in that order: torch's
+ * (logits + bias) + noise, to the bit; bias, noise NULL: left out), as torch.argmax's first on ties,
+ * for n a multiple of 16: sixteen lanes each keep their first largest, then the largest of those
+ * with the smallest index wins (what a scan from the start finds). NaN-free logits (a NaN is never
+ * larger: skipped, where torch.argmax would return it). */
+int specpath_draft_argmax(const uint16_t *logits, const float *bias, const float *noise, int n) {
+    __m512 top = _mm512_set1_ps(-__builtin_inff());
+    __m512i where = _mm512_set1_epi32(n), index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i sixteen = _mm512_set1_epi32(16);
+    for (int i = 0; i < n; i += 16) {
+        __m512 v = load_bf16(logits + i);
+        if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + i));
+        if (noise) v = _mm512_add_ps(v, _mm512_loadu_ps(noise + i));
+        const __mmask16 larger = _mm512_cmp_ps_mask(v, top, _CMP_GT_OQ);
+        top = _mm512_mask_mov_ps(top, larger, v);
+        where = _mm512_mask_mov_epi32(where, larger, index);
+        index = _mm512_add_epi32(index, sixteen);
+    }
+    const float best = _mm512_reduce_max_ps(top);
+    const __mmask16 ties = _mm512_cmp_ps_mask(top, _mm512_set1_ps(best), _CMP_EQ_OQ);
+    const int first = _mm512_mask_reduce_min_epi32(ties, where);
+    return first < n ? first : 0; /* no lane above -inf (all -inf or NaN): the scan's 0 */
+}
+
 /* a0 [d]: the head's output at the last committed position; keys/values [positions, KV, D]: the
  * request's KV row (position p at row p); draft j > 0 runs at position first_position + j - 1
  * with cos/sin row j - 1 of [K - 1, D]. noise: NULL (greedy) or fp32 [K, n], added to draft j's
@@ -131,22 +176,19 @@ void specpath_draft_chain(const specpath_draft_head *hd, const uint16_t *a0, int
     uint16_t *a = buf, *next = a + d, *normed = next + d, *logits = normed + d;
     memcpy(a, a0, sizeof(uint16_t) * d);
     for (int j = 0; j < K; j++) {
+        const double t0 = stamp();
         specpath_rms_norm(a, 0, 0, hd->final_norm, normed, 1, d, hd->final_eps);
         linear(hd->lm_head, normed, logits, 1);
-        int best = 0;
-        const float *g = noise ? noise + (size_t)j * n : 0;
-        float top = bf16_value(logits[0]) + (hd->lm_bias ? hd->lm_bias[0] : 0.0f);
-        if (g) top += g[0];
-        for (int i = 1; i < n; i++) {
-            float v = bf16_value(logits[i]) + (hd->lm_bias ? hd->lm_bias[i] : 0.0f);
-            if (g) v += g[i]; /* additions only: torch's (logits + bias) + noise, to the bit */
-            if (v > top) top = v, best = i; /* ties: the first, as torch.argmax */
-        }
+        const double t1 = stamp();
+        const int best = specpath_draft_argmax(logits, hd->lm_bias, noise ? noise + (size_t)j * n : 0, n);
+        const double t2 = stamp();
+        timers[2] += t1 - t0, timers[3] += t2 - t1;
         const int64_t token = hd->ids ? hd->ids[best] : best;
         tokens_out[j] = token;
         if (j + 1 == K) break;
         head_pass(hd, hd->embed + (size_t)token * d, a, 1, H, KV, D, keys, values, first_position + j,
                   cos + (size_t)j * D, sin + (size_t)j * D, scale, next);
+        timers[4] += stamp() - t2;
         uint16_t *t = a;
         a = next, next = t;
     }
@@ -166,6 +208,7 @@ void specpath_draft_propose(const specpath_draft_head *hd, const uint16_t *taps,
                             const uint16_t *cos, const uint16_t *sin, float scale, const float *noise,
                             int64_t *tokens_out) {
     const int d = (int)hd->layer.o_proj->out_features;
+    const double t0 = stamp();
     if (T > 0) {
         uint16_t *buf = malloc(sizeof(uint16_t) * (size_t)T * (3 * (size_t)d));
         uint16_t *features = buf, *e = features + (size_t)T * d, *out = e + (size_t)T * d;
@@ -175,11 +218,14 @@ void specpath_draft_propose(const specpath_draft_head *hd, const uint16_t *taps,
             memcpy(features, taps, sizeof(uint16_t) * (size_t)T * d);
         for (int t = 0; t < T; t++)
             memcpy(e + (size_t)t * d, hd->embed + (size_t)ids[t] * d, sizeof(uint16_t) * d);
+        const double t1 = stamp();
         head_pass(hd, e, features, T, H, KV, D, keys, values, p0, cos, sin, scale, out);
+        timers[0] += t1 - t0, timers[1] += stamp() - t1;
         memcpy(a, out + (size_t)(T - 1) * d, sizeof(uint16_t) * d);
         free(buf);
     }
     if (K > 0)
         specpath_draft_chain(hd, a, K, H, KV, D, keys, values, p0 + T, cos + (size_t)T * D, sin + (size_t)T * D,
                              scale, noise, tokens_out);
+    if (timing) timers[5] += stamp() - t0, timers[6] += 1, timers[7] += T;
 }
