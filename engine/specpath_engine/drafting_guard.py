@@ -9,10 +9,10 @@ drafter's call) of steps that drafted and of steps that did not, per count of sc
 (like with like: a step's time is mostly set by its batch), decode steps only (a prefill chunk
 is another kind of step). When drafting steps are measurably slower than plain ones
 (:data:`MARGIN`) the whole engine backs off: no drafts, no probes, no exploration, except a
-short burst of drafting every ``gap`` steps, the gap doubling while the bursts keep losing (at
+short burst of drafting (one request) every ``gap`` steps, the gap doubling while the bursts keep losing (at
 most :data:`MAX_GAP`), so a change of workload (a batch that shrinks, a predictable text) is
 still noticed. A burst's first step pays the catch-up of the positions skipped meanwhile, so
-its last step is what is judged against plain steps; one that wins resumes drafting.
+its other steps are what is judged against plain steps; one that does not lose resumes drafting.
 
 Learning is quick (a fresh engine's first replies may be 64 tokens): a few steps of each kind
 decide (:data:`MIN_DRAFTING`, :data:`MIN_PLAIN`), and where the governor drafts every step the
@@ -27,11 +27,15 @@ import attrs
 DECAY = 0.8
 """Weight of a side's past steps after each new one of that side and batch (about five count)."""
 
-MIN_DRAFTING, MIN_PLAIN = 2.4, 1.7
-"""Decayed weights (about three drafting steps, two plain ones) before a comparison counts."""
+MIN_DRAFTING, MIN_PLAIN = 3.3, 2.4
+"""Decayed weights (about five drafting steps, three plain ones) before a comparison counts: a
+shared machine's step times swing by more than a few percent, and a back-off where drafting
+pays costs far more than a few more steps of drafting where it does not."""
 
-MARGIN = 0.02
-"""Drafting steps must be this much slower per token than plain ones to back the engine off."""
+MARGIN = 0.05
+"""Drafting steps must be this much slower per token than plain ones to back the engine off;
+a burst resumes drafting at half the margin. (Where the governor itself mostly backs off, only
+a fraction of the steps draft: a loss within the margin on them is a smaller loss overall.)"""
 
 STALL = 3.0
 """A step longer than this many plain steps of its batch is a stall: counted at that length."""
@@ -39,8 +43,8 @@ STALL = 3.0
 FIRST_GAP, MAX_GAP = 24, 384
 """Steps between exploration bursts while backed off: doubled per losing burst, at most MAX_GAP."""
 
-BURST = 2
-"""Drafting steps an exploration burst takes; the last is judged (the first catches up)."""
+BURST = 3
+"""Drafting steps an exploration burst takes; all but the first are judged (it catches up)."""
 
 SHORT_RUN = 8
 """A resume that backs off again within this many drafting steps was a fluke: the gap keeps doubling."""
@@ -74,6 +78,8 @@ class Verdict:
     """Steps until the next exploration burst (while backing off)."""
     burst: int = 0
     """Drafting steps of the current burst still to take."""
+    judged: Side = attrs.field(factory=Side)
+    """The current burst's judged steps (undecayed sums)."""
     run: int = 0
     """Drafting steps observed since drafting last resumed."""
     resumed: bool = False
@@ -126,7 +132,7 @@ class DraftingGuard:
         if v.wait > 0:
             v.wait -= 1
             return False
-        v.burst = BURST
+        v.burst, v.judged = BURST, Side()
         self.num_explorations += 1
         return True
 
@@ -175,18 +181,21 @@ class DraftingGuard:
             self.num_backoffs += 1
 
     def _observe_burst(self, v: Verdict, num_requests: int, tokens: int, seconds: float, plain: Side | None) -> None:
+        if v.burst < BURST:  # the burst's first step catches up: not judged
+            v.judged.tokens += tokens
+            v.judged.seconds += seconds
         v.burst = max(0, v.burst - 1)
         if v.burst:
-            return  # the burst's first steps catch up: not judged
+            return
         if plain is None or plain.weight < MIN_PLAIN:  # nothing to compare with: wait, no verdict
             v.wait = v.gap
             return
-        self.ratio = (tokens / seconds) / plain.rate
-        if self.ratio >= 1.0:  # drafting pays again: resume, judged afresh on the steps to come
+        self.ratio = v.judged.rate / plain.rate
+        if self.ratio >= 1 - MARGIN / 2:  # drafting pays again: resume, judged afresh on the steps to come
             v.backing_off, v.resumed, v.run = False, True, 0
             self.num_resumes += 1
             side = self._drafting[num_requests] = Side()
-            side.add(tokens, seconds)
+            side.add(v.judged.tokens, v.judged.seconds)
         else:
             v.gap = min(MAX_GAP, 2 * v.gap)
             v.wait = v.gap
