@@ -356,9 +356,15 @@ class DraftGovernor:
         guard, decode steps only: None leaves it unfed)."""
         self.costs.observe_target(target, target_s)
         self.costs.observe_drafter(drafter, drafter_s)
-        if tokens is not None and not target[3]:
-            drafted = drafter is not None and drafter[1] > 0
-            self.guard.observe(int(target[1]), drafted, tokens, target_s + (drafter_s if drafter is not None else 0.0))
+        if tokens is not None and not target[3] and self.costs.unit:
+            # the step's time in plain steps of its batch as the target's fit has them now: the
+            # load of a shared machine and the context's growth drift both kinds of step alike
+            t = self.costs.target_coefficients
+            plain = t[0] + t[1] * target[1]
+            if plain > 0:
+                drafted = drafter is not None and drafter[1] > 0
+                seconds = target_s + (drafter_s if drafter is not None else 0.0)
+                self.guard.observe(int(target[1]), drafted, tokens, seconds / plain)
 
     def summary(self) -> dict:
         """The fitted costs, the probes and what the guard chose, for metrics."""

@@ -7,7 +7,10 @@ more than it returns while every single choice looked fair. This guard keeps the
 decayed realised throughput (tokens emitted over the wall time of the target step plus the
 drafter's call) of steps that drafted and of steps that did not, per count of scheduled requests
 (like with like: a step's time is mostly set by its batch), decode steps only (a prefill chunk
-is another kind of step). When drafting steps are measurably slower than plain ones
+is another kind of step). The governor hands each step's time over in plain steps of its batch
+as the target's cost fit has them at that moment, so the load of a shared machine and the growth
+of the context, which slow both kinds of step alike, do not tilt a comparison with plain steps
+timed a while ago (at batch 1, where drafting pays, plain steps are rare). When drafting steps are measurably slower than plain ones
 (:data:`MARGIN`) the whole engine backs off: no drafts, no probes, no exploration, except a
 short burst of drafting (one request) every ``gap`` steps, the gap doubling while the bursts keep losing (at
 most :data:`MAX_GAP`), so a change of workload (a batch that shrinks, a predictable text) is
@@ -24,11 +27,12 @@ from __future__ import annotations
 
 import attrs
 
-DECAY = 0.8
-"""Weight of a side's past steps after each new one of that side and batch (about five count)."""
+DECAY = 0.9
+"""Weight of a side's past steps after each new one of that side and batch (about ten count:
+a comparison repeated every step must not be swung by two or three noisy ones)."""
 
 MIN_DRAFTING, MIN_PLAIN = 3.3, 2.4
-"""Decayed weights (about five drafting steps, three plain ones) before a comparison counts: a
+"""Decayed weights (four drafting steps, three plain ones) before a comparison counts: a
 shared machine's step times swing by more than a few percent, and a back-off where drafting
 pays costs far more than a few more steps of drafting where it does not."""
 
@@ -151,7 +155,8 @@ class DraftingGuard:
     # ---------------------------------------------------------------------------- observing
     def observe(self, num_requests: int, drafted: bool, tokens: int, seconds: float) -> None:
         """A decode step of ``num_requests`` that ``drafted`` or not: ``tokens`` emitted in
-        ``seconds`` (target step plus drafter call)."""
+        ``seconds`` (target step plus drafter call; any unit, as long as every step uses it: the
+        governor's are plain steps)."""
         if seconds <= 0 or tokens <= 0:
             return
         plain = self._plain.get(num_requests)
