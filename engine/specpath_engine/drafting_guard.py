@@ -8,14 +8,15 @@ decayed realised throughput (tokens emitted over the wall time of the target ste
 drafter's call) of steps that drafted and of steps that did not, per count of scheduled requests
 (like with like: a step's time is mostly set by its batch), decode steps only (a prefill chunk
 is another kind of step). The governor hands each step's time over in plain steps of its batch
-as the target's cost fit has them at that moment, so the load of a shared machine and the growth
-of the context, which slow both kinds of step alike, do not tilt a comparison with plain steps
-timed a while ago (at batch 1, where drafting pays, plain steps are rare). When drafting steps are measurably slower than plain ones
-(:data:`MARGIN`) the whole engine backs off: no drafts, no probes, no exploration, except a
-short burst of drafting (one request) every ``gap`` steps, the gap doubling while the bursts keep losing (at
-most :data:`MAX_GAP`), so a change of workload (a batch that shrinks, a predictable text) is
-still noticed. A burst's first step pays the catch-up of the positions skipped meanwhile, so
-its other steps are what is judged against plain steps; one that does not lose resumes drafting.
+as the target's cost fit has them at that moment, so the load of a shared machine and the
+growth of the context, which slow both kinds of step alike, do not tilt a comparison with plain
+steps timed a while ago (at batch 1, where drafting pays, plain steps are rare). When drafting
+steps are measurably slower than plain ones (:data:`MARGIN`) the engine backs off for that band
+of batch sizes: no drafts, no probes, no exploration, except a short burst of drafting (one
+request) every ``gap`` steps, the gap doubling while the bursts keep losing (at most
+:data:`MAX_GAP`), so a change of workload (a batch that shrinks, a predictable text) is still
+noticed. A burst's first step pays the catch-up of the positions skipped meanwhile, so its
+other steps are what is judged against plain steps; one that does not lose resumes drafting.
 
 Learning is quick (a fresh engine's first replies may be 64 tokens): a few steps of each kind
 decide (:data:`MIN_DRAFTING`, :data:`MIN_PLAIN`), and where the governor drafts every step the
