@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import attrs
 
-DECAY = 0.9
-"""Weight of a side's past steps after each new one of that side and batch (about ten count:
-a comparison repeated every step must not be swung by two or three noisy ones)."""
+DECAY = 0.95
+"""Weight of a side's past steps after each new one of that side and batch (about twenty count:
+a comparison repeated every step must not be swung by a few noisy steps, nor by a stretch of
+text the drafter cannot predict, which the governor's per-request back-off already handles:
+the guard is for a loss that lasts)."""
 
-MIN_DRAFTING, MIN_PLAIN = 3.3, 2.4
-"""Decayed weights (four drafting steps, three plain ones) before a comparison counts: a
+MIN_DRAFTING, MIN_PLAIN = 6.0, 2.8
+"""Decayed weights (seven drafting steps, three plain ones) before a comparison counts: a
 shared machine's step times swing by more than a few percent, and a back-off where drafting
 pays costs far more than a few more steps of drafting where it does not."""
 
@@ -48,7 +50,7 @@ STALL = 3.0
 FIRST_GAP, MAX_GAP = 24, 384
 """Steps between exploration bursts while backed off: doubled per losing burst, at most MAX_GAP."""
 
-BURST = 3
+BURST = 4
 """Drafting steps an exploration burst takes; all but the first are judged (it catches up)."""
 
 SHORT_RUN = 8

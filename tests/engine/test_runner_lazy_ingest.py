@@ -103,10 +103,13 @@ def test_the_guards_back_off_and_bursts_keep_the_output(name, plain_output):
         return target(*a, **k)
 
     llm.engine.runner.model.forward = forward
+    drafts = []
     for _ in range(3):
         assert [o.token_ids for o in llm.generate(PROMPTS, PARAMS)] == plain_output
-    assert governor.guard.num_backoffs >= 1 and governor.guard.backing_off
-    assert llm.metrics.step_costs["guard_backing_off"] is True
+        drafts.append(llm.metrics.num_draft_tokens)
+    assert governor.guard.num_backoffs >= 1 and governor.guard.num_explorations >= 1
+    assert drafts[-1] < drafts[0] / 2
+    assert llm.metrics.step_costs["guard_backoffs"] == governor.guard.num_backoffs
 
 
 def test_a_failing_drafter_call_poisons_nothing(plain_output):
