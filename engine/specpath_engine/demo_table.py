@@ -98,6 +98,11 @@ def passes_cell(row: dict, baseline: dict) -> str:
     return f"{row['target_steps']} ({change:+.0%})"
 
 
+def best_prompt(row: dict) -> float:
+    """The row's best speedup over its prompts (its overall speedup where none were kept)."""
+    return max(row.get("turn_speedups") or [row["speedup"]])
+
+
 def summary_lines(rows: Sequence[dict], baseline: dict) -> list[str]:
     """Which method is fastest, and a line per flagged row saying what its passes allow."""
     lines = []
@@ -108,10 +113,9 @@ def summary_lines(rows: Sequence[dict], baseline: dict) -> list[str]:
         lines.append(f"fastest: {best['method']} ({best['speedup']:.2f}x the baseline, "
                      f"{best['tokens_per_s']:.1f} tok/s)")
     weak = [r for r in rows if r is not baseline and "draft model" in r.get("kind", "")
-            and max(r.get("turn_speedups") or [r["speedup"]]) < WORTH_DEFAULT]
+            and best_prompt(r) < WORTH_DEFAULT]
     if weak:
-        named = ", ".join(f"{r['method']} (best prompt {max(r.get('turn_speedups') or [r['speedup']]):.2f}x)"
-                          for r in weak)
+        named = ", ".join(f"{r['method']} (best prompt {best_prompt(r):.2f}x)" for r in weak)
         lines.append(f"not a default for this target: {named}: below {WORTH_DEFAULT:.2f}x on every prompt, "
                      "their drafters do not pay here (the adaptive draft length backs them off to plain decoding); "
                      "train one for it with `specpath train` or use a method above")
