@@ -36,6 +36,11 @@ Where every step would draft alike, nothing varies the rows and the fit could no
 cost from the rest: every :data:`EXPLORE_EVERY` drafting steps the step drafts half, every second
 time nothing (a plain step, timed beside the drafting ones).
 
+Above all this sits the engine-wide guard (:mod:`specpath_engine.drafting_guard`): it compares the
+realised tokens per second of the steps that drafted with those of plain steps, and where
+drafting steps are measurably slower it backs the whole engine off (no drafts, probes or
+exploration) but for a short burst every so many steps, whatever the cost model says.
+
 Decisions depend on timings, so they vary from run to run; greedy output never depends on them
 (any K verifies to the same tokens).
 
@@ -52,6 +57,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from specpath_engine.drafting_guard import DraftingGuard
 from specpath_engine.step_costs import Clock, StepCosts
 
 PRIOR_ACCEPTANCE = 0.7
@@ -215,6 +221,8 @@ class DraftGovernor:
         self.costs = costs if costs is not None else StepCosts(pass_cost, one_pass=one_pass, pinned=pinned)
         self.clock = clock
         """Read around the drafter's call and around the target step (one pair each, per step)."""
+        self.guard = DraftingGuard()
+        """The engine-wide back-off from realised throughput (fed by ``observe_step``'s ``tokens``)."""
         self.num_probes = 0
         """Probes that drafted."""
         self.num_declined_probes = 0
@@ -261,6 +269,9 @@ class DraftGovernor:
         ``call_sunk``: the drafter is called this step anyway (it ingests for others).
         """
         ks = [0] * len(req_ids)
+        guard = self.guard
+        if (not prefill_rows and guard.wants_plain(num_requests)) or not guard.allows(num_requests):
+            return ks  # backed off engine-wide (or a plain step timed for the comparison)
         idx, reach, states, probes = [], [], [], []
         for i, (rid, limit, pos) in enumerate(zip(req_ids, limits, positions)):
             limit = min(limit, self.max_k)
@@ -283,7 +294,11 @@ class DraftGovernor:
         chosen = allocate(reach, float(num_sampling), base, call=0.0 if call_sunk else d[0],
                           per_request=[d[1] + d[4] * min(pending[i], limits[i] + 1) for i in idx], per_token=t[2] + d[3],
                           per_pass=d[2], one_pass=self.costs.one_pass)
-        if any(chosen):
+        if guard.exploring(num_requests):  # the guard's burst: the likeliest request alone, one token at least
+            j = max(range(len(idx)), key=lambda j: (chosen[j], reach[j][0]))
+            k = chosen[j]  # the rest wait as they were; a draft the costs priced out is a probe (its back-off stays)
+            idx, chosen, states, probes = [idx[j]], [max(1, k)], [states[j]], [probes[j] or not k]
+        elif any(chosen):
             self._drafting_steps += 1
             n = self._drafting_steps
             if n % EXPLORE_EVERY == 0 or n in EXPLORE_FIRST:  # early too: a short reply needs the costs soon
@@ -335,15 +350,26 @@ class DraftGovernor:
             state.probe_at = -1
 
     def observe_step(self, drafter: Sequence[float] | None, drafter_s: float, target: Sequence[float],
-                     target_s: float) -> None:
+                     target_s: float, tokens: int | None = None) -> None:
         """A step's timings: the drafter's call (``DRAFT_FEATURES``; None: not called) and the
-        target step (``TARGET_FEATURES``), in seconds."""
+        target step (``TARGET_FEATURES``), in seconds; ``tokens``: what the step emitted (for the
+        guard, decode steps only: None leaves it unfed)."""
         self.costs.observe_target(target, target_s)
         self.costs.observe_drafter(drafter, drafter_s)
+        if tokens is not None and not target[3] and self.costs.unit:
+            # the step's time in plain steps of its batch as the target's fit has them now: the
+            # load of a shared machine and the context's growth drift both kinds of step alike
+            t = self.costs.target_coefficients
+            plain = t[0] + t[1] * target[1]
+            if plain > 0:
+                drafted = drafter is not None and drafter[1] > 0
+                seconds = target_s + (drafter_s if drafter is not None else 0.0)
+                self.guard.observe(int(target[1]), drafted, tokens, seconds / plain)
 
     def summary(self) -> dict:
-        """The fitted costs and the probes, for metrics."""
-        return {**self.costs.summary(), "num_probes": self.num_probes, "num_declined_probes": self.num_declined_probes}
+        """The fitted costs, the probes and what the guard chose, for metrics."""
+        return {**self.costs.summary(), "num_probes": self.num_probes, "num_declined_probes": self.num_declined_probes,
+                **self.guard.summary()}
 
     def remove(self, req_id: str) -> None:
         self._requests.pop(req_id, None)

@@ -13,7 +13,10 @@ Definitions (the ones engine users know):
   the step's measured costs);
 - ``step_costs`` (aggregate only, adaptive policy only): the engine's fitted costs
   (``specpath_engine.step_costs.StepCosts.summary``): a plain single-request step in ms, and
-  the cost per extra row, per drafting request, per pass, ... as fractions of it.
+  the cost per extra row, per drafting request, per pass, ... as fractions of it; the probes;
+  and the engine-wide guard's verdict (``guard_*``, :mod:`specpath_engine.drafting_guard`):
+  whether it backs drafting off, the last measured drafting-over-plain throughput, its back-offs,
+  exploration bursts and the current gap between them in steps.
 """
 
 from __future__ import annotations

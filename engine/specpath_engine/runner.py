@@ -52,8 +52,9 @@ class ModelRunner:
         governor: chooses the step's draft lengths (``draft_governor``) from measured costs: the
             runner times the drafter's call and the target step (one clock pair each) and feeds
             them back; None: the scheduler's K.
-        skips_backed_off: leave a request the governor backs off out of the drafter's step
-            (the speculator's ``tolerates_skipped_steps``); else it still ingests, drafting 0.
+        skips_backed_off: hand a request to the drafter only in steps where it drafts, prefill
+            steps and back-offs included (the speculator's ``tolerates_skipped_steps``); it then
+            catches up on every position since in one call. Else it ingests every step, drafting 0.
         tokenizer: decodes output for stop strings (optional).
     """
 
@@ -133,14 +134,15 @@ class ModelRunner:
             return drafts, None
         budget = self._draft_budget = self._budgets(scheduled)
         feeding = self.features is not None
-        # A request backed off to plain decoding is left out where the drafter tolerates it: its
-        # new positions (and their hidden states, kept per slot) reach the drafter in one go later.
+        # Where the drafter tolerates skipped steps, a request is handed over only in a step where
+        # it drafts (lazy ingest): its prompt and every position since (their hidden states, kept
+        # per slot) reach the drafter in one go then, so a request that never drafts costs the
+        # drafter nothing. Otherwise a request with new positions is handed them every step.
+        lazy = self.skips_backed_off
         picked = [
             i
             for i, (s, k) in enumerate(zip(scheduled, budget))
-            if k > 0
-            or (feeding and s.request.num_computed_tokens > s.request.num_delivered_positions
-                and not (self.skips_backed_off and s.max_draft_tokens > 0))
+            if k > 0 or (feeding and not lazy and s.request.num_computed_tokens > s.request.num_delivered_positions)
         ]
         if not picked:
             return drafts, None
@@ -210,7 +212,7 @@ class ModelRunner:
                 limits.append(s.max_draft_tokens)
                 positions.append(len(r.token_ids))
                 pending.append(behind if skips or not feeding else 0)
-            sunk = sunk or (feeding and behind > 0 and not (skips and s.max_draft_tokens > 0))
+            sunk = sunk or (feeding and behind > 0 and not skips)
         chosen = governor.allocate(ids, limits, positions, pending, num_requests=len(scheduled),
                                    num_sampling=sampling, prefill_rows=prefill, call_sunk=sunk) if ids else []
         budget, it = [], iter(chosen)
@@ -314,7 +316,7 @@ class ModelRunner:
             new = sum(s.num_new_tokens for s in scheduled)
             governor.observe_step(self._drafter_features, self._drafter_s,
                                   (1.0, len(scheduled), len(input_ids) - new, new - len(scheduled)),
-                                  governor.clock() - start)
+                                  governor.clock() - start, sum(map(len, emitted)))
 
         for s in scheduled:
             s.request.num_computed_tokens += s.num_new_tokens

@@ -77,6 +77,14 @@ lazily built kernels) and say nothing of the steps after."""
 SHIFT_KEEP = 0.02
 """Weight the past keeps when two outliers in a row say the costs changed."""
 
+SOLVE_EVERY = 4
+"""Past the first :data:`SOLVE_FIRST` observations the coefficients are solved again every this
+many (and after any outlier): a step's observation barely moves a fit of the last twenty, and
+the solve is most of the per-step work."""
+
+SOLVE_FIRST = 8
+"""Observations solved after each, at first and after a change of costs."""
+
 class OnlineFit:
     """Forgetting least squares over a few features, regularised toward ``prior``, robust to stalls.
 
@@ -103,6 +111,8 @@ class OnlineFit:
         """Side of the last observation's outlier (+1 above, -1 below, 0: it was none)."""
         self._n = 0.0
         """Decayed count of observations."""
+        self._solve_until = SOLVE_FIRST
+        """Solved after every observation up to this count (the first ones, and after a change)."""
 
     def rescale(self, factor: float) -> None:
         """Measure time in units ``1 / factor`` as large (the data and residual scale follow)."""
@@ -143,6 +153,7 @@ class OnlineFit:
             self._last_outlier = 0
             self.scale = abs(r) / CLIP
             f *= SHIFT_KEEP
+            self._solve_until = self.count + SOLVE_FIRST
         else:  # a stall, as far as one step tells
             self._last_outlier = side
             self.scale = scale + SCALE_RATE * (min(abs(r), SCALE_CAP * scale) - scale)
@@ -154,7 +165,8 @@ class OnlineFit:
         self._b += v * y
         self._n = f * self._n + 1
         self.count += 1
-        self._theta = None
+        if self.count <= self._solve_until or self.count % SOLVE_EVERY == 0 or self._last_outlier:
+            self._theta = None
 
 
 class StepCosts:

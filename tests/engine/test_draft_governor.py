@@ -7,6 +7,7 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from specpath_engine.drafting_guard import BURST, FIRST_GAP
 from specpath_engine.draft_governor import EXPLORE_EVERY, FIRST_WAIT, MAX_WAIT, DraftGovernor, allocate, step_rate
 from specpath_engine.llm import LLM, SamplingParams
 from specpath_engine.step_costs import StepCosts
@@ -90,10 +91,12 @@ def test_the_allocation_is_the_best_there_is(rates, base_cost, call, per_token, 
 class Simulated:
     """Decoding steps of ``batch`` requests against simulated costs (seconds): the target's step
     ``step + per_request * B + per_row * draft rows``, the drafter's call ``call + per_pass *
-    passes + per_token * drafts``; each draft at depth j is accepted with ``accept`` (seeded)."""
+    passes + per_token * drafts``; each draft at depth j is accepted with ``accept`` (seeded).
+    ``guarded``: the steps' tokens reach the governor too (its engine-wide guard judges them)."""
 
     def __init__(self, *, batch=1, k=4, step=0.010, per_request=0.0, per_row=0.0002, call=0.0003, per_pass=0.001,
-                 per_token=0.0, accept=0.8, one_pass=False, pinned=None, seed=0):
+                 per_token=0.0, accept=0.8, one_pass=False, pinned=None, seed=0, guarded=False):
+        self.guarded = guarded
         self.batch, self.k = batch, k
         self.step, self.per_request, self.per_row = step, per_request, per_row
         self.call, self.per_pass, self.per_token = call, per_pass, per_token
@@ -117,13 +120,16 @@ class Simulated:
             features = (1.0, len(drafting), passes, sum(drafting), sum(p for p, k in zip(self.pending, ks) if k))
             drafter = self.call + self.per_pass * passes + self.per_token * sum(drafting)
             target = self.step + self.per_request * self.batch + self.per_row * sum(ks)
-            g.observe_step(features if drafting else None, drafter * self.stall_next, (1.0, self.batch, sum(ks), 0),
-                           target * self.stall_next)
-            self.stall_next = 1.0
-            for i, k in enumerate(ks):
+            accepted = []
+            for k in ks:
                 a = 0
                 while a < k and self.rng.random() < self.accept:
                     a += 1
+                accepted.append(a)
+            g.observe_step(features if drafting else None, drafter * self.stall_next, (1.0, self.batch, sum(ks), 0),
+                           target * self.stall_next, sum(accepted) + self.batch if self.guarded else None)
+            self.stall_next = 1.0
+            for i, (k, a) in enumerate(zip(ks, accepted)):
                 if k:
                     g.observe(ids[i], k, a)
                 self.positions[i] += a + 1
@@ -172,6 +178,36 @@ def test_a_high_cost_per_row_drafts_less_at_batch_8_than_at_batch_1():
     assert drafted(one) / 1 > 1.2 * drafted(eight) / 8
     assert drafted(one[-40:]) >= 2 * 40  # at batch 1 it pays
     assert drafted(eight[-40:]) <= 8 * 4  # at batch 8 it does not (probes and exploration aside)
+
+
+def test_the_guard_keeps_drafting_where_it_pays_and_stops_probes_where_it_does_not():
+    """Fed the steps' tokens, the guard changes nothing where drafting pays (batch 1, cheap
+    drafter, high acceptance); at batch 8, where the cost model backs off but keeps probing and
+    the probes' steps are slower per token than plain ones, it stops them but for rare bursts."""
+    wins = Simulated(accept=0.9, guarded=True)
+    history = wins.run(200)
+    assert drafted(history[-100:]) >= 4 * 90 and wins.governor.guard.num_backoffs == 0
+    costly = dict(batch=8, step=0.010, per_request=0.001, per_row=0.002, call=0.003, per_pass=0.002, accept=0.3)
+    unguarded = Simulated(**costly).run(800)
+    guarded_sim = Simulated(**costly, guarded=True)
+    guarded = guarded_sim.run(800)  # (probes are sparse here: the guard's few drafting steps take a while)
+    assert drafted(unguarded[400:]) >= 20  # all eight probed together now and then, left alone
+    assert drafted(guarded[400:]) <= drafted(unguarded[400:]) / 4  # bursts: one request, one token
+    assert sum(1 for ks in guarded[400:] if any(ks)) <= BURST * (400 // FIRST_GAP) and guarded_sim.governor.guard.backing_off
+    summary = guarded_sim.governor.summary()
+    assert summary["guard_backing_off"] is True and summary["guard_drafting_vs_plain"] < 1
+
+
+def test_a_long_catch_up_does_not_keep_drafting_from_starting():
+    """A request handed over lazily catches up on every position since (its prompt, a back-off)
+    when it first drafts: that is priced at most a step's worth (``limits + 1`` positions), so a
+    request a thousand positions behind starts drafting where one position behind would."""
+    g = DraftGovernor(4, pass_cost=0.3)
+    assert g.costs.drafter_coefficients[4] > 0  # positions handed over are priced
+    far = g.allocate(["a"], [4], [1000], [1000], num_requests=1, num_sampling=1)
+    near = g.allocate(["b"], [4], [1000], [5], num_requests=1, num_sampling=1)
+    assert far == near and far[0] > 0
+    assert 1000 * g.costs.drafter_coefficients[4] > 1  # uncapped, the catch-up alone would cost a plain step
 
 
 def test_a_fast_target_drafts_less():

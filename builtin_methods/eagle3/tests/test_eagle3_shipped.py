@@ -67,7 +67,8 @@ def test_remapped_layer_ids_give_the_same_drafts(parallel):
     speculator.propose = recording
     outputs = llm.generate(list(DEMO_PROMPTS[:2]), SamplingParams(max_tokens=24, ignore_eos=True))
     before = json.loads(DRAFTS_BEFORE.read_text())["peagle" if parallel else "eagle3"]
-    assert drafts == before["drafts"]
+    # (calls that only ingested, drafting nothing, were recorded too; lazy ingest no longer makes them)
+    assert [d for d in drafts if d] == [d for d in before["drafts"] if d]
     assert [list(o.token_ids) for o in outputs] == before["outputs"]
 
 

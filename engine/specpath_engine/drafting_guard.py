@@ -1,0 +1,219 @@
+"""Whether drafting pays at all, judged from what steps delivered: the engine-wide back-off.
+
+The draft governor (:mod:`specpath_engine.draft_governor`) chooses draft lengths from a cost
+model and acceptance estimates; where its model is off, or where only its probes and exploration
+draft (a batch of 8 on a CPU, where the weights are read once for eight rows), drafting can cost
+more than it returns while every single choice looked fair. This guard keeps the outcome: the
+decayed realised throughput (tokens emitted over the wall time of the target step plus the
+drafter's call) of steps that drafted and of steps that did not, per count of scheduled requests
+(like with like: a step's time is mostly set by its batch), decode steps only (a prefill chunk
+is another kind of step). The governor hands each step's time over in plain steps of its batch
+as the target's cost fit has them at that moment, so the load of a shared machine and the
+growth of the context, which slow both kinds of step alike, do not tilt a comparison with plain
+steps timed a while ago (at batch 1, where drafting pays, plain steps are rare). When drafting
+steps are measurably slower than plain ones (:data:`MARGIN`) the engine backs off for that band
+of batch sizes: no drafts, no probes, no exploration, except a short burst of drafting (one
+request) every ``gap`` steps, the gap doubling while the bursts keep losing (at most
+:data:`MAX_GAP`), so a change of workload (a batch that shrinks, a predictable text) is still
+noticed. A burst's first step pays the catch-up of the positions skipped meanwhile, so its
+other steps are what is judged against plain steps; one that does not lose resumes drafting.
+
+Learning is quick (a fresh engine's first replies may be 64 tokens): a few steps of each kind
+decide (:data:`MIN_DRAFTING`, :data:`MIN_PLAIN`), and where the governor drafts every step the
+guard asks for the plain steps it compares with. Where drafting pays it never backs off and
+costs nothing but a couple of plain reference steps. Per step: a dict look-up and a few floats.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+DECAY = 0.95
+"""Weight of a side's past steps after each new one of that side and batch (about twenty count:
+a comparison repeated every step must not be swung by a few noisy steps, nor by a stretch of
+text the drafter cannot predict, which the governor's per-request back-off already handles:
+the guard is for a loss that lasts)."""
+
+MIN_DRAFTING, MIN_PLAIN = 6.0, 2.8
+"""Decayed weights (seven drafting steps, three plain ones) before a comparison counts: a
+shared machine's step times swing by more than a few percent, and a back-off where drafting
+pays costs far more than a few more steps of drafting where it does not."""
+
+MARGIN = 0.05
+"""Drafting steps must be this much slower per token than plain ones to back the engine off;
+a burst resumes drafting at half the margin. (Where the governor itself mostly backs off, only
+a fraction of the steps draft: a loss within the margin on them is a smaller loss overall.)"""
+
+STALL = 3.0
+"""A step longer than this many plain steps of its batch is a stall: counted at that length."""
+
+FIRST_GAP, MAX_GAP = 24, 384
+"""Steps between exploration bursts while backed off: doubled per losing burst, at most MAX_GAP."""
+
+BURST = 4
+"""Drafting steps an exploration burst takes; all but the first are judged (it catches up)."""
+
+SHORT_RUN = 8
+"""A resume that backs off again within this many drafting steps was a fluke: the gap keeps doubling."""
+
+
+@attrs.define(kw_only=True, slots=True)
+class Side:
+    """Decayed tokens, seconds and weight of one kind of step at one batch size."""
+
+    tokens: float = 0.0
+    seconds: float = 0.0
+    weight: float = 0.0
+
+    def add(self, tokens: float, seconds: float) -> None:
+        self.tokens = DECAY * self.tokens + tokens
+        self.seconds = DECAY * self.seconds + seconds
+        self.weight = DECAY * self.weight + 1.0
+
+    @property
+    def rate(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+@attrs.define(kw_only=True, slots=True)
+class Verdict:
+    """The guard's state for one band of batch sizes (see :func:`band`)."""
+
+    backing_off: bool = False
+    gap: int = FIRST_GAP
+    wait: int = 0
+    """Steps until the next exploration burst (while backing off)."""
+    burst: int = 0
+    """Drafting steps of the current burst still to take."""
+    judged: Side = attrs.field(factory=Side)
+    """The current burst's judged steps (undecayed sums)."""
+    run: int = 0
+    """Drafting steps observed since drafting last resumed."""
+    resumed: bool = False
+
+
+def band(num_requests: int) -> int:
+    """Batch sizes that share a verdict: 1, 2-3, 4-7, 8-15, ... (times are compared per exact size)."""
+    return num_requests.bit_length()
+
+
+class DraftingGuard:
+    """The engine-wide back-off from realised throughput (see the module docstring), one verdict
+    per band of batch sizes (a batch of 8 backed off leaves batch 1 drafting).
+
+    Per decode step the governor asks :meth:`allows` (may this step draft?) and
+    :meth:`wants_plain` (is a plain reference step needed?), and the runner's timings reach
+    :meth:`observe`.
+    """
+
+    def __init__(self) -> None:
+        self._plain: dict[int, Side] = {}
+        self._drafting: dict[int, Side] = {}
+        self._verdicts: dict[int, Verdict] = {}
+        self._last: Verdict = Verdict()
+        """The verdict of the band last asked (for :meth:`summary`)."""
+        self.ratio: float | None = None
+        """The last comparison: drafting steps' tokens per second over plain steps' (same batch)."""
+        self.num_backoffs = 0
+        self.num_explorations = 0
+        self.num_resumes = 0
+
+    def _verdict(self, num_requests: int) -> Verdict:
+        v = self._verdicts.get(b := band(num_requests))
+        if v is None:
+            v = self._verdicts[b] = Verdict()
+        self._last = v
+        return v
+
+    @property
+    def backing_off(self) -> bool:
+        """Whether the band of the last step backs off."""
+        return self._last.backing_off
+
+    # ------------------------------------------------------------------------------ choosing
+    def allows(self, num_requests: int) -> bool:
+        """Whether this decode step of ``num_requests`` may draft (counts the step while backing off)."""
+        v = self._verdict(num_requests)
+        if not v.backing_off or v.burst:
+            return True
+        if v.wait > 0:
+            v.wait -= 1
+            return False
+        v.burst, v.judged = BURST, Side()
+        self.num_explorations += 1
+        return True
+
+    def exploring(self, num_requests: int) -> bool:
+        """This step belongs to an exploration burst: one request drafts, however little pays."""
+        v = self._verdict(num_requests)
+        return v.backing_off and v.burst > 0
+
+    def wants_plain(self, num_requests: int) -> bool:
+        """Drafting at this batch has been timed but plain steps barely: time one plain step."""
+        if self._verdict(num_requests).backing_off:
+            return False
+        d, p = self._drafting.get(num_requests), self._plain.get(num_requests)
+        return d is not None and d.weight >= MIN_DRAFTING and (p is None or p.weight < MIN_PLAIN)
+
+    # ---------------------------------------------------------------------------- observing
+    def observe(self, num_requests: int, drafted: bool, tokens: int, seconds: float) -> None:
+        """A decode step of ``num_requests`` that ``drafted`` or not: ``tokens`` emitted in
+        ``seconds`` (target step plus drafter call; any unit, as long as every step uses it: the
+        governor's are plain steps)."""
+        if seconds <= 0 or tokens <= 0:
+            return
+        plain = self._plain.get(num_requests)
+        if plain is not None and plain.weight >= 1.0:
+            seconds = min(seconds, STALL * plain.seconds / plain.weight)
+        if not drafted:
+            if plain is None:
+                plain = self._plain[num_requests] = Side()
+            plain.add(tokens, seconds)
+            return
+        v = self._verdict(num_requests)
+        if v.backing_off:
+            self._observe_burst(v, num_requests, tokens, seconds, plain)
+            return
+        v.run += 1
+        side = self._drafting.get(num_requests)
+        if side is None:
+            side = self._drafting[num_requests] = Side()
+        side.add(tokens, seconds)
+        if plain is None or plain.weight < MIN_PLAIN or side.weight < MIN_DRAFTING:
+            return
+        self.ratio = side.rate / plain.rate
+        if self.ratio < 1 - MARGIN:
+            short = v.resumed and v.run < SHORT_RUN
+            v.gap = min(MAX_GAP, 2 * v.gap) if short else FIRST_GAP
+            v.wait, v.backing_off, v.burst = v.gap, True, 0
+            self.num_backoffs += 1
+
+    def _observe_burst(self, v: Verdict, num_requests: int, tokens: int, seconds: float, plain: Side | None) -> None:
+        if v.burst < BURST:  # the burst's first step catches up: not judged
+            v.judged.tokens += tokens
+            v.judged.seconds += seconds
+        v.burst = max(0, v.burst - 1)
+        if v.burst:
+            return
+        if plain is None or plain.weight < MIN_PLAIN:  # nothing to compare with: wait, no verdict
+            v.wait = v.gap
+            return
+        self.ratio = v.judged.rate / plain.rate
+        if self.ratio >= 1 - MARGIN / 2:  # drafting pays again: resume, judged afresh on the steps to come
+            v.backing_off, v.resumed, v.run = False, True, 0
+            self.num_resumes += 1
+            side = self._drafting[num_requests] = Side()
+            side.add(v.judged.tokens, v.judged.seconds)
+        else:
+            v.gap = min(MAX_GAP, 2 * v.gap)
+            v.wait = v.gap
+
+    def summary(self) -> dict[str, float | int | bool | None]:
+        """What the guard chose, for metrics (``SpecMetrics.step_costs``): the last step's band."""
+        return {
+            "guard_backing_off": self._last.backing_off,
+            "guard_drafting_vs_plain": None if self.ratio is None else round(self.ratio, 3),
+            "guard_backoffs": self.num_backoffs,
+            "guard_explorations": self.num_explorations,
+            "guard_gap_steps": self._last.gap,
+        }

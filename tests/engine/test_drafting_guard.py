@@ -1,0 +1,97 @@
+"""The engine-wide guard: it backs drafting off where drafting steps deliver fewer tokens per
+second than plain ones, stays out of the way where they deliver more, and keeps exploring rarely."""
+
+import random
+
+from hypothesis import given, settings, strategies as st
+
+from specpath_engine.drafting_guard import BURST, FIRST_GAP, MAX_GAP, DraftingGuard, band
+
+
+def run(guard, steps, *, batch, plain_s, drafting_s, drafting_tokens, noise=0.05, seed=0, every=1):
+    """Simulated decode steps: a plain step emits ``batch`` tokens in ``plain_s``; a drafting
+    step (the governor would draft on ``every``-th steps) ``drafting_tokens`` in ``drafting_s``;
+    times jitter by up to ``noise``. Returns whether each step drafted."""
+    rng = random.Random(seed)
+    drafted = []
+    for i in range(steps):
+        drafts = i % every == 0 and not guard.wants_plain(batch) and guard.allows(batch)
+        jitter = 1 + rng.uniform(-noise, noise)
+        if drafts:
+            guard.observe(batch, True, drafting_tokens, drafting_s * jitter)
+        else:
+            guard.observe(batch, False, batch, plain_s * jitter)
+        drafted.append(drafts)
+    return drafted
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8, 16]), st.floats(0.005, 0.05), st.floats(0.3, 0.9), st.integers(0, 10**6),
+       st.sampled_from([1, 3]))
+def test_where_drafting_steps_lose_the_engine_backs_off_within_a_few_steps(batch, plain_s, worth, seed, every):
+    """Drafting steps that deliver ``worth`` of a plain step's tokens per second (up to 10% less
+    than plain, with 5% jitter): after a few steps nothing drafts but rare bounded bursts."""
+    guard = DraftingGuard()
+    drafted = run(guard, 400, batch=batch, plain_s=plain_s, drafting_s=1.2 * plain_s,
+                  drafting_tokens=1.2 * batch * worth, seed=seed, every=every)
+    assert guard.backing_off and guard.num_backoffs >= 1 and guard.num_resumes == 0
+    assert sum(drafted[:16 * every]) <= 8  # learnt within the first short reply
+    first_off = next(i for i in range(len(drafted)) if not any(drafted[i:i + FIRST_GAP]))
+    later = sum(drafted[first_off:])
+    assert later <= BURST * (1 + (400 - first_off) // FIRST_GAP)  # bursts only, their gaps doubling
+    assert guard.summary()["guard_backing_off"] is True
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8]), st.floats(0.005, 0.05), st.floats(1.1, 3.0), st.integers(0, 10**6))
+def test_where_drafting_steps_win_the_guard_never_backs_off(batch, plain_s, worth, seed):
+    guard = DraftingGuard()
+    drafted = run(guard, 300, batch=batch, plain_s=plain_s, drafting_s=1.3 * plain_s,
+                  drafting_tokens=1.3 * batch * worth, seed=seed)
+    assert guard.num_backoffs == 0 and not guard.backing_off
+    assert sum(drafted) >= 300 - 3  # a couple of plain reference steps, no more
+    assert guard.summary()["guard_drafting_vs_plain"] > 1
+
+
+def test_a_change_of_workload_is_noticed_by_a_burst_and_drafting_resumes():
+    guard = DraftingGuard()
+    run(guard, 200, batch=8, plain_s=0.02, drafting_s=0.025, drafting_tokens=8.5)
+    assert guard.backing_off
+    gap = guard.summary()["guard_gap_steps"]
+    drafted = run(guard, gap + 3 * BURST + 2, batch=8, plain_s=0.02, drafting_s=0.025, drafting_tokens=16)
+    assert not guard.backing_off and guard.num_resumes == 1 and drafted[-1]
+
+
+def test_bursts_that_keep_losing_double_their_gap_up_to_the_cap():
+    guard = DraftingGuard()
+    drafted = run(guard, 6000, batch=4, plain_s=0.01, drafting_s=0.02, drafting_tokens=4.4, noise=0.0)
+    starts = [i for i in range(1, len(drafted)) if drafted[i] and not drafted[i - 1]]
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert gaps[-1] == MAX_GAP + BURST and all(b >= a for a, b in zip(gaps, gaps[1:]))
+    assert sum(drafted[-2000:]) <= BURST * (2000 // MAX_GAP + 1)
+
+
+def test_each_band_of_batch_sizes_has_its_own_verdict():
+    """Backed off at batch 8, the same engine still drafts at batch 1 where it pays."""
+    guard = DraftingGuard()
+    run(guard, 100, batch=8, plain_s=0.02, drafting_s=0.03, drafting_tokens=9)
+    assert guard.backing_off
+    drafted = run(guard, 60, batch=1, plain_s=0.01, drafting_s=0.012, drafting_tokens=2.5)
+    assert sum(drafted) >= 57 and not guard.backing_off
+    assert band(8) == band(15) != band(1) and band(2) == band(3)
+
+
+def test_a_stall_is_counted_at_a_bounded_length():
+    """One stalled drafting step among winning ones does not back the engine off."""
+    guard = DraftingGuard()
+    run(guard, 40, batch=2, plain_s=0.01, drafting_s=0.012, drafting_tokens=3.5, noise=0.0)
+    guard.observe(2, True, 3, 0.5)  # fifty plain steps' time: the machine stalled
+    assert not guard.backing_off
+
+
+def test_steps_that_emit_nothing_or_take_no_time_are_ignored():
+    guard = DraftingGuard()
+    for _ in range(20):
+        guard.observe(1, True, 0, 0.01)
+        guard.observe(1, False, 1, 0.0)
+    assert not guard.wants_plain(1) and guard.ratio is None

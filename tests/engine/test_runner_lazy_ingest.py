@@ -1,0 +1,134 @@
+"""Lazy ingest: a drafter that tolerates skipped steps is handed a request only in steps where it
+drafts (prefill included), then every position since in one call; the output never changes,
+through back-offs, probes and the guard's bursts, and a failing call poisons nothing."""
+
+import random
+
+import pytest
+
+from specpath_engine.llm import LLM, SamplingParams
+
+PROMPTS = ["def fibonacci(n):\n", "class Stack:\n    def __init__(self):\n", "import os\nimport sys\n",
+           "for i in range(10):\n    print("]
+CONFIGS = {
+    "eagle3": {"method": "eagle3", "num_speculative_tokens": 4},
+    "mtp": {"method": "mtp", "num_speculative_tokens": 3},
+    "dflash": {"method": "dflash", "num_speculative_tokens": 4},
+    "dspark": {"method": "dspark", "num_speculative_tokens": 4},
+    "draft_model": {"method": "draft_model", "num_speculative_tokens": 4},
+}
+PARAMS = SamplingParams(max_tokens=40, ignore_eos=True)
+
+
+@pytest.fixture(scope="module")
+def plain_output():
+    llm = LLM(None, None, dtype="float32")
+    return [o.token_ids for o in llm.generate(PROMPTS, PARAMS)]
+
+
+class JitteryClock:
+    """Steps that take anything from 0.1 to 30 ms (seeded): the governor backs off, probes and
+    resumes, and the guard backs the engine off and bursts, all in one short run."""
+
+    def __init__(self, seed):
+        self.rng = random.Random(seed)
+        self.now = 0.0
+
+    def __call__(self):
+        self.now += self.rng.choice([1e-4, 1e-3, 5e-3, 3e-2])
+        return self.now
+
+
+def recording(llm):
+    """Wrap the speculator's ``propose``: every call's (request id, first position handed over,
+    positions handed over, draft budget) and hidden-state rows."""
+    speculator = llm.engine.runner.speculator
+    calls = []
+    inner = speculator.propose
+
+    def propose(batch):
+        hidden = None if batch.hidden_states is None else batch.hidden_states.shape[0]
+        calls.append(([(r.req_id, len(r.token_ids) - 1 - r.num_new_positions, r.num_new_positions, r.max_draft_tokens)
+                       for r in batch.requests], hidden))
+        return inner(batch)
+
+    speculator.propose = propose
+    return calls
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+@pytest.mark.parametrize("name", CONFIGS)
+def test_the_drafter_is_handed_exactly_the_positions_it_needs(name, batch, plain_output):
+    """(The drafter priced free, so the tiny model's requests draft at all; the jittery clock
+    makes the governor and the guard back off and come back all the same.)"""
+    llm = LLM(None, {**CONFIGS[name], "draft_pass_cost": 0.0}, dtype="float32")
+    runner = llm.engine.runner
+    assert runner.skips_backed_off and runner.governor is not None
+    runner.governor.clock = JitteryClock(batch)
+    calls = recording(llm)
+    outputs = [o.token_ids for o in llm.generate(PROMPTS[:batch], PARAMS)]
+    assert outputs == plain_output[:batch]
+    delivered = {}
+    for entries, hidden in calls:
+        assert all(k > 0 for *_, k in entries)  # only requests that draft are handed over
+        for req_id, first, n, _ in entries:
+            assert first == delivered.get(req_id, 0)  # from where the last call left off (0: the prompt)
+            delivered[req_id] = first + n
+        if hidden is not None:
+            assert hidden == sum(n for _, _, n, _ in entries)
+    assert delivered and llm.metrics.num_draft_tokens > 0
+    assert llm.metrics.num_backoff_steps > 0  # back-offs (and catch-ups after them) were exercised
+
+
+@pytest.mark.parametrize("name", ["eagle3", "dflash"])
+def test_the_guards_back_off_and_bursts_keep_the_output(name, plain_output):
+    """Drafting steps timed as far slower than plain ones: the guard backs the engine off, bursts
+    catch up on long stretches of skipped positions, and the output stays plain decoding's.
+    (The drafter is priced free, pinned: the cost model keeps drafting, only the guard sees it lose.)"""
+    llm = LLM(None, {**CONFIGS[name], "draft_pass_cost": 0.0}, dtype="float32")
+    governor = llm.engine.runner.governor
+    state = {"now": 0.0}
+    governor.clock = lambda: state["now"]
+    inner = llm.engine.runner.speculator.propose
+
+    def slow(batch):
+        state["now"] += 1.0  # a drafter call that costs a hundred plain steps
+        return inner(batch)
+
+    llm.engine.runner.speculator.propose = slow
+    target = llm.engine.runner.model.forward
+
+    def forward(*a, **k):
+        state["now"] += 0.01
+        return target(*a, **k)
+
+    llm.engine.runner.model.forward = forward
+    drafts = []
+    for _ in range(3):
+        assert [o.token_ids for o in llm.generate(PROMPTS, PARAMS)] == plain_output
+        drafts.append(llm.metrics.num_draft_tokens)
+    assert governor.guard.num_backoffs >= 1 and governor.guard.num_explorations >= 1
+    assert drafts[-1] < drafts[0] / 2
+    assert llm.metrics.step_costs["guard_backoffs"] == governor.guard.num_backoffs
+
+
+def test_a_failing_drafter_call_poisons_nothing(plain_output):
+    """A drafter call that fails mid-run (after some requests were handed their positions) fails
+    that generate; the next one, on the same engine, drafts and matches plain decoding."""
+    llm = LLM(None, {**CONFIGS["eagle3"], "draft_pass_cost": 0.0}, dtype="float32")
+    speculator = llm.engine.runner.speculator
+    inner = speculator.propose
+    calls = {"n": 0}
+
+    def failing(batch):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("drafter failed")
+        return inner(batch)
+
+    speculator.propose = failing
+    with pytest.raises(Exception, match="drafter failed"):
+        llm.generate(PROMPTS, PARAMS)
+    speculator.propose = inner
+    assert [o.token_ids for o in llm.generate(PROMPTS, PARAMS)] == plain_output
+    assert llm.metrics.num_accepted_tokens > 0
