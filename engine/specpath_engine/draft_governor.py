@@ -270,6 +270,10 @@ class DraftGovernor:
         """
         ks = [0] * len(req_ids)
         guard = self.guard
+        for rid in req_ids:
+            if rid not in self._requests:  # new traffic: the guard judges it afresh
+                self._state(rid)
+                guard.admitted()
         if (not prefill_rows and guard.wants_plain(num_requests)) or not guard.allows(num_requests):
             return ks  # backed off engine-wide (or a plain step timed for the comparison)
         idx, reach, states, probes = [], [], [], []

@@ -15,7 +15,9 @@ steps are measurably slower than plain ones (:data:`MARGIN`) the engine backs of
 of batch sizes: no drafts, no probes, no exploration, except a short burst of drafting (one
 request) every ``gap`` steps, the gap doubling while the bursts keep losing (at most
 :data:`MAX_GAP`), so a change of workload (a batch that shrinks, a predictable text) is still
-noticed. A burst's first step pays the catch-up of the positions skipped meanwhile, so its
+noticed; a new request is new traffic, so its arrival brings the next burst forward
+(:data:`ARRIVAL_WAIT`) and the gap back to its first length: a verdict reached on one kind of
+text must not keep a long-lived engine from drafting on the next. A burst's first step pays the catch-up of the positions skipped meanwhile, so its
 other steps are what is judged against plain steps; one that does not lose resumes drafting.
 
 Learning is quick (a fresh engine's first replies may be 64 tokens): a few steps of each kind
@@ -52,6 +54,10 @@ FIRST_GAP, MAX_GAP = 24, 384
 
 BURST = 4
 """Drafting steps an exploration burst takes; all but the first are judged (it catches up)."""
+
+ARRIVAL_WAIT = 2
+"""Steps from a request's arrival to the next exploration burst while backed off (its first
+decode steps, once its prompt is in)."""
 
 SHORT_RUN = 8
 """A resume that backs off again within this many drafting steps was a fluke: the gap keeps doubling."""
@@ -154,6 +160,14 @@ class DraftingGuard:
             return False
         d, p = self._drafting.get(num_requests), self._plain.get(num_requests)
         return d is not None and d.weight >= MIN_DRAFTING and (p is None or p.weight < MIN_PLAIN)
+
+    def admitted(self) -> None:
+        """A request the engine has not drafted for arrived: every band backed off explores it
+        soon, from the first gap again (a changed workload is judged afresh)."""
+        for v in self._verdicts.values():
+            if v.backing_off and not v.burst:
+                v.gap = FIRST_GAP
+                v.wait = min(v.wait, ARRIVAL_WAIT)
 
     # ---------------------------------------------------------------------------- observing
     def observe(self, num_requests: int, drafted: bool, tokens: int, seconds: float) -> None:

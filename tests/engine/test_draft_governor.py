@@ -107,11 +107,13 @@ class Simulated:
         self.positions = [100] * batch
         self.pending = [1] * batch
         self.stall_next = 1.0
+        self.prefix = "r"
+        """Request ids are prefix + index (a new prefix: new requests arrive)."""
 
     def run(self, steps):
         """Each step's draft lengths."""
         g, history = self.governor, []
-        ids = [f"r{i}" for i in range(self.batch)]
+        ids = [f"{self.prefix}{i}" for i in range(self.batch)]
         for _ in range(steps):
             ks = g.allocate(ids, [self.k] * self.batch, self.positions, self.pending, num_requests=self.batch,
                             num_sampling=self.batch)
@@ -196,6 +198,19 @@ def test_the_guard_keeps_drafting_where_it_pays_and_stops_probes_where_it_does_n
     assert sum(1 for ks in guarded[400:] if any(ks)) <= BURST * (400 // FIRST_GAP) and guarded_sim.governor.guard.backing_off
     summary = guarded_sim.governor.summary()
     assert summary["guard_backing_off"] is True and summary["guard_drafting_vs_plain"] < 1
+
+
+def test_new_requests_are_explored_by_the_guard_within_a_few_steps():
+    """Backed off on requests whose drafts do not pay, the engine tries the next ones soon
+    (their text may be predictable) and drafts again where they accept well."""
+    sim = Simulated(batch=8, per_row=0.003, call=0.002, per_pass=0.002, accept=0.3, guarded=True)
+    sim.run(2000)
+    guard = sim.governor.guard
+    assert guard.backing_off and guard.summary()["guard_gap_steps"] > FIRST_GAP
+    sim.accept, sim.prefix, sim.per_row, sim.call, sim.per_pass = 0.95, "next", 0.0002, 0.0003, 0.0005
+    history = sim.run(60)
+    assert any(map(any, history[:8]))  # a burst on their first steps, not a gap of hundreds later
+    assert not guard.backing_off and drafted(history[-20:]) >= 8 * 20
 
 
 def test_a_long_catch_up_does_not_keep_drafting_from_starting():

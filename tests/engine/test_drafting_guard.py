@@ -5,7 +5,7 @@ import random
 
 from hypothesis import given, settings, strategies as st
 
-from specpath_engine.drafting_guard import BURST, FIRST_GAP, MAX_GAP, DraftingGuard, band
+from specpath_engine.drafting_guard import ARRIVAL_WAIT, BURST, FIRST_GAP, MAX_GAP, DraftingGuard, band
 
 
 def run(guard, steps, *, batch, plain_s, drafting_s, drafting_tokens, noise=0.05, seed=0, every=1):
@@ -95,3 +95,25 @@ def test_steps_that_emit_nothing_or_take_no_time_are_ignored():
         guard.observe(1, True, 0, 0.01)
         guard.observe(1, False, 1, 0.0)
     assert not guard.wants_plain(1) and guard.ratio is None
+
+
+def test_a_new_request_is_explored_soon_and_from_the_first_gap():
+    """Backed off after many losing bursts (a long gap), an arriving request brings a burst
+    within a few steps and the gap back to its first length: a long-lived engine judges new
+    traffic afresh, and drafting resumes where it pays on it."""
+    guard = DraftingGuard()
+    run(guard, 3000, batch=1, plain_s=0.01, drafting_s=0.012, drafting_tokens=1.0, noise=0.0)
+    assert guard.backing_off and guard.summary()["guard_gap_steps"] == MAX_GAP
+    guard.admitted()
+    assert guard.summary()["guard_gap_steps"] == FIRST_GAP
+    drafted = run(guard, ARRIVAL_WAIT + 3 * BURST, batch=1, plain_s=0.01, drafting_s=0.012, drafting_tokens=2.0,
+                  noise=0.0)
+    assert not any(drafted[:ARRIVAL_WAIT]) and all(drafted[ARRIVAL_WAIT:])
+    assert not guard.backing_off and guard.num_resumes == 1
+
+
+def test_arrivals_leave_a_burst_under_way_and_a_drafting_band_alone():
+    guard = DraftingGuard()
+    run(guard, 60, batch=1, plain_s=0.01, drafting_s=0.012, drafting_tokens=2.5)
+    guard.admitted()
+    assert not guard.backing_off and guard.summary()["guard_gap_steps"] == FIRST_GAP
