@@ -91,15 +91,45 @@ EXPLORE_FIRST = (4, 8)
 
 def allocate(reach: Sequence[Sequence[float]], base_tokens: float, base_cost: float, *, call: float,
              per_request: Sequence[float], per_token: float, per_pass: float,
-             one_pass: bool = False) -> list[int]:
+             one_pass: bool = False, rows: int = 0, row_block: int = 0, per_block: float = 0.0) -> list[int]:
     """Draft lengths ``k_i`` in ``0..len(reach[i])`` maximising expected tokens per unit time.
 
     ``reach[i][j]``: the chance request ``i``'s first ``j + 1`` drafts are all accepted;
     ``base_tokens`` / ``base_cost``: the step's tokens and cost without drafts; a drafting step
     adds ``call`` once, ``per_request[i]`` per drafting request, ``per_token`` per draft (its
     row and its share of the drafter), and ``per_pass`` per pass (the longest draft, or one when
-    ``one_pass``). All costs >= 0. See the module docstring for the method.
+    ``one_pass``). Where the target multiplies rows in blocks of ``row_block``, each block the
+    drafts open beyond the ``rows`` the step has anyway adds ``per_block``: the best allocation
+    that ignores blocks is weighed against the same trimmed to the blocks already open (its
+    least likely drafts dropped first). All costs >= 0. See the module docstring for the method.
     """
+    alloc = _allocate(reach, base_tokens, base_cost, call=call, per_request=per_request, per_token=per_token,
+                      per_pass=per_pass, one_pass=one_pass)
+    drafts = sum(alloc)
+    if not drafts or not row_block or per_block <= 0:
+        return alloc
+    room = -rows % row_block  # drafts that fit in the blocks open anyway
+    if drafts <= room:
+        return alloc
+    gains = [[sum(r[: j + 1]) for j in range(len(r))] for r in reach]
+    args = (gains, base_tokens, base_cost, call, per_request, per_token, per_pass, one_pass)
+
+    def rate(ks: Sequence[int]) -> float:  # _rate's, the blocks the drafts open included
+        tokens = base_tokens + sum(g[k - 1] for k, g in zip(ks, gains) if k)
+        opened = (rows + sum(ks) - 1) // row_block - (rows - 1) // row_block if rows else 0
+        return tokens / (tokens / _rate(ks, *args) + opened * per_block)
+
+    trimmed = list(alloc)
+    for _ in range(drafts - room):  # drop the least likely last draft
+        i = min((i for i, k in enumerate(trimmed) if k), key=lambda i: reach[i][trimmed[i] - 1])
+        trimmed[i] -= 1
+    best = max((alloc, trimmed), key=rate)
+    return best if rate(best) > base_tokens / max(base_cost, 1e-12) else [0] * len(reach)
+
+
+def _allocate(reach: Sequence[Sequence[float]], base_tokens: float, base_cost: float, *, call: float,
+              per_request: Sequence[float], per_token: float, per_pass: float, one_pass: bool) -> list[int]:
+    """:func:`allocate` without row blocks: Dinkelbach's method, exact."""
     n = len(reach)
     alloc = [0] * n
     if not n or base_tokens <= 0:
@@ -216,9 +246,10 @@ class DraftGovernor:
     """
 
     def __init__(self, max_k: int, pass_cost: float = 0.0, *, one_pass: bool = False, pinned: bool = False,
-                 costs: StepCosts | None = None, clock: Clock = time.perf_counter) -> None:
+                 row_block: int = 0, costs: StepCosts | None = None, clock: Clock = time.perf_counter) -> None:
         self.max_k = max_k
-        self.costs = costs if costs is not None else StepCosts(pass_cost, one_pass=one_pass, pinned=pinned)
+        self.costs = costs if costs is not None else StepCosts(pass_cost, one_pass=one_pass, pinned=pinned,
+                                                               row_block=row_block)
         self.clock = clock
         """Read around the drafter's call and around the target step (one pair each, per step)."""
         self.guard = DraftingGuard()
@@ -293,15 +324,21 @@ class DraftGovernor:
             probes.append(probe)
         if not idx:
             return ks
-        t, d = self.costs.target_coefficients, self.costs.drafter_coefficients
-        base = t[0] + t[1] * num_requests + t[3] * prefill_rows + (d[0] if call_sunk else 0.0)
+        costs = self.costs
+        t, d = costs.target_coefficients, costs.drafter_coefficients
+        rows = num_requests + prefill_rows
+        base = t[0] + t[1] * num_requests + t[3] * prefill_rows + t[4] * costs.blocks(rows) + (d[0] if call_sunk else 0.0)
         chosen = allocate(reach, float(num_sampling), base, call=0.0 if call_sunk else d[0],
                           per_request=[d[1] + d[4] * min(pending[i], limits[i] + 1) for i in idx], per_token=t[2] + d[3],
-                          per_pass=d[2], one_pass=self.costs.one_pass)
-        if guard.exploring(num_requests):  # the guard's burst: the likeliest request alone, one token at least
-            j = max(range(len(idx)), key=lambda j: (chosen[j], reach[j][0]))
-            k = chosen[j]  # the rest wait as they were; a draft the costs priced out is a probe (its back-off stays)
-            idx, chosen, states, probes = [idx[j]], [max(1, k)], [states[j]], [probes[j] or not k]
+                          per_pass=d[2], one_pass=costs.one_pass, rows=rows, row_block=costs.row_block,
+                          per_block=t[4])
+        if guard.exploring(num_requests):
+            # the guard's burst drafts what the costs choose (that is what it judges), and where
+            # they choose nothing the likeliest request one token: a draft the costs priced out
+            # is a probe (its back-off stays)
+            if not any(chosen):
+                j = max(range(len(idx)), key=lambda j: reach[j][0])
+                idx, chosen, states, probes = [idx[j]], [1], [states[j]], [True]
         elif any(chosen):
             self._drafting_steps += 1
             n = self._drafting_steps
@@ -364,7 +401,7 @@ class DraftGovernor:
             # the step's time in plain steps of its batch as the target's fit has them now: the
             # load of a shared machine and the context's growth drift both kinds of step alike
             t = self.costs.target_coefficients
-            plain = t[0] + t[1] * target[1]
+            plain = t[0] + t[1] * target[1] + t[4] * self.costs.blocks(int(target[1]))
             if plain > 0:
                 drafted = drafter is not None and drafter[1] > 0
                 seconds = target_s + (drafter_s if drafter is not None else 0.0)

@@ -204,7 +204,8 @@ def draft_governor(spec: Any, speculator: BaseSpeculator, max_k: int, target: An
     if spec.draft_length_policy != "adaptive" or spec.rejection_sample_method == "synthetic" or not max_k:
         return None
     return DraftGovernor(max_k, draft_pass_cost(spec, speculator, target),
-                         one_pass=spec.speculator_config.drafts_in_one_pass, pinned=spec.draft_pass_cost is not None)
+                         one_pass=spec.speculator_config.drafts_in_one_pass, pinned=spec.draft_pass_cost is not None,
+                         row_block=getattr(target, "row_block", 0))
 
 
 MIN_DRAFT_PASS_COST = 0.03

@@ -42,7 +42,7 @@ from torch import nn
 from specpath_engine.modeling import checkpoint
 from specpath_engine.modeling.gguf import is_gguf, read_gguf
 from specpath_engine.modeling.layers import fused_linear
-from specpath_engine.modeling.native import DecoderStack, native_kernels, native_linears
+from specpath_engine.modeling.native import MAX_ROWS, TILE_ROWS, DecoderStack, native_kernels, native_linears
 from specpath_engine.model_config import LlamaConfig, positive
 from specpath_engine.modeling.norm import RMSNorm
 from specpath_engine.modeling.rope import RotaryEmbedding, apply_rope
@@ -446,6 +446,17 @@ class LlamaModel(nn.Module):
         return native.decoder_stack(stack, h.contiguous(), cos.contiguous(), sin.contiguous(), attn.n_heads,
                                     attn.n_kv_heads, attn.head_dim, run.kv, run.first_slot, run.length, run.mask,
                                     hidden_layers, run.slots)
+
+    @property
+    def row_block(self) -> int:
+        """Query rows a step multiplies per pass over each weight: the AMX tiles' 16, the native
+        rows kernels' 8 (int4, int8, bf16 without tiles), 0 on torch's matmuls (no blocks to
+        speak of). A step's rows past a multiple of it cost another pass (the draft governor's
+        cost model takes them as blocks)."""
+        linears = self.model.layers[0].native_linears() if len(self.model.layers) else None
+        if linears is None:
+            return 0
+        return TILE_ROWS if linears[0].tiled else MAX_ROWS
 
     def _decoder_stack(self) -> DecoderStack | None:
         """The layers as one native array (``None`` when a layer cannot run natively), kept

@@ -6,7 +6,11 @@ models, fitted online from one wall-clock pair per part and step (never anything
 
 - the target step (its pass, verification and bookkeeping) over :data:`TARGET_FEATURES`: a
   constant, the scheduled requests, the draft rows and the prefill rows beyond one per request
-  (prefill is compute-bound, draft rows nearly free: they get separate coefficients);
+  (prefill is compute-bound, draft rows nearly free: they get separate coefficients), and where
+  the target multiplies its rows in blocks (``row_block``: AMX tiles take 16 rows per pass at the
+  cost of one) the blocks beyond the first: a row that opens a block costs a pass over every
+  weight, the next fifteen little (SmolLM2 bf16, 8 requests: 8 and 16 rows 26.8 and 30.0 ms a
+  step, 24 rows 42.8 ms), a step no straight line through the rows fits;
 - the drafter's call over :data:`DRAFT_FEATURES`: a constant, the drafting requests, the passes
   (the longest draft for one-token-a-pass drafters, 1 for ``drafts_in_one_pass``), the draft
   tokens and the positions handed over (a request back from a back-off catches up on all of its).
@@ -49,7 +53,11 @@ PREFILL_ROW_COST = 0.1
 """Static prior: cost of a prefill row (compute-bound, unlike a decode step's rows), relative to
 a plain step; a drafter's, relative to its pass."""
 
-TARGET_FEATURES = ("step", "requests", "draft_rows", "prefill_rows")
+ROW_BLOCK_COST = 0.3
+"""Static prior: cost of a further block of rows (a further pass over the weights where the
+target multiplies rows in blocks), relative to a plain single-request step."""
+
+TARGET_FEATURES = ("step", "requests", "draft_rows", "prefill_rows", "row_blocks")
 DRAFT_FEATURES = ("call", "requests", "passes", "tokens", "positions")
 
 FORGET = 0.95
@@ -177,16 +185,19 @@ class StepCosts:
     the pinned cost where ``pinned``); ``one_pass``: the drafter drafts all K in one pass.
     """
 
-    def __init__(self, pass_cost: float, *, one_pass: bool = False, pinned: bool = False) -> None:
+    def __init__(self, pass_cost: float, *, one_pass: bool = False, pinned: bool = False, row_block: int = 0) -> None:
         self.pass_cost = pass_cost
         self.one_pass = one_pass
         self.pinned = pinned
-        self.target_shape = (1 - VERIFY_COST, VERIFY_COST, VERIFY_COST, PREFILL_ROW_COST)
+        self.row_block = row_block
+        """Rows the target multiplies per pass over its weights (0: no blocks, each row alike)."""
+        self.target_shape = (1 - VERIFY_COST, VERIFY_COST, VERIFY_COST, PREFILL_ROW_COST,
+                             ROW_BLOCK_COST if row_block else 0.0)
         """The static model of :data:`TARGET_FEATURES`, in plain steps."""
         self.drafter_shape = (CALL_COST, 0.0, pass_cost, 0.0, PREFILL_ROW_COST * pass_cost)
         """The static model of :data:`DRAFT_FEATURES`, in plain steps."""
         w = PRIOR_WEIGHT
-        self.target = OnlineFit([1.0] + [0.0] * 4, [SCALE_WEIGHT] + [w] * 4)
+        self.target = OnlineFit([1.0] + [0.0] * 5, [SCALE_WEIGHT] + [w] * 5)
         self.drafter = OnlineFit([1.0] + [0.0] * 5, [SCALE_WEIGHT] + [w] * 5)
         self._steps = self._calls = 0
         self._target_from = self._drafter_from = None  # (the fit's coefficients, unit) the cached costs are from
@@ -204,14 +215,20 @@ class StepCosts:
     def _effective(shape: Sequence[float], theta: Sequence[float]) -> list[float]:
         return [max(0.0, theta[0] * s + d) for s, d in zip(shape, theta[1:])]
 
+    def blocks(self, rows: int) -> int:
+        """Row blocks beyond the first for a step of ``rows`` query rows (0 without blocks)."""
+        g = self.row_block
+        return (rows - 1) // g if g and rows > 0 else 0
+
     def observe_target(self, x: Sequence[float], seconds: float) -> None:
-        """A timed target step with :data:`TARGET_FEATURES` ``x``."""
+        """A timed target step with the first four :data:`TARGET_FEATURES` ``x`` (constant,
+        requests, draft rows, prefill rows beyond one per request); its row blocks follow."""
         if seconds <= 0:
             return
         self._steps += 1
         if self._steps <= COLD_CALLS:
             return
-        z = self._with_shape(self.target_shape, x)
+        z = self._with_shape(self.target_shape, (*x[:4], self.blocks(int(x[1] + x[2] + x[3]))))
         if not self.unit:
             self.unit = seconds / z[0]
         self.target.add(z, seconds / self.unit)
@@ -269,6 +286,7 @@ class StepCosts:
             "per_request": round(t[1] / unit, 4),
             "per_row": round(t[2] / unit, 4),
             "per_prefill_row": round(t[3] / unit, 4),
+            "per_row_block": round(t[4] / unit, 4) if self.row_block else None,
             "drafter_call": round(d[0] / unit, 4),
             "per_drafting_request": round(d[1] / unit, 4),
             "per_pass": round(d[2] / unit, 4),

@@ -213,6 +213,49 @@ def test_new_requests_are_explored_by_the_guard_within_a_few_steps():
     assert not guard.backing_off and drafted(history[-20:]) >= 8 * 20
 
 
+def blocked_rate(ks, reach, rows, row_block, per_block, **costs):
+    """The step's expected tokens per unit cost with the row blocks the drafts open."""
+    tokens = 8.0 + sum(sum(r[:k]) for k, r in zip(ks, reach))
+    plain = step_rate(ks, reach, 8.0, 1.0, **costs)
+    opened = (rows + sum(ks) - 1) // row_block - (rows - 1) // row_block
+    return tokens / (tokens / plain + opened * per_block)
+
+
+def test_drafts_stay_in_the_row_block_a_batch_has_open_where_another_costs_a_pass():
+    """Batch 8 on 16-row tiles: eight drafts ride in the open block; a ninth would cost a pass
+    (SmolLM2 bf16: 8 and 16 rows about alike, 24 rows 1.45 times the step)."""
+    reach = [[0.6, 0.36, 0.22, 0.13]] * 8
+    costs = dict(call=0.02, per_request=[0.005] * 8, per_token=0.01, per_pass=0.02)
+    free = allocate(reach, 8.0, 1.0, **costs)
+    assert sum(free) > 8  # without blocks every request drafts deep
+    capped = allocate(reach, 8.0, 1.0, **costs, rows=8, row_block=16, per_block=0.45)
+    assert 0 < sum(capped) <= 8
+    cheap = allocate(reach, 8.0, 1.0, **costs, rows=8, row_block=16, per_block=0.001)
+    assert cheap == free  # a cheap block is worth opening
+    assert allocate([[0.9, 0.8]], 1.0, 1.0, call=0.02, per_request=[0.0], per_token=0.01, per_pass=0.02, rows=1,
+                    row_block=16, per_block=0.5) == [2]  # batch 1: the first block has room for K
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=4), min_size=1, max_size=10),
+       st.integers(1, 40), st.sampled_from([8, 16]), st.floats(0.0, 1.0), st.floats(0.0, 0.05), st.floats(0.0, 0.1))
+def test_with_row_blocks_the_choice_never_loses_to_plain_decoding_or_to_ignoring_them(rates, rows, block, per_block,
+                                                                                        per_token, per_pass):
+    reach = []
+    for r in rates:
+        acc, out = 1.0, []
+        for c in r:
+            acc *= c
+            out.append(acc)
+        reach.append(out)
+    costs = dict(call=0.02, per_request=[0.005] * len(reach), per_token=per_token, per_pass=per_pass)
+    chosen = allocate(reach, 8.0, 1.0, **costs, rows=rows, row_block=block, per_block=per_block)
+    ignoring = allocate(reach, 8.0, 1.0, **costs)
+    rate = blocked_rate(chosen, reach, rows, block, per_block, **costs)
+    assert rate >= 8.0 - 1e-9
+    assert rate >= blocked_rate(ignoring, reach, rows, block, per_block, **costs) - 1e-9
+
+
 def test_a_long_catch_up_does_not_keep_drafting_from_starting():
     """A request handed over lazily catches up on every position since (its prompt, a back-off)
     when it first drafts: that is priced at most a step's worth (``limits + 1`` positions), so a

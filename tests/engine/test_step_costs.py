@@ -6,7 +6,7 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from specpath_engine.step_costs import CALL_COST, COLD_CALLS, VERIFY_COST, StepCosts
+from specpath_engine.step_costs import CALL_COST, COLD_CALLS, ROW_BLOCK_COST, VERIFY_COST, StepCosts
 
 
 def target_time(x, const=0.008, per_request=0.0005, per_row=0.0004, per_prefill=0.002):
@@ -22,7 +22,7 @@ def varied_steps(n, seed=0):
 
 def test_before_any_timing_the_costs_are_the_static_model_in_plain_steps():
     c = StepCosts(0.25)
-    assert c.target_coefficients == pytest.approx([1 - VERIFY_COST, VERIFY_COST, VERIFY_COST, 0.1])
+    assert c.target_coefficients == pytest.approx([1 - VERIFY_COST, VERIFY_COST, VERIFY_COST, 0.1, 0.0])
     assert c.drafter_coefficients[:3] == pytest.approx([CALL_COST, 0.0, 0.25])
     assert c.summary()["plain_step_ms"] is None
 
@@ -91,3 +91,20 @@ def test_any_timings_give_finite_nonnegative_costs(steps):
         c.observe_drafter((1.0, min(batch, 4), 4, rows, batch), seconds / 3)
     for v in c.target_coefficients + c.drafter_coefficients:
         assert math.isfinite(v) and v >= 0
+
+
+def test_where_the_target_takes_rows_in_blocks_it_learns_what_a_further_block_costs():
+    """A tiled target: rows past each 16 cost another pass (SmolLM2 bf16 on AMX: 8 and 16 rows
+    cost about alike, 24 a good deal more); the fit takes the step, not a line through the rows."""
+    c = StepCosts(0.1, row_block=16)
+    assert c.target_coefficients[4] == pytest.approx(ROW_BLOCK_COST)  # the prior, in plain steps
+    assert [c.blocks(r) for r in (1, 16, 17, 32, 33)] == [0, 0, 1, 1, 2]
+    rng = random.Random(0)
+    for _ in range(300):
+        batch = rng.choice([1, 4, 8])
+        x = (1.0, batch, rng.randint(0, 4 * batch), 0)
+        c.observe_target(x, target_time(x) + 0.004 * ((batch + x[2] - 1) // 16))
+    assert c.target_coefficients[4] == pytest.approx(0.004, rel=0.15)
+    assert c.target_coefficients[2] == pytest.approx(0.0004, rel=0.25)
+    assert c.summary()["per_row_block"] > 0
+    assert StepCosts(0.1).summary()["per_row_block"] is None and StepCosts(0.1).blocks(100) == 0

@@ -61,6 +61,9 @@ LIBS = ("-lm",)
 MAX_ROWS = 8
 """Rows one pass of the kernels multiplies; more run in passes of this many (same result per row)."""
 
+TILE_ROWS = 16
+"""Rows one pass of the AMX-tile matmul multiplies (tiled_matmul.c), at about the cost of one."""
+
 _POINTER, _INT = ctypes.c_void_p, ctypes.c_int
 
 
