@@ -100,8 +100,8 @@ def allocate(reach: Sequence[Sequence[float]], base_tokens: float, base_cost: fl
     row and its share of the drafter), and ``per_pass`` per pass (the longest draft, or one when
     ``one_pass``). Where the target multiplies rows in blocks of ``row_block``, each block the
     drafts open beyond the ``rows`` the step has anyway adds ``per_block``: the best allocation
-    that ignores blocks is weighed against the same trimmed to the blocks already open (its
-    least likely drafts dropped first). All costs >= 0. See the module docstring for the method.
+    that ignores blocks is weighed against the same trimmed to fill each block it opens, and to
+    the blocks already open (its least likely drafts dropped first). All costs >= 0. See the module docstring for the method.
     """
     alloc = _allocate(reach, base_tokens, base_cost, call=call, per_request=per_request, per_token=per_token,
                       per_pass=per_pass, one_pass=one_pass)
@@ -119,11 +119,14 @@ def allocate(reach: Sequence[Sequence[float]], base_tokens: float, base_cost: fl
         opened = (rows + sum(ks) - 1) // row_block - (rows - 1) // row_block if rows else 0
         return tokens / (tokens / _rate(ks, *args) + opened * per_block)
 
+    candidates = [alloc]
     trimmed = list(alloc)
-    for _ in range(drafts - room):  # drop the least likely last draft
+    for total in range(drafts - 1, room - 1, -1):  # drop the least likely last draft, one at a time
         i = min((i for i, k in enumerate(trimmed) if k), key=lambda i: reach[i][trimmed[i] - 1])
         trimmed[i] -= 1
-    best = max((alloc, trimmed), key=rate)
+        if (total - room) % row_block == 0:  # the drafts fill their last block: a candidate
+            candidates.append(list(trimmed))
+    best = max(candidates, key=rate)
     return best if rate(best) > base_tokens / max(base_cost, 1e-12) else [0] * len(reach)
 
 

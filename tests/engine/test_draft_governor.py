@@ -232,6 +232,9 @@ def test_drafts_stay_in_the_row_block_a_batch_has_open_where_another_costs_a_pas
     assert 0 < sum(capped) <= 8
     cheap = allocate(reach, 8.0, 1.0, **costs, rows=8, row_block=16, per_block=0.001)
     assert cheap == free  # a cheap block is worth opening
+    likely = [[0.95, 0.9, 0.86, 0.81]] * 8  # drafts worth a block, not two: they fill the one they open
+    assert sum(allocate(likely, 8.0, 1.0, **costs, rows=8, row_block=16, per_block=0.45)) == 24
+    assert sum(allocate(likely, 8.0, 1.0, **costs, rows=8, row_block=16, per_block=0.1)) == 32
     assert allocate([[0.9, 0.8]], 1.0, 1.0, call=0.02, per_request=[0.0], per_token=0.01, per_pass=0.02, rows=1,
                     row_block=16, per_block=0.5) == [2]  # batch 1: the first block has room for K
 
