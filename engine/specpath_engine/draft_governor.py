@@ -52,6 +52,7 @@ E(2)/C(2) = 1.39/1.27, so it drafts 1; at 0.1 nothing beats 1.0 and it decodes p
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 
@@ -69,6 +70,12 @@ PRIOR_WEIGHT = 2.0
 
 DECAY = 0.9
 """Weight of past verifications after each new one: about the last ten steps count."""
+
+FILL_DECAY = 0.9
+"""Weight of past drafting steps in :attr:`DraftGovernor.fill` (about the last ten count)."""
+
+FILL_PRIOR = 1.0
+"""Pseudo-steps of a full fill :attr:`DraftGovernor.fill` starts from."""
 
 ENGINE_DECAY = 0.98
 """The same for the engine-wide acceptance new requests start from (about the last 50 drafts)."""
@@ -91,7 +98,8 @@ EXPLORE_FIRST = (4, 8)
 
 def allocate(reach: Sequence[Sequence[float]], base_tokens: float, base_cost: float, *, call: float,
              per_request: Sequence[float], per_token: float, per_pass: float,
-             one_pass: bool = False, rows: int = 0, row_block: int = 0, per_block: float = 0.0) -> list[int]:
+             one_pass: bool = False, rows: int = 0, row_block: int = 0, per_block: float = 0.0,
+             fill: float = 1.0) -> list[int]:
     """Draft lengths ``k_i`` in ``0..len(reach[i])`` maximising expected tokens per unit time.
 
     ``reach[i][j]``: the chance request ``i``'s first ``j + 1`` drafts are all accepted;
@@ -101,31 +109,39 @@ def allocate(reach: Sequence[Sequence[float]], base_tokens: float, base_cost: fl
     ``one_pass``). Where the target multiplies rows in blocks of ``row_block``, each block the
     drafts open beyond the ``rows`` the step has anyway adds ``per_block``: the best allocation
     that ignores blocks is weighed against the same trimmed to fill each block it opens, and to
-    the blocks already open (its least likely drafts dropped first). All costs >= 0. See the module docstring for the method.
+    the blocks already open (its least likely drafts dropped first). ``fill``: the share of the
+    drafts allotted that a drafter proposes (a match-based one proposes none where nothing
+    matches): the rows a step is expected to hold. All costs >= 0. See the module docstring for the method.
     """
     alloc = _allocate(reach, base_tokens, base_cost, call=call, per_request=per_request, per_token=per_token,
                       per_pass=per_pass, one_pass=one_pass)
     drafts = sum(alloc)
     if not drafts or not row_block or per_block <= 0:
         return alloc
-    room = -rows % row_block  # drafts that fit in the blocks open anyway
-    if drafts <= room:
+    first = (rows - 1) // row_block if rows else 0
+
+    def opened(total: int) -> int:  # blocks beyond those open anyway, for drafts allotted in all
+        return (rows + math.ceil(fill * total) - 1) // row_block - first
+
+    if not opened(drafts):
         return alloc
     gains = [[sum(r[: j + 1]) for j in range(len(r))] for r in reach]
     args = (gains, base_tokens, base_cost, call, per_request, per_token, per_pass, one_pass)
 
     def rate(ks: Sequence[int]) -> float:  # _rate's, the blocks the drafts open included
         tokens = base_tokens + sum(g[k - 1] for k, g in zip(ks, gains) if k)
-        opened = (rows + sum(ks) - 1) // row_block - (rows - 1) // row_block if rows else 0
-        return tokens / (tokens / _rate(ks, *args) + opened * per_block)
+        return tokens / (tokens / _rate(ks, *args) + opened(sum(ks)) * per_block)
 
     candidates = [alloc]
-    trimmed = list(alloc)
-    for total in range(drafts - 1, room - 1, -1):  # drop the least likely last draft, one at a time
+    trimmed, blocks = list(alloc), opened(drafts)
+    for total in range(drafts - 1, -1, -1):  # drop the least likely last draft, one at a time
         i = min((i for i, k in enumerate(trimmed) if k), key=lambda i: reach[i][trimmed[i] - 1])
         trimmed[i] -= 1
-        if (total - room) % row_block == 0:  # the drafts fill their last block: a candidate
+        if (now := opened(total)) < blocks:  # the most drafts one block fewer holds: a candidate
             candidates.append(list(trimmed))
+            blocks = now
+        if not now:
+            break
     best = max(candidates, key=rate)
     return best if rate(best) > base_tokens / max(base_cost, 1e-12) else [0] * len(reach)
 
@@ -262,6 +278,10 @@ class DraftGovernor:
         self.num_declined_probes = 0
         """Probes the allocation priced out (drafting could not pay even at the prior's acceptance)."""
         self._requests: dict[str, RequestAcceptance] = {}
+        self._allotted = 0
+        """Drafts allotted this step (until the step is observed)."""
+        self._fill = (FILL_PRIOR, FILL_PRIOR)
+        """Decayed drafts proposed and allotted (from a prior of all proposed)."""
         self._drafting_steps = 0
         self._accepted = [0.0] * max_k
         self._tried = [0.0] * max_k
@@ -272,6 +292,12 @@ class DraftGovernor:
         acceptance, itself starting from :data:`PRIOR_ACCEPTANCE` (so a drafter that has shown
         low acceptance does not make every new request try it again at full length)."""
         return [(a + PRIOR_ACCEPTANCE * PRIOR_WEIGHT) / (t + PRIOR_WEIGHT) for a, t in zip(self._accepted, self._tried)]
+
+    @property
+    def fill(self) -> float:
+        """The share of its allotted drafts the drafter has been proposing lately (a match-based
+        drafter proposes none where nothing matches): the rows a drafting step is expected to hold."""
+        return self._fill[0] / self._fill[1]
 
     @property
     def pass_cost(self) -> float:
@@ -334,7 +360,7 @@ class DraftGovernor:
         chosen = allocate(reach, float(num_sampling), base, call=0.0 if call_sunk else d[0],
                           per_request=[d[1] + d[4] * min(pending[i], limits[i] + 1) for i in idx], per_token=t[2] + d[3],
                           per_pass=d[2], one_pass=costs.one_pass, rows=rows, row_block=costs.row_block,
-                          per_block=t[4])
+                          per_block=t[4], fill=self.fill)
         if guard.exploring(num_requests):
             # the guard's burst drafts what the costs choose (that is what it judges), and where
             # they choose nothing the likeliest request one token: a draft the costs priced out
@@ -372,6 +398,7 @@ class DraftGovernor:
                 state.next_wait = min(MAX_WAIT, state.next_wait * 2) if short else FIRST_WAIT
                 state.run, state.backed_off = 0, True
                 state.probe_at = pos + state.next_wait
+        self._allotted = sum(ks)
         return ks
 
     def observe(self, req_id: str, num_drafted: int, num_accepted: int) -> None:
@@ -400,6 +427,10 @@ class DraftGovernor:
         guard, decode steps only: None leaves it unfed)."""
         self.costs.observe_target(target, target_s)
         self.costs.observe_drafter(drafter, drafter_s)
+        if self._allotted:  # what the drafter proposed of what it was allotted (the step's draft rows)
+            self._fill = (FILL_DECAY * self._fill[0] + min(target[2], self._allotted),
+                          FILL_DECAY * self._fill[1] + self._allotted)
+            self._allotted = 0
         if tokens is not None and not target[3] and self.costs.unit:
             # the step's time in plain steps of its batch as the target's fit has them now: the
             # load of a shared machine and the context's growth drift both kinds of step alike

@@ -239,6 +239,21 @@ def test_drafts_stay_in_the_row_block_a_batch_has_open_where_another_costs_a_pas
                     row_block=16, per_block=0.5) == [2]  # batch 1: the first block has room for K
 
 
+def test_a_drafter_that_proposes_a_share_of_its_drafts_is_priced_for_the_rows_it_fills():
+    """A match-based drafter (suffix) proposes nothing where nothing matches: the governor learns
+    the share it fills, and the blocks a step opens are priced on the rows it is expected to hold."""
+    reach = [[0.6, 0.36, 0.22, 0.13]] * 8
+    costs = dict(call=0.02, per_request=[0.005] * 8, per_token=0.01, per_pass=0.02, rows=8, row_block=16,
+                 per_block=0.45)
+    assert sum(allocate(reach, 8.0, 1.0, **costs, fill=0.25)) > sum(allocate(reach, 8.0, 1.0, **costs)) == 8
+    g = DraftGovernor(4, pass_cost=0.05)
+    assert g.fill == 1.0
+    for _ in range(40):
+        ks = g.allocate([f"r{i}" for i in range(8)], [4] * 8, [100] * 8, [1] * 8, num_requests=8, num_sampling=8)
+        g.observe_step((1.0, 2, 4, sum(ks) // 4, 2), 0.001, (1.0, 8, sum(ks) // 4, 0), 0.03)
+    assert g.fill == pytest.approx(0.25, abs=0.05)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=4), min_size=1, max_size=10),
        st.integers(1, 40), st.sampled_from([8, 16]), st.floats(0.0, 1.0), st.floats(0.0, 0.05), st.floats(0.0, 0.1))
