@@ -371,6 +371,7 @@ def _draft_length(spec: Any) -> str:
     return (f"adaptive: from measured costs per batch: 0..{k} per request and step, chosen for the "
             f"whole batch to maximise expected tokens per second from each request's running acceptance, "
             f"plain decoding where drafting does not pay (lossless); drafts {shape}; {cost}; "
+            "drafts that would open another block of target rows (AMX tiles: 16) are weighed against fewer; "
             "a guard backs the whole engine off where drafting steps deliver fewer tokens per second "
             "than plain ones at the same batch size, bar a rare exploration burst (step_costs guard_*); "
             "draft_length_policy='fixed' always drafts K; metrics: num_backoff_steps, step_costs")

@@ -5,19 +5,21 @@ model and acceptance estimates; where its model is off, or where only its probes
 draft (a batch of 8 on a CPU, where the weights are read once for eight rows), drafting can cost
 more than it returns while every single choice looked fair. This guard keeps the outcome: the
 decayed realised throughput (tokens emitted over the wall time of the target step plus the
-drafter's call) of steps that drafted and of steps that did not, per count of scheduled requests
-(like with like: a step's time is mostly set by its batch), decode steps only (a prefill chunk
-is another kind of step). The governor hands each step's time over in plain steps of its batch
-as the target's cost fit has them at that moment, so the load of a shared machine and the
+drafter's call) of steps that drafted and of steps that did not, per band of batch sizes, decode
+steps only (a prefill chunk is another kind of step). The governor hands each step's time over
+in plain steps of its batch as the target's cost fit has them at that moment, so the batch
+sizes of a band compare like with like (tokens per request per plain step: a batch that shrinks
+as its requests finish still gathers a verdict), and the load of a shared machine and the
 growth of the context, which slow both kinds of step alike, do not tilt a comparison with plain
 steps timed a while ago (at batch 1, where drafting pays, plain steps are rare). When drafting
 steps are measurably slower than plain ones (:data:`MARGIN`) the engine backs off for that band
-of batch sizes: no drafts, no probes, no exploration, except a short burst of drafting (one
-request) every ``gap`` steps, the gap doubling while the bursts keep losing (at most
+of batch sizes: no drafts, no probes, no exploration, except a short burst of drafting (what the
+costs choose: what would run) every ``gap`` steps, the gap doubling while the bursts keep losing (at most
 :data:`MAX_GAP`), so a change of workload (a batch that shrinks, a predictable text) is still
 noticed; a new request is new traffic, so its arrival brings the next burst forward
-(:data:`ARRIVAL_WAIT`) and the gap back to its first length: a verdict reached on one kind of
-text must not keep a long-lived engine from drafting on the next. A burst's first step pays the catch-up of the positions skipped meanwhile, so its
+(:data:`ARRIVAL_WAIT`) and halves the gap, no more often than every :data:`FIRST_GAP` steps: a
+verdict reached on one kind of text must not keep a long-lived engine from drafting on the next,
+nor may steady arrivals keep a losing drafter bursting. A burst's first step pays the catch-up of the positions skipped meanwhile, so its
 other steps are what is judged against plain steps; one that does not lose resumes drafting.
 
 Learning is quick (a fresh engine's first replies may be 64 tokens): a few steps of each kind
@@ -47,7 +49,8 @@ a burst resumes drafting at half the margin. (Where the governor itself mostly b
 a fraction of the steps draft: a loss within the margin on them is a smaller loss overall.)"""
 
 STALL = 3.0
-"""A step longer than this many plain steps of its batch is a stall: counted at that length."""
+"""A step longer than this many times the mean of its kind (drafting or plain, same band) is a
+stall: counted at that length."""
 
 FIRST_GAP, MAX_GAP = 24, 384
 """Steps between exploration bursts while backed off: doubled per losing burst, at most MAX_GAP."""
@@ -99,7 +102,7 @@ class Verdict:
 
 
 def band(num_requests: int) -> int:
-    """Batch sizes that share a verdict: 1, 2-3, 4-7, 8-15, ... (times are compared per exact size)."""
+    """Batch sizes that share a verdict and its timings: 1, 2-3, 4-7, 8-15, ..."""
     return num_requests.bit_length()
 
 
@@ -158,40 +161,47 @@ class DraftingGuard:
         """Drafting at this batch has been timed but plain steps barely: time one plain step."""
         if self._verdict(num_requests).backing_off:
             return False
-        d, p = self._drafting.get(num_requests), self._plain.get(num_requests)
+        d, p = self._drafting.get(b := band(num_requests)), self._plain.get(b)
         return d is not None and d.weight >= MIN_DRAFTING and (p is None or p.weight < MIN_PLAIN)
 
     def admitted(self) -> None:
         """A request the engine has not drafted for arrived: every band backed off explores it
-        soon, from the first gap again (a changed workload is judged afresh)."""
+        soon, its gap halved (a changed workload is judged afresh), unless that band's last burst
+        is fewer than :data:`FIRST_GAP` steps ago (steady arrivals burst no more often than a
+        first back-off does)."""
         for v in self._verdicts.values():
-            if v.backing_off and not v.burst:
-                v.gap = FIRST_GAP
+            if v.backing_off and not v.burst and v.gap - v.wait >= FIRST_GAP:
+                v.gap = max(FIRST_GAP, v.gap // 2)
                 v.wait = min(v.wait, ARRIVAL_WAIT)
 
     # ---------------------------------------------------------------------------- observing
     def observe(self, num_requests: int, drafted: bool, tokens: int, seconds: float) -> None:
         """A decode step of ``num_requests`` that ``drafted`` or not: ``tokens`` emitted in
-        ``seconds`` (target step plus drafter call; any unit, as long as every step uses it: the
-        governor's are plain steps)."""
+        ``seconds`` (target step plus drafter call) in plain steps of that batch size (the
+        governor's: each from the target's cost fit), so the batch sizes of a band pool their
+        steps as tokens per request per plain step (a batch that shrinks as requests finish
+        still gathers a verdict); with one batch size, any unit every step uses."""
         if seconds <= 0 or tokens <= 0:
             return
-        plain = self._plain.get(num_requests)
-        if plain is not None and plain.weight >= 1.0:
-            seconds = min(seconds, STALL * plain.seconds / plain.weight)
+        key = band(num_requests)
+        tokens = tokens / num_requests
+        plain = self._plain.get(key)
+        own = self._drafting.get(key) if drafted else plain
+        if own is not None and own.weight >= 1.0:  # a stall, against steps of its own kind
+            seconds = min(seconds, STALL * own.seconds / own.weight)
         if not drafted:
             if plain is None:
-                plain = self._plain[num_requests] = Side()
+                plain = self._plain[key] = Side()
             plain.add(tokens, seconds)
             return
         v = self._verdict(num_requests)
         if v.backing_off:
-            self._observe_burst(v, num_requests, tokens, seconds, plain)
+            self._observe_burst(v, key, tokens, seconds, plain)
             return
         v.run += 1
-        side = self._drafting.get(num_requests)
+        side = self._drafting.get(key)
         if side is None:
-            side = self._drafting[num_requests] = Side()
+            side = self._drafting[key] = Side()
         side.add(tokens, seconds)
         if plain is None or plain.weight < MIN_PLAIN or side.weight < MIN_DRAFTING:
             return
@@ -202,7 +212,7 @@ class DraftingGuard:
             v.wait, v.backing_off, v.burst = v.gap, True, 0
             self.num_backoffs += 1
 
-    def _observe_burst(self, v: Verdict, num_requests: int, tokens: int, seconds: float, plain: Side | None) -> None:
+    def _observe_burst(self, v: Verdict, key: int, tokens: float, seconds: float, plain: Side | None) -> None:
         if v.burst < BURST:  # the burst's first step catches up: not judged
             v.judged.tokens += tokens
             v.judged.seconds += seconds
@@ -216,7 +226,7 @@ class DraftingGuard:
         if self.ratio >= 1 - MARGIN / 2:  # drafting pays again: resume, judged afresh on the steps to come
             v.backing_off, v.resumed, v.run = False, True, 0
             self.num_resumes += 1
-            side = self._drafting[num_requests] = Side()
+            side = self._drafting[key] = Side()
             side.add(v.judged.tokens, v.judged.seconds)
         else:
             v.gap = min(MAX_GAP, 2 * v.gap)

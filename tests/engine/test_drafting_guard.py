@@ -97,23 +97,35 @@ def test_steps_that_emit_nothing_or_take_no_time_are_ignored():
     assert not guard.wants_plain(1) and guard.ratio is None
 
 
-def test_a_new_request_is_explored_soon_and_from_the_first_gap():
+def test_a_new_request_is_explored_soon_and_with_a_shorter_gap():
     """Backed off after many losing bursts (a long gap), an arriving request brings a burst
-    within a few steps and the gap back to its first length: a long-lived engine judges new
-    traffic afresh, and drafting resumes where it pays on it."""
+    within a few steps and halves the gap: a long-lived engine judges new traffic afresh, and
+    drafting resumes where it pays on it."""
     guard = DraftingGuard()
     run(guard, 3000, batch=1, plain_s=0.01, drafting_s=0.012, drafting_tokens=1.0, noise=0.0)
     assert guard.backing_off and guard.summary()["guard_gap_steps"] == MAX_GAP
     guard.admitted()
-    assert guard.summary()["guard_gap_steps"] == FIRST_GAP
+    assert guard.summary()["guard_gap_steps"] == MAX_GAP // 2
     drafted = run(guard, ARRIVAL_WAIT + 3 * BURST, batch=1, plain_s=0.01, drafting_s=0.012, drafting_tokens=2.0,
                   noise=0.0)
     assert not any(drafted[:ARRIVAL_WAIT]) and all(drafted[ARRIVAL_WAIT:])
     assert not guard.backing_off and guard.num_resumes == 1
 
 
+def test_steady_arrivals_burst_no_more_often_than_a_first_back_off():
+    """A request arriving every step beside a drafter that always loses: bursts come at most
+    every FIRST_GAP steps, not every arrival."""
+    guard = DraftingGuard()
+    drafted = []
+    for i in range(2000):
+        guard.admitted()
+        drafted += run(guard, 1, batch=8, plain_s=0.02, drafting_s=0.03, drafting_tokens=9, noise=0.0)
+    assert guard.backing_off
+    assert sum(drafted[200:]) <= BURST * (1800 // FIRST_GAP + 1)
+
+
 def test_arrivals_leave_a_burst_under_way_and_a_drafting_band_alone():
     guard = DraftingGuard()
     run(guard, 60, batch=1, plain_s=0.01, drafting_s=0.012, drafting_tokens=2.5)
     guard.admitted()
-    assert not guard.backing_off and guard.summary()["guard_gap_steps"] == FIRST_GAP
+    assert not guard.backing_off and guard.summary()["guard_gap_steps"] == FIRST_GAP  # untouched
