@@ -1,4 +1,4 @@
-/* A one-layer hidden-state drafter's chain of K greedy drafts for one request, in one call.
+/* A one-layer hidden-state drafter's chain of K greedy drafts for one request (or a batch), in one call.
  *
  * Per draft j: logits = lm_head(final_norm(a)) (+ bias) (+ noise row j: a seeded request's race,
  * specpath_drafting.coupling), token = the first argmax, mapped to a target id; then (but for the last) the head's layer on [that token's embedding ; a] at the
@@ -12,6 +12,9 @@
  * over the request's newly verified positions with the target's hidden states there (EAGLE-3's
  * fc over the concatenated taps first), writing the drafter KV there; a greedy propose of one
  * request is then one C call (the torch path stays the reference and the fallback).
+ * specpath_draft_propose_batch does the same for a batch of requests, each pass over all their
+ * rows at once (a weight is read once per pass, not once per request), each request attending
+ * over its own KV row; the one-request calls are its batch of one, so the code is shared.
  *
  * Two input stages, the two head families of specpath_drafting:
  *   EAGLE-3: x = [embed_norm(e) ; hidden_norm(a)] (2d), residual = a
@@ -27,7 +30,8 @@
  * specpath_draft_timers; then nanoseconds are added per section: [0] the ingest's input stage
  * (EAGLE-3's fc, the embedding gather), [1] the ingest's layer pass, [2] the chain's final norm and
  * LM head, [3] its argmax, [4] its layer passes, [5] the whole call; [6] calls, [7] ingested
- * positions. Single-threaded callers only (a propose is one request). */
+ * positions (over all requests of a batched call). Single-threaded callers only (one propose at a
+ * time). */
 static int timing;
 static double timers[8];
 
