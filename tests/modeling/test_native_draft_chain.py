@@ -3,7 +3,8 @@ a seeded request's drafts racing on its noise) gives the per-op chain's bits: th
 for EAGLE-3 heads (reduced vocabulary, ``d2t``) and MTP modules (either input order, a
 reduced-vocabulary shared head with its bias), bf16 and int8 weights, any history and K; so does
 the whole native propose (the ingest of the newly verified positions, then the chain, greedy or
-racing), with the head's kept output too; a head off the native kernels has no native form and the chain stays
+racing), with the head's kept output too, and a batch of requests' proposes in one call is each
+request's own; a head off the native kernels has no native form and the chain stays
 per-op."""
 
 import pytest
@@ -200,6 +201,78 @@ def test_the_native_propose_is_the_per_op_ingest_and_chain_to_the_bit(kind, weig
     if n:  # the ingest wrote the new positions' KV (not what the cache held before)
         before = _kv(head, start, seed)
         assert not torch.equal(kv_native.keys[0, row * ROW_LEN + start], before.keys[0, row * ROW_LEN + start])
+
+
+def _kv_rows(head, rows: int, seed: int) -> DrafterKV:
+    hc = head.config
+    kv = DrafterKV(num_rows=rows, row_len=ROW_LEN, num_kv_heads=hc.num_key_value_heads, head_dim=hc.head_dim,
+                   dtype=torch.bfloat16)
+    torch.manual_seed(seed)
+    kv.keys.normal_()
+    kv.values.normal_()
+    return kv
+
+
+_REQUEST = st.tuples(st.integers(0, 40), st.integers(0, 4), st.integers(0, 20),
+                     st.sampled_from([None, None, 0.3, 1.5]))
+"""One request of a batch: new positions T, drafts K, first new position, None (greedy) or a
+seeded request's temperature."""
+
+
+@needs_kernels
+@given(kind=st.sampled_from(["eagle3", "mtp", "mtp-hidden-first"]), weights=st.sampled_from(["bf16", "int8", "int4"]),
+       requests=st.lists(_REQUEST, min_size=1, max_size=8), seed=st.integers(0, 2**16), data=st.data())
+@settings(max_examples=40, deadline=None)
+def test_a_batched_native_propose_is_each_requests_own_propose_to_the_bit(kind, weights, requests, seed, data):
+    """R = 1..8 requests, each with 0..40 new positions and 0..4 drafts, greedy or racing on its
+    noise, in their own KV rows (in any order): one batched call gives every request the drafts,
+    the drafter KV and the kept output that one-request native calls in turn give, and the drafts
+    of the per-op ingest and chain."""
+    head = _head(kind, weights, seed)
+    native_head, hc = head.native_draft_head(), head.config
+    rows = data.draw(st.permutations(range(8)))[: len(requests)]
+    torch.manual_seed(seed + 3)
+    plans = []  # (row, start, n, k, taps [n, taps, td], ids [n], noise [k, Vd] or None)
+    for (n, k, start, temperature), row in zip(requests, rows):
+        start = min(start, ROW_LEN - n - k - 1)
+        taps = (2 * torch.randn(n, hc.num_taps, hc.target_hidden_size)).to(torch.bfloat16)
+        ids = torch.randint(0, VOCAB, (n,))
+        race = None
+        if temperature is not None and k:
+            race = (torch.stack([gumbel_noise(seed + row, start + n + j, VOCAB) for j in range(k)]), temperature)
+        plans.append((row, start, n, k, taps, ids, race))
+    kept = (3 * torch.randn(8, hc.hidden_size)).to(torch.bfloat16)  # the kept outputs before this propose
+    cos, sin = (t.contiguous() for t in head.rope(torch.arange(ROW_LEN)))  # [ROW_LEN, D]: row p is position p
+    heads = (hc.num_attention_heads, hc.num_key_value_heads, hc.head_dim)
+    with torch.inference_mode():
+        kv_ref, kv_one, kv_batch = (_kv_rows(head, 8, seed) for _ in range(3))
+        want, one, one_kept = [], [], kept.clone()
+        for row, start, n, k, taps, ids, race in plans:
+            a = _per_op_ingest(head, kv_ref, taps, ids, row, start) if n else kept[row : row + 1]
+            want += _per_op_chain(head, kv_ref, a, row, start + n - 1, k, race) if k else []
+            noise = None if race is None else coupling.scaled_noise(race[0], [race[1]] * k, native_head.row_ids)
+            keys, values = kv_one.row_span(0, row)
+            one += KERNELS.draft_propose(native_head, taps.reshape(n, -1).contiguous() if n else None, ids,
+                                         one_kept[row], k, *heads, keys, values, start,
+                                         cos[start:].contiguous(), sin[start:].contiguous(), noise).tolist()
+        noises = [coupling.scaled_noise(race[0], [race[1]] * k, native_head.row_ids)
+                  for _, _, _, k, _, _, race in plans if race is not None]
+        noise_rows, at = [], 0
+        for _, _, _, k, _, _, race in plans:
+            noise_rows.append(-1 if race is None else at)
+            at += 0 if race is None else k
+        plan = torch.tensor([[n for _, _, n, *_ in plans], [row for row, *_ in plans], [p[3] for p in plans],
+                             [row * ROW_LEN for row, *_ in plans], [start for _, start, *_ in plans], noise_rows])
+        taps = torch.cat([p[4].flatten(1) for p in plans]).contiguous()  # [sum n, taps * td]
+        batch_kept = kept.clone()
+        got = KERNELS.draft_propose_batch(native_head, taps if taps.shape[0] else None,
+                                          torch.cat([p[5] for p in plans]), plan, batch_kept, *heads,
+                                          kv_batch.keys[0], kv_batch.values[0], cos, sin,
+                                          torch.cat(noises).contiguous() if noises else None).tolist()
+    assert got == one == want and len(got) == sum(p[3] for p in plans)
+    assert torch.equal(batch_kept, one_kept)
+    assert torch.equal(kv_batch.keys, kv_one.keys) and torch.equal(kv_batch.values, kv_one.values)
+    assert torch.equal(kv_batch.keys, kv_ref.keys) and torch.equal(kv_batch.values, kv_ref.values)
 
 
 @needs_kernels

@@ -15,7 +15,9 @@ Each step, for every request of the batch:
 Per step the loop costs one head call for the ingest and one per further chain draft, one
 ``prepare_drafter_inputs`` and one host sync for the drafted tokens. Where one request drafts a
 greedy or coupled (seeded) chain on the native CPU kernels (bf16, a head with a native form),
-ingest and chain are one C call instead (:meth:`HiddenStateSpeculator._native_propose`), the per-op path's bits.
+ingest and chain are one C call instead (:meth:`HiddenStateSpeculator._native_propose`), the per-op path's bits;
+so is a batch of such requests (:meth:`HiddenStateSpeculator._native_propose_batch`: each weight read
+once per pass for all their rows).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from specpath_engine.draft_overrides import kv_settings
@@ -100,8 +103,8 @@ class HiddenStateSpeculator(BaseSpeculator):
         self._chain_head: Any = None
         """The head's native chain form (:meth:`_native_chain`), built on first use."""
         self.native_propose = True
-        """A one-request greedy propose runs as one native call where it can (:meth:`_native_propose`);
-        False keeps its ingest on the per-op path (the reference, for side-by-side measurements)."""
+        """A greedy or coupled propose runs as one native call where it can (:meth:`_native_propose`,
+        :meth:`_native_propose_batch`); False keeps it on the per-op path (the reference, for side-by-side measurements)."""
         self.prepare_inputs = prepare_inputs_fn(self.device)
         self.head.rotary.ensure_length(self.row_len)
         if self.parallel:  # constant inputs of the mask slots, computed once (weights are frozen)
@@ -143,7 +146,8 @@ class HiddenStateSpeculator(BaseSpeculator):
         """Kept as one function: it is the drafting loop's hot path, and on a CPU each Python call
         costs (the per-step work stays in one frame)."""
         reqs = batch.requests
-        if len(reqs) == 1 and self.native_propose and (proposal := self._native_propose(batch)) is not None:
+        if self.native_propose and (proposal := (self._native_propose(batch) if len(reqs) == 1 else
+                                                 self._native_propose_batch(batch))) is not None:
             return proposal
         dev = self.device
         rows, starts, counts, lasts = [], [], [], []
@@ -352,6 +356,62 @@ class HiddenStateSpeculator(BaseSpeculator):
         tokens = native.draft_propose(head, taps, ids, self.last_hidden[row], k, hc.num_attention_heads,
                                       hc.num_key_value_heads, hc.head_dim, keys, values, start, cos, sin, noise)
         return DraftProposal(token_ids=tokens.to(torch.int32), num_draft_tokens=[k])  # on the CPU, as the kernels
+
+    def _native_propose_batch(self, batch: DraftBatch) -> DraftProposal | None:
+        """:meth:`_native_propose` for a batch of requests in one native call
+        (:meth:`~specpath_engine.modeling.native.NativeKernels.draft_propose_batch`: each weight
+        read once per pass for every request's rows; each request's drafter KV, output and drafts
+        the bits of its own call), or None where the per-op path runs: as there, plus a
+        request with sampled drafts anywhere in the batch, or a RoPE whose rows are not its cache's
+        (dynamic)."""
+        reqs = batch.requests
+        if self.parallel or self.tree_topk > 1:
+            return None
+        hidden, hc = batch.hidden_states, self.head.config
+        counts = [r.num_new_positions for r in reqs]
+        ks = [r.max_draft_tokens for r in reqs]
+        races = [k > 0 and coupling.coupled(r) for r, k in zip(reqs, ks)]
+        if self.random_drafts and any(r.temperature > 0 and not race for r, race in zip(reqs, races)):
+            return None
+        total = sum(counts)
+        if total and (hidden is None or hidden.device.type != "cpu" or tuple(hidden.shape[:1] + hidden.shape[-2:]) != (
+                total, hc.num_taps, hc.target_hidden_size or hc.hidden_size)):
+            return None  # the per-op path says what is wrong
+        rotary = self.head.rotary
+        if rotary.rope_type == "dynamic" or rotary.cos_cached.dtype is not self.dtype:
+            return None
+        native, head = self._native_head(self.last_hidden)
+        if head is None or not head.ingests:
+            return None
+        row_len, token_table = self.row_len, self.tokens.numpy()
+        plan = np.empty((6, len(reqs)), dtype=np.int64)  # per request: T, row, K, first slot, p0, noise row
+        ids: list[int] = []
+        noise, noise_rows, end = [], 0, 0
+        for i, r in enumerate(reqs):
+            row, n, k = self.rows.row(r.req_id), counts[i], ks[i]
+            length = len(r.token_ids)
+            start = length - 1 - n  # the first new position
+            if n:
+                new = r.token_ids[start + 1 : length]  # the tokens one position ahead
+                ids += new
+                token_table[row, start + 1 : length] = new  # as per-op leaves it
+            end = max(end, start + n + k)
+            plan[:, i] = (n, row, k, row * row_len, start, noise_rows if races[i] else -1)
+            if races[i]:  # [K, Vd]: T G in the head's row order, draft j at position length + j
+                noise.append(coupling.scaled_noise(r.noise.gumbel(length, k), [r.temperature] * k, head.row_ids))
+                noise_rows += k
+        if rotary.cache_len < end:  # past the table built at start-up (row_len): not reached
+            return None
+        taps = None
+        if total:
+            taps = hidden  # [sum T, num_taps, target d], read flat
+            if hidden.dtype is not self.dtype or not hidden.is_contiguous():
+                taps = hidden.to(dtype=self.dtype).contiguous()
+        tokens = native.draft_propose_batch(
+            head, taps, torch.tensor(ids, dtype=torch.int64), plan, self.last_hidden, hc.num_attention_heads,
+            hc.num_key_value_heads, hc.head_dim, self.kv.keys[0], self.kv.values[0], rotary.cos_cached,
+            rotary.sin_cached, torch.cat(noise).contiguous() if noise else None)
+        return DraftProposal(token_ids=tokens.to(torch.int32), num_draft_tokens=ks)  # on the CPU, as the kernels
 
     def _native_chain(self, a: torch.Tensor, row: int, last: int, k: int,
                       race: tuple[torch.Tensor, float] | None = None) -> torch.Tensor | None:

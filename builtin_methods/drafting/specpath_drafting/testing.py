@@ -147,6 +147,38 @@ def native_propose_matches_per_op(spec: Mapping[str, Any], prompts: Sequence[str
     return natively
 
 
+def batched_native_propose_keeps_greedy_output(spec: Mapping[str, Any], prompts: Sequence[str | Sequence[int]], *,
+                                               model: str | None = None, max_tokens: int = 32) -> int:
+    """bf16 greedy, every prompt at once (``max_num_seqs`` = their number; where a hidden-state
+    speculator proposes for a batch in one native call): the output is plain decoding's and the
+    per-op path's (the native propose switched off), with drafts verified; returns how many
+    proposes of more than one request ran as one native call (the caller asserts it is more than
+    none where the kernels run)."""
+    from specpath_engine.llm import LLM, SamplingParams
+
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    batch = [p if isinstance(p, str) else list(p) for p in prompts]
+    options = dict(dtype="bfloat16", num_threads=1, max_num_seqs=len(batch))
+    plain = [o.token_ids for o in LLM(model, None, **options).generate(batch, params)]
+    runs = []
+    for native in (True, False):
+        llm = LLM(model, dict(spec), **options)
+        speculator, ran = llm.speculator, []
+        speculator.native_propose = native
+        native_batch = speculator._native_propose_batch
+
+        def counting(batch, native_batch=native_batch, ran=ran):
+            out = native_batch(batch)
+            ran.append(out is not None and len(batch.requests) > 1)
+            return out
+
+        speculator._native_propose_batch = counting
+        runs.append(([o.token_ids for o in llm.generate(batch, params)], sum(ran), llm.metrics.num_draft_tokens))
+    (got, batched, drafted), (want, per_op, _) = runs
+    assert got == plain and want == plain and per_op == 0 and drafted > 0
+    return batched
+
+
 def check_every_proposal(speculator: Any, want: Callable[[Any, int], list[int]]) -> list[int]:
     """Wrap ``speculator.propose`` so each request's drafts are compared, as they are proposed,
     with ``want(request, n)``; returns the (growing) list of the draft counts checked."""

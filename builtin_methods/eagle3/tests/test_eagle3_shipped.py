@@ -98,3 +98,17 @@ def test_the_native_propose_drafts_what_the_per_op_path_drafts(quantization, see
                                               "draft_length_policy": "fixed", "quantization": quantization},
                                              list(DEMO_PROMPTS[:2]), seed=seed)
     assert natively > 0 if kernels() is not None else natively == 0
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_a_batched_native_propose_keeps_plain_greedy_output(k):
+    """Four requests at once with fixed K: their proposes run as one native call
+    (``draft_propose_batch``; the kernel-level property test: tests/modeling/test_native_draft_chain.py),
+    and the output is plain decoding's."""
+    from specpath_drafting.testing import batched_native_propose_keeps_greedy_output
+    from specpath_engine.modeling.native import kernels
+
+    torch.set_num_threads(1)
+    batched = batched_native_propose_keeps_greedy_output(
+        {"method": "eagle3", "num_speculative_tokens": k, "draft_length_policy": "fixed"}, list(DEMO_PROMPTS[:4]))
+    assert batched > 0 if kernels() is not None else batched == 0

@@ -88,3 +88,22 @@ def test_the_native_propose_drafts_what_the_per_op_path_drafts(quantization, tmp
                                               "draft_length_policy": "fixed", "quantization": quantization},
                                              list(DEMO_PROMPTS[:2]))
     assert natively > 0 if kernels() is not None else natively == 0
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_a_batched_native_propose_keeps_plain_greedy_output(k, tmp_path):
+    """Four requests at once with fixed K, the shipped module with a training vocabulary (a
+    reduced shared head: the native form): their proposes run as one native call
+    (``draft_propose_batch``), and the output is plain decoding's."""
+    import torch
+
+    from specpath_drafting.testing import batched_native_propose_keeps_greedy_output, with_train_vocab
+    from specpath_engine.harness import DEMO_PROMPTS
+    from specpath_engine.modeling.native import kernels
+
+    torch.set_num_threads(1)
+    module = with_train_vocab(MTP1, tmp_path / "mtp1", [0, 10, *range(32, 126)])  # 96 rows: NUL, newline, ASCII
+    batched = batched_native_propose_keeps_greedy_output(
+        {"method": "mtp", "model": str(module), "num_speculative_tokens": k, "draft_length_policy": "fixed"},
+        list(DEMO_PROMPTS[:4]))
+    assert batched > 0 if kernels() is not None else batched == 0

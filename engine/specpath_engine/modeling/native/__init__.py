@@ -17,7 +17,8 @@
   over its own slots; row-invariant like the matmuls (a row's bits do not depend on the batch).
 - ``draft_chain.c``: a one-layer hidden-state drafter's K greedy drafts for one request
   (:class:`DraftHead`, :meth:`NativeKernels.draft_chain`), the per-op chain's bits in one call,
-  and with the ingest of the newly verified positions before it (:meth:`NativeKernels.draft_propose`).
+  and with the ingest of the newly verified positions before it (:meth:`NativeKernels.draft_propose`),
+  for a batch of requests at once (:meth:`NativeKernels.draft_propose_batch`).
 
 No library installable here offers these for torch's CPU build (torchao's CPU kernels are not in
 its PyPI wheel), so they are built from source: six C files and a header, no torch headers, about two seconds
@@ -276,6 +277,8 @@ class NativeKernels:
                                       I, P, P, F, P, P)
         self._draft_propose = _function(library, "specpath_draft_propose", ctypes.POINTER(DraftHead), P, P, I, P, I,
                                         I, I, I, P, P, I, P, P, F, P, P)
+        self._draft_propose_batch = _function(library, "specpath_draft_propose_batch", ctypes.POINTER(DraftHead), I,
+                                              P, P, P, P, P, P, I, I, I, P, P, P, P, P, P, P, F, P, P, P)
         self._draft_timers = library.specpath_draft_timers
         self._draft_timers.argtypes, self._draft_timers.restype = [I], ctypes.POINTER(ctypes.c_double * 8)
         self._draft_argmax = _function(library, "specpath_draft_argmax", P, P, P, I)
@@ -465,6 +468,31 @@ class NativeKernels:
                             a.data_ptr(), k, heads, kv_heads, head_dim, key_cache.data_ptr(), value_cache.data_ptr(),
                             first_position, cos.data_ptr(), sin.data_ptr(), head_dim**-0.5,
                             None if noise is None else noise.data_ptr(), tokens.data_ptr())
+        return tokens
+
+    def draft_propose_batch(self, head: DraftHead, taps: torch.Tensor | None, ids: torch.Tensor, plan: Any,
+                            outputs: torch.Tensor, heads: int, kv_heads: int, head_dim: int, key_cache: torch.Tensor,
+                            value_cache: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                            noise: torch.Tensor | None = None) -> torch.Tensor:
+        """:meth:`draft_propose` for R requests in one call, every weight read once per pass for
+        all their rows; each request's drafts, KV and output the bits of its own call.
+        ``plan``: int64 ``[6, R]`` (numpy or torch, contiguous), per request its count T of newly
+        committed positions, its row of ``outputs``, its K drafts (0: ingest only), its first KV
+        slot (its position p at row first slot + p of ``key_cache``/``value_cache``, the whole
+        drafter KV layer ``[slots, KV, D]``), its first new position p0, and its first row of
+        ``noise`` (-1: greedy). ``taps [sum T, fc inputs]`` and int64 ``ids [sum T]``: the
+        requests' rows one after another. ``outputs [rows, d]``: the kept outputs (in place, as
+        :meth:`draft_propose`'s ``a``). ``cos``/``sin [>= positions, head_dim]``: row p is
+        position p (the rotary cache). ``noise``: fp32 rows (the coupled requests' ``[K, n]``
+        stacked), or None. Returns the drafts (int64 target ids ``[sum K]``), request after request."""
+        counts, rows, ks, slots, p0s, noise_rows = (int(plan.data_ptr() if isinstance(plan, torch.Tensor) else
+                                                        plan.ctypes.data) + 8 * plan.shape[1] * i for i in range(6))
+        tokens = torch.empty(int(plan[2].sum()), dtype=torch.int64)
+        self._draft_propose_batch(ctypes.byref(head), plan.shape[1], None if taps is None else taps.data_ptr(),
+                                  ids.data_ptr(), counts, outputs.data_ptr(), rows, ks, heads, kv_heads, head_dim,
+                                  key_cache.data_ptr(), value_cache.data_ptr(), slots, p0s, cos.data_ptr(),
+                                  sin.data_ptr(), p0s, head_dim**-0.5, None if noise is None else noise.data_ptr(),
+                                  noise_rows, tokens.data_ptr())
         return tokens
 
     def decoder_stack(self, stack: DecoderStack, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,

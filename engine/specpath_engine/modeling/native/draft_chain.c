@@ -1,4 +1,4 @@
-/* A one-layer hidden-state drafter's chain of K greedy drafts for one request, in one call.
+/* A one-layer hidden-state drafter's chain of K greedy drafts for one request (or a batch), in one call.
  *
  * Per draft j: logits = lm_head(final_norm(a)) (+ bias) (+ noise row j: a seeded request's race,
  * specpath_drafting.coupling), token = the first argmax, mapped to a target id; then (but for the last) the head's layer on [that token's embedding ; a] at the
@@ -12,6 +12,9 @@
  * over the request's newly verified positions with the target's hidden states there (EAGLE-3's
  * fc over the concatenated taps first), writing the drafter KV there; a greedy propose of one
  * request is then one C call (the torch path stays the reference and the fallback).
+ * specpath_draft_propose_batch does the same for a batch of requests, each pass over all their
+ * rows at once (a weight is read once per pass, not once per request), each request attending
+ * over its own KV row; the one-request calls are its batch of one, so the code is shared.
  *
  * Two input stages, the two head families of specpath_drafting:
  *   EAGLE-3: x = [embed_norm(e) ; hidden_norm(a)] (2d), residual = a
@@ -27,7 +30,8 @@
  * specpath_draft_timers; then nanoseconds are added per section: [0] the ingest's input stage
  * (EAGLE-3's fc, the embedding gather), [1] the ingest's layer pass, [2] the chain's final norm and
  * LM head, [3] its argmax, [4] its layer passes, [5] the whole call; [6] calls, [7] ingested
- * positions. Single-threaded callers only (a propose is one request). */
+ * positions (over all requests of a batched call). Single-threaded callers only (one propose at a
+ * time). */
 static int timing;
 static double timers[8];
 
@@ -69,9 +73,11 @@ void specpath_layer_pre(const uint16_t *h, const uint16_t *norm_weight, float ep
 void specpath_layer_post(const uint16_t *h, const uint16_t *attn, const specpath_linear *o_proj,
                          const uint16_t *norm_weight, float eps, const specpath_linear *gate_up,
                          const specpath_linear *down, int T, uint16_t *out);
-void specpath_attention(const uint16_t *q, int q_stride, const uint16_t *k_new, int k_stride, const uint16_t *v_new,
-                        int v_stride, uint16_t *key_cache, uint16_t *value_cache, int L, int Q, int H, int KV,
-                        int D, float scale, const uint8_t *mask, const int64_t *slots, uint16_t *out);
+void specpath_attention_batch(const uint16_t *q, int q_stride, const uint16_t *k_new, int k_stride,
+                              const uint16_t *v_new, int v_stride, uint16_t *key_cache, uint16_t *value_cache,
+                              int B, const int64_t *query_start, const int64_t *lengths, const int64_t *slots,
+                              int64_t slot_stride, const uint8_t *mask, int64_t mask_req_stride,
+                              int64_t mask_row_stride, int H, int KV, int D, float scale, uint16_t *out);
 
 /* The head as the chain reads it (specpath_draft_head in Python). fuse/fuse_norm: MTP only
  * (NULL for EAGLE-3); hidden_first: MTP's input order; fc: EAGLE-3's tap fusion (read by the
@@ -106,37 +112,42 @@ static inline float bf16_value(uint16_t v) {
     return bits.f;
 }
 
-/* One pass of the head's layer over T consecutive positions p0 .. p0 + T - 1 of one request:
- * embeds/features [T, d] (the tokens' embeddings, the features the head reads) -> out [T, d],
- * their k/v written into the request's KV row on the way; cos/sin [T, D]. Exactly the calls of
- * the head's Python step (HiddenStateHead.step with the native layer halves): the two norms
- * over all T rows, their concatenation per row, MTP's fuse and its norm, then the layer. */
-static void head_pass(const specpath_draft_head *hd, const uint16_t *e, const uint16_t *f, int T, int H, int KV,
-                      int D, uint16_t *keys, uint16_t *values, int p0, const uint16_t *cos, const uint16_t *sin,
-                      float scale, uint16_t *out) {
+/* One pass of the head's layer over `rows` rows of B requests (a batch of one: one request's
+ * consecutive positions): embeds/features [rows, d] (the tokens' embeddings, the features the
+ * head reads) -> out [rows, d], their k/v written into each request's KV row on the way;
+ * cos/sin [rows, D]. Request b's rows are query_start[b] .. query_start[b+1]-1, its last positions
+ * of lengths[b], position p at slot slots[b * slot_stride + p] of keys/values (as
+ * specpath_attention_batch takes them). Exactly the calls of the head's Python step
+ * (HiddenStateHead.step with the native layer halves): the two norms over all rows, their
+ * concatenation per row, MTP's fuse and its norm, then the layer; every kernel is row-invariant
+ * (a row's bits do not depend on the others), so a request's rows get the bits of a pass alone. */
+static void head_pass(const specpath_draft_head *hd, const uint16_t *e, const uint16_t *f, int rows, int H, int KV,
+                      int D, uint16_t *keys, uint16_t *values, int B, const int64_t *query_start,
+                      const int64_t *lengths, const int64_t *slots, int64_t slot_stride, const uint16_t *cos,
+                      const uint16_t *sin, float scale, uint16_t *out) {
     const specpath_layer_weights *w = &hd->layer;
     const int d = (int)w->o_proj->out_features, width = (H + 2 * KV) * D;
-    const size_t rows = (size_t)T;
-    uint16_t *buf = malloc(sizeof(uint16_t) * rows * (6 * (size_t)d + (size_t)width + (size_t)H * D));
-    uint16_t *ne = buf, *nf = ne + rows * d, *x = nf + rows * d, *z = x + rows * 2 * d, *normed = z + rows * d;
-    uint16_t *qkv = normed + rows * d, *attn = qkv + rows * width;
-    specpath_rms_norm(e, 0, 0, hd->embed_norm, ne, T, d, hd->embed_eps);
-    specpath_rms_norm(f, 0, 0, hd->hidden_norm, nf, T, d, hd->hidden_eps);
+    const size_t T = (size_t)rows;
+    uint16_t *buf = malloc(sizeof(uint16_t) * T * (6 * (size_t)d + (size_t)width + (size_t)H * D));
+    uint16_t *ne = buf, *nf = ne + T * d, *x = nf + T * d, *z = x + T * 2 * d, *normed = z + T * d;
+    uint16_t *qkv = normed + T * d, *attn = qkv + T * width;
+    specpath_rms_norm(e, 0, 0, hd->embed_norm, ne, rows, d, hd->embed_eps);
+    specpath_rms_norm(f, 0, 0, hd->hidden_norm, nf, rows, d, hd->hidden_eps);
     const uint16_t *first = hd->hidden_first ? nf : ne, *second = hd->hidden_first ? ne : nf;
-    for (size_t t = 0; t < rows; t++) { /* torch.cat([first, second], dim=-1) */
+    for (size_t t = 0; t < T; t++) { /* torch.cat([first, second], dim=-1) */
         memcpy(x + t * 2 * d, first + t * d, sizeof(uint16_t) * d);
         memcpy(x + t * 2 * d + d, second + t * d, sizeof(uint16_t) * d);
     }
     const uint16_t *residual = f, *layer_in = x;
     if (hd->fuse) {
-        linear(hd->fuse, x, z, T);
-        specpath_rms_norm(z, 0, 0, hd->fuse_norm, normed, T, d, hd->fuse_eps);
+        linear(hd->fuse, x, z, rows);
+        specpath_rms_norm(z, 0, 0, hd->fuse_norm, normed, rows, d, hd->fuse_eps);
         residual = z, layer_in = normed;
     }
-    specpath_layer_pre(layer_in, 0, 0.0f, w->qkv, cos, sin, T, H, KV, D, qkv);
-    specpath_attention(qkv, width, qkv + H * D, width, qkv + (H + KV) * D, width, keys, values, p0 + T, T, H, KV, D,
-                       scale, 0, 0, attn);
-    specpath_layer_post(residual, attn, w->o_proj, w->post_norm, w->post_eps, w->gate_up, w->down, T, out);
+    specpath_layer_pre(layer_in, 0, 0.0f, w->qkv, cos, sin, rows, H, KV, D, qkv);
+    specpath_attention_batch(qkv, width, qkv + H * D, width, qkv + (H + KV) * D, width, keys, values, B, query_start,
+                             lengths, slots, slot_stride, 0, 0, 0, H, KV, D, scale, attn);
+    specpath_layer_post(residual, attn, w->o_proj, w->post_norm, w->post_eps, w->gate_up, w->down, rows, out);
     free(buf);
 }
 
@@ -164,35 +175,151 @@ int specpath_draft_argmax(const uint16_t *logits, const float *bias, const float
     return first < n ? first : 0; /* no lane above -inf (all -inf or NaN): the scan's 0 */
 }
 
+/* R requests' proposes in one call, every weight read once per pass for all their rows (the
+ * shared body of specpath_draft_propose, specpath_draft_chain and specpath_draft_propose_batch).
+ * Request r: T_r = counts[r] newly committed positions p0s[r] .. p0s[r] + T_r - 1 (its taps and
+ * ids rows, concatenated over requests in order), its output row a_base + a_rows[r] * d (in/out:
+ * the ingest's last output goes there; read as it is when T_r = 0), then ks[r] drafts (0: ingest
+ * only) from it at p0s[r] + T_r onwards; its position p at slot kv_base[r] + p of keys/values
+ * [slots, KV, D], with cos/sin row cos_rows[r] + p - p0s[r]. noise: NULL, or fp32 rows, request
+ * r's draft j adding row noise_rows[r] + j (noise_rows[r] < 0: greedy). tokens_out [sum ks]: the
+ * drafts, request after request.
+ *
+ * The ingest is one head pass over every request's rows (EAGLE-3's fc over all of them in one
+ * matmul first); chain step j is one final norm and LM-head matmul over the requests still
+ * drafting (ks[r] > j), the argmax per row, then one head pass over those that draft again
+ * (ks[r] > j + 1), one position each. Requests run in the order of their ks, longest first, so
+ * those still drafting at step j are a prefix; each attends over its own KV row only. */
+static void propose(const specpath_draft_head *hd, int R, const uint16_t *taps, const int64_t *ids,
+                    const int64_t *counts, uint16_t *a_base, const int64_t *a_rows, const int64_t *ks, int H, int KV,
+                    int D, uint16_t *keys, uint16_t *values, const int64_t *kv_base, const int64_t *p0s,
+                    const uint16_t *cos, const uint16_t *sin, const int64_t *cos_rows, float scale,
+                    const float *noise, const int64_t *noise_rows, int64_t *tokens_out) {
+    const double t0 = stamp();
+    const int d = (int)hd->layer.o_proj->out_features, n = (int)hd->lm_head->out_features;
+    const size_t taps_width = hd->fc ? (size_t)hd->fc->in_features : (size_t)d;
+    /* per request: where its taps/ids rows and its drafts start; the order (ks descending, stable) */
+    int64_t *row_start = malloc(sizeof(int64_t) * (4 * (size_t)R + 2)), *draft_start = row_start + R + 1;
+    int64_t *query_start = draft_start + R, *lengths = query_start + R + 1;
+    int *order = malloc(sizeof(int) * (size_t)R);
+    int64_t stride = 1, K = 0;
+    row_start[0] = 0;
+    for (int r = 0; r < R; r++) {
+        row_start[r + 1] = row_start[r] + counts[r];
+        draft_start[r] = r ? draft_start[r - 1] + ks[r - 1] : 0;
+        const int64_t end = p0s[r] + counts[r] + (ks[r] > 1 ? ks[r] - 1 : 0);
+        stride = end > stride ? end : stride;
+        K = ks[r] > K ? ks[r] : K;
+        int s = r; /* insertion: after every earlier request with at least as many drafts */
+        while (s > 0 && ks[order[s - 1]] < ks[r]) order[s] = order[s - 1], s--;
+        order[s] = r;
+    }
+    const int64_t rows = row_start[R];
+    /* slots [R, stride] in that order: request s's position p at kv_base + p */
+    int64_t *slots = malloc(sizeof(int64_t) * (size_t)R * (size_t)stride);
+    for (int s = 0; s < R; s++) {
+        const int r = order[s];
+        const int64_t end = p0s[r] + counts[r] + (ks[r] > 1 ? ks[r] - 1 : 0);
+        for (int64_t p = 0; p < end; p++) slots[(size_t)s * stride + p] = kv_base[r] + p;
+    }
+    const size_t most = (size_t)(rows > R ? rows : R);
+    uint16_t *buf = malloc(sizeof(uint16_t) * (most * (5 * (size_t)d + 2 * (size_t)D + taps_width) + (size_t)R * n));
+    uint16_t *e = buf, *features = e + most * d, *out = features + most * d, *cur = out + most * d;
+    uint16_t *normed = cur + most * d, *cos_rows_in = normed + most * d, *sin_rows_in = cos_rows_in + most * D;
+    uint16_t *gathered = sin_rows_in + most * D, *logits = gathered + most * taps_width;
+    if (rows > 0) {
+        /* the rows in request order `order`: taps (gathered unless already so), ids' embeddings, cos/sin */
+        int64_t at = 0;
+        const uint16_t *x = taps;
+        int in_order = 1;
+        for (int s = 0; s < R; s++) in_order &= (order[s] == s) | (counts[order[s]] == 0);
+        query_start[0] = 0;
+        for (int s = 0; s < R; s++) {
+            const int r = order[s];
+            for (int64_t t = 0; t < counts[r]; t++, at++) {
+                const int64_t from = row_start[r] + t, row = cos_rows[r] + t;
+                memcpy(e + (size_t)at * d, hd->embed + (size_t)ids[from] * d, sizeof(uint16_t) * d);
+                memcpy(cos_rows_in + (size_t)at * D, cos + (size_t)row * D, sizeof(uint16_t) * D);
+                memcpy(sin_rows_in + (size_t)at * D, sin + (size_t)row * D, sizeof(uint16_t) * D);
+                if (!in_order)
+                    memcpy(gathered + (size_t)at * taps_width, taps + (size_t)from * taps_width,
+                           sizeof(uint16_t) * taps_width);
+            }
+            query_start[s + 1] = at;
+            lengths[s] = p0s[r] + counts[r];
+        }
+        if (!in_order) x = gathered;
+        if (hd->fc)
+            linear(hd->fc, x, features, (int)rows);
+        else
+            memcpy(features, x, sizeof(uint16_t) * (size_t)rows * d);
+        const double t1 = stamp();
+        head_pass(hd, e, features, (int)rows, H, KV, D, keys, values, R, query_start, lengths, slots, stride,
+                  cos_rows_in, sin_rows_in, scale, out);
+        timers[0] += t1 - t0, timers[1] += stamp() - t1;
+        for (int s = 0; s < R; s++)
+            if (counts[order[s]] > 0)
+                memcpy(a_base + (size_t)a_rows[order[s]] * d, out + (size_t)(query_start[s + 1] - 1) * d,
+                       sizeof(uint16_t) * d);
+    }
+    for (int s = 0; s < R && ks[order[s]] > 0; s++)
+        memcpy(cur + (size_t)s * d, a_base + (size_t)a_rows[order[s]] * d, sizeof(uint16_t) * d);
+    for (int64_t j = 0; j < K; j++) {
+        int m = 0, again = 0; /* drafting now; drafting again after this step */
+        while (m < R && ks[order[m]] > j) m++;
+        while (again < m && ks[order[again]] > j + 1) again++;
+        const double t2 = stamp();
+        specpath_rms_norm(cur, 0, 0, hd->final_norm, normed, m, d, hd->final_eps);
+        linear(hd->lm_head, normed, logits, m);
+        const double t3 = stamp();
+        for (int s = 0; s < m; s++) {
+            const int r = order[s];
+            const float *row_noise = noise && noise_rows[r] >= 0 ? noise + (size_t)(noise_rows[r] + j) * n : 0;
+            const int best = specpath_draft_argmax(logits + (size_t)s * n, hd->lm_bias, row_noise, n);
+            const int64_t token = hd->ids ? hd->ids[best] : best;
+            tokens_out[draft_start[r] + j] = token;
+            /* the next pass's inputs: this token's embedding at the next position */
+            if (s < again) {
+                const int64_t position = p0s[r] + counts[r] + j, row = cos_rows[r] + counts[r] + j;
+                memcpy(e + (size_t)s * d, hd->embed + (size_t)token * d, sizeof(uint16_t) * d);
+                memcpy(cos_rows_in + (size_t)s * D, cos + (size_t)row * D, sizeof(uint16_t) * D);
+                memcpy(sin_rows_in + (size_t)s * D, sin + (size_t)row * D, sizeof(uint16_t) * D);
+                query_start[s] = s;
+                lengths[s] = position + 1;
+            }
+        }
+        const double t4 = stamp();
+        timers[2] += t3 - t2, timers[3] += t4 - t3;
+        if (again == 0) break;
+        query_start[again] = again;
+        head_pass(hd, e, cur, again, H, KV, D, keys, values, again, query_start, lengths, slots, stride,
+                  cos_rows_in, sin_rows_in, scale, out);
+        timers[4] += stamp() - t4;
+        uint16_t *t = cur;
+        cur = out, out = t;
+    }
+    free(buf);
+    free(slots);
+    free(order);
+    free(row_start);
+    if (timing) timers[5] += stamp() - t0, timers[6] += 1, timers[7] += (double)rows;
+}
+
 /* a0 [d]: the head's output at the last committed position; keys/values [positions, KV, D]: the
  * request's KV row (position p at row p); draft j > 0 runs at position first_position + j - 1
  * with cos/sin row j - 1 of [K - 1, D]. noise: NULL (greedy) or fp32 [K, n], added to draft j's
- * logits (LM-head row order). tokens_out [K]: target ids. */
+ * logits (LM-head row order). tokens_out [K]: target ids. A propose of one request without an
+ * ingest (a0 is not written). */
 void specpath_draft_chain(const specpath_draft_head *hd, const uint16_t *a0, int K, int H, int KV, int D,
                           uint16_t *keys, uint16_t *values, int first_position, const uint16_t *cos,
                           const uint16_t *sin, float scale, const float *noise, int64_t *tokens_out) {
-    const int d = (int)hd->layer.o_proj->out_features, n = (int)hd->lm_head->out_features;
-    uint16_t *buf = malloc(sizeof(uint16_t) * (3 * (size_t)d + (size_t)n));
-    uint16_t *a = buf, *next = a + d, *normed = next + d, *logits = normed + d;
+    const int d = (int)hd->layer.o_proj->out_features;
+    uint16_t *a = malloc(sizeof(uint16_t) * (size_t)d);
     memcpy(a, a0, sizeof(uint16_t) * d);
-    for (int j = 0; j < K; j++) {
-        const double t0 = stamp();
-        specpath_rms_norm(a, 0, 0, hd->final_norm, normed, 1, d, hd->final_eps);
-        linear(hd->lm_head, normed, logits, 1);
-        const double t1 = stamp();
-        const int best = specpath_draft_argmax(logits, hd->lm_bias, noise ? noise + (size_t)j * n : 0, n);
-        const double t2 = stamp();
-        timers[2] += t1 - t0, timers[3] += t2 - t1;
-        const int64_t token = hd->ids ? hd->ids[best] : best;
-        tokens_out[j] = token;
-        if (j + 1 == K) break;
-        head_pass(hd, hd->embed + (size_t)token * d, a, 1, H, KV, D, keys, values, first_position + j,
-                  cos + (size_t)j * D, sin + (size_t)j * D, scale, next);
-        timers[4] += stamp() - t2;
-        uint16_t *t = a;
-        a = next, next = t;
-    }
-    free(buf);
+    const int64_t zero = 0, none = 0, k = K, p0 = first_position, noise_row = noise ? 0 : -1;
+    propose(hd, 1, 0, 0, &none, a, &zero, &k, H, KV, D, keys, values, &zero, &p0, cos, sin, &zero, scale, noise,
+            &noise_row, tokens_out);
+    free(a);
 }
 
 /* A whole greedy propose of one request in one call: the ingest of its T newly committed
@@ -202,30 +329,30 @@ void specpath_draft_chain(const specpath_draft_head *hd, const uint16_t *a0, int
  * as it is when T = 0), then the chain of K drafts from it at p0 + T onwards. cos/sin
  * [T + K - 1, D] (at least T rows): positions p0 onwards. noise: NULL (greedy) or fp32 [K, n],
  * the chain's (a seeded request's race). Per position and per draft the same calls as the per-op
- * path, so the KV, a and the drafts are its bits. */
+ * path, so the KV, a and the drafts are its bits. A batch of one of specpath_draft_propose_batch. */
 void specpath_draft_propose(const specpath_draft_head *hd, const uint16_t *taps, const int64_t *ids, int T,
                             uint16_t *a, int K, int H, int KV, int D, uint16_t *keys, uint16_t *values, int p0,
                             const uint16_t *cos, const uint16_t *sin, float scale, const float *noise,
                             int64_t *tokens_out) {
-    const int d = (int)hd->layer.o_proj->out_features;
-    const double t0 = stamp();
-    if (T > 0) {
-        uint16_t *buf = malloc(sizeof(uint16_t) * (size_t)T * (3 * (size_t)d));
-        uint16_t *features = buf, *e = features + (size_t)T * d, *out = e + (size_t)T * d;
-        if (hd->fc)
-            linear(hd->fc, taps, features, T);
-        else
-            memcpy(features, taps, sizeof(uint16_t) * (size_t)T * d);
-        for (int t = 0; t < T; t++)
-            memcpy(e + (size_t)t * d, hd->embed + (size_t)ids[t] * d, sizeof(uint16_t) * d);
-        const double t1 = stamp();
-        head_pass(hd, e, features, T, H, KV, D, keys, values, p0, cos, sin, scale, out);
-        timers[0] += t1 - t0, timers[1] += stamp() - t1;
-        memcpy(a, out + (size_t)(T - 1) * d, sizeof(uint16_t) * d);
-        free(buf);
-    }
-    if (K > 0)
-        specpath_draft_chain(hd, a, K, H, KV, D, keys, values, p0 + T, cos + (size_t)T * D, sin + (size_t)T * D,
-                             scale, noise, tokens_out);
-    if (timing) timers[5] += stamp() - t0, timers[6] += 1, timers[7] += T;
+    const int64_t zero = 0, t = T, k = K, p = p0, noise_row = noise ? 0 : -1;
+    propose(hd, 1, taps, ids, &t, a, &zero, &k, H, KV, D, keys, values, &zero, &p, cos, sin, &zero, scale, noise,
+            &noise_row, tokens_out);
+}
+
+/* R requests' proposes in one call (a batched step's drafting), each request's drafts, KV and
+ * output row the bits of its specpath_draft_propose alone (row-invariant kernels): see propose
+ * above for the layout. taps [sum counts, fc inputs] and ids [sum counts] concatenated in request
+ * order; a_base [rows, d] (the speculator's kept outputs) with request r's at row a_rows[r];
+ * keys/values [slots, KV, D] the whole drafter KV layer, request r's position p at slot
+ * kv_base[r] + p; cos/sin a table whose row cos_rows[r] + p - p0s[r] is request r's position p
+ * (the rotary cache: cos_rows = p0s); noise NULL or fp32 rows with noise_rows[r] request r's first
+ * (-1: greedy). tokens_out [sum ks]. */
+void specpath_draft_propose_batch(const specpath_draft_head *hd, int R, const uint16_t *taps, const int64_t *ids,
+                                  const int64_t *counts, uint16_t *a_base, const int64_t *a_rows, const int64_t *ks,
+                                  int H, int KV, int D, uint16_t *keys, uint16_t *values, const int64_t *kv_base,
+                                  const int64_t *p0s, const uint16_t *cos, const uint16_t *sin,
+                                  const int64_t *cos_rows, float scale, const float *noise, const int64_t *noise_rows,
+                                  int64_t *tokens_out) {
+    propose(hd, R, taps, ids, counts, a_base, a_rows, ks, H, KV, D, keys, values, kv_base, p0s, cos, sin, cos_rows,
+            scale, noise, noise_rows, tokens_out);
 }
