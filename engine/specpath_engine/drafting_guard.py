@@ -16,10 +16,10 @@ steps are measurably slower than plain ones (:data:`MARGIN`) the engine backs of
 of batch sizes: no drafts, no probes, no exploration, except a short burst of drafting (what the
 costs choose: what would run) every ``gap`` steps, the gap doubling while the bursts keep losing (at most
 :data:`MAX_GAP`), so a change of workload (a batch that shrinks, a predictable text) is still
-noticed; a new request is new traffic, so its arrival brings the next burst forward
-(:data:`ARRIVAL_WAIT`) and halves the gap, no more often than every :data:`FIRST_GAP` steps: a
-verdict reached on one kind of text must not keep a long-lived engine from drafting on the next,
-nor may steady arrivals keep a losing drafter bursting. A burst's first step pays the catch-up of the positions skipped meanwhile, so its
+noticed; a new request is new traffic, so its arrival halves the gap (and the wait), no more
+often than every :data:`FIRST_GAP` steps: a verdict reached on one kind of text must not keep a
+long-lived engine from drafting on the next for long, nor may steady arrivals keep a losing
+drafter bursting. A burst's first step pays the catch-up of the positions skipped meanwhile, so its
 other steps are what is judged against plain steps; one that does not lose resumes drafting.
 
 Learning is quick (a fresh engine's first replies may be 64 tokens): a few steps of each kind
@@ -57,10 +57,6 @@ FIRST_GAP, MAX_GAP = 24, 384
 
 BURST = 4
 """Drafting steps an exploration burst takes; all but the first are judged (it catches up)."""
-
-ARRIVAL_WAIT = 2
-"""Steps from a request's arrival to the next exploration burst while backed off (its first
-decode steps, once its prompt is in)."""
 
 SHORT_RUN = 8
 """A resume that backs off again within this many drafting steps was a fluke: the gap keeps doubling."""
@@ -165,14 +161,14 @@ class DraftingGuard:
         return d is not None and d.weight >= MIN_DRAFTING and (p is None or p.weight < MIN_PLAIN)
 
     def admitted(self) -> None:
-        """A request the engine has not drafted for arrived: every band backed off explores it
-        soon, its gap halved (a changed workload is judged afresh), unless that band's last burst
-        is fewer than :data:`FIRST_GAP` steps ago (steady arrivals burst no more often than a
-        first back-off does)."""
+        """A request the engine has not drafted for arrived: every band backed off halves its gap
+        and waits no longer than that for its next burst (new traffic is judged again within a
+        few requests), unless its last burst is fewer than :data:`FIRST_GAP` steps ago (a batch
+        arriving at once halves it once). A drafter that keeps losing keeps doubling it back."""
         for v in self._verdicts.values():
             if v.backing_off and not v.burst and v.gap - v.wait >= FIRST_GAP:
                 v.gap = max(FIRST_GAP, v.gap // 2)
-                v.wait = min(v.wait, ARRIVAL_WAIT)
+                v.wait = min(v.wait, v.gap)
 
     # ---------------------------------------------------------------------------- observing
     def observe(self, num_requests: int, drafted: bool, tokens: int, seconds: float) -> None:

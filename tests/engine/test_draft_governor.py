@@ -200,16 +200,18 @@ def test_the_guard_keeps_drafting_where_it_pays_and_stops_probes_where_it_does_n
     assert summary["guard_backing_off"] is True and summary["guard_drafting_vs_plain"] < 1
 
 
-def test_new_requests_are_explored_by_the_guard_within_a_few_steps():
-    """Backed off on requests whose drafts do not pay, the engine tries the next ones soon
-    (their text may be predictable) and drafts again where they accept well."""
+def test_new_requests_are_explored_by_the_guard_within_a_few_replies():
+    """Backed off on requests whose drafts do not pay (the gap grown long), the engine tries
+    the next ones within a few replies (their text may be predictable: each batch of arrivals
+    halves the gap) and drafts again where they accept well."""
     sim = Simulated(batch=8, per_row=0.003, call=0.002, per_pass=0.002, accept=0.3, guarded=True)
     sim.run(2000)
     guard = sim.governor.guard
     assert guard.backing_off and guard.summary()["guard_gap_steps"] > FIRST_GAP
-    sim.accept, sim.prefix, sim.per_row, sim.call, sim.per_pass = 0.95, "next", 0.0002, 0.0003, 0.0005
-    history = sim.run(60)
-    assert any(map(any, history[:8]))  # a burst on their first steps, not a gap of hundreds later
+    sim.accept, sim.per_row, sim.call, sim.per_pass = 0.95, 0.0002, 0.0003, 0.0005
+    for reply in range(5):  # five batches of new requests, 64 steps each
+        sim.prefix = f"next{reply}-"
+        history = sim.run(64)
     assert not guard.backing_off and drafted(history[-20:]) >= 8 * 20
 
 
