@@ -190,3 +190,16 @@ class HashSpeculator(BaseSpeculator):
             tokens += out
             counts.append(len(out))
         return DraftProposal(token_ids=torch.tensor(tokens, dtype=torch.int32), num_draft_tokens=counts)
+
+
+class JitteryClock:
+    """A clock whose steps take anything from 0.1 to 30 ms (seeded): the measured governor's
+    choices swing from K to plain decoding and back, and the guard backs off and bursts."""
+
+    def __init__(self, seed):
+        self.rng = random.Random(seed)
+        self.now = 0.0
+
+    def __call__(self):
+        self.now += self.rng.choice([1e-4, 1e-3, 5e-3, 3e-2])
+        return self.now

@@ -261,13 +261,7 @@ def test_a_drafter_that_proposes_a_share_of_its_drafts_is_priced_for_the_rows_it
        st.integers(1, 40), st.sampled_from([8, 16]), st.floats(0.0, 1.0), st.floats(0.0, 0.05), st.floats(0.0, 0.1))
 def test_with_row_blocks_the_choice_never_loses_to_plain_decoding_or_to_ignoring_them(rates, rows, block, per_block,
                                                                                         per_token, per_pass):
-    reach = []
-    for r in rates:
-        acc, out = 1.0, []
-        for c in r:
-            acc *= c
-            out.append(acc)
-        reach.append(out)
+    reach = reaches(rates)
     costs = dict(call=0.02, per_request=[0.005] * len(reach), per_token=per_token, per_pass=per_pass)
     chosen = allocate(reach, 8.0, 1.0, **costs, rows=rows, row_block=block, per_block=per_block)
     ignoring = allocate(reach, 8.0, 1.0, **costs)

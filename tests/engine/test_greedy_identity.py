@@ -1,12 +1,11 @@
 """Greedy output with speculation equals greedy output without it, token for token."""
 
-import random
 
 import attrs
 import pytest
 import torch
 
-from engine_helpers import OracleSpeculator, baseline, make_engine, random_prompts
+from engine_helpers import JitteryClock, OracleSpeculator, baseline, make_engine, random_prompts
 from lookup_methods import LOOKUP, test_methods  # noqa: F401 - fixture
 from specpath_engine.llm_engine import RequestFailedError
 from specpath_engine.request import SamplingParams
@@ -177,19 +176,6 @@ def test_bf16_speculation_in_a_batch_is_exact_on_the_native_kernels(quantization
     assert [o.token_ids for o in outs] == alone
     assert [o.token_ids for o in plain.generate(prompts, params)] == alone
     assert sum(o.metrics.num_accepted_tokens for o in outs) > 0
-
-
-class JitteryClock:
-    """A clock whose steps take anything from 0.1 to 30 ms (seeded): the measured governor's
-    choices swing from K to plain decoding and back."""
-
-    def __init__(self, seed):
-        self.rng = random.Random(seed)
-        self.now = 0.0
-
-    def __call__(self):
-        self.now += self.rng.choice([1e-4, 1e-3, 5e-3, 3e-2])
-        return self.now
 
 
 @pytest.mark.parametrize("batch", [1, 16])

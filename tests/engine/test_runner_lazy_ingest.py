@@ -2,10 +2,10 @@
 drafts (prefill included), then every position since in one call; the output never changes,
 through back-offs, probes and the guard's bursts, and a failing call poisons nothing."""
 
-import random
 
 import pytest
 
+from engine_helpers import JitteryClock
 from specpath_engine.llm import LLM, SamplingParams
 
 PROMPTS = ["def fibonacci(n):\n", "class Stack:\n    def __init__(self):\n", "import os\nimport sys\n",
@@ -24,19 +24,6 @@ PARAMS = SamplingParams(max_tokens=40, ignore_eos=True)
 def plain_output():
     llm = LLM(None, None, dtype="float32")
     return [o.token_ids for o in llm.generate(PROMPTS, PARAMS)]
-
-
-class JitteryClock:
-    """Steps that take anything from 0.1 to 30 ms (seeded): the governor backs off, probes and
-    resumes, and the guard backs the engine off and bursts, all in one short run."""
-
-    def __init__(self, seed):
-        self.rng = random.Random(seed)
-        self.now = 0.0
-
-    def __call__(self):
-        self.now += self.rng.choice([1e-4, 1e-3, 5e-3, 3e-2])
-        return self.now
 
 
 def recording(llm):
