@@ -1,6 +1,5 @@
 """Greedy output with speculation equals greedy output without it, token for token."""
 
-
 import attrs
 import pytest
 import torch

@@ -2,7 +2,6 @@
 drafts (prefill included), then every position since in one call; the output never changes,
 through back-offs, probes and the guard's bursts, and a failing call poisons nothing."""
 
-
 import pytest
 
 from engine_helpers import JitteryClock
