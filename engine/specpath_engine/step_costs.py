@@ -87,8 +87,8 @@ SHIFT_KEEP = 0.02
 
 SOLVE_EVERY = 4
 """Past the first :data:`SOLVE_FIRST` observations the coefficients are solved again every this
-many (and after any outlier): a step's observation barely moves a fit of the last twenty, and
-the solve is most of the per-step work."""
+many: a step's observation barely moves a fit of the last twenty (a stall's, clipped, still
+less), and the solve is most of the per-step work."""
 
 SOLVE_FIRST = 8
 """Observations solved after each, at first and after a change of costs."""
@@ -173,8 +173,8 @@ class OnlineFit:
         self._b += v * y
         self._n = f * self._n + 1
         self.count += 1
-        if self.count <= self._solve_until or self.count % SOLVE_EVERY == 0 or self._last_outlier:
-            self._theta = None
+        if self.count <= self._solve_until or self.count % SOLVE_EVERY == 0:
+            self._theta = None  # (an outlier counts clipped: it need not be solved at once; a change does, above)
 
 
 class StepCosts:
