@@ -58,22 +58,39 @@ def markov_race(base_logits: torch.Tensor, floor: torch.Tensor, w1: torch.Tensor
     return tokens, conf
 
 
+def markov_greedy(base_logits: torch.Tensor, floor: torch.Tensor | None, w1: torch.Tensor, w2: torch.Tensor,
+                  anchors: torch.Tensor, conf_base: torch.Tensor, conf_w: torch.Tensor, conf_temp: torch.Tensor):
+    """The greedy rows of :func:`markov_sample_reference` (``inv_temperature`` 0), without the
+    sampling distribution they do not need: the same tokens and confidences, bit for bit, at a
+    fraction of the work over a large vocabulary (no softmax or cumulative sum per position).
+    ``floor`` None: no top-k floor (what :func:`topk_floor` gives for no ``topk``). Pass ``w1``,
+    ``w2`` and ``conf_w`` as float32 to skip their conversion (the speculator keeps them so)."""
+
+    def pick(j: int, logits: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return logits.argmax(dim=-1), None
+
+    tokens, _, conf = _markov_walk(base_logits, floor, w1, w2, anchors, conf_base, conf_w, conf_temp, pick)
+    return tokens, conf
+
+
 def _markov_walk(base_logits, floor, w1, w2, anchors, conf_base, conf_w, conf_temp, pick):
-    """Left to right: position k's Markov-biased logits (``-inf`` under the floor) go to
-    ``pick(k, logits) -> (tokens [R], q [R, V] or None)``; returns tokens, q (None when ``pick``
-    gives none) and confidences."""
+    """Left to right: position k's Markov-biased logits (``-inf`` under the floor; ``floor``
+    None: none) go to ``pick(k, logits) -> (tokens [R], q [R, V] or None)``; returns tokens, q
+    (None when ``pick`` gives none) and confidences."""
     r, k, v = base_logits.shape
     prev = anchors.to(torch.int64)
     tokens = torch.empty(r, k, dtype=torch.int64, device=base_logits.device)
     probs = None
     conf = torch.empty(r, k, dtype=torch.float32, device=base_logits.device)
-    w1, w2 = w1.float(), w2.float()
+    w1, w2, conf_w = w1.float(), w2.float(), conf_w.float()
     for j in range(k):
         e = w1[prev]  # [R, r]
-        logits = base_logits[:, j].float() + e @ w2
-        logits = logits.masked_fill(base_logits[:, j].float() < floor[:, j, None], float("-inf"))
+        base = base_logits[:, j].float()
+        logits = base + e @ w2
+        if floor is not None:
+            logits = logits.masked_fill(base < floor[:, j, None], float("-inf"))
         tok, q = pick(j, logits)
-        conf[:, j] = torch.sigmoid((conf_base[:, j].float() + e @ conf_w.float()) / conf_temp[j])
+        conf[:, j] = torch.sigmoid((conf_base[:, j].float() + e @ conf_w) / conf_temp[j])
         tokens[:, j] = tok
         if q is not None:
             if probs is None:

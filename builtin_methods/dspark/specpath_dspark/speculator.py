@@ -27,7 +27,7 @@ from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_drafting.block.speculator import BlockSpeculator
 from specpath_dspark.drafter import DSparkDrafter
 from specpath.speculator import DraftProposal, DraftTree
-from specpath_dspark.reference import markov_race, markov_sample_reference, topk_floor
+from specpath_dspark.reference import markov_greedy, markov_race, markov_sample_reference, topk_floor
 from specpath_dspark.xpress_tree import best_first_trees
 
 
@@ -48,6 +48,18 @@ class DSparkSpeculator(BlockSpeculator):
         self.tree_c = int(topc) if topc is not None and getattr(context, "verifies_trees", False) else None
         """Children per tree node (``xpress_topc``) when the engine verifies trees, else None: chains."""
         self._tree_inputs: tuple | None = None
+        self._markov_f: tuple | None = None
+        """(the weights' identities, their float32 copies): see :meth:`_float_markov`."""
+
+    def _float_markov(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The Markov head's ``w1``, ``w2`` and confidence weights in float32, converted once
+        (again when a weight is replaced): the walk reads them in float32 every call."""
+        d = self.drafter
+        weights = (d.markov_w1, d.markov_w2, d.confidence_markov)
+        key = tuple((w.data_ptr(), w._version) for w in weights)
+        if self._markov_f is None or self._markov_f[0] != key:
+            self._markov_f = (key, tuple(w.float() for w in weights))
+        return self._markov_f[1]
 
     def drafter_class(self) -> type[DSparkDrafter]:
         return DSparkDrafter
@@ -64,7 +76,13 @@ class DSparkSpeculator(BlockSpeculator):
         conf_base = d.confidence_base(hidden)
         raced = [i for i, n in enumerate(noise) if n is not None]
         random_rows = [self.random_drafts and t > 0 and noise[i] is None for i, t in enumerate(temps)]
-        if len(raced) < r:  # the kernel: greedy and sampled rows (raced rows ride along as greedy)
+        if len(raced) < r and not any(random_rows) and self.sample is markov_sample_reference:
+            # greedy rows on the torch path: their tokens without the distributions they do not use
+            w1, w2, cw = self._float_markov()
+            tokens, conf = markov_greedy(logits, floor if self.topk else None, w1, w2, anchors_t, conf_base, cw,
+                                         self.temps[:k])
+            probs = None
+        elif len(raced) < r:  # the kernel: greedy and sampled rows (raced rows ride along as greedy)
             inv_t = torch.tensor([1.0 / t if rnd else 0.0 for t, rnd in zip(temps, random_rows)], device=dev)
             uniforms = torch.zeros(r, k, device=dev)
             for i, (rnd, g) in enumerate(zip(random_rows, gens)):

@@ -74,3 +74,20 @@ def test_race_follows_the_definition():
             assert int(tokens[r, j]) == want
             torch.testing.assert_close(conf[r, j], torch.sigmoid((cb[r, j] + cw @ w1[prev]) / ct[j]))
             prev = want
+
+
+@pytest.mark.parametrize("num_reqs,k,vocab,rank,topk", [(1, 1, 8, 4, None), (3, 4, 37, 5, None), (2, 6, 64, 16, 5),
+                                                         (4, 3, 30, 3, 1)])
+def test_the_greedy_walk_is_the_references_greedy_rows(num_reqs, k, vocab, rank, topk):
+    """``markov_greedy``: the tokens and confidences of the reference's greedy rows, bit for bit,
+    with float32 or bfloat16 weights, and without a floor where there is no top-k."""
+    from specpath_dspark.reference import markov_greedy
+
+    base, floor, w1, w2, anchors, cb, cw, ct, inv_t, u = inputs(num_reqs, k, vocab, rank, topk,
+                                                                 range(num_reqs), seed=k * 7 + vocab)
+    for dtype in (torch.float32, torch.bfloat16):
+        w1d, w2d, cwd = w1.to(dtype), w2.to(dtype), cw.to(dtype)
+        want_tokens, _, want_conf = markov_sample_reference(base, floor, w1d, w2d, anchors, cb, cwd, ct, inv_t, u)
+        tokens, conf = markov_greedy(base, None if topk is None else floor, w1d.float(), w2d.float(), anchors, cb,
+                                     cwd.float(), ct)
+        assert torch.equal(tokens, want_tokens) and torch.equal(conf, want_conf)
