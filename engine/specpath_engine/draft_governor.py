@@ -26,10 +26,8 @@ depth, decayed so it follows the text), starting from the engine's recent accept
 requests (itself from an optimistic prior, so the first requests try drafting). A request the allocation gives no drafts is backed off; it is still weighed every
 step at its last estimate (when the batch shrinks or costs fall it drafts again at once), and
 now and then, after a wait in output positions that doubles while probes keep failing, it is
-probed: weighed as if its acceptance were at least the engine's recent acceptance over all
-requests (is this request now like the others?), so a probe is priced like any other draft and
-spent only where drafting could pay on the traffic at hand (a drafter whose pass costs half a
-step and whose drafts are mostly rejected is not probed at every request's every few positions); a probe priced out at the longest
+probed: weighed as if its acceptance were at least the prior's, so a probe is priced like any
+other draft and spent only where drafting could pay at all; a probe priced out at the longest
 wait still drafts one token, since the drafter's cost is measured only while it drafts and may
 be stale. A text that becomes predictable (a quoted block, a repetition) is picked up again by
 a probe.
@@ -64,8 +62,8 @@ from specpath_engine.drafting_guard import DraftingGuard
 from specpath_engine.step_costs import Clock, StepCosts
 
 PRIOR_ACCEPTANCE = 0.7
-"""Conditional acceptance a new engine's requests start from at every depth (optimistic: it
-tries drafting)."""
+"""Conditional acceptance a request starts from at every depth (optimistic: it tries drafting),
+and the least a probe is weighed at."""
 
 PRIOR_WEIGHT = 2.0
 """How many verifications the prior counts as."""
@@ -84,11 +82,6 @@ FILL_DECAY = 0.9
 
 FILL_PRIOR = 1.0
 """Pseudo-steps of a full fill :attr:`DraftGovernor.fill` starts from."""
-
-ENGINE_STEP_DECAY = 0.99
-"""Weight the engine-wide acceptance keeps per step, drafted or not: evidence goes stale, so
-where nothing has drafted for a while (about a hundred steps) probes are weighed optimistically
-again (the text may have changed; a drafter never tried cannot be learnt)."""
 
 ENGINE_DECAY = 0.98
 """The same for the engine-wide acceptance new requests start from (about the last 50 drafts)."""
@@ -343,9 +336,6 @@ class DraftGovernor:
         ``call_sunk``: the drafter is called this step anyway (it ingests for others).
         """
         ks = [0] * len(req_ids)
-        for j in range(self.max_k):  # the engine's acceptance goes stale step by step
-            self._accepted[j] *= ENGINE_STEP_DECAY
-            self._tried[j] *= ENGINE_STEP_DECAY
         guard = self.guard
         for rid in req_ids:
             if rid not in self._requests:  # new traffic: the guard judges it afresh
@@ -354,7 +344,6 @@ class DraftGovernor:
         if (not prefill_rows and guard.wants_plain(num_requests)) or not guard.allows(num_requests):
             return ks  # backed off engine-wide (or a plain step timed for the comparison)
         idx, reach, states, probes = [], [], [], []
-        engine = self.prior_rates()  # what a probe is weighed at: the engine's recent acceptance
         for i, (rid, limit, pos) in enumerate(zip(req_ids, limits, positions)):
             limit = min(limit, self.max_k)
             if limit <= 0:
@@ -362,8 +351,8 @@ class DraftGovernor:
             state = self._state(rid)
             probe = 0 <= state.probe_at <= pos
             r, acc = [], 1.0
-            for c, typical in zip(state.rates[:limit], engine if probe else state.rates):
-                acc *= max(c, typical)
+            for c in state.rates[:limit]:
+                acc *= max(c, PRIOR_ACCEPTANCE) if probe else c
                 r.append(acc)
             idx.append(i)
             reach.append(r)

@@ -194,7 +194,7 @@ def test_the_guard_keeps_drafting_where_it_pays_and_stops_probes_where_it_does_n
     guarded_sim = Simulated(**costly, guarded=True)
     guarded = guarded_sim.run(800)  # (probes are sparse here: the guard's few drafting steps take a while)
     assert drafted(unguarded[400:]) >= 20  # all eight probed together now and then, left alone
-    assert drafted(guarded[400:]) < drafted(unguarded[400:])  # bursts only
+    assert drafted(guarded[400:]) <= drafted(unguarded[400:]) / 4  # bursts: one request, one token
     assert sum(1 for ks in guarded[400:] if any(ks)) <= BURST * (400 // FIRST_GAP) and guarded_sim.governor.guard.backing_off
     summary = guarded_sim.governor.summary()
     assert summary["guard_backing_off"] is True and summary["guard_drafting_vs_plain"] < 1
@@ -320,27 +320,8 @@ def test_before_any_timing_it_chooses_what_the_static_model_chose():
     assert g.allocate(["r"], [4], [10], [1], num_requests=1, num_sampling=1) == [4]  # the optimistic prior
     for _ in range(20):
         g.observe("r", 4, 0)
-    for i in range(40):  # the other requests accept well: a probe of r is weighed at their acceptance
-        g.observe(f"other{i}", 4, 4)
     assert g.allocate(["r"], [4], [11], [1], num_requests=1, num_sampling=1) == [0]
     assert g.allocate(["r"], [4], [11 + FIRST_WAIT], [1], num_requests=1, num_sampling=1) == [4]  # the probe
-
-
-def test_a_probe_is_weighed_at_the_engines_acceptance_which_goes_stale():
-    """Where every request's drafts are rejected, a probe is priced out (no drafter call spent on
-    it), until the engine has drafted nothing for long enough that its evidence is stale."""
-    g = DraftGovernor(4, pass_cost=0.3)
-    for i in range(60):
-        g.observe(f"old{i}", 4, 0)
-    assert g.allocate(["r"], [4], [10], [1], num_requests=1, num_sampling=1) == [0]  # backs off
-    assert g.allocate(["r"], [4], [10 + FIRST_WAIT], [1], num_requests=1, num_sampling=1) == [0]
-    assert g.num_declined_probes == 1 and g.num_probes == 0
-    pos = 10 + FIRST_WAIT
-    for _ in range(600):  # plain steps, nothing drafted: the engine's evidence fades to the prior
-        pos += 1
-        if g.allocate(["r"], [4], [pos], [1], num_requests=1, num_sampling=1) != [0]:
-            break
-    assert g.num_probes == 1 and pos < 10 + 600
 
 
 def test_requests_are_independent():
