@@ -209,7 +209,7 @@ def test_new_requests_are_explored_by_the_guard_within_a_few_replies():
     guard = sim.governor.guard
     assert guard.backing_off and guard.summary()["guard_gap_steps"] > FIRST_GAP
     sim.accept, sim.per_row, sim.call, sim.per_pass = 0.95, 0.0002, 0.0003, 0.0005
-    for reply in range(5):  # five batches of new requests, 64 steps each
+    for reply in range(8):  # eight batches of new requests, 64 steps each (the costs are relearnt by probes)
         sim.prefix = f"next{reply}-"
         history = sim.run(64)
     assert not guard.backing_off and drafted(history[-20:]) >= 8 * 20
