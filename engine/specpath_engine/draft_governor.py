@@ -287,6 +287,7 @@ class DraftGovernor:
         self._allotted = 0
         """Drafts allotted this step (until the step is observed)."""
         self._plain_steps = 0
+        """Plain decode steps observed (one in :data:`PLAIN_FIT_EVERY` reaches the fit)."""
         self._fill = (FILL_PRIOR, FILL_PRIOR)
         """Decayed drafts proposed and allotted (from a prior of all proposed)."""
         self._drafting_steps = 0
@@ -432,24 +433,23 @@ class DraftGovernor:
         """A step's timings: the drafter's call (``DRAFT_FEATURES``; None: not called) and the
         target step (``TARGET_FEATURES``), in seconds; ``tokens``: what the step emitted (for the
         guard, decode steps only: None leaves it unfed)."""
-        if drafter is None and not target[2] and not target[3] and self.costs.unit:  # a plain decode step
+        costs = self.costs
+        plain = costs.plain_step(int(target[1])) if costs.unit else 0.0  # before this step moves the fit
+        if drafter is None and not target[2] and not target[3] and plain > 0:  # a plain decode step
             self._plain_steps += 1
-            t = self.costs.target_coefficients
-            expected = t[0] + t[1] * target[1] + t[4] * self.costs.blocks(int(target[1]))
-            if self._plain_steps % PLAIN_FIT_EVERY == 0 or abs(target_s - expected) > PLAIN_SURPRISE * expected:
-                self.costs.observe_target(target, target_s)
+            if self._plain_steps % PLAIN_FIT_EVERY == 0 or abs(target_s - plain) > PLAIN_SURPRISE * plain:
+                costs.observe_target(target, target_s)
         else:
-            self.costs.observe_target(target, target_s)
-            self.costs.observe_drafter(drafter, drafter_s)
+            costs.observe_target(target, target_s)
+            costs.observe_drafter(drafter, drafter_s)
         if self._allotted:  # what the drafter proposed of what it was allotted (the step's draft rows)
             self._fill = (FILL_DECAY * self._fill[0] + min(target[2], self._allotted),
                           FILL_DECAY * self._fill[1] + self._allotted)
             self._allotted = 0
-        if tokens is not None and not target[3] and self.costs.unit:
+        if tokens is not None and not target[3] and costs.unit:
             # the step's time in plain steps of its batch as the target's fit has them now: the
             # load of a shared machine and the context's growth drift both kinds of step alike
-            t = self.costs.target_coefficients
-            plain = t[0] + t[1] * target[1] + t[4] * self.costs.blocks(int(target[1]))
+            plain = plain or costs.plain_step(int(target[1]))  # (the first timed step sets the unit)
             if plain > 0:
                 drafted = drafter is not None and drafter[1] > 0
                 seconds = target_s + (drafter_s if drafter is not None else 0.0)

@@ -220,6 +220,11 @@ class StepCosts:
         g = self.row_block
         return (rows - 1) // g if g and rows > 0 else 0
 
+    def plain_step(self, num_requests: int) -> float:
+        """Seconds of a plain decode step of ``num_requests`` as the target's fit has it now."""
+        t = self.target_coefficients
+        return t[0] + t[1] * num_requests + t[4] * self.blocks(num_requests)
+
     def observe_target(self, x: Sequence[float], seconds: float) -> None:
         """A timed target step with the first four :data:`TARGET_FEATURES` ``x`` (constant,
         requests, draft rows, prefill rows beyond one per request); its row blocks follow."""
