@@ -1,5 +1,6 @@
-"""The wide prompt set (specpath_train.prompt_mix): each kind drawn from the training split,
-seeded and distinct, self-instructed requests filtered and shaped as ``--data`` rows."""
+"""The wide prompt set (specpath_train.prompt_mix): each kind drawn from its stdlib split,
+seeded and distinct, self-instructed requests filtered and shaped as ``--data`` rows, and the
+two sets of :func:`wide_corpus` in fixed shares, disjoint."""
 
 import ast
 import json
@@ -27,10 +28,10 @@ def test_headers_are_a_signature_and_docstring_that_parse_once_a_body_is_added()
 
 
 @settings(max_examples=10, deadline=None)
-@given(seed=st.integers(0, 2**16))
-def test_function_headers_are_distinct_seeded_and_end_in_a_docstring(seed):
-    a = pm.function_headers(6, seed=seed)
-    assert a == pm.function_headers(6, seed=seed) and len(a) == 6 and len(set(a)) == 6
+@given(seed=st.integers(0, 2**16), split=st.sampled_from(["train", "heldout"]))
+def test_function_headers_are_distinct_seeded_and_end_in_a_docstring(seed, split):
+    a = pm.function_headers(split, 6, seed=seed)
+    assert a == pm.function_headers(split, 6, seed=seed) and len(a) == 6 and len(set(a)) == 6
     for h in a:  # a function whose only statement is its docstring, once a body is added
         fn = ast.parse(h + "    pass\n").body[0]
         assert isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and ast.get_docstring(fn)
@@ -38,7 +39,7 @@ def test_function_headers_are_distinct_seeded_and_end_in_a_docstring(seed):
 
 
 def test_edit_instructions_fill_every_template_from_real_functions():
-    out = pm.edit_instructions(40, seed=3)
+    out = pm.edit_instructions("train", 40, seed=3)
     assert len(out) == 40 and not any("{" + k + "}" in t for t in out for k in ("bare", "signature", "source"))
     assert sum("JSON" in t for t in out) >= 1 and all("```python\n" in t for t in out)
 
@@ -93,8 +94,74 @@ def test_self_instruct_without_a_user_turn_is_one_clear_error():
         pm.self_instruct(FakeLLM([]), "{{ messages[0]['content'] }}", 3, seed=0, systems=(None,))
 
 
-def test_mix_is_shuffled_rows_of_every_kind_without_an_llm_when_no_self_instruct():
-    rows = pm.mix(None, CHATML, n_code=3, n_headers=2, n_chat=3, n_general=2, n_edits=2, n_self=0, seed=5)
-    assert len(rows) == 12
-    assert sum("prompt" in r for r in rows) == 5 and sum("messages" in r for r in rows) == 7
-    assert rows == pm.mix(None, CHATML, n_code=3, n_headers=2, n_chat=3, n_general=2, n_edits=2, n_self=0, seed=5)
+def test_the_splits_draw_from_their_own_files():
+    """A held-out header or edit quotes a function of a held-out stdlib file, never a training one."""
+    from specpath_train.target_text import _documents
+
+    held_text = "\n".join(t for _, t in _documents("heldout"))
+    heads = pm.function_headers("heldout", 5, seed=2)
+    assert len(heads) == 5 and all(h.splitlines()[0].strip() in held_text for h in heads)
+    edits = pm.edit_instructions("heldout", 5, seed=2)
+    assert all(e.split("```python\n")[1].splitlines()[0].strip() in held_text for e in edits)
+    assert not set(pm.function_headers("heldout", 20, seed=2)) & set(pm.function_headers("train", 200, seed=2))
+
+
+LLAMA3 = ("{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+          "{{ m['content'] }}<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant"
+          "<|end_header_id|>\n\n{% endif %}")
+NO_SYSTEM = ("{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+             "{% endif %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}")
+
+
+def test_a_user_turn_closes_with_the_templates_own_end_and_self_instruct_stops_there():
+    assert pm.user_turn_end(CHATML) == "<|im_end|>"
+    assert pm.user_turn_end(LLAMA3, bos_token="<s>") == "<|eot_id|>"
+    assert pm.user_turn_end("{% for m in messages %}{{ m['content'] }}{% endfor %}") is None
+    llm = FakeLLM([("What is the capital of France, please?", "stop")])
+    rows = pm.self_instruct(llm, LLAMA3, 1, seed=0, systems=(None,), bos_token="<s>")
+    assert rows and llm.calls[0][0][0] == "<s><|start_header_id|>user<|end_header_id|>\n\n"
+    assert all(p.stop == ("<|eot_id|>",) for p in llm.calls[0][1])
+
+
+def test_a_template_that_refuses_a_system_message_self_instructs_without_one():
+    assert pm.user_turn_prefix(NO_SYSTEM, "You write code.") is None
+    assert pm.can_self_instruct(NO_SYSTEM) and not pm.can_self_instruct(None)
+    assert not pm.can_self_instruct("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    llm = FakeLLM([(f"Tell me about topic number {i}, please.", "stop") for i in range(40)])
+    rows = pm.self_instruct(llm, NO_SYSTEM, 3, seed=0)
+    assert len(rows) == 3 and all(r["messages"][0]["role"] == "user" for r in rows)
+
+
+@given(n=st.integers(0, 5000), self_instructed=st.booleans())
+def test_wide_counts_sum_to_n_in_the_documented_shares(n, self_instructed):
+    counts = pm.wide_counts(n, self_instructed=self_instructed)
+    assert sum(counts.values()) == n and ("self" in counts) == self_instructed
+    shares = {k: w for k, w in pm.WIDE_SHARES if self_instructed or k != "self"}
+    total = sum(shares.values())
+    for kind, count in counts.items():  # each within one of its exact share
+        assert abs(count - n * shares[kind] / total) < 1
+
+
+def test_wide_counts_of_the_first_wide_set():
+    assert pm.wide_counts(4400, self_instructed=True) == {"code": 700, "headers": 500, "chat": 700, "general": 500,
+                                                         "edits": 400, "self": 1600}
+
+
+def test_wide_corpus_without_a_model_is_seeded_shuffled_rows_of_the_other_kinds():
+    train, held = pm.wide_corpus(28, 5, seed=5)
+    assert (len(train), len(held)) == (28, 5) and (train, held) == pm.wide_corpus(28, 5, seed=5)
+    assert sum("prompt" in r for r in train) == 7 + 5 and sum("messages" in r for r in train) == 7 + 5 + 4
+    assert train != sorted(train, key=lambda r: "messages" in r)  # shuffled, not in kind order
+    assert not {json.dumps(r) for r in train} & {json.dumps(r) for r in held}
+    assert pm.wide_corpus(28, 5, seed=5, template=CHATML) == (train, held)  # a template without a model: the same
+
+
+def test_wide_corpus_self_instructs_both_sets_in_one_call_without_sharing_a_request():
+    llm = FakeLLM([(f"Please write request number {i} for me.", "stop") for i in range(200)])
+    made = []
+    train, held = pm.wide_corpus(44, 11, seed=1, llm=lambda: made.append(1) or llm, template=CHATML)
+    assert made == [1] and len(llm.calls) == 1  # loaded once, one call for both sets
+    selfs = [[r["messages"][-1]["content"] for r in part if "Please write request" in json.dumps(r)]
+             for part in (train, held)]
+    assert (len(selfs[0]), len(selfs[1])) == (16, 4) and not set(selfs[0]) & set(selfs[1])
+    assert (len(train), len(held)) == (44, 11)

@@ -2,8 +2,10 @@
 
 Four stages, each resumable from the run directory (``DIR/run/``):
 
-1. **data**: the prompts (``--data FILE.jsonl`` or the built-in corpus), split into training
-   and held-out prompts, answered by the target (self-distillation, batched on the engine);
+1. **data**: the prompts (``--data FILE.jsonl``, or ``--corpus``: the built-in corpus or the
+   wide one of :mod:`specpath_train.prompt_mix`, drawn once into ``DIR/run/prompts-*.jsonl``),
+   split into training and held-out prompts, answered by the target (self-distillation,
+   batched on the engine);
 2. **features**: one target pass over the packed windows keeps the method's layers and the
    target's top-k (``specpath_train.selfdistill``);
 3. **train**: the method's recipe (``specpath_train.recipes.*``, flags from
@@ -14,7 +16,8 @@ Four stages, each resumable from the run directory (``DIR/run/``):
 
 A run is repeatable for a seed and thread count with a ``--steps`` budget (``--minutes`` stops
 by the clock). ``DIR/run/run.json`` records the run's config; a directory holding another
-config (or no run at all) is never written over without ``--overwrite``.
+config (or no run at all) is never written over without ``--overwrite``. ``--write-prompts FILE``
+does none of this: it writes the corpus's prompts as a ``--data`` file and exits.
 
 Only the standard library is imported at module level (the core CLI builds its parser from
 here); torch, the engine and the recipes load inside the handler.
@@ -32,19 +35,25 @@ from typing import Any
 RUN = "run"
 """The run's own files, inside the output (checkpoint) directory."""
 
-CONFIG_KEYS = ("method", "variant", "from", "target", "data", "prompts", "heldout", "max_new_tokens", "temperature",
-               "seed", "window", "dtype", "max_prompt_tokens")
+CONFIG_KEYS = ("method", "variant", "from", "target", "data", "corpus", "prompts", "heldout", "max_new_tokens",
+               "temperature", "seed", "window", "dtype", "max_prompt_tokens")
 """What makes two runs the same run (budget, threads and progress may change on --resume)."""
+
+CORPORA = ("builtin", "wide")
+"""``--corpus``: where a run without ``--data`` takes its prompts."""
+
+WIDE_PROMPTS = ("prompts-train.jsonl", "prompts-heldout.jsonl")
+"""The wide corpus's (training, held-out) prompts in the run directory, as ``--data`` files."""
 
 
 def add_subcommands(subparsers: Any) -> None:
     """Register ``train`` on the ``specpath`` CLI."""
     p = subparsers.add_parser("train", help="train a drafter for a target (self-distilled data, the method's recipe)",
                               description="Train a drafter for your own target: the target answers the prompts "
-                                          "(--data or the built-in corpus), the method's recipe trains on its "
+                                          "(--data, or a corpus: --corpus), the method's recipe trains on its "
                                           "features, and DIR becomes a checkpoint served as {\"model\": DIR}.")
-    p.add_argument("method", metavar="METHOD", help="eagle, eagle3, mtp, dflash, dspark or draft_model "
-                                                    "(--variant: PARD, P-EAGLE)")
+    p.add_argument("method", metavar="METHOD", nargs="?", help="eagle, eagle3, mtp, dflash, dspark or draft_model "
+                                                               "(--variant: PARD, P-EAGLE)")
     p.add_argument("--target", required=True, help="the target: HF checkpoint dir, .gguf file, named model or 'embedded'")
     p.add_argument("--variant", help="a variant of the method's drafter: draft_model --variant pard (all K drafts "
                                      "in one pass from mask tokens), eagle3 --variant p-eagle (drafts 2..K from mask "
@@ -52,10 +61,18 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--from", dest="init", metavar="CHECKPOINT",
                    help="start from this drafter (eagle3, draft_model: e.g. the --out of an earlier run) instead of "
                         "from scratch: a variant as a fine-tune of the plain drafter")
-    p.add_argument("--out", required=True, help="output directory: the checkpoint, metrics.json and run/ (resume state)")
+    p.add_argument("--out", help="output directory: the checkpoint, metrics.json and run/ (resume state)")
     p.add_argument("--data", help='prompts, one JSON object a line: {"prompt": ...} or {"messages": [...]} '
-                                  "(default: the built-in corpus)")
-    p.add_argument("--prompts", type=int, default=240, help="built-in corpus: training prompts (default 240)")
+                                  "(default: --corpus)")
+    p.add_argument("--corpus", choices=CORPORA, default=None,
+                   help="without --data, the prompts: builtin (default; stdlib code to continue, chat about stdlib "
+                        "functions, everyday requests) or wide (also function headers to complete, edits of code, "
+                        "and requests the target writes itself from an open user turn of its chat template)")
+    p.add_argument("--prompts", type=int, default=240,
+                   help="--corpus: training prompts (default 240); the held-out ones (--heldout) come on top")
+    p.add_argument("--write-prompts", metavar="FILE",
+                   help="only write the corpus's prompts (training, then held-out) to FILE as a --data file, and "
+                        "exit: to read or edit them first (no METHOD, --out or budget needed)")
     p.add_argument("--heldout", type=float, default=0.1, help="share of the prompts held out (default 0.1, at least 1)")
     p.add_argument("--max-new-tokens", type=int, default=192, help="response length the target writes (default 192)")
     p.add_argument("--temperature", type=float, default=0.0, help="of the target's responses (default 0: greedy)")
@@ -182,6 +199,19 @@ def train_dtype(requested: str, target: str) -> str:
     return dtype if dtype in ("float32", "bfloat16") else "float32"
 
 
+def check_prompt_args(args: argparse.Namespace) -> None:
+    """Where the prompts come from: ``--data`` or ``--corpus``, not both; ``--prompts`` and
+    ``--heldout`` in range."""
+    if args.corpus is not None and args.data:
+        raise _error(f"--corpus {args.corpus} with --data: --data is the prompts; give one of the two")
+    if args.write_prompts and args.data:
+        raise _error(f"--write-prompts with --data: {args.data} already is a prompt file")
+    if not 0 < args.heldout < 1:
+        raise _error(f"--heldout must be a share between 0 and 1 (got {args.heldout})")
+    if args.prompts < 1:
+        raise _error(f"--prompts must be at least 1 (got {args.prompts})")
+
+
 def check_budget(args: argparse.Namespace) -> None:
     if args.minutes is None and args.steps is None:
         raise _error("give a training budget: --steps N (repeatable) or --minutes M")
@@ -189,9 +219,7 @@ def check_budget(args: argparse.Namespace) -> None:
         raise _error(f"--steps must be at least 1 (got {args.steps})")
     if args.minutes is not None and args.minutes <= 0:
         raise _error(f"--minutes must be positive (got {args.minutes})")
-    if not 0 < args.heldout < 1:
-        raise _error(f"--heldout must be a share between 0 and 1 (got {args.heldout})")
-    for flag in ("max_new_tokens", "window", "batch", "threads", "eval_prompts", "eval_tokens", "prompts", "max_num_seqs"):
+    for flag in ("max_new_tokens", "window", "batch", "threads", "eval_prompts", "eval_tokens", "max_num_seqs"):
         if getattr(args, flag) < 1:
             raise _error(f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})")
 
@@ -256,7 +284,7 @@ def prepare_out(out: Path, config: dict, *, resume: bool, overwrite: bool) -> No
     if overwrite:
         shutil.rmtree(out)
         return
-    differs = [k for k in CONFIG_KEYS if old.get(k) != config.get(k)]
+    differs = [k for k in CONFIG_KEYS if _recorded(old, k) != config.get(k)]
     if differs:
         raise _error(f"--out {out}: holds a run of another config (differs in {', '.join(differs)}); "
                      "--overwrite to replace it, or another --out")
@@ -264,15 +292,116 @@ def prepare_out(out: Path, config: dict, *, resume: bool, overwrite: bool) -> No
         raise _error(f"--out {out}: holds a run of this config; --resume to continue it, --overwrite to start again")
 
 
+def _recorded(old: dict, key: str) -> Any:
+    """``key`` of a recorded run config; a run made before ``--corpus`` existed took the
+    built-in corpus unless it had ``--data``."""
+    if key == "corpus" and key not in old:
+        return None if old.get("data") else "builtin"
+    return old.get(key)
+
+
+# -- the prompts ----------------------------------------------------------------------------------
+
+
+def heldout_count(args: argparse.Namespace) -> int:
+    """Held-out prompts of a corpus: ``--heldout``'s share of all, with ``--prompts`` training ones."""
+    return max(1, round(args.heldout * args.prompts / (1 - args.heldout)))
+
+
+def builtin_split(args: argparse.Namespace) -> tuple[list, list]:
+    """The built-in corpus's (training, held-out) prompts, the held-out ones from held-out files."""
+    from specpath_train.prompts import builtin_prompts
+
+    return (builtin_prompts("train", args.prompts, seed=args.seed),
+            builtin_prompts("heldout", heldout_count(args), seed=args.seed + 7))
+
+
+def generation_llm(target_dir: Path, args: argparse.Namespace) -> Any:
+    """The target as the data stage generates with it (the run's dtype: bf16 on the native
+    kernels where the CPU has it), behind the engine's text API: what writes the wide corpus's
+    self-instructed requests."""
+    from specpath_engine.llm import LLM
+
+    return LLM(str(target_dir), dtype=args.dtype, max_num_seqs=args.max_num_seqs, seed=args.seed,
+               num_threads=args.threads)
+
+
+def wide_rows(args: argparse.Namespace, target_dir: Path, tokenizer: Any, log: Any) -> tuple[list[dict], list[dict]]:
+    """The wide corpus's (training, held-out) ``--data`` rows (:func:`~specpath_train.prompt_mix.wide_corpus`),
+    the self-instructed ones written by the target where its chat template opens a user turn."""
+    from specpath_train import prompt_mix
+
+    template, bos = getattr(tokenizer, "chat_template", None), getattr(tokenizer, "bos_token", None)
+    able = prompt_mix.can_self_instruct(template, bos_token=bos)
+    n_held = heldout_count(args)
+    if able:
+        n_self = sum(prompt_mix.wide_counts(n, self_instructed=True)["self"] for n in (args.prompts, n_held))
+        log(f"wide corpus: the target writes {n_self} self-instructed requests ({args.dtype}, batch {args.max_num_seqs})")
+    else:
+        log("wide corpus: the target has no chat template that opens a user turn, so no self-instructed requests "
+            "(the other kinds take their share)")
+    t0 = time.time()
+    train, held = prompt_mix.wide_corpus(args.prompts, n_held, seed=args.seed, template=template, bos_token=bos,
+                                         llm=(lambda: generation_llm(target_dir, args)) if able else None)
+    log(f"wide corpus: {len(train)} training + {len(held)} held-out prompts in {time.time() - t0:.1f}s")
+    if not train or not held:
+        raise _error(f"--corpus wide: drew {len(train)} training and {len(held)} held-out prompts; give more --prompts")
+    return train, held
+
+
+def wide_split(args: argparse.Namespace, run_dir: Path, target_dir: Path, tokenizer: Any, log: Any) -> tuple[list, list]:
+    """The wide corpus's (training, held-out) prompts: drawn once into :data:`WIDE_PROMPTS`
+    in the run directory, before any response is generated, and read from there ever after, so
+    a resumed run never has the target write its requests again (and gets the same data)."""
+    from specpath_train.prompts import read_prompts, write_rows
+
+    train_file, held_file = (run_dir / name for name in WIDE_PROMPTS)
+    if train_file.is_file():
+        log(f"wide corpus: the prompts drawn before, {train_file} and {held_file}")
+    else:
+        train, held = wide_rows(args, target_dir, tokenizer, log)
+        write_rows(held_file, held)
+        write_rows(train_file, train)  # last: its presence says both are whole
+    return read_prompts(train_file), read_prompts(held_file)
+
+
+def write_prompts(args: argparse.Namespace) -> int:
+    """``--write-prompts FILE``: the corpus's training and held-out prompts (the ones a run of
+    these flags would draw) as one ``--data`` file."""
+    import tempfile
+
+    from specpath_train.prompts import write_rows
+
+    out = Path(args.write_prompts)
+    if not out.parent.is_dir():
+        raise _error(f"--write-prompts {out}: no directory {out.parent}")
+    corpus = args.corpus or "builtin"
+    args.dtype = train_dtype(args.dtype, args.target)
+    log = _logger(None)
+    with tempfile.TemporaryDirectory() as tmp:  # a GGUF target is converted there
+        target_dir, _ = resolve_target(args.target, Path(tmp), log)
+        _, tokenizer = load_target_checked(Path(target_dir), args.target)
+        if corpus == "wide":
+            train, held = wide_rows(args, Path(target_dir), tokenizer, log)
+        else:
+            train, held = ([p.as_row() for p in part] for part in builtin_split(args))
+    write_rows(out, train + held)
+    print(f"{out}: {len(train)} training + {len(held)} held-out prompts of the {corpus} corpus (seed {args.seed}); "
+          f"train on them with --data {out} (which holds out its own --heldout share)")
+    return 0
+
+
 # -- the run ------------------------------------------------------------------------------------
 
 
-def _logger(path: Path):
+def _logger(path: Path | None):
+    """A log to stderr and, given a ``path``, to that file."""
     def log(text: str) -> None:
         line = f"[{time.strftime('%H:%M:%S')}] {text}"
         print(line, file=sys.stderr, flush=True)
-        with path.open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
+        if path is not None:
+            with path.open("a", encoding="utf-8") as f:
+                f.write(line + "\n")
 
     return log
 
@@ -323,29 +452,26 @@ def heldout_record(checkpoint_config: dict) -> dict:
     return {}
 
 
-def prompt_ids(args: argparse.Namespace, split: tuple[list, list] | None, tokenizer: Any,
-               target_config: dict) -> tuple[list[list[int]], list[list[int]], str]:
-    """(training, held-out) prompt ids and where they came from; prompts are cut to fit the
-    target's context with the response after them."""
-    from specpath_train.prompts import builtin_prompts, render
-
-    if split is None:
-        n_held = max(1, round(args.heldout * args.prompts / (1 - args.heldout)))
-        split = (builtin_prompts("train", args.prompts, seed=args.seed),
-                 builtin_prompts("heldout", n_held, seed=args.seed + 7))
-        source = "the built-in corpus"
-    else:
-        source = str(args.data)
+def prompt_budget(args: argparse.Namespace, target_config: dict) -> int:
+    """The most tokens a prompt keeps: ``--max-prompt-tokens``, within the target's context with
+    the response after it; or a one-line error."""
     context = target_config.get("max_position_embeddings") or 2048
     budget = min(args.max_prompt_tokens, context - max(args.max_new_tokens, args.eval_tokens) - 8)
     if budget < 1:
         raise _error(f"--max-new-tokens {args.max_new_tokens} / --eval-tokens {args.eval_tokens} leave no room for a "
                      f"prompt in the target's context of {context} tokens")
+    return budget
+
+
+def prompt_ids(split: tuple[list, list], tokenizer: Any, budget: int, source: str) -> tuple[list[list[int]], list[list[int]]]:
+    """(training, held-out) prompt ids, each cut to ``budget`` tokens (:func:`prompt_budget`)."""
+    from specpath_train.prompts import render
+
     train_ids, held_ids = (render(part, tokenizer, max_tokens=budget, source=source) for part in split)
     if not train_ids or not held_ids:
         raise _error(f"{source}: every prompt of the {'training' if not train_ids else 'held-out'} split is empty "
                      "once tokenised")
-    return train_ids, held_ids, source
+    return train_ids, held_ids
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -369,20 +495,33 @@ def cmd_train(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     import importlib
 
+    check_prompt_args(args)
+    if args.write_prompts:
+        return write_prompts(args)
+    if args.method is None or args.out is None:
+        raise _error("give METHOD and --out DIR (or --write-prompts FILE to only write the prompts)")
     recipe = check_method(args.method)
     variant = check_variant(args.method, args.variant)
     check_budget(args)
     from specpath_train.prompts import read_prompts
 
+    corpus = None if args.data else args.corpus or "builtin"
     prompts = read_prompts(args.data) if args.data else None  # bad data fails before anything is written
-    split = split_prompts(prompts, args.heldout, args.seed) if prompts is not None else None
+    # (training, held-out) prompts; the wide corpus's are drawn once the run directory is ours
+    split = split_prompts(prompts, args.heldout, args.seed) if prompts is not None else \
+        builtin_split(args) if corpus == "builtin" else None
+    source = str(args.data) if args.data else "the built-in corpus" if corpus == "builtin" else \
+        f"the wide corpus ({Path(args.out) / RUN / WIDE_PROMPTS[0]})"
     out = Path(args.out)
     # a GGUF file is converted into the run directory once that is known to be ours; any other
     # target is loaded (and the prompts rendered) now, so a bad one fails before anything is written
     target_dir, _ = (None, None) if _is_gguf(args.target) else resolve_target(args.target, None, None)
+    ids = None
     if target_dir is not None:
         target_config, tokenizer = load_target_checked(Path(target_dir), args.target)
-        train_ids, held_ids, source = prompt_ids(args, split, tokenizer, target_config)
+        budget = prompt_budget(args, target_config)
+        if split is not None:
+            ids = prompt_ids(split, tokenizer, budget, source)
     from_id = check_from(recipe, args.init, target_config if target_dir is not None else None)
     if args.init and out.resolve() in (Path(args.init).resolve(), *Path(args.init).resolve().parents):
         raise _error(f"--from {args.init}: inside --out {out}, which this run writes; give the new run another --out")
@@ -390,9 +529,9 @@ def _train(args: argparse.Namespace) -> int:
     args.dtype = train_dtype(args.dtype, args.target)  # resolved: the run's config records what ran
     config = {"method": args.method, "variant": args.variant, "from": from_id,
               "target": str(Path(args.target).resolve()) if Path(args.target).exists() else args.target,
-              "data": data_id, "prompts": None if args.data else args.prompts, "heldout": args.heldout,
-              "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed,
-              "window": args.window, "dtype": args.dtype, "max_prompt_tokens": args.max_prompt_tokens}
+              "data": data_id, "corpus": corpus, "prompts": None if args.data else args.prompts,
+              "heldout": args.heldout, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
+              "seed": args.seed, "window": args.window, "dtype": args.dtype, "max_prompt_tokens": args.max_prompt_tokens}
     prepare_out(out, config, resume=args.resume, overwrite=args.overwrite)
     run_dir = out / RUN
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -401,8 +540,11 @@ def _train(args: argparse.Namespace) -> int:
     if target_dir is None:
         target_dir, _ = resolve_target(args.target, run_dir, log)
         target_config, tokenizer = load_target_checked(Path(target_dir), args.target)
-        train_ids, held_ids, source = prompt_ids(args, split, tokenizer, target_config)
+        budget = prompt_budget(args, target_config)
         check_from(recipe, args.init, target_config)  # a GGUF target's shape is known once converted
+    if split is None:
+        split = wide_split(args, run_dir, Path(target_dir), tokenizer, log)
+    train_ids, held_ids = ids if ids is not None else prompt_ids(split, tokenizer, budget, source)
     import torch
 
     torch.set_num_threads(args.threads)

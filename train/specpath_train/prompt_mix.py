@@ -14,20 +14,22 @@ to 870k tokens of the *same* few templates. This module adds kinds the built-in 
   distribution the instruct model was tuned on rather than anyone's templates (the idea of
   Magpie, Xu et al. 2024). A system message steers the kind (coding, editing, everyday).
 
-Everything is drawn from the stdlib's *training* split (``specpath_engine.corpus``), seeded.
+Every kind is drawn from a split of the stdlib (``specpath_engine.corpus``: "train", or
+"heldout" for the prompts a drafter is evaluated on), seeded; self-instructed requests have no
+split, so :func:`wide_corpus` draws the two sets' in one call, distinct. ``specpath train
+--corpus wide`` builds its prompts with :func:`wide_corpus` (``--write-prompts FILE`` writes them
+as ``--data`` rows).
 
 Example::
 
-    rows = mix(llm, n_code=600, n_headers=400, n_chat=600, n_general=400, n_edits=300,
-               n_self=1200, seed=1)
-    Path("prompts.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in rows))
+    train, heldout = wide_corpus(2000, 200, seed=1, llm=lambda: LLM(target), template=template)
 """
 
 from __future__ import annotations
 
 import ast
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 EDIT_TASKS = (
@@ -53,6 +55,13 @@ SELF_INSTRUCT_SYSTEMS = (
 """System messages steering :func:`self_instruct` towards a kind of request (None: the chat
 template's default)."""
 
+WIDE_SHARES = (("code", 7), ("headers", 5), ("chat", 7), ("general", 5), ("edits", 4), ("self", 16))
+"""How :func:`wide_corpus` splits its prompts among the kinds, in 44ths (16% stdlib code to
+continue, 11% function headers, 16% chat about stdlib functions, 11% everyday requests, 9% edits,
+36% self-instructed requests): the proportions the wide SmolLM2 prompt set was first made with.
+A target without a chat template has no self-instructed kind; the others keep their
+proportions."""
+
 
 def _headers(text: str) -> list[str]:
     """``def`` line(s) plus docstring of every documented top-level or method function of a
@@ -76,12 +85,13 @@ def _headers(text: str) -> list[str]:
     return out
 
 
-def function_headers(n: int, *, seed: int) -> list[str]:
-    """``n`` signature+docstring prompts from training-split stdlib modules (distinct)."""
+def function_headers(split: str, n: int, *, seed: int) -> list[str]:
+    """At most ``n`` (fewer only where the split runs out) distinct signature+docstring prompts
+    from ``split``'s stdlib modules."""
     from specpath_train.target_text import _documents
 
     rng = random.Random(seed)
-    docs = _documents("train")
+    docs = _documents(split)
     seen: set[str] = set()
     out: list[str] = []
     for _ in range(50 * max(n, 1)):
@@ -97,12 +107,12 @@ def function_headers(n: int, *, seed: int) -> list[str]:
     return out
 
 
-def edit_instructions(n: int, *, seed: int, max_lines: int = 25) -> list[str]:
-    """``n`` editing requests (:data:`EDIT_TASKS`) over training-split stdlib functions."""
+def edit_instructions(split: str, n: int, *, seed: int, max_lines: int = 25) -> list[str]:
+    """``n`` editing requests (:data:`EDIT_TASKS`) over ``split``'s stdlib functions."""
     from specpath_train.target_text import _documents, _functions
 
     rng = random.Random(seed)
-    docs = _documents("train")
+    docs = _documents(split)
     out: list[str] = []
     for _ in range(50 * max(n, 1)):
         if len(out) == n:
@@ -117,30 +127,68 @@ def edit_instructions(n: int, *, seed: int, max_lines: int = 25) -> list[str]:
     return out
 
 
-def user_turn_prefix(template: str, system: str | None, *, bos_token: str | None = None) -> str:
+_MARKER = "\x00SPECPATH-USER\x00"
+"""The user's message while a template is rendered to find where a user turn opens and closes."""
+
+
+def _render_user_turn(template: str, system: str | None, bos_token: str | None) -> tuple[str, int] | None:
+    """The template rendered over one user message made of a marker, and where the marker is
+    (None when the template has no place for it, or refuses the conversation)."""
+    from specpath_engine.chat import ChatTemplateError, render_chat
+
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": _MARKER}]
+    try:
+        text = render_chat(template, messages, bos_token=bos_token, add_generation_prompt=False)
+    except ChatTemplateError:  # e.g. a template that raises on a system message
+        return None
+    cut = text.find(_MARKER)
+    return (text, cut) if cut >= 0 else None
+
+
+def user_turn_prefix(template: str, system: str | None, *, bos_token: str | None = None) -> str | None:
     """The chat template rendered up to an open user turn: a conversation with one user message
     made of a marker, cut at the marker. None when the template puts nothing before the user's
-    text that we can cut at (the marker not found)."""
-    from specpath_engine.chat import render_chat
+    text that we can cut at (the marker not found, nothing before it, or nothing between it and
+    the system message: no turn is opened), or refuses the conversation (a system message it
+    does not allow)."""
+    found = _render_user_turn(template, system, bos_token)
+    if not found or found[1] == 0:
+        return None
+    prefix = found[0][:found[1]]
+    return None if system and prefix.rstrip().endswith(system.strip()) else prefix
 
-    marker = "\x00SPECPATH-USER\x00"
-    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": marker}]
-    text = render_chat(template, messages, bos_token=bos_token, add_generation_prompt=False)
-    cut = text.find(marker)
-    return text[:cut] if cut > 0 else None
+
+def user_turn_end(template: str, *, bos_token: str | None = None) -> str | None:
+    """The text the template closes a user's message with (``<|im_end|>`` for ChatML,
+    ``<|eot_id|>`` for Llama 3): where a self-instructed request stops. None when it puts
+    nothing there (the model's EOS then ends the request)."""
+    found = _render_user_turn(template, None, bos_token)
+    if not found:
+        return None
+    tail = found[0][found[1] + len(_MARKER):].strip()
+    return tail.splitlines()[0].strip() if tail else None
+
+
+def can_self_instruct(template: str | None, *, bos_token: str | None = None) -> bool:
+    """Whether :func:`self_instruct` can open a user turn of ``template`` (under at least one
+    of :data:`SELF_INSTRUCT_SYSTEMS`)."""
+    return bool(template) and any(user_turn_prefix(template, s, bos_token=bos_token) for s in SELF_INSTRUCT_SYSTEMS)
 
 
 def self_instruct(llm: Any, template: str, n: int, *, seed: int, systems: Sequence[str | None] = SELF_INSTRUCT_SYSTEMS,
-                  weights: Sequence[float] | None = None, end_text: str = "<|im_end|>", temperature: float = 1.0,
-                  top_p: float = 0.95, max_tokens: int = 160, min_chars: int = 20) -> list[dict]:
-    """``n`` user requests the target writes itself (see the module docstring), as
+                  weights: Sequence[float] | None = None, end_text: str | None = None, temperature: float = 1.0,
+                  top_p: float = 0.95, max_tokens: int = 160, min_chars: int = 20,
+                  bos_token: str | None = None) -> list[dict]:
+    """At most ``n`` user requests the target writes itself (see the module docstring), as
     ``{"messages": [...]}`` rows (the steering system message kept, so the response is written
-    under it). A sample that runs out of ``max_tokens`` before ``end_text`` or is shorter than
-    ``min_chars`` is dropped, and more are drawn (at most 4 rounds)."""
+    under it). A sample that runs out of ``max_tokens`` before ``end_text`` (None: what the
+    template closes a user turn with, :func:`user_turn_end`) or the model's EOS, or is shorter
+    than ``min_chars`` or a repeat, is dropped, and more are drawn (at most 4 rounds)."""
     from specpath_engine.request import SamplingParams
 
     rng = random.Random(seed)
-    prefixes = {s: user_turn_prefix(template, s) for s in systems}
+    end_text = end_text if end_text is not None else user_turn_end(template, bos_token=bos_token)
+    prefixes = {s: user_turn_prefix(template, s, bos_token=bos_token) for s in systems}
     usable = [s for s in systems if prefixes[s]]
     if not usable:
         raise ValueError("the chat template has no user turn to open")
@@ -152,7 +200,8 @@ def self_instruct(llm: Any, template: str, n: int, *, seed: int, systems: Sequen
         if want <= 0:
             break
         ask = [rng.choices(usable, weights=w)[0] for _ in range(int(want * 1.4) + 8)]
-        params = [SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens, stop=(end_text,),
+        params = [SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+                                 stop=(end_text,) if end_text else (),
                                  seed=seed * 1_000_003 + round_ * 100_000 + i) for i in range(len(ask))]
         for system, res in zip(ask, llm.generate([prefixes[s] for s in ask], params)):
             text = res.text.strip()
@@ -166,18 +215,50 @@ def self_instruct(llm: Any, template: str, n: int, *, seed: int, systems: Sequen
     return out
 
 
-def mix(llm: Any, template: str, *, n_code: int, n_headers: int, n_chat: int, n_general: int, n_edits: int,
-        n_self: int, seed: int) -> list[dict]:
-    """Every kind above plus the built-in corpus's kinds (stdlib code slices, chat about stdlib
-    functions, the wider pool of everyday requests), shuffled, as ``--data`` rows."""
+def wide_counts(n: int, *, self_instructed: bool) -> dict[str, int]:
+    """``n`` split among the kinds by :data:`WIDE_SHARES` (largest remainders, ties to the
+    kind listed first), without the self-instructed kind unless ``self_instructed``."""
+    shares = [(k, w) for k, w in WIDE_SHARES if self_instructed or k != "self"]
+    total = sum(w for _, w in shares)
+    counts = {k: n * w // total for k, w in shares}
+    by_remainder = sorted(range(len(shares)), key=lambda i: (-(n * shares[i][1] % total), i))
+    for i in by_remainder[:n - sum(counts.values())]:
+        counts[shares[i][0]] += 1
+    return counts
+
+
+def template_rows(split: str, counts: dict[str, int], *, seed: int) -> list[dict]:
+    """The model-free kinds' ``--data`` rows of ``split`` (``counts`` by kind; ``self`` is not
+    drawn here): stdlib code slices and function headers as plain prompts, the built-in
+    corpus's chat about stdlib functions, the wider pool of everyday requests and edits as user
+    messages. In kind order; seeded per kind."""
     from specpath_train.target_text import chat_instructions, code_snippets, general_instructions
 
-    rows: list[dict] = [{"prompt": t} for t in code_snippets("train", n_code, seed=seed)]
-    rows += [{"prompt": t} for t in function_headers(n_headers, seed=seed + 1)]
-    user = (chat_instructions("train", n_chat, seed=seed + 2) + general_instructions("train", n_general, seed=seed + 3, wider=True)
-            + edit_instructions(n_edits, seed=seed + 4))
-    rows += [{"messages": [{"role": "user", "content": t}]} for t in user]
-    if n_self:
-        rows += self_instruct(llm, template, n_self, seed=seed + 5)
-    random.Random(seed).shuffle(rows)
-    return rows
+    rows: list[dict] = [{"prompt": t} for t in code_snippets(split, counts.get("code", 0), seed=seed)]
+    rows += [{"prompt": t} for t in function_headers(split, counts.get("headers", 0), seed=seed + 1)]
+    user = (chat_instructions(split, counts.get("chat", 0), seed=seed + 2)
+            + general_instructions(split, counts.get("general", 0), seed=seed + 3, wider=True)
+            + edit_instructions(split, counts.get("edits", 0), seed=seed + 4))
+    return rows + [{"messages": [{"role": "user", "content": t}]} for t in user]
+
+
+def wide_corpus(n_train: int, n_heldout: int, *, seed: int, llm: Callable[[], Any] | None = None,
+                template: str | None = None, bos_token: str | None = None) -> tuple[list[dict], list[dict]]:
+    """(training, held-out) ``--data`` rows of every kind in :data:`WIDE_SHARES`' proportions,
+    each set shuffled. The model-free kinds come from the stdlib split of their set; the
+    self-instructed requests of both sets from one :func:`self_instruct` call (so no held-out
+    request is also trained on), written by ``llm()`` (called only then). Without ``llm`` or a
+    ``template`` a user turn can be opened in, the other kinds fill the sets."""
+    able = llm is not None and can_self_instruct(template, bos_token=bos_token)
+    counts = {"train": wide_counts(n_train, self_instructed=able), "heldout": wide_counts(n_heldout, self_instructed=able)}
+    rows = {"train": template_rows("train", counts["train"], seed=seed),
+            "heldout": template_rows("heldout", counts["heldout"], seed=seed + 7)}
+    n_self = counts["train"].get("self", 0) + counts["heldout"].get("self", 0)
+    if able and n_self:
+        made = self_instruct(llm(), template, n_self, seed=seed + 5, bos_token=bos_token)
+        held = counts["heldout"]["self"]
+        rows["heldout"] += made[:held]
+        rows["train"] += made[held:]
+    random.Random(seed).shuffle(rows["train"])
+    random.Random(seed + 7).shuffle(rows["heldout"])
+    return rows["train"], rows["heldout"]

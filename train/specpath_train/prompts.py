@@ -31,6 +31,10 @@ class Prompt:
     def message_dicts(self) -> list[dict[str, str]]:
         return [dict(m) for m in self.messages or ()]
 
+    def as_row(self) -> dict:
+        """The prompt as a line of a ``--data`` file reads it back (:func:`parse_line`)."""
+        return {"prompt": self.text} if self.text is not None else {"messages": self.message_dicts()}
+
 
 def parse_line(line: str, *, where: str) -> Prompt | None:
     """The prompt of one line (None for a blank one); ``where`` (``file:line``) prefixes errors."""
@@ -75,6 +79,16 @@ def read_prompts(path: str | Path) -> list[Prompt]:
     if not prompts:
         raise train_error(f"--data {path}: no prompts (one {{\"prompt\": ...}} or {{\"messages\": [...]}} object a line)")
     return prompts
+
+
+def write_rows(path: str | Path, rows: Sequence[dict]) -> None:
+    """``rows`` as a ``--data`` file, one JSON object a line, written whole or not at all."""
+    import os
+
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def builtin_prompts(split: str, n: int, *, seed: int) -> list[Prompt]:
