@@ -22,6 +22,11 @@ other rows). There the int4 scale and minimum stay fp32 and each weight is round
 (``level * scale + minimum``); :meth:`Int4Linear.dequantized_weight` is the weight multiplied by
 either way.
 
+A drafter's int8 weight that the native propose reads may keep a second copy, its levels in the
+AMX tile layout (:meth:`Int8Linear.keep_tiles`, where the CPU has the tiles): passes of
+``TILES_FROM_ROWS`` rows and more (a batch's drafting) take it, single rows the int8 kernel.
+Only drafters: a pass's bits then depend on its row count, which verification must not.
+
 The quantised weights *are* the target: speculative decoding verifies against them, so it stays
 lossless with respect to this model (greedy speculative output equals greedy plain output of
 the same int8 model); it is not the bf16 model's output. Embeddings stay in the engine dtype (a
@@ -33,7 +38,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from specpath_engine.modeling.native import Linear as NativeLinear, kernels
+from specpath_engine.modeling.native import TILES_FROM_ROWS, Linear as NativeLinear, kernels
 
 QUANTIZATIONS = ("int8", "int4")
 """The ``quantization`` values the engine accepts."""
@@ -45,12 +50,18 @@ class _WeightOnlyLinear(nn.Module):
     and the layer as the native fused-layer functions take it."""
 
     BITS: int
+    tiles_from_rows: int | None = None
+    """Int8 only: passes of this many rows and more take a tile copy (:meth:`Int8Linear.keep_tiles`)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
         rows = self._rows(x.reshape(-1, self.in_features))
         if self.native and rows.dtype == torch.bfloat16:
-            out = self._native_mm(rows.contiguous(), rows.new_empty(rows.shape[0], self.out_features))
+            rows, out = rows.contiguous(), rows.new_empty(rows.shape[0], self.out_features)
+            if self.tiles_from_rows is not None:  # dual weights: by the rows, as the fused calls
+                out = kernels().linear(self.native_linear(), rows, out)
+            else:
+                out = self._native_mm(rows, out)
         else:
             out = self._torch_mm(rows)
         out = out.to(x.dtype).view(*lead, self.out_features)
@@ -83,6 +94,27 @@ class Int8Linear(_WeightOnlyLinear):
         if self.native:
             self.register_buffer("scales_f32", self.scales.float())
 
+    def keep_tiles(self) -> int:
+        """Keep a copy of the levels as bf16 in the AMX tile layout (exact: ``|q| <= 127``) beside
+        the int8 weight, multiplied (then scaled) for passes of :data:`TILES_FROM_ROWS` rows and
+        more: a batch's drafting pass then costs about one row's (the int8 kernel's grows with the
+        rows). Only where the layer is native and the CPU has the tiles (``NativeKernels.tiles``);
+        returns the bytes added (0: not here, or kept already)."""
+        if not self.native or not kernels().tiles or hasattr(self, "tiled_levels"):
+            return 0
+        self.register_buffer("tiled_levels", kernels().tile_pack(self.qweight.to(torch.bfloat16)))
+        self.tiles_from_rows = TILES_FROM_ROWS
+        return self.tiled_levels.numel() * self.tiled_levels.element_size()
+
+    def use_tiles_from(self, rows: int | None) -> None:
+        """Take the tile copy from ``rows`` rows (None: the int8 kernel only, as without a copy),
+        in this layer's native descriptor too, so a drafter's native form built before takes it
+        (side-by-side measurements, references of one format)."""
+        if not hasattr(self, "tiled_levels"):
+            raise ValueError("this layer keeps no tile copy (keep_tiles)")
+        self.tiles_from_rows = rows
+        self.native_linear()
+
     def _rows(self, rows: torch.Tensor) -> torch.Tensor:
         return rows  # any float dtype: the packed matmul takes it as is
 
@@ -95,12 +127,21 @@ class Int8Linear(_WeightOnlyLinear):
     def _native_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.qweight, self.scales_f32
 
+    def native_linear(self) -> NativeLinear | None:
+        """The layer as the native fused-layer functions take it (with its tile copy, if kept),
+        or ``None`` (not native, or a bias)."""
+        if not self.native or self.bias is not None:
+            return None
+        return NativeLinear.cached(self, self.qweight, self.scales_f32, self.BITS,
+                                   tiles=getattr(self, "tiled_levels", None), tiles_from_rows=self.tiles_from_rows)
+
     def dequantized_weight(self) -> torch.Tensor:
         """The weight this layer multiplies by, in the activation dtype (for tests and reports)."""
         return (self.qweight.float() * self.scales.float()[:, None]).to(self.scales.dtype)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8{', native' * self.native}"
+        tiles = f", AMX tiles from {self.tiles_from_rows} rows" if self.tiles_from_rows is not None else ""
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8{', native' * self.native}{tiles}"
 
 
 class Int4Linear(_WeightOnlyLinear):

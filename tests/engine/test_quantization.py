@@ -11,6 +11,7 @@ import gguf_helpers
 from lookup_methods import LOOKUP, NEEDS_DRAFT, test_methods  # noqa: F401 - fixture
 from specpath_engine.llm import LLM, SamplingParams
 from specpath_engine.quantization import Int4Linear, Int8Linear, quantize_model_
+from specpath_engine.testing.native import native_kernels_missing
 
 
 @given(out_features=st.integers(1, 24), in_features=st.integers(1, 40), rows=st.integers(1, 5),
@@ -158,3 +159,36 @@ def test_a_drafter_layer_int4_cannot_hold_gets_int8_where_asked():
         quantize_model_(nn.Sequential(nn.Linear(64, 32), nn.Linear(64, 1)), "int4")
     quantize_model_(module, "int4", int8_where_unfit=True)
     assert [type(m) for m in module] == [Int4Linear, Int8Linear]
+
+
+@pytest.mark.skipif(native_kernels_missing() is not None, reason=str(native_kernels_missing()))
+@given(sixteens=st.integers(1, 4), thirty_twos=st.integers(1, 6), rows=st.integers(1, 12), seed=st.integers(0, 2**16))
+@settings(max_examples=30, deadline=None)
+def test_an_int8_layer_with_a_tile_copy_takes_it_from_two_rows(sixteens, thirty_twos, rows, seed):
+    """Dual weights (``keep_tiles``, where the CPU has AMX tiles): one row stays on the int8 kernel
+    (its bits), ``TILES_FROM_ROWS`` and more take the tile copy, the same products summed in
+    another order (the fp32 sums agree to rounding); the copy costs two bytes a weight, is made
+    once, and ``use_tiles_from(None)`` goes back to int8 alone. Without tiles, no copy is kept."""
+    from specpath_engine.modeling.native import TILES_FROM_ROWS, kernels
+
+    native = kernels()
+    torch.manual_seed(seed)
+    n, k = 16 * sixteens, 32 * thirty_twos
+    q = Int8Linear(nn.Linear(k, n, bias=False).to(torch.bfloat16))
+    x = (3 * torch.randn(rows, k)).to(torch.bfloat16)
+    with torch.no_grad():
+        int8 = q(x)
+        added = q.keep_tiles()
+        if not native.tiles:
+            assert added == 0 and q.tiles_from_rows is None and torch.equal(q(x), int8)
+            return
+        assert added == 2 * n * k and q.keep_tiles() == 0 and q.tiles_from_rows == TILES_FROM_ROWS == 2
+        dual = q(x)
+        tiled = native.q8_tiled(q.tiled_levels, q.scales_f32, x, x.new_empty(rows, n))
+        assert torch.equal(dual, int8 if rows < TILES_FROM_ROWS else tiled)
+        assert torch.equal(q(x[:1]), int8[:1])  # a lone row: the int8 kernel
+        sums = native.q8_tiled(q.tiled_levels, q.scales_f32, x, torch.empty(rows, n))
+        torch.testing.assert_close(sums, native.q8(q.qweight, q.scales_f32, x, torch.empty(rows, n)), rtol=1e-5,
+                                   atol=1e-4)
+        q.use_tiles_from(None)
+        assert torch.equal(q(x), int8)

@@ -5,7 +5,13 @@ reduced-vocabulary shared head with its bias), bf16 and int8 weights, any histor
 the whole native propose (the ingest of the newly verified positions, then the chain, greedy or
 racing), with the head's kept output too, and a batch of requests' proposes in one call is each
 request's own; a head off the native kernels has no native form and the chain stays
-per-op."""
+per-op. An int8 head whose weights keep their AMX-tile copies (dual weights) takes int8 for
+one-row passes and the tiles for more, the per-op path's bits pass for pass; without AMX it keeps
+no copy."""
+
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -287,3 +293,200 @@ def test_a_head_off_the_native_kernels_has_no_native_form():
                         lm_head=target.lm_head_logits)
     lm_only = _prepared(lm_only, "bf16")
     assert lm_only.native_draft_head() is None  # a full-vocabulary shared head stays per-op
+
+
+def _dual(head) -> tuple[object, int]:
+    """The head's native form with its int8 weights' tile copies (as the drafting loop readies an
+    int8 drafter where the CPU has AMX tiles), and the bytes the copies added."""
+    added = native.keep_tile_copies(head.native_draft_head())
+    return head.native_draft_head(), added
+
+
+def _grouped_attend(kv: DrafterKV, segments: list[tuple[int, int, int]]):
+    """An ``attend`` for one pass over several requests' rows, each request's queries (``(row,
+    first position, count)``, in order) attending over its own KV row as it does alone."""
+
+    def attend(q, k, v):
+        outs, at = [], 0
+        for row, first, count in segments:
+            pos = torch.arange(first, first + count)
+            part = slice(at, at + count)
+            outs.append(kv.attention(row * ROW_LEN + pos, torch.full((count,), row), pos, first + count - 1)(
+                q[part], k[part], v[part]))
+            at += count
+        return torch.cat(outs)
+
+    return attend
+
+
+def _per_op_batch(head, kv: DrafterKV, plans, kept: torch.Tensor) -> tuple[list[int], torch.Tensor]:
+    """The per-op path over a batch, its passes grouped as the native propose groups them: one
+    ingest pass over every request's new positions, then per chain step j one LM-head pass over
+    the requests drafting a j-th token and one layer pass over those drafting again (each
+    request's attention over its own row); every matmul thus sees the native pass's row count,
+    so a dual-weight linear takes the same kernel. Returns the drafts (request after request)
+    and the kept outputs."""
+    kept = kept.clone()
+    ingest = [p for p in plans if p[2]]
+    if ingest:
+        pos = torch.cat([torch.arange(start, start + n) for _, start, n, *_ in ingest])
+        features = head.fuse(torch.cat([p[4] for p in ingest]))
+        out = head.step(head.embed(torch.cat([p[5] for p in ingest])).to(torch.bfloat16), features, pos,
+                        _grouped_attend(kv, [(row, start, n) for row, start, n, *_ in ingest]))
+        ends = torch.tensor([n for _, _, n, *_ in ingest]).cumsum(0) - 1
+        kept[[p[0] for p in ingest]] = out[ends]
+    drafts: dict[int, list[int]] = {p[0]: [] for p in plans}
+    a = {p[0]: kept[p[0] : p[0] + 1] for p in plans}
+    for j in range(max(p[3] for p in plans)):
+        now = [p for p in plans if p[3] > j]
+        logits = head.logits(torch.cat([a[p[0]] for p in now]))
+        chosen = []
+        for i, (row, _, _, _, _, _, race) in enumerate(now):
+            if race is None:
+                tok = logits[i : i + 1].argmax(-1)
+            else:
+                vd = logits.shape[-1]
+                ids = None if vd == VOCAB else head.to_target(torch.arange(vd))
+                tok = coupling.race(logits[i : i + 1], [race[1]], race[0][j : j + 1], ids)
+            drafts[row].append(int(head.to_target(tok)[0]))
+            chosen.append(tok)
+        again = [i for i, p in enumerate(now) if p[3] > j + 1]
+        if not again:
+            break
+        pos = torch.tensor([now[i][1] + now[i][2] + j for i in again])  # draft j + 1's pass
+        toks = head.to_target(torch.cat([chosen[i] for i in again]))
+        out = head.step(head.embed(toks).to(torch.bfloat16), torch.cat([a[now[i][0]] for i in again]), pos,
+                        _grouped_attend(kv, [(now[i][0], int(p), 1) for i, p in zip(again, pos)]))
+        for i, o in zip(again, out.split(1)):
+            a[now[i][0]] = o
+    return [t for p in plans for t in drafts[p[0]]], kept
+
+
+def _plans(head, requests, rows, seed: int, temperatures: bool = True):
+    hc = head.config
+    torch.manual_seed(seed + 3)
+    plans = []  # (row, start, n, k, taps [n, taps, td], ids [n], race or None)
+    for (n, k, start, temperature), row in zip(requests, rows):
+        start = min(start, ROW_LEN - n - k - 1)
+        taps = (2 * torch.randn(n, hc.num_taps, hc.target_hidden_size)).to(torch.bfloat16)
+        ids = torch.randint(0, VOCAB, (n,))
+        race = None
+        if temperatures and temperature is not None and k:
+            race = (torch.stack([gumbel_noise(seed + row, start + n + j, VOCAB) for j in range(k)]), temperature)
+        plans.append((row, start, n, k, taps, ids, race))
+    return plans
+
+
+def _native_batch(head, native_head, kv: DrafterKV, plans, kept: torch.Tensor) -> tuple[list[int], torch.Tensor]:
+    hc = head.config
+    noises = [coupling.scaled_noise(race[0], [race[1]] * k, native_head.row_ids)
+              for _, _, _, k, _, _, race in plans if race is not None]
+    noise_rows, at = [], 0
+    for _, _, _, k, _, _, race in plans:
+        noise_rows.append(-1 if race is None else at)
+        at += 0 if race is None else k
+    plan = torch.tensor([[p[2] for p in plans], [p[0] for p in plans], [p[3] for p in plans],
+                         [p[0] * ROW_LEN for p in plans], [p[1] for p in plans], noise_rows])
+    taps = torch.cat([p[4].flatten(1) for p in plans]).contiguous()  # [sum n, taps * td]
+    cos, sin = (t.contiguous() for t in head.rope(torch.arange(ROW_LEN)))  # [ROW_LEN, D]: row p is position p
+    kept = kept.clone()
+    got = KERNELS.draft_propose_batch(native_head, taps if taps.shape[0] else None, torch.cat([p[5] for p in plans]),
+                                      plan, kept, hc.num_attention_heads, hc.num_key_value_heads, hc.head_dim,
+                                      kv.keys[0], kv.values[0], cos, sin,
+                                      torch.cat(noises).contiguous() if noises else None).tolist()
+    return got, kept
+
+
+_DUAL_REQUEST = st.tuples(st.integers(0, 6), st.integers(1, 4), st.integers(0, 20),
+                          st.sampled_from([None, None, 0.3, 1.5]))
+"""One request of a dual-weight batch: new positions T, drafts K = 1..4, first new position,
+None (greedy) or a seeded request's temperature."""
+
+
+@needs_kernels
+@given(kind=st.sampled_from(["eagle3", "mtp", "mtp-hidden-first"]),
+       requests=st.lists(_DUAL_REQUEST, min_size=1, max_size=8), seed=st.integers(0, 2**16), data=st.data())
+@settings(max_examples=30, deadline=None)
+def test_with_dual_weights_a_batched_native_propose_is_the_per_op_path_pass_for_pass(kind, requests, seed, data):
+    """An int8 head whose weights keep their tile copies (where the CPU has AMX tiles; without,
+    none is kept and this is the int8 test above): R = 1..8 requests with 0..6 new positions and
+    K = 1..4 drafts, greedy or racing, give the drafts, kept outputs and drafter KV of the per-op
+    path run with the same passes (a pass of one row on int8, of more on the tiles, either way)."""
+    head = _head(kind, "int8", seed)
+    native_head, added = _dual(head)
+    assert added > 0 if KERNELS.tiles else added == 0
+    plans = _plans(head, requests, data.draw(st.permutations(range(8)))[: len(requests)], seed)
+    kept = (3 * torch.randn(8, head.config.hidden_size)).to(torch.bfloat16)  # the kept outputs before this propose
+    with torch.inference_mode():
+        kv_ref, kv_native = _kv_rows(head, 8, seed), _kv_rows(head, 8, seed)
+        want, want_kept = _per_op_batch(head, kv_ref, plans, kept)
+        got, got_kept = _native_batch(head, native_head, kv_native, plans, kept)
+    assert got == want and len(got) == sum(p[3] for p in plans)
+    assert torch.equal(got_kept, want_kept)
+    assert torch.equal(kv_native.keys, kv_ref.keys) and torch.equal(kv_native.values, kv_ref.values)
+
+
+@needs_kernels
+@pytest.mark.skipif(KERNELS is None or not KERNELS.tiles, reason="no AMX tiles here: int8 weights keep no tile copy")
+@pytest.mark.parametrize("kind", ["eagle3", "mtp"])
+def test_a_lone_requests_passes_take_int8_and_a_batchs_the_tiles(kind):
+    """Which kernel each pass of a dual-weight head took (``dual_weight_passes``, not timing): a
+    batch of one with one new position is all one-row passes, on the int8 kernel; eight requests
+    at once are all eight-row passes, on the tiles; a lone request's ingest of several positions
+    is on the tiles, its chain on int8. With the copies switched off (``use_tiles_from(None)``),
+    every pass is on int8 again, the per-op path's without copies."""
+    head = _head(kind, "int8", 7)
+    native_head, added = _dual(head)
+    assert added > 0
+
+    def passes(requests, seed=7):
+        plans = _plans(head, requests, range(len(requests)), seed, temperatures=False)
+        before = KERNELS.dual_weight_passes()
+        with torch.inference_mode():
+            got, _ = _native_batch(head, native_head, _kv_rows(head, 8, seed), plans,
+                                   torch.zeros(8, head.config.hidden_size, dtype=torch.bfloat16))
+        after = KERNELS.dual_weight_passes()
+        return got, (after[0] - before[0], after[1] - before[1])
+
+    lone, batch, ingest = [(1, 4, 10, None)], [(1, 4, 10, None)] * 8, [(5, 4, 10, None)]
+    _, (int8, tiles) = passes(lone)
+    assert int8 > 0 and tiles == 0
+    _, (int8, tiles) = passes(batch)
+    assert int8 == 0 and tiles > 0
+    _, (int8, tiles) = passes(ingest)
+    assert int8 > 0 and tiles > 0
+    dual_batch, _ = passes(batch)
+    native.use_tiles_from(native_head, None)
+    assert native_head.valid()
+    int8_batch, (int8, tiles) = passes(batch)
+    assert int8 > 0 and tiles == 0
+    with torch.inference_mode():  # what the head gives without the copies: the int8 path's drafts
+        plans = _plans(head, batch, range(8), 7, temperatures=False)
+        want, _ = _per_op_batch(head, _kv_rows(head, 8, 7), plans, torch.zeros(8, head.config.hidden_size,
+                                                                                    dtype=torch.bfloat16))
+    assert int8_batch == want and len(dual_batch) == len(int8_batch)
+
+
+_WITHOUT_TILES = """
+import importlib.util, sys, torch
+from specpath_engine.modeling import native
+from specpath_engine.quantization import Int8Linear
+assert native.kernels() is not None and not native.kernels().tiles
+layer = Int8Linear(torch.nn.Linear(64, 32, bias=False).to(torch.bfloat16))
+assert layer.keep_tiles() == 0 and not hasattr(layer, "tiled_levels") and layer.tiles_from_rows is None
+spec = importlib.util.spec_from_file_location("chain_tests", sys.argv[1])
+tests = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tests)
+tests.test_with_dual_weights_a_batched_native_propose_is_the_per_op_path_pass_for_pass()
+print("fell back")
+"""
+
+
+@needs_kernels
+def test_without_amx_tiles_no_copy_is_kept_and_batches_stay_the_per_op_path():
+    """``SPECPATH_AMX=0`` (as on a CPU without AMX): an int8 layer keeps no tile copy, and the
+    dual-weight property test above, run in a fresh process, holds on int8 alone."""
+    env = {**os.environ, "SPECPATH_AMX": "0"}
+    result = subprocess.run([sys.executable, "-c", _WITHOUT_TILES, __file__], env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0 and "fell back" in result.stdout, result.stderr[-3000:]

@@ -18,13 +18,20 @@ greedy or coupled (seeded) chain on the native CPU kernels (bf16, a head with a 
 ingest and chain are one C call instead (:meth:`HiddenStateSpeculator._native_propose`), the per-op path's bits;
 so is a batch of such requests (:meth:`HiddenStateSpeculator._native_propose_batch`: each weight read
 once per pass for all their rows).
+
+With int8 weights on a CPU with AMX tiles, the weights the native propose reads keep a tile copy
+too, made when the speculator is built (so every path, native or per-op, multiplies the same way
+from the first step): a pass of one row (a lone request's chain) takes the int8 kernel, a pass
+of several (a batch's, a multi-position ingest) the tiles
+(:data:`~specpath_engine.modeling.native.TILES_FROM_ROWS`); a request's drafts may then differ in
+a near-tie with the batch it drafts in, never the output (verification decides it).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -32,7 +39,7 @@ import torch
 from specpath_engine.draft_overrides import kv_settings
 from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_engine.modeling.dtypes import torch_dtype
-from specpath_engine.modeling.native import native_kernels, registrations
+from specpath_engine.modeling.native import keep_tile_copies, native_kernels, registrations
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, DraftTree, SpeculatorContext
 from specpath_drafting import coupling
 from specpath_drafting.heads import HiddenStateHead
@@ -60,6 +67,10 @@ class HiddenStateSpeculator(BaseSpeculator):
     """Drives a :class:`~specpath_drafting.heads.HiddenStateHead` (see the module docstring).
     Subclasses say which head to build (:meth:`build_head`) and which target layers it reads
     (:attr:`hidden_state_layers`)."""
+
+    native_proposes: ClassVar[bool] = True
+    """Its :meth:`propose` takes the native propose where it can (a subclass with a propose of its
+    own says False: its head's int8 weights keep no tile copy, which only the native form reads)."""
 
     def __init__(self, spec: Any, context: SpeculatorContext) -> None:
         super().__init__(spec, context)
@@ -107,6 +118,9 @@ class HiddenStateSpeculator(BaseSpeculator):
         :meth:`_native_propose_batch`); False keeps it on the per-op path (the reference, for side-by-side measurements)."""
         self.prepare_inputs = prepare_inputs_fn(self.device)
         self.head.rotary.ensure_length(self.row_len)
+        if self.native_proposes:
+            with torch.inference_mode():  # the native form now: its int8 weights' tile copies before any pass
+                self._native_head(self.last_hidden)
         if self.parallel:  # constant inputs of the mask slots, computed once (weights are frozen)
             with torch.inference_mode():
                 self.mask_embed = self.head.mask_embeds(1).to(self.dtype).clone()
@@ -308,7 +322,10 @@ class HiddenStateSpeculator(BaseSpeculator):
             return None, None
         head = self._chain_head
         if head is None or not head.valid():
-            head = self._chain_head = self.head.native_draft_head() or _NoNativeHead(registrations())
+            head = self.head.native_draft_head()
+            if head is not None and head.ingests and native.tiles and keep_tile_copies(head):
+                head = self.head.native_draft_head()  # its int8 descriptors now carry the tile copies
+            head = self._chain_head = head or _NoNativeHead(registrations())
         if isinstance(head, _NoNativeHead):
             return None, None
         return native, head

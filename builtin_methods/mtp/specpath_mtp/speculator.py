@@ -64,6 +64,7 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
     """Module k drafts token k, each module with its own KV (see the module docstring)."""
 
     expected_modules = None
+    native_proposes = False  # its own propose, per-op
 
     def __init__(self, spec: Any, context: SpeculatorContext) -> None:
         super().__init__(spec, context)

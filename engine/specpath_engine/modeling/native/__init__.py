@@ -7,10 +7,14 @@
   half the memory bandwidth at one row.
 - ``tiled_matmul.c``: the bf16 matmul on AMX tiles where the CPU has AMX-BF16 (and Linux grants
   the tile registers): 1 to 16 rows per pass at the cost of one; bf16 layers then hold their
-  weights in its tile layout (``SPECPATH_AMX=0``: the AVX512-BF16 kernel above instead).
+  weights in its tile layout (``SPECPATH_AMX=0``: the AVX512-BF16 kernel above instead). An int8
+  drafter weight the native propose reads keeps a tile copy of its levels too (dual weights,
+  :func:`keep_tile_copies`) and each pass picks by its rows: int8 below :data:`TILES_FROM_ROWS`,
+  the tiles from there up (``specpath_linear_matmul``).
 - ``layer_ops.c``: RMSNorm (optionally fused with the residual add), RoPE and SiLU-and-multiply
   as one call each: a decode step of a small model on a CPU is dominated by per-op overhead;
-  ``decoder_layer.c`` runs a layer's two halves around attention as one call each, and a whole
+  ``decoder_layer.c`` runs a layer's two halves around attention as one call each (and holds the
+  one dispatch of a weight to its kernel, ``specpath_linear_matmul``), and a whole
   stack of layers for one request as one call (:class:`DecoderStack`).
 - ``attention.c``: one request's attention over its KV history (causal, or a token tree's
   mask), the new keys and values written on the way, and a batch of requests' in one call, each
@@ -42,6 +46,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +70,14 @@ MAX_ROWS = 8
 TILE_ROWS = 16
 """Rows one pass of the AMX-tile matmul multiplies (tiled_matmul.c), at about the cost of one."""
 
+TILES_FROM_ROWS = 2
+"""Rows from which a pass of a dual-weight linear (an int8 weight with its tile copy,
+:func:`keep_tile_copies`) runs on the tiles instead of the int8 kernel. At one row int8 wins: it
+streams half the bytes (a drafter's weights come from memory again after each target step) and
+its per-row multiply is paid once; from two rows the int8 kernel's multiplies grow with the rows
+while a tile pass costs the same for 1 to 16 (measured on the Xeon with AMX: an EAGLE-3 propose of
+8 requests 1.75 -> 0.86 ms at K=1; batch 1 unchanged; ``benchmarks/draft_weight_formats.py``)."""
+
 _POINTER, _INT = ctypes.c_void_p, ctypes.c_int
 
 
@@ -86,28 +99,39 @@ class Linear(ctypes.Structure):
     scales). It holds raw pointers: whoever holds it keeps the tensors alive and unmoved."""
 
     _fields_ = [("weight", ctypes.c_void_p), ("scales", ctypes.c_void_p), ("bits", ctypes.c_int64),
-                ("out_features", ctypes.c_int64), ("in_features", ctypes.c_int64), ("tiled", ctypes.c_int64)]
+                ("out_features", ctypes.c_int64), ("in_features", ctypes.c_int64), ("tiled", ctypes.c_int64),
+                ("tiles", ctypes.c_void_p), ("tiles_from_rows", ctypes.c_int64)]
 
     @classmethod
-    def of(cls, weight: torch.Tensor, scales: torch.Tensor | None, bits: int, tiled: bool = False) -> "Linear":
-        """``tiled``: a bf16 weight in the AMX tile layout (:meth:`NativeKernels.tile_pack`)."""
+    def of(cls, weight: torch.Tensor, scales: torch.Tensor | None, bits: int, tiled: bool = False,
+           tiles: torch.Tensor | None = None, tiles_from_rows: int | None = None) -> "Linear":
+        """``tiled``: a bf16 weight in the AMX tile layout (:meth:`NativeKernels.tile_pack`).
+        ``tiles``: an int8 weight's levels as bf16 in that layout, taken (times the scales) for
+        passes of at least ``tiles_from_rows`` rows (None: never; dual weights)."""
         out_features, stored = weight.shape
         in_features = stored * weight.element_size() * 8 // bits
         linear = cls(weight.data_ptr(), None if scales is None else scales.data_ptr(), bits, out_features, in_features,
-                     int(tiled))
-        linear.tensors = (weight, scales)  # kept alive with the pointers
+                     int(tiled), None if tiles is None else tiles.data_ptr(), tiles_from_rows or 0)
+        linear.tensors = (weight, scales, tiles)  # kept alive with the pointers
         return linear
 
     @classmethod
     def cached(cls, owner: Any, weight: torch.Tensor, scales: torch.Tensor | None, bits: int,
-               tiled: bool = False) -> "Linear":
+               tiled: bool = False, tiles: torch.Tensor | None = None,
+               tiles_from_rows: int | None = None) -> "Linear":
         """``owner``'s descriptor, rebuilt when its tensors are no longer the ones pointed to (a
         replaced buffer, or the same tensor holding other memory after a ``.data`` swap): a layer
-        asks every call, so a stale pointer is never used."""
+        asks every call, so a stale pointer is never used. A new ``tiles_from_rows`` is written
+        into the descriptor in place, so a :class:`DraftHead` holding it takes it too."""
         linear = owner.__dict__.get("_native_linear")
-        if (linear is None or linear.tensors[0] is not weight or linear.tensors[1] is not scales
-                or linear.weight != weight.data_ptr() or (scales is not None and linear.scales != scales.data_ptr())):
-            linear = owner.__dict__["_native_linear"] = cls.of(weight, scales, bits, tiled)
+        if (linear is None or any(held is not t for held, t in zip(linear.tensors, (weight, scales, tiles)))
+                or any(ptr != (None if t is None else t.data_ptr())
+                       for ptr, t in ((linear.weight, weight), (linear.scales, scales), (linear.tiles, tiles))
+                       if t is not None)):
+            linear = owner.__dict__["_native_linear"] = cls.of(weight, scales, bits, tiled, tiles, tiles_from_rows)
+        linear.tiles_from_rows = tiles_from_rows or 0
+        linear.owner = weakref.ref(owner)
+        """The module whose weights these are (:func:`keep_tile_copies` asks it for a tile copy)."""
         return linear
 
 
@@ -158,6 +182,8 @@ class DraftHead(ctypes.Structure):
         """The target id of each LM-head row (int64 ``[n]``), None: row i is id i."""
         head.ingests = ingests
         linears = [*layer, lm_head, *(extra for extra in (fuse, fc) if extra is not None)]
+        head.linears = linears
+        """Every weight the propose multiplies by (:func:`keep_tile_copies` walks them)."""
         head.tensors = (embed, embed_norm[0], hidden_norm[0], final_norm[0], post_norm[0], fuse_weight, lm_bias, ids,
                         linears)  # kept alive with the pointers
         head.pointers = [(t, t.data_ptr()) for t in (embed, embed_norm[0], hidden_norm[0], final_norm[0], post_norm[0],
@@ -169,6 +195,30 @@ class DraftHead(ctypes.Structure):
     def valid(self) -> bool:
         """Nothing it was built from has been replaced or moved since (as :meth:`DecoderStack.valid`)."""
         return self.generation == registrations() and all(t.data_ptr() == p for t, p in self.pointers)
+
+
+def keep_tile_copies(head: DraftHead) -> int:
+    """Give every int8 weight ``head`` reads (its owner's ``keep_tiles``: an
+    :class:`~specpath_engine.quantization.Int8Linear`) a copy of its levels in the AMX tile layout,
+    taken for passes of :data:`TILES_FROM_ROWS` rows and more; returns the bytes added (0: nothing
+    new, or no tiles here). Each copy registers a buffer, so ``head`` is stale after a nonzero
+    return: rebuild it (its descriptors then carry the copies)."""
+    added = 0
+    for linear in head.linears:
+        owner = getattr(linear, "owner", lambda: None)()
+        if owner is not None and callable(keep := getattr(owner, "keep_tiles", None)):
+            added += keep()
+    return added
+
+
+def use_tiles_from(head: DraftHead, rows: int | None) -> None:
+    """Every int8 weight ``head`` reads that keeps a tile copy takes it from ``rows`` rows (None:
+    never, the int8 kernel only; :data:`TILES_FROM_ROWS` again), in place: ``head`` stays valid
+    (side-by-side measurements of one head, references of one format)."""
+    for linear in head.linears:
+        owner = getattr(linear, "owner", lambda: None)()
+        if owner is not None and hasattr(owner, "tiled_levels"):
+            owner.use_tiles_from(rows)
 
 
 class DecoderStack:
@@ -261,6 +311,10 @@ class NativeKernels:
         self._bf16 = _function(library, "specpath_bf16_matmul", P, P, P, I, I, I, I)
         self._tile_pack = _function(library, "specpath_bf16_tile_pack", P, P, I, I)
         self._bf16_tiled = _function(library, "specpath_bf16_tile_matmul", P, P, P, I, I, I, I)
+        self._q8_tiled = _function(library, "specpath_q8_tile_matmul", P, P, P, P, I, I, I, I)
+        self._linear = _function(library, "specpath_linear_matmul", ctypes.POINTER(Linear), P, P, I)
+        self._dual_passes = library.specpath_dual_weight_passes
+        self._dual_passes.argtypes, self._dual_passes.restype = [], ctypes.POINTER(ctypes.c_int64 * 2)
         self.tiles = os.environ.get(AMX_SWITCH, "1") != "0" and bool(library.specpath_bf16_tile_supported())
         """bf16 matmuls run on AMX tiles (:meth:`bf16_tiled`, weights in :meth:`tile_pack`'s layout)."""
         self._rms_norm = _function(library, "specpath_rms_norm", P, P, P, P, P, I, I, ctypes.c_float)
@@ -319,6 +373,26 @@ class NativeKernels:
         self._bf16_tiled(packed.data_ptr(), x.data_ptr(), out.data_ptr(), out.dtype == torch.float32, x.shape[0],
                          packed.shape[0], x.shape[1])
         return out
+
+    def q8_tiled(self, packed: torch.Tensor, scales: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """:meth:`q8` on the AMX tiles (only where :attr:`tiles`): ``packed = tile_pack(levels as
+        bf16)`` of an int8 ``weight [N, K]``, fp32 ``scales [N]``; the same products, summed in
+        another order; ``out`` is bf16 or fp32."""
+        self._q8_tiled(packed.data_ptr(), scales.data_ptr(), x.data_ptr(), out.data_ptr(), out.dtype == torch.float32,
+                       x.shape[0], packed.shape[0], x.shape[1])
+        return out
+
+    def linear(self, linear: Linear, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``out [M, N] = x [M, K] @ weight.T`` (bf16) on the kernel ``linear``'s format takes, as
+        the fused functions multiply by it (a dual-weight linear: by the rows, :data:`TILES_FROM_ROWS`)."""
+        self._linear(ctypes.byref(linear), x.data_ptr(), out.data_ptr(), x.shape[0])
+        return out
+
+    def dual_weight_passes(self) -> tuple[int, int]:
+        """Passes of dual-weight linears since the library loaded (any caller): (on the int8 kernel,
+        on the tiles); a test diffs two readings to see which kernel its passes took."""
+        counts = self._dual_passes().contents
+        return int(counts[0]), int(counts[1])
 
     def bf16(self, weight: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out [M, N] = x [M, K] @ weight.T`` for a bf16 ``weight [N, K]``; ``out`` is bf16 or fp32."""

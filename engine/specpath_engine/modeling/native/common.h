@@ -1,4 +1,5 @@
-/* bf16 <-> fp32 helpers and a vectorised exp shared by the native element-wise kernels (AVX512). */
+/* bf16 <-> fp32 helpers and a vectorised exp shared by the native element-wise kernels (AVX512),
+ * and the weight descriptor every fused function takes (specpath_linear). */
 #ifndef SPECPATH_NATIVE_COMMON_H
 #define SPECPATH_NATIVE_COMMON_H
 #include <immintrin.h>
@@ -33,5 +34,21 @@ static inline __m512 exp_ps(__m512 v) {
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     return _mm512_scalef_ps(p, n);
 }
+
+/* A weight: bits 4 (levels [N, K/2], scale_mins [N, K/32, 2]), 8 (int8 [N, K], scales [N]) or
+ * 16 (bf16 [N, K], no scales; with tiled, in tiled_matmul.c's tile layout). An int8 weight may
+ * also carry tiles: its levels as bf16 in the tile layout (exact: |q| <= 127), multiplied on the
+ * AMX tiles (then by the scales) in passes of at least tiles_from_rows rows (<= 0: never);
+ * Python's Linear. */
+typedef struct {
+    const void *weight;
+    const float *scales;
+    int64_t bits, out_features, in_features, tiled;
+    const uint16_t *tiles;
+    int64_t tiles_from_rows;
+} specpath_linear;
+
+/* out [M, N] (bf16) = x [M, K] @ l's weight.T on the kernel its format takes (decoder_layer.c). */
+void specpath_linear_matmul(const specpath_linear *l, const uint16_t *x, uint16_t *out, int M);
 
 #endif

@@ -11,12 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
+
 void specpath_q4_matmul(const uint8_t *levels, const float *scale_mins, const uint16_t *x, void *out,
                         int out_f32, int M, int N, int K);
 void specpath_q8_matmul(const int8_t *weight, const float *scales, const uint16_t *x, void *out,
                         int out_f32, int M, int N, int K);
 void specpath_bf16_matmul(const uint16_t *weight, const uint16_t *x, void *out, int out_f32, int M, int N, int K);
 void specpath_bf16_tile_matmul(const uint16_t *packed, const uint16_t *x, void *out, int out_f32, int M, int N, int K);
+void specpath_q8_tile_matmul(const uint16_t *packed, const float *scales, const uint16_t *x, void *out, int out_f32,
+                             int M, int N, int K);
 void specpath_rms_norm(const uint16_t *x, const uint16_t *delta, uint16_t *sum_out, const uint16_t *weight,
                        uint16_t *out, int M, int D, float eps);
 void specpath_rope(const uint16_t *x, int x_stride, const uint16_t *cos, const uint16_t *sin, uint16_t *out,
@@ -24,23 +28,35 @@ void specpath_rope(const uint16_t *x, int x_stride, const uint16_t *cos, const u
 void specpath_silu_mul(const uint16_t *gate_up, uint16_t *out, int M, int F);
 void specpath_add(const uint16_t *a, const uint16_t *b, uint16_t *out, int64_t n);
 
-/* A weight: bits 4 (levels [N, K/2], scale_mins [N, K/32, 2]), 8 (int8 [N, K], scales [N]) or
- * 16 (bf16 [N, K], no scales; with tiled, in tiled_matmul.c's tile layout). */
-typedef struct {
-    const void *weight;
-    const float *scales;
-    int64_t bits, out_features, in_features, tiled;
-} specpath_linear;
+/* Passes of dual-weight linears (an int8 weight with its tile copy) since the library loaded:
+ * [0] on the int8 kernel, [1] on the tiles (tests read which kernel a pass took; single-threaded
+ * callers, as the draft timers). */
+static int64_t dual_passes[2];
 
-static void linear(const specpath_linear *l, const uint16_t *x, uint16_t *out, int M) {
+int64_t *specpath_dual_weight_passes(void) { return dual_passes; }
+
+void specpath_linear_matmul(const specpath_linear *l, const uint16_t *x, uint16_t *out, int M) {
+    const int N = (int)l->out_features, K = (int)l->in_features;
+    if (l->tiles) {
+        const int on_tiles = l->tiles_from_rows > 0 && M >= l->tiles_from_rows;
+        dual_passes[on_tiles]++;
+        if (on_tiles) {
+            specpath_q8_tile_matmul(l->tiles, l->scales, x, out, 0, M, N, K);
+            return;
+        }
+    }
     if (l->bits == 4)
-        specpath_q4_matmul((const uint8_t *)l->weight, l->scales, x, out, 0, M, (int)l->out_features, (int)l->in_features);
+        specpath_q4_matmul((const uint8_t *)l->weight, l->scales, x, out, 0, M, N, K);
     else if (l->bits == 16 && l->tiled)
-        specpath_bf16_tile_matmul((const uint16_t *)l->weight, x, out, 0, M, (int)l->out_features, (int)l->in_features);
+        specpath_bf16_tile_matmul((const uint16_t *)l->weight, x, out, 0, M, N, K);
     else if (l->bits == 16)
-        specpath_bf16_matmul((const uint16_t *)l->weight, x, out, 0, M, (int)l->out_features, (int)l->in_features);
+        specpath_bf16_matmul((const uint16_t *)l->weight, x, out, 0, M, N, K);
     else
-        specpath_q8_matmul((const int8_t *)l->weight, l->scales, x, out, 0, M, (int)l->out_features, (int)l->in_features);
+        specpath_q8_matmul((const int8_t *)l->weight, l->scales, x, out, 0, M, N, K);
+}
+
+static inline void linear(const specpath_linear *l, const uint16_t *x, uint16_t *out, int M) {
+    specpath_linear_matmul(l, x, out, M);
 }
 
 /* qkv_out [T, H + 2 KV, D]: q and k rotated, v as projected; without norm_weight, h goes in as it is. */

@@ -47,20 +47,8 @@ static inline double stamp(void) {
     return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
-void specpath_q4_matmul(const uint8_t *levels, const float *scale_mins, const uint16_t *x, void *out,
-                        int out_f32, int M, int N, int K);
-void specpath_q8_matmul(const int8_t *weight, const float *scales, const uint16_t *x, void *out,
-                        int out_f32, int M, int N, int K);
-void specpath_bf16_matmul(const uint16_t *weight, const uint16_t *x, void *out, int out_f32, int M, int N, int K);
-void specpath_bf16_tile_matmul(const uint16_t *packed, const uint16_t *x, void *out, int out_f32, int M, int N, int K);
 void specpath_rms_norm(const uint16_t *x, const uint16_t *delta, uint16_t *sum_out, const uint16_t *weight,
                        uint16_t *out, int M, int D, float eps);
-
-typedef struct {
-    const void *weight;
-    const float *scales;
-    int64_t bits, out_features, in_features, tiled;
-} specpath_linear;
 
 typedef struct {
     const uint16_t *input_norm, *post_norm;
@@ -96,15 +84,8 @@ typedef struct {
     const specpath_linear *fc; /* EAGLE-3's fc over the concatenated taps (the ingest's); NULL: MTP */
 } specpath_draft_head;
 
-static void linear(const specpath_linear *l, const uint16_t *x, uint16_t *out, int M) {
-    if (l->bits == 4)
-        specpath_q4_matmul((const uint8_t *)l->weight, l->scales, x, out, 0, M, (int)l->out_features, (int)l->in_features);
-    else if (l->bits == 16 && l->tiled)
-        specpath_bf16_tile_matmul((const uint16_t *)l->weight, x, out, 0, M, (int)l->out_features, (int)l->in_features);
-    else if (l->bits == 16)
-        specpath_bf16_matmul((const uint16_t *)l->weight, x, out, 0, M, (int)l->out_features, (int)l->in_features);
-    else
-        specpath_q8_matmul((const int8_t *)l->weight, l->scales, x, out, 0, M, (int)l->out_features, (int)l->in_features);
+static inline void linear(const specpath_linear *l, const uint16_t *x, uint16_t *out, int M) {
+    specpath_linear_matmul(l, x, out, M); /* an int8 weight with a tile copy: by rows (decoder_layer.c) */
 }
 
 static inline float bf16_value(uint16_t v) {

@@ -13,6 +13,11 @@
  * same order whatever the number of rows or threads, so a row's result does not depend on what
  * else is in the batch; it differs from rows_matmul.c's in the order of the fp32 additions.
  *
+ * An int8 weight (rows_matmul.c's q8: w = q * scale per output) can be held here too, its levels
+ * q as bf16 (exact: |q| <= 127) with the scales applied to the fp32 sums, as the q8 kernel applies
+ * them (specpath_q8_tile_matmul): the same products, summed in another order. A drafter keeps
+ * both copies and takes this one for passes of several rows (specpath_linear_matmul).
+ *
  * Linux hands out the tile registers per process on request (arch_prctl ARCH_REQ_XCOMP_PERM);
  * specpath_bf16_tile_supported asks once. Compilers without AMX support build a stub. */
 #include <stdint.h>
@@ -61,11 +66,13 @@ int specpath_bf16_tile_supported(void) {
     return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
 }
 
-/* Rows [rows, 16] of fp32 sums (stride 16) to out: bf16 (round to nearest even) or fp32. */
+/* Rows [rows, 16] of fp32 sums (stride 16), times scales[n0..n0+15] if any (rows_matmul.c's order),
+ * to out: bf16 (round to nearest even) or fp32. */
 __attribute__((target("avx512f,avx512bf16")))
-static inline void store_block(void *out, int out_f32, int N, int n0, const float *sums, int rows) {
+static inline void store_block(void *out, int out_f32, int N, int n0, const float *sums, int rows, const float *scales) {
     for (int m = 0; m < rows; m++) {
         __m512 v = _mm512_loadu_ps(sums + m * TILE_OUT);
+        if (scales) v = _mm512_mul_ps(v, _mm512_loadu_ps(scales + n0));
         if (out_f32) _mm512_storeu_ps((float *)out + (size_t)m * N + n0, v);
         else _mm256_storeu_si256((__m256i *)((uint16_t *)out + (size_t)m * N + n0), (__m256i)_mm512_cvtneps_pbh(v));
     }
@@ -73,7 +80,8 @@ static inline void store_block(void *out, int out_f32, int N, int n0, const floa
 
 /* Two output blocks per work item (C tiles 0 and 1 share each A tile load), one for an odd tail. */
 __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bf16")))
-static void tile_pass(const uint16_t *packed, const uint16_t *x, void *out, int out_f32, int rows, int N, int K) {
+static void tile_pass(const uint16_t *packed, const float *scales, const uint16_t *x, void *out, int out_f32, int rows,
+                      int N, int K) {
     const int kb_count = K / TILE_IN, blocks = N / TILE_OUT, items = (blocks + 1) / 2;
 #pragma omp parallel
     {
@@ -102,29 +110,41 @@ static void tile_pass(const uint16_t *packed, const uint16_t *x, void *out, int 
                 }
             }
             _tile_stored(0, sums[0], 64);
-            store_block(out, out_f32, N, nb * TILE_OUT, sums[0], rows);
+            store_block(out, out_f32, N, nb * TILE_OUT, sums[0], rows, scales);
             if (pair) {
                 _tile_stored(1, sums[1], 64);
-                store_block(out, out_f32, N, (nb + 1) * TILE_OUT, sums[1], rows);
+                store_block(out, out_f32, N, (nb + 1) * TILE_OUT, sums[1], rows, scales);
             }
         }
         _tile_release();
     }
 }
 
-/* out [M, N] (bf16, or fp32 when out_f32) = x [M, K] (bf16) @ w.T for w packed by
- * specpath_bf16_tile_pack; rows in passes of 16. */
-void specpath_bf16_tile_matmul(const uint16_t *packed, const uint16_t *x, void *out, int out_f32, int M, int N, int K) {
+/* out [M, N] (bf16, or fp32 when out_f32) = x [M, K] (bf16) @ (w * scales[:, None]).T for w packed
+ * by specpath_bf16_tile_pack and fp32 scales [N] (NULL: none); rows in passes of 16. */
+void specpath_q8_tile_matmul(const uint16_t *packed, const float *scales, const uint16_t *x, void *out, int out_f32,
+                             int M, int N, int K) {
     const size_t out_size = out_f32 ? sizeof(float) : sizeof(uint16_t);
     for (int r0 = 0; r0 < M; r0 += TILE_ROWS) {
         const int rows = M - r0 < TILE_ROWS ? M - r0 : TILE_ROWS;
-        tile_pass(packed, x + (size_t)r0 * K, (char *)out + (size_t)r0 * N * out_size, out_f32, rows, N, K);
+        tile_pass(packed, scales, x + (size_t)r0 * K, (char *)out + (size_t)r0 * N * out_size, out_f32, rows, N, K);
     }
+}
+
+/* out [M, N] (bf16, or fp32 when out_f32) = x [M, K] (bf16) @ w.T for w packed by
+ * specpath_bf16_tile_pack; rows in passes of 16. */
+void specpath_bf16_tile_matmul(const uint16_t *packed, const uint16_t *x, void *out, int out_f32, int M, int N, int K) {
+    specpath_q8_tile_matmul(packed, 0, x, out, out_f32, M, N, K);
 }
 #else
 int specpath_bf16_tile_supported(void) { return 0; }
 
 void specpath_bf16_tile_matmul(const uint16_t *packed, const uint16_t *x, void *out, int out_f32, int M, int N, int K) {
     (void)packed; (void)x; (void)out; (void)out_f32; (void)M; (void)N; (void)K;
+}
+
+void specpath_q8_tile_matmul(const uint16_t *packed, const float *scales, const uint16_t *x, void *out, int out_f32,
+                             int M, int N, int K) {
+    (void)packed; (void)scales; (void)x; (void)out; (void)out_f32; (void)M; (void)N; (void)K;
 }
 #endif
