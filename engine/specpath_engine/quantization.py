@@ -24,7 +24,7 @@ either way.
 
 A drafter's int8 weight that the native propose reads may keep a second copy, its levels in the
 AMX tile layout (:meth:`Int8Linear.keep_tiles`, where the CPU has the tiles): passes of
-``TILES_FROM_ROWS`` rows and more (a batch's drafting) take it, single rows the int8 kernel.
+``TILES_FROM_ROWS`` rows and more (a batch's drafting) take it, fewer rows the int8 kernel.
 Only drafters: a pass's bits then depend on its row count, which verification must not.
 
 The quantised weights *are* the target: speculative decoding verifies against them, so it stays

@@ -164,9 +164,9 @@ def test_a_drafter_layer_int4_cannot_hold_gets_int8_where_asked():
 @pytest.mark.skipif(native_kernels_missing() is not None, reason=str(native_kernels_missing()))
 @given(sixteens=st.integers(1, 4), thirty_twos=st.integers(1, 6), rows=st.integers(1, 12), seed=st.integers(0, 2**16))
 @settings(max_examples=30, deadline=None)
-def test_an_int8_layer_with_a_tile_copy_takes_it_from_two_rows(sixteens, thirty_twos, rows, seed):
-    """Dual weights (``keep_tiles``, where the CPU has AMX tiles): one row stays on the int8 kernel
-    (its bits), ``TILES_FROM_ROWS`` and more take the tile copy, the same products summed in
+def test_an_int8_layer_with_a_tile_copy_takes_it_from_tiles_from_rows(sixteens, thirty_twos, rows, seed):
+    """Dual weights (``keep_tiles``, where the CPU has AMX tiles): fewer rows than
+    ``TILES_FROM_ROWS`` stay on the int8 kernel (its bits), that many and more take the tile copy, the same products summed in
     another order (the fp32 sums agree to rounding); the copy costs two bytes a weight, is made
     once, and ``use_tiles_from(None)`` goes back to int8 alone. Without tiles, no copy is kept."""
     from specpath_engine.modeling.native import TILES_FROM_ROWS, kernels
@@ -182,7 +182,7 @@ def test_an_int8_layer_with_a_tile_copy_takes_it_from_two_rows(sixteens, thirty_
         if not native.tiles:
             assert added == 0 and q.tiles_from_rows is None and torch.equal(q(x), int8)
             return
-        assert added == 2 * n * k and q.keep_tiles() == 0 and q.tiles_from_rows == TILES_FROM_ROWS == 2
+        assert added == 2 * n * k and q.keep_tiles() == 0 and q.tiles_from_rows == TILES_FROM_ROWS
         dual = q(x)
         tiled = native.q8_tiled(q.tiled_levels, q.scales_f32, x, x.new_empty(rows, n))
         assert torch.equal(dual, int8 if rows < TILES_FROM_ROWS else tiled)

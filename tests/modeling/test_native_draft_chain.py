@@ -6,8 +6,8 @@ the whole native propose (the ingest of the newly verified positions, then the c
 racing), with the head's kept output too, and a batch of requests' proposes in one call is each
 request's own; a head off the native kernels has no native form and the chain stays
 per-op. An int8 head whose weights keep their AMX-tile copies (dual weights) takes int8 for
-one-row passes and the tiles for more, the per-op path's bits pass for pass; without AMX it keeps
-no copy."""
+passes of fewer than ``TILES_FROM_ROWS`` rows and the tiles for more, the per-op path's bits pass
+for pass; without AMX it keeps no copy."""
 
 import os
 import subprocess
@@ -411,7 +411,7 @@ def test_with_dual_weights_a_batched_native_propose_is_the_per_op_path_pass_for_
     """An int8 head whose weights keep their tile copies (where the CPU has AMX tiles; without,
     none is kept and this is the int8 test above): R = 1..8 requests with 0..6 new positions and
     K = 1..4 drafts, greedy or racing, give the drafts, kept outputs and drafter KV of the per-op
-    path run with the same passes (a pass of one row on int8, of more on the tiles, either way)."""
+    path run with the same passes (a pass of few rows on int8, of many on the tiles, either way)."""
     head = _head(kind, "int8", seed)
     native_head, added = _dual(head)
     assert added > 0 if KERNELS.tiles else added == 0
@@ -432,8 +432,8 @@ def test_with_dual_weights_a_batched_native_propose_is_the_per_op_path_pass_for_
 def test_a_lone_requests_passes_take_int8_and_a_batchs_the_tiles(kind):
     """Which kernel each pass of a dual-weight head took (``dual_weight_passes``, not timing): a
     batch of one with one new position is all one-row passes, on the int8 kernel; eight requests
-    at once are all eight-row passes, on the tiles; a lone request's ingest of several positions
-    is on the tiles, its chain on int8. With the copies switched off (``use_tiles_from(None)``),
+    at once are all eight-row passes, on the tiles; a lone request's ingest of TILES_FROM_ROWS
+    positions and more is on the tiles, its chain on int8. With the copies switched off (``use_tiles_from(None)``),
     every pass is on int8 again, the per-op path's without copies."""
     head = _head(kind, "int8", 7)
     native_head, added = _dual(head)
@@ -448,7 +448,7 @@ def test_a_lone_requests_passes_take_int8_and_a_batchs_the_tiles(kind):
         after = KERNELS.dual_weight_passes()
         return got, (after[0] - before[0], after[1] - before[1])
 
-    lone, batch, ingest = [(1, 4, 10, None)], [(1, 4, 10, None)] * 8, [(5, 4, 10, None)]
+    lone, batch, ingest = [(1, 4, 10, None)], [(1, 4, 10, None)] * 8, [(native.TILES_FROM_ROWS, 4, 10, None)]
     _, (int8, tiles) = passes(lone)
     assert int8 > 0 and tiles == 0
     _, (int8, tiles) = passes(batch)

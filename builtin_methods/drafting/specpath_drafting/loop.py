@@ -21,10 +21,11 @@ once per pass for all their rows).
 
 With int8 weights on a CPU with AMX tiles, the weights the native propose reads keep a tile copy
 too, made when the speculator is built (so every path, native or per-op, multiplies the same way
-from the first step): a pass of one row (a lone request's chain) takes the int8 kernel, a pass
-of several (a batch's, a multi-position ingest) the tiles
+from the first step): a pass of few rows (a lone request's chain) takes the int8 kernel, a pass
+of many (a batch's, a long ingest) the tiles
 (:data:`~specpath_engine.modeling.native.TILES_FROM_ROWS`); a request's drafts may then differ in
-a near-tie with the batch it drafts in, never the output (verification decides it).
+a near-tie (rare: the two sum the same products in another order) with the batch it drafts in,
+never the output (verification decides it).
 """
 
 from __future__ import annotations

@@ -179,6 +179,50 @@ def batched_native_propose_keeps_greedy_output(spec: Mapping[str, Any], prompts:
     return batched
 
 
+class DualWeightDrafting(NamedTuple):
+    """What :func:`dual_weight_drafting` saw."""
+
+    tile_bytes: int
+    """Bytes of AMX-tile copies kept beside the drafter's int8 weights (0: none)."""
+    batch_passes: tuple[int, int]
+    """Dual-weight passes of the batched run: (on the int8 kernel, on the tiles)."""
+    lone_passes: tuple[int, int]
+    """The same for one request at a time."""
+
+
+def tile_copy_bytes(speculator: Any) -> int:
+    """Bytes of AMX-tile copies the speculator's drafter keeps (over every module it holds, the
+    native form's LM-head rows included): only the weights its native propose reads have them."""
+    native_head = getattr(speculator, "_chain_head", None)
+    owners = [linear.owner() for linear in getattr(native_head, "linears", ())]
+    modules = {id(m): m for m in [*speculator.head.modules(), *(o for o in owners if o is not None)]}
+    return sum(m.tiled_levels.numel() * m.tiled_levels.element_size() for m in modules.values()
+               if hasattr(m, "tiled_levels"))
+
+
+def dual_weight_drafting(spec: Mapping[str, Any], prompts: Sequence[str | Sequence[int]], *,
+                         model: str | None = None, max_tokens: int = 24) -> DualWeightDrafting:
+    """bf16 greedy with the spec's drafter: every prompt at once (``max_num_seqs`` = their number),
+    then the first alone; each output is plain decoding's. Returns the drafter's tile-copy bytes
+    and which kernel the dual-weight passes took in each run (``NativeKernels.dual_weight_passes``)."""
+    from specpath_engine.llm import LLM, SamplingParams
+    from specpath_engine.modeling.native import kernels
+
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    batch = [p if isinstance(p, str) else list(p) for p in prompts]
+    native, runs, tile_bytes = kernels(), [], 0
+    for requests in (batch, batch[:1]):
+        options = dict(dtype="bfloat16", num_threads=1, max_num_seqs=len(requests))
+        plain = [o.token_ids for o in LLM(model, None, **options).generate(requests, params)]
+        llm = LLM(model, dict(spec), **options)
+        tile_bytes = max(tile_bytes, tile_copy_bytes(llm.speculator))
+        before = native.dual_weight_passes() if native is not None else (0, 0)
+        assert [o.token_ids for o in llm.generate(requests, params)] == plain
+        after = native.dual_weight_passes() if native is not None else (0, 0)
+        runs.append((after[0] - before[0], after[1] - before[1]))
+    return DualWeightDrafting(tile_bytes, *runs)
+
+
 def check_every_proposal(speculator: Any, want: Callable[[Any, int], list[int]]) -> list[int]:
     """Wrap ``speculator.propose`` so each request's drafts are compared, as they are proposed,
     with ``want(request, n)``; returns the (growing) list of the draft counts checked."""

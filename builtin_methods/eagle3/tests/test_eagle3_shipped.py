@@ -112,3 +112,20 @@ def test_a_batched_native_propose_keeps_plain_greedy_output(k):
     batched = batched_native_propose_keeps_greedy_output(
         {"method": "eagle3", "num_speculative_tokens": k, "draft_length_policy": "fixed"}, list(DEMO_PROMPTS[:4]))
     assert batched > 0 if kernels() is not None else batched == 0
+
+
+def test_the_int8_head_drafts_a_batch_on_its_tile_copies():
+    """The shipped head runs int8 (its shipped default). Where the CPU has AMX tiles, the weights
+    its native propose reads keep a tile copy too (dual weights): a batch's propose passes take
+    the copies, a lone request's chain the int8 kernel; the output is plain decoding's either way.
+    Without tiles no copy is kept and every pass is int8."""
+    from specpath_drafting.testing import dual_weight_drafting
+    from specpath_engine.modeling.native import kernels
+
+    torch.set_num_threads(1)
+    seen = dual_weight_drafting({"method": "eagle3", "num_speculative_tokens": 3, "draft_length_policy": "fixed"},
+                                list(DEMO_PROMPTS[:4]))
+    if kernels() is not None and kernels().tiles:
+        assert seen.tile_bytes > 0 and seen.batch_passes[1] > 0 and seen.lone_passes[0] > 0
+    else:
+        assert seen.tile_bytes == 0 and seen.batch_passes[1] == seen.lone_passes[1] == 0

@@ -107,3 +107,24 @@ def test_a_batched_native_propose_keeps_plain_greedy_output(k, tmp_path):
         {"method": "mtp", "model": str(module), "num_speculative_tokens": k, "draft_length_policy": "fixed"},
         list(DEMO_PROMPTS[:4]))
     assert batched > 0 if kernels() is not None else batched == 0
+
+
+def test_the_int8_module_drafts_a_batch_on_its_tile_copies(tmp_path):
+    """The shipped module with a training vocabulary (the native form; a copy, so int8 is asked
+    for, as its shipped default is). Where the CPU has AMX tiles, the weights its native propose reads (the kept LM-head
+    rows included) keep a tile copy too: a batch's passes take the copies, a lone request's chain
+    the int8 kernel; the output is plain decoding's either way. Without tiles, no copy."""
+    import torch
+
+    from specpath_drafting.testing import dual_weight_drafting, with_train_vocab
+    from specpath_engine.harness import DEMO_PROMPTS
+    from specpath_engine.modeling.native import kernels
+
+    torch.set_num_threads(1)
+    module = with_train_vocab(MTP1, tmp_path / "mtp1", [0, 10, *range(32, 126)])  # 96 rows: NUL, newline, ASCII
+    seen = dual_weight_drafting({"method": "mtp", "model": str(module), "num_speculative_tokens": 3,
+                                 "draft_length_policy": "fixed", "quantization": "int8"}, list(DEMO_PROMPTS[:4]))
+    if kernels() is not None and kernels().tiles:
+        assert seen.tile_bytes > 0 and seen.batch_passes[1] > 0 and seen.lone_passes[0] > 0
+    else:
+        assert seen.tile_bytes == 0 and seen.batch_passes[1] == seen.lone_passes[1] == 0

@@ -70,13 +70,15 @@ MAX_ROWS = 8
 TILE_ROWS = 16
 """Rows one pass of the AMX-tile matmul multiplies (tiled_matmul.c), at about the cost of one."""
 
-TILES_FROM_ROWS = 2
+TILES_FROM_ROWS = 4
 """Rows from which a pass of a dual-weight linear (an int8 weight with its tile copy,
-:func:`keep_tile_copies`) runs on the tiles instead of the int8 kernel. At one row int8 wins: it
-streams half the bytes (a drafter's weights come from memory again after each target step) and
-its per-row multiply is paid once; from two rows the int8 kernel's multiplies grow with the rows
-while a tile pass costs the same for 1 to 16 (measured on the Xeon with AMX: an EAGLE-3 propose of
-8 requests 1.75 -> 0.86 ms at K=1; batch 1 unchanged; ``benchmarks/draft_weight_formats.py``)."""
+:func:`keep_tile_copies`) runs on the tiles instead of the int8 kernel. The int8 kernel's cost
+grows with the rows (its multiplies do), a tile pass costs the same for 1 to 16, but the tile
+copy is twice the bytes, and a drafter's weights come from memory again after each target step
+streamed the caches. Measured on the Xeon with AMX (1 thread, 256 MB streamed between proposes,
+``benchmarks/draft_weight_formats.py``): from 2 rows a propose lost ~20% on the tiles (EAGLE-3,
+2 requests), about even at 3, from 4 it gained (1.2-1.7x; 8 requests 1.7-2.1x); with warm caches
+the tiles win from 2 rows already (a layer at 2 rows 0.60 -> 0.52 ms), cold memory decides."""
 
 _POINTER, _INT = ctypes.c_void_p, ctypes.c_int
 

@@ -8,6 +8,13 @@
  * the host sync per draft (a drafting step of a small head on a CPU spends longer there than
  * in the matmuls).
  *
+ * Which kernel a matmul runs is its weight's (specpath_linear_matmul in decoder_layer.c): int4,
+ * int8, bf16 or bf16 on AMX tiles; an int8 drafter weight with a tile copy (dual weights, where
+ * the CPU has AMX) takes the int8 kernel for passes of fewer than its tiles_from_rows rows (a lone
+ * request's chain) and the tiles for more (a batch's passes, a long ingest): the int8 kernel's
+ * cost grows with the rows, a tile pass's does not. The per-op path dispatches the same way, so
+ * it stays this path's reference pass for pass.
+ *
  * specpath_draft_propose runs the step before the chain in the same call: the ingest, the head
  * over the request's newly verified positions with the target's hidden states there (EAGLE-3's
  * fc over the concatenated taps first), writing the drafter KV there; a greedy propose of one
