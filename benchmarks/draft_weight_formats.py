@@ -10,9 +10,13 @@ makes) for the shipped SmolLM2-135M drafters at batch 1 and 8 and K = 1 and 4, e
 ``--also-from``), on the same head, interleaved call by call (the order alternating), medians
 over ``--reps`` calls. Between calls ``--evict-mb`` of memory is streamed
 (not timed), as the target's step does to the drafter's weights in the caches. Prints the load
-average before and after and the CPU. Not part of the tests.
+average before and after and the CPU. With ``--generate N`` each drafter also generates N tokens
+(greedy, EOS ignored) for every batch size's worth of built-in prompts at once, end to end, the
+formats alternating generation by generation (``--rounds`` each; tokens per second, medians). Not
+part of the tests.
 
-    python benchmarks/draft_weight_formats.py [--methods eagle3,mtp] [--threads 2] [--reps 40]
+    python benchmarks/draft_weight_formats.py [--methods eagle3,mtp] [--threads 1] [--reps 40]
+        [--new 1] [--also-from 2,3] [--generate 64 --rounds 3]
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ def main() -> int:
     ap.add_argument("--also-from", default="",
                     help="more thresholds to time (rows from which the copies are taken, comma-separated): a "
                          "column each, to check TILES_FROM_ROWS")
+    ap.add_argument("--generate", type=int, default=0, help="also time end-to-end generation of this many tokens")
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
 
     import numpy as np
@@ -59,7 +65,7 @@ def main() -> int:
     batches, ks = [int(b) for b in args.batches.split(",")], [int(k) for k in args.ks.split(",")]
     evict = torch.zeros(args.evict_mb * 2**18, dtype=torch.float32) if args.evict_mb else None
     load_before = os.getloadavg()
-    rows = []
+    rows, generated = [], []
     modes = [None, TILES_FROM_ROWS, *(int(r) for r in args.also_from.split(",") if r)]
     """None: int8 only; a number: the tile copies from that many rows"""
     for method in args.methods.split(","):
@@ -95,6 +101,22 @@ def main() -> int:
                             times[mode].append(time.perf_counter() - t0)
                 use_tiles_from(head, TILES_FROM_ROWS)
                 rows.append((method, batch, k, [1e3 * statistics.median(times[m]) for m in modes], extra))
+        for batch in batches if args.generate else ():
+            from specpath_engine.harness import DEMO_PROMPTS
+            from specpath_engine.llm import SamplingParams
+
+            prompts = [DEMO_PROMPTS[i % len(DEMO_PROMPTS)] for i in range(batch)]
+            params = SamplingParams(temperature=0.0, max_tokens=args.generate, ignore_eos=True)
+            rates: dict[int | None, list[float]] = {None: [], TILES_FROM_ROWS: []}
+            for rnd in range(args.rounds + 1):
+                for mode in ((None, TILES_FROM_ROWS) if rnd % 2 else (TILES_FROM_ROWS, None)):
+                    use_tiles_from(sp._chain_head, mode)
+                    t0 = time.perf_counter()
+                    outs = llm.generate(prompts, params)
+                    if rnd:  # the first round warms up
+                        rates[mode].append(sum(len(o.token_ids) for o in outs) / (time.perf_counter() - t0))
+            use_tiles_from(sp._chain_head, TILES_FROM_ROWS)
+            generated.append((method, batch, statistics.median(rates[None]), statistics.median(rates[TILES_FROM_ROWS])))
     load_after = os.getloadavg()
     print(f"CPU: {cpu_name()}; threads {args.threads}; load {load_before[0]:.2f} before, {load_after[0]:.2f} after "
           f"(1-min); {args.reps} calls per cell, medians; {args.new} new position(s) a request; "
@@ -104,6 +126,11 @@ def main() -> int:
     for method, batch, k, ms, extra in rows:
         more = "".join(f" {m:10.3f}" for m in ms[2:])
         print(f"{method:8} {batch:5d} {k:2d} {ms[0]:8.3f} {ms[1]:8.3f} {ms[0] / ms[1]:7.2f}x{more} {extra / 1e6:12.1f}")
+    if generated:
+        print(f"end to end, {args.generate} tokens a request, K = {max(ks)}, medians of {args.rounds} generations:")
+        print(f"{'drafter':8} {'batch':>5} {'int8 tok/s':>10} {'dual tok/s':>10} {'speed-up':>8}")
+        for method, batch, int8, dual in generated:
+            print(f"{method:8} {batch:5d} {int8:10.1f} {dual:10.1f} {dual / int8:7.2f}x")
     return 0
 
 
