@@ -98,9 +98,9 @@ class Int8Linear(_WeightOnlyLinear):
         """Keep a copy of the levels as bf16 in the AMX tile layout (exact: ``|q| <= 127``) beside
         the int8 weight, multiplied (then scaled) for passes of :data:`TILES_FROM_ROWS` rows and
         more: a batch's drafting pass then costs about one row's (the int8 kernel's grows with the
-        rows). Only where the layer is native and the CPU has the tiles (``NativeKernels.tiles``);
-        returns the bytes added (0: not here, or kept already)."""
-        if not self.native or not kernels().tiles or hasattr(self, "tiled_levels"):
+        rows). Only where the layer is native without a bias and the CPU has the tiles
+        (``NativeKernels.tiles``); returns the bytes added (0: not here, or kept already)."""
+        if not self.native or self.bias is not None or not kernels().tiles or hasattr(self, "tiled_levels"):
             return 0
         self.register_buffer("tiled_levels", kernels().tile_pack(self.qweight.to(torch.bfloat16)))
         self.tiles_from_rows = TILES_FROM_ROWS

@@ -379,7 +379,7 @@ class HiddenStateSpeculator(BaseSpeculator):
         """:meth:`_native_propose` for a batch of requests in one native call
         (:meth:`~specpath_engine.modeling.native.NativeKernels.draft_propose_batch`: each weight
         read once per pass for every request's rows; each request's drafter KV, output and drafts
-        the bits of its own call), or None where the per-op path runs: as there, plus a
+        the bits of its own call, but for dual weights: see the module docstring), or None where the per-op path runs: as there, plus a
         request with sampled drafts anywhere in the batch, or a RoPE whose rows are not its cache's
         (dynamic)."""
         reqs = batch.requests

@@ -126,14 +126,15 @@ class Linear(ctypes.Structure):
         asks every call, so a stale pointer is never used. A new ``tiles_from_rows`` is written
         into the descriptor in place, so a :class:`DraftHead` holding it takes it too."""
         linear = owner.__dict__.get("_native_linear")
-        if (linear is None or any(held is not t for held, t in zip(linear.tensors, (weight, scales, tiles)))
-                or any(ptr != (None if t is None else t.data_ptr())
-                       for ptr, t in ((linear.weight, weight), (linear.scales, scales), (linear.tiles, tiles))
-                       if t is not None)):
+        if (linear is None or linear.tensors[0] is not weight or linear.tensors[1] is not scales
+                or linear.tensors[2] is not tiles or linear.weight != weight.data_ptr()
+                or (scales is not None and linear.scales != scales.data_ptr())
+                or (tiles is not None and linear.tiles != tiles.data_ptr())):
             linear = owner.__dict__["_native_linear"] = cls.of(weight, scales, bits, tiled, tiles, tiles_from_rows)
-        linear.tiles_from_rows = tiles_from_rows or 0
-        linear.owner = weakref.ref(owner)
-        """The module whose weights these are (:func:`keep_tile_copies` asks it for a tile copy)."""
+            linear.owner = weakref.ref(owner)
+            """The module whose weights these are (:func:`keep_tile_copies` asks it for a tile copy)."""
+        elif linear.tiles_from_rows != (tiles_from_rows or 0):
+            linear.tiles_from_rows = tiles_from_rows or 0
         return linear
 
 
@@ -551,7 +552,10 @@ class NativeKernels:
                             value_cache: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                             noise: torch.Tensor | None = None) -> torch.Tensor:
         """:meth:`draft_propose` for R requests in one call, every weight read once per pass for
-        all their rows; each request's drafts, KV and output the bits of its own call.
+        all their rows; each request's drafts, KV and output the bits of its own call (with dual
+        weights, :func:`keep_tile_copies`, the bits of the per-op path run with the same passes: a
+        pass's kernel follows its rows, so a request's own call may take int8 where the batch
+        took the tiles).
         ``plan``: int64 ``[6, R]`` (numpy or torch, contiguous), per request its count T of newly
         committed positions, its row of ``outputs``, its K drafts (0: ingest only), its first KV
         slot (its position p at row first slot + p of ``key_cache``/``value_cache``, the whole

@@ -328,8 +328,8 @@ void specpath_draft_propose(const specpath_draft_head *hd, const uint16_t *taps,
 }
 
 /* R requests' proposes in one call (a batched step's drafting), each request's drafts, KV and
- * output row the bits of its specpath_draft_propose alone (row-invariant kernels): see propose
- * above for the layout. taps [sum counts, fc inputs] and ids [sum counts] concatenated in request
+ * output row the bits of its specpath_draft_propose alone (row-invariant kernels; but for dual
+ * weights, whose kernel follows a pass's rows): see propose above for the layout. taps [sum counts, fc inputs] and ids [sum counts] concatenated in request
  * order; a_base [rows, d] (the speculator's kept outputs) with request r's at row a_rows[r];
  * keys/values [slots, KV, D] the whole drafter KV layer, request r's position p at slot
  * kv_base[r] + p; cos/sin a table whose row cos_rows[r] + p - p0s[r] is request r's position p
