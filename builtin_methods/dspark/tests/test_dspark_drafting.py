@@ -160,6 +160,39 @@ def test_a_recorded_training_vocabulary_restricts_the_drafts(setup, tmp_path):
     assert len(checked) > 10
 
 
+def test_the_walk_over_the_kept_ids_drafts_what_the_whole_vocabulary_walk_drafts(setup, tmp_path):
+    """With a recorded training vocabulary the Markov walks run over the kept ids alone; greedy,
+    seeded sampled and unseeded sampled requests get the drafts (and confidences) the walks over
+    the whole vocabulary give them, proposal by proposal."""
+    from specpath_drafting.testing import make_engine, resolve, with_train_vocab
+    from specpath_engine.request import SamplingParams
+
+    root, target, drafters, _ = setup
+    path = with_train_vocab(drafters[True], tmp_path / "restricted", list(range(0, 64, 2)))
+    spec = resolve({"method": "dspark", "model": str(path), "num_speculative_tokens": 4,
+                    "draft_length_policy": "fixed"}, root / "target")
+    params = [SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True),
+              SamplingParams(temperature=0.8, seed=5, max_tokens=24, ignore_eos=True),
+              SamplingParams(temperature=0.8, max_tokens=24, ignore_eos=True)]
+    runs = []
+    for whole in (False, True):
+        speculator = (engine := make_engine(target, spec)).runner.speculator
+        if whole:
+            speculator.drafter.kept_logits = lambda hidden: None  # the whole-vocabulary walk
+        proposals, propose = [], speculator.propose
+
+        def recording(batch, propose=propose, proposals=proposals):
+            out = propose(batch)
+            proposals.append((out.token_ids.tolist(), out.confidences.tolist()))
+            return out
+
+        speculator.propose = recording
+        torch.manual_seed(0)
+        engine.generate(PROMPTS[:3], params)
+        runs.append(proposals)
+    assert len(runs[0]) > 10 and runs[0] == runs[1]
+
+
 def test_bf16_drafting_with_the_packed_drafter_matches_the_unpacked_one(setup, monkeypatch):
     from specpath_drafting.testing import packed_drafting_matches_unpacked
 
