@@ -140,7 +140,8 @@ class DSparkSpeculator(BlockSpeculator):
         if raced:  # as in choose: seeded requests race on their noise, here at the kept ids
             idx = torch.tensor(raced, dtype=torch.int64, device=dev)
             inv_t = torch.tensor([1.0 / temps[i] for i in raced], device=dev)
-            gumbel = torch.stack([noise[i] for i in raced]).index_select(-1, ids.to(noise[raced[0]].device))
+            at = ids.to(noise[raced[0]].device)
+            gumbel = torch.stack([noise[i].index_select(-1, at) for i in raced])  # [raced, K, n]: no whole-vocabulary copy
             tokens[idx], conf[idx] = markov_race(
                 logits[idx], None if floor is None else floor[idx], w1, w2, anchors_t[idx], conf_base[idx], cw,
                 self.temps[:k], inv_t, gumbel, ids=ids)
