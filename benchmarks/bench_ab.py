@@ -8,7 +8,7 @@ tree and round the bench's rows (speedup over that run's own baseline, τ) and t
 propose per method, with the load average; the means over rounds at the end. Not part of the
 tests.
 
-    python benchmarks/bench_ab.py --before /work/main --after . --rounds 2 -- \\
+    python benchmarks/bench_ab.py --before ../main --after . --rounds 2 -- \\
         --model smollm2-135m --methods dspark,draft_model --workload code --workload chat \\
         --batch 1 --temperature 0 0.8 --max-tokens 64
 """
