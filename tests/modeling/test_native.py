@@ -344,6 +344,30 @@ def test_attention_writes_the_new_keys_and_attends_causally_row_by_row(history, 
 
 
 @needs_kernels
+@pytest.mark.parametrize("threads", [1, 2])
+def test_attention_over_a_wide_score_span_flushes_only_inside_the_call(threads):
+    """Scores spanning hundreds (far keys' weights at the bottom of float's range, their products
+    with the values denormal: flushed inside the call) give the reference's attention, and the
+    caller's floating-point environment is restored: torch still produces denormals after it."""
+    torch.manual_seed(0)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        key_cache = torch.randn(120, 3, 64).bfloat16()
+        key_cache[::3] *= 40  # some keys score far above the rest, some far below
+        value_cache = torch.randn(120, 3, 64).bfloat16()
+        qkv = (torch.randn(4, 15, 64) * 4).bfloat16()
+        q, k, v = qkv[:, :9], qkv[:, 9:12], qkv[:, 12:]
+        out = KERNELS.attention(q, k, v, key_cache, value_cache, 112)
+        torch.testing.assert_close(out.float(), _reference_attention(q, key_cache, value_cache, 112),
+                                   rtol=2e-2, atol=2e-2)
+        tiny = torch.tensor([1e-38], dtype=torch.float32) * 0.5
+        assert 0 < float(tiny) < torch.finfo(torch.float32).tiny  # still a denormal, not flushed
+    finally:
+        torch.set_num_threads(before)
+
+
+@needs_kernels
 @given(history=st.integers(1, 20), nodes=st.integers(1, 6), seed=st.integers(0, 2**16))
 @settings(max_examples=30, deadline=None)
 def test_a_tree_row_gets_the_bits_of_a_chain_over_the_keys_it_sees(history, nodes, seed):

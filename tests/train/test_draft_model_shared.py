@@ -3,6 +3,7 @@ it by ``train_shared``, lent the target's at load, lossless through the engine."
 
 import json
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -114,6 +115,40 @@ def test_a_draft_with_a_recorded_training_vocabulary_drafts_only_those_ids(tmp_p
     outs = llm.generate(PROMPTS, greedy)
     assert [o.token_ids for o in outs] == plain
     assert drafted and set(drafted) <= set(keep)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_drafting_over_the_kept_ids_drafts_what_the_whole_vocabulary_drafts(tmp_path, parallel):
+    """A restricted head hands the speculator its kept ids' logits alone (``compact``): greedy and
+    seeded sampled requests get the drafts the whole vocabulary's logits give them, proposal by
+    proposal, autoregressive and PARD."""
+    from specpath_drafting.testing import with_train_vocab
+
+    target = LlamaModel.from_pretrained(default_model_path())
+    save_shared_draft(draft_from_target(target, [0, 5]), tmp_path / "d", extra={"pard_token_id": 0},
+                      dtype=torch.float32)
+    path = with_train_vocab(tmp_path / "d", tmp_path / "restricted", list(range(32, 127)))
+    params = [SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True),
+              SamplingParams(temperature=0.8, seed=4, max_tokens=24, ignore_eos=True)]
+    runs = []
+    for whole in (False, True):
+        llm = LLM(None, {"method": "draft_model", "model": str(path), "num_speculative_tokens": 3,
+                         "parallel_drafting": parallel, "draft_length_policy": "fixed"}, num_threads=1)
+        speculator = llm.engine.runner.speculator
+        assert speculator.vocab_ids is not None and speculator.model.lm_head.compact
+        if whole:
+            speculator.model.lm_head.compact, speculator.vocab_ids = False, None
+        proposals, propose = [], speculator.propose
+
+        def recording(batch, propose=propose, proposals=proposals):
+            out = propose(batch)
+            proposals.append(out.token_ids.tolist())
+            return out
+
+        speculator.propose = recording
+        llm.generate(PROMPTS[:2], params)
+        runs.append(proposals)
+    assert len(runs[0]) > 5 and runs[0] == runs[1]
 
 
 def test_pard_copy_zero_is_the_causal_draft():

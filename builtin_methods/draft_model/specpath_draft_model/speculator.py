@@ -70,15 +70,23 @@ def load_draft(context: SpeculatorContext, path: str, hf_config: Any = None) -> 
     return context.load_model(path)
 
 
-def restrict_draft_head(model: Any, path: str, vocab_size: int, prepare: Any = None) -> None:
+def restrict_draft_head(model: Any, path: str, vocab_size: int, prepare: Any = None, *,
+                        compact: bool = False) -> torch.Tensor | None:
     """A draft trained on a reduced vocabulary (``train_shared --train-vocab``: its training
     record names the ids) drafts over those ids only: the other logits were never trained, and
-    the kept rows are a fraction of the head's cost per draft token."""
-    from specpath_drafting.vocab import serving_lm_head
+    the kept rows are a fraction of the head's cost per draft token. ``compact``: the head
+    returns the kept ids' logits alone (no scatter into, and no argmax over, the whole
+    vocabulary). Returns the kept ids (sorted target ids), or None: the whole vocabulary."""
+    from specpath_drafting.vocab import RestrictedLMHead, serving_lm_head
 
     head = getattr(model, "lm_head", None)
-    if isinstance(head, torch.nn.Module):
-        model.lm_head = serving_lm_head(head, path, vocab_size, prepare=prepare)
+    if not isinstance(head, torch.nn.Module):
+        return None
+    model.lm_head = head = serving_lm_head(head, path, vocab_size, prepare=prepare)
+    if not isinstance(head, RestrictedLMHead):
+        return None
+    head.compact = compact
+    return head.ids
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -115,8 +123,12 @@ class DraftModelSpeculator(BaseSpeculator):
             self.vocab = ByteStringVocab.from_checkpoint(draft.tokenizer or draft.model)
         self.mask_token = parallel_drafting_token_id(hf) if self.parallel else None
         self.model = load_draft(context, draft.model, hf)
-        restrict_draft_head(self.model, draft.model, int(hf.get("vocab_size") or context.vocab_size),
-                            prepare=context.prepare_module)
+        self.vocab_size = int(hf.get("vocab_size") or context.vocab_size)
+        kept = restrict_draft_head(self.model, draft.model, self.vocab_size, prepare=context.prepare_module,
+                                   compact=not self.heterogeneous)
+        self.vocab_ids = None if self.heterogeneous or kept is None else kept.to(self.device)
+        """The kept ids of a reduced draft vocabulary (sorted target ids; the draft's logits cover
+        only these, in this order), or None: logits over the whole vocabulary."""
         heads = hf["num_attention_heads"]
         head_dim = hf.get("head_dim") or hf["hidden_size"] // heads
         max_len = context.max_model_len + self.k_max + 2
@@ -187,12 +199,24 @@ class DraftModelSpeculator(BaseSpeculator):
 
     def _choose(self, logits: torch.Tensor, temperatures: Sequence[float], generators: Sequence[Any],
                 noise: Sequence[torch.Tensor | None]):
-        """Draft tokens ``[R]`` from logits ``[R, V]`` (:func:`specpath_drafting.coupling.choose`:
-        raced, greedy or sampled per request) and, when any row was sampled, the probabilities
-        ``[R, V]`` each was drawn from (one-hot for the other rows)."""
-        if all(n is None for n in noise) and (not self.sample_random or all(t <= 0 for t in temperatures)):
-            return logits.argmax(dim=-1), None
-        return coupling.choose(logits, temperatures, generators, noise, sample=self.sample_random)
+        """Draft tokens ``[R]`` (target ids) from logits ``[R, V]``, or ``[R, n]`` over
+        :attr:`vocab_ids` (:func:`specpath_drafting.coupling.choose`: raced, greedy or sampled
+        per request) and, when any row was sampled, the probabilities ``[R, V]`` each was drawn
+        from (one-hot for the other rows). Greedy and raced rows pick over the kept ids directly
+        (the same ids: every other logit is ``-inf``); sampled rows get the whole vocabulary's
+        logits back, so their distributions and draws are what they were."""
+        ids = self.vocab_ids
+        sampled = self.sample_random and any(t > 0 and n is None for t, n in zip(temperatures, noise))
+        if ids is not None and sampled:
+            whole = logits.new_full((*logits.shape[:-1], self.vocab_size), float("-inf"))
+            whole[..., ids] = logits
+            logits, ids = whole, None
+        if all(n is None for n in noise) and not sampled:
+            tokens, probs = logits.argmax(dim=-1), None
+        else:
+            tokens, probs = coupling.choose(logits, temperatures, generators, noise, sample=self.sample_random,
+                                            vocab_ids=ids)
+        return (tokens if ids is None else ids[tokens]), probs
 
     def _claim(self, batch: DraftBatch, active: list[int],
                counts: list[int]) -> Iterator[tuple[Any, int, int, int, int]]:
@@ -256,7 +280,7 @@ class DraftModelSpeculator(BaseSpeculator):
         flat = table[keep].to(torch.int32)
         draft_probs = None
         if any(p is not None for p in all_probs):
-            vocab = logits.shape[-1]
+            vocab = self.vocab_size
             stacked = torch.stack(
                 [p if p is not None else torch.nn.functional.one_hot(t, vocab).float() for p, t in zip(all_probs, drafts)],
                 dim=1,

@@ -1,6 +1,7 @@
 """Serving a shared-head drafter over its recorded training vocabulary (specpath_drafting.vocab):
 the record is parsed strictly, and the restricted head equals the full head on the kept ids and
-is -inf elsewhere, through the affine fast path and through the masked fallback."""
+is -inf elsewhere, through the affine fast path and through the masked fallback; its kept
+logits alone (``kept_logits``, ``compact``) are the values it scatters."""
 
 import json
 
@@ -79,6 +80,13 @@ def test_the_restricted_head_keeps_the_ids_logits_and_drops_the_rest(ids, seed, 
     torch.testing.assert_close(got[..., keep], want[..., keep], rtol=1e-5, atol=1e-5)  # float64: exact
     assert (got.argmax(-1) == keep[want[..., keep].argmax(-1)]).all()  # the best kept id wins
     assert (head._rows[(h.dtype, h.device)] is None) == (kind == "softcapped")  # fast path iff affine
+    with torch.no_grad():
+        kept, kept_ids = head.kept_logits(h)
+        head.compact = True
+        compact = head(h)
+    assert kept_ids.tolist() == keep.tolist()
+    assert torch.equal(kept, got[..., keep]) and torch.equal(compact, kept)  # the values forward scatters
+    assert torch.equal(kept_ids[kept.argmax(-1)], got.argmax(-1))  # the same greedy id, ties included
 
 
 def test_the_fast_path_multiplies_only_the_kept_rows():

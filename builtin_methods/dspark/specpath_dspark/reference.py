@@ -42,41 +42,48 @@ def markov_sample_reference(base_logits: torch.Tensor, floor: torch.Tensor, w1: 
     return tokens, probs, conf
 
 
-def markov_race(base_logits: torch.Tensor, floor: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor,
+def markov_race(base_logits: torch.Tensor, floor: torch.Tensor | None, w1: torch.Tensor, w2: torch.Tensor,
                 anchors: torch.Tensor, conf_base: torch.Tensor, conf_w: torch.Tensor, conf_temp: torch.Tensor,
-                inv_temperature: torch.Tensor, gumbel: torch.Tensor):
+                inv_temperature: torch.Tensor, gumbel: torch.Tensor, ids: torch.Tensor | None = None):
     """Coupled drafting through the Markov head (``specpath_drafting.coupling``), in torch on every
     device: the walk of :func:`markov_sample_reference` with position k's draft
     ``argmax(l * inv_t + G_k)`` for ``gumbel`` [R, K, V] (the requests' sampling noise at their
-    draft positions; every ``inv_t > 0``). Returns tokens [R, K] int64 and confidences [R, K]."""
+    draft positions; every ``inv_t > 0``). Returns tokens [R, K] int64 and confidences [R, K].
+    ``floor`` None: no top-k floor. ``ids``: as :func:`markov_greedy`'s (then ``gumbel`` is
+    [R, K, n], the noise at those ids)."""
     inv_t = inv_temperature.float()[:, None]
 
     def pick(j: int, logits: torch.Tensor) -> tuple[torch.Tensor, None]:
         return (logits * inv_t + gumbel[:, j].to(logits.device)).argmax(dim=-1), None
 
-    tokens, _, conf = _markov_walk(base_logits, floor, w1, w2, anchors, conf_base, conf_w, conf_temp, pick)
+    tokens, _, conf = _markov_walk(base_logits, floor, w1, w2, anchors, conf_base, conf_w, conf_temp, pick, ids)
     return tokens, conf
 
 
 def markov_greedy(base_logits: torch.Tensor, floor: torch.Tensor | None, w1: torch.Tensor, w2: torch.Tensor,
-                  anchors: torch.Tensor, conf_base: torch.Tensor, conf_w: torch.Tensor, conf_temp: torch.Tensor):
+                  anchors: torch.Tensor, conf_base: torch.Tensor, conf_w: torch.Tensor, conf_temp: torch.Tensor,
+                  ids: torch.Tensor | None = None):
     """The greedy rows of :func:`markov_sample_reference` (``inv_temperature`` 0), without the
     sampling distribution they do not need: the same tokens and confidences, bit for bit, at a
     fraction of the work over a large vocabulary (no softmax or cumulative sum per position).
     ``floor`` None: no top-k floor (what :func:`topk_floor` gives for no ``topk``). Pass ``w1``,
-    ``w2`` and ``conf_w`` as float32 to skip their conversion (the speculator keeps them so)."""
+    ``w2`` and ``conf_w`` as float32 to skip their conversion (the speculator keeps them so).
+
+    ``ids`` [n] (sorted target ids): ``base_logits`` [R, K, n] and ``w2`` [r, n] cover only
+    these ids (a reduced draft vocabulary, whose other logits are ``-inf``: they can never win
+    the argmax); the drafts are still target ids, the same as over the whole vocabulary."""
 
     def pick(j: int, logits: torch.Tensor) -> tuple[torch.Tensor, None]:
         return logits.argmax(dim=-1), None
 
-    tokens, _, conf = _markov_walk(base_logits, floor, w1, w2, anchors, conf_base, conf_w, conf_temp, pick)
+    tokens, _, conf = _markov_walk(base_logits, floor, w1, w2, anchors, conf_base, conf_w, conf_temp, pick, ids)
     return tokens, conf
 
 
-def _markov_walk(base_logits, floor, w1, w2, anchors, conf_base, conf_w, conf_temp, pick):
+def _markov_walk(base_logits, floor, w1, w2, anchors, conf_base, conf_w, conf_temp, pick, ids=None):
     """Left to right: position k's Markov-biased logits (``-inf`` under the floor; ``floor``
     None: none) go to ``pick(k, logits) -> (tokens [R], q [R, V] or None)``; returns tokens, q
-    (None when ``pick`` gives none) and confidences."""
+    (None when ``pick`` gives none) and confidences. ``ids``: see :func:`markov_greedy`."""
     r, k, v = base_logits.shape
     prev = anchors.to(torch.int64)
     tokens = torch.empty(r, k, dtype=torch.int64, device=base_logits.device)
@@ -90,6 +97,8 @@ def _markov_walk(base_logits, floor, w1, w2, anchors, conf_base, conf_w, conf_te
         if floor is not None:
             logits = logits.masked_fill(base < floor[:, j, None], float("-inf"))
         tok, q = pick(j, logits)
+        if ids is not None:
+            tok = ids[tok]
         conf[:, j] = torch.sigmoid((conf_base[:, j].float() + e @ conf_w) / conf_temp[j])
         tokens[:, j] = tok
         if q is not None:

@@ -50,6 +50,8 @@ class DSparkSpeculator(BlockSpeculator):
         self._tree_inputs: tuple | None = None
         self._markov_f: tuple | None = None
         """(the weights' identities, their float32 copies): see :meth:`_float_markov`."""
+        self._kept_w2: tuple | None = None
+        """(the float32 ``w2``, the kept ids, ``w2``'s kept columns): see :meth:`_kept_markov`."""
 
     def _float_markov(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The Markov head's ``w1``, ``w2`` and confidence weights in float32, converted once
@@ -61,12 +63,23 @@ class DSparkSpeculator(BlockSpeculator):
             self._markov_f = (key, tuple(w.float() for w in weights))
         return self._markov_f[1]
 
+    def _kept_markov(self, w2: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """``w2``'s columns of the kept ids [r, n] (contiguous float32), taken once per weight."""
+        if self._kept_w2 is None or self._kept_w2[0] is not w2 or self._kept_w2[1] is not ids:
+            self._kept_w2 = (w2, ids, w2[:, ids].contiguous())
+        return self._kept_w2[2]
+
     def drafter_class(self) -> type[DSparkDrafter]:
         return DSparkDrafter
 
     def choose(self, hidden: torch.Tensor, anchors: Sequence[int], temps: Sequence[float], gens: Sequence[Any],
                noise: Sequence[torch.Tensor | None]):
         d = self.drafter
+        raced = [i for i, n in enumerate(noise) if n is not None]
+        random_rows = [self.random_drafts and t > 0 and noise[i] is None for i, t in enumerate(temps)]
+        if (not any(random_rows) and self.tree_c is None and self.sample is markov_sample_reference
+                and (kept := d.kept_logits(hidden)) is not None):
+            return self._choose_kept(hidden, anchors, temps, noise, *kept)
         logits = d.logits(hidden)  # [R, K, V] base logits U_k
         r, k, _ = logits.shape
         dev = logits.device
@@ -74,8 +87,6 @@ class DSparkSpeculator(BlockSpeculator):
         self._tree_inputs = (logits, floor, list(anchors)) if self.tree_c is not None else None
         anchors_t = torch.tensor(list(anchors), dtype=torch.int64, device=dev)
         conf_base = d.confidence_base(hidden)
-        raced = [i for i, n in enumerate(noise) if n is not None]
-        random_rows = [self.random_drafts and t > 0 and noise[i] is None for i, t in enumerate(temps)]
         if len(raced) < r and not any(random_rows) and self.sample is markov_sample_reference:
             # greedy rows on the torch path: their tokens without the distributions they do not use
             w1, w2, cw = self._float_markov()
@@ -105,6 +116,36 @@ class DSparkSpeculator(BlockSpeculator):
             if not rnd:  # greedy and raced rows verify as one-hot drafts
                 probs[i] = torch.nn.functional.one_hot(tokens[i], probs.shape[-1]).to(probs.dtype)
         return tokens, probs, conf
+
+    def _choose_kept(self, hidden: torch.Tensor, anchors: Sequence[int], temps: Sequence[float],
+                     noise: Sequence[torch.Tensor | None], logits: torch.Tensor, ids: torch.Tensor):
+        """Greedy and raced drafts over a reduced draft vocabulary: the walks over the kept ids'
+        logits ``logits`` [R, K, n], ``w2``'s kept columns and the noise at the kept ids; the same
+        drafts and confidences as over the whole vocabulary (where every other logit is ``-inf``
+        and never wins) at a twelfth of the work."""
+        d = self.drafter
+        r, k, _ = logits.shape
+        dev = logits.device
+        w1, w2, cw = self._float_markov()
+        w2 = self._kept_markov(w2, ids)
+        floor = topk_floor(logits, self.topk) if self.topk else None
+        anchors_t = torch.tensor(list(anchors), dtype=torch.int64, device=dev)
+        conf_base = d.confidence_base(hidden)
+        raced = [i for i, n in enumerate(noise) if n is not None]
+        if len(raced) < r:
+            tokens, conf = markov_greedy(logits, floor, w1, w2, anchors_t, conf_base, cw, self.temps[:k], ids=ids)
+        else:
+            tokens = torch.empty(r, k, dtype=torch.int64, device=dev)
+            conf = torch.empty(r, k, dtype=torch.float32, device=dev)
+        if raced:  # as in choose: seeded requests race on their noise, here at the kept ids
+            idx = torch.tensor(raced, dtype=torch.int64, device=dev)
+            inv_t = torch.tensor([1.0 / temps[i] for i in raced], device=dev)
+            at = ids.to(noise[raced[0]].device)
+            gumbel = torch.stack([noise[i].index_select(-1, at) for i in raced])  # [raced, K, n]: no whole-vocabulary copy
+            tokens[idx], conf[idx] = markov_race(
+                logits[idx], None if floor is None else floor[idx], w1, w2, anchors_t[idx], conf_base[idx], cw,
+                self.temps[:k], inv_t, gumbel, ids=ids)
+        return tokens, None, conf
 
     def proposal(self, num_reqs: int, drafting: Sequence[int], counts: Sequence[int], tokens: torch.Tensor,
                  probs: torch.Tensor | None, conf: torch.Tensor | None) -> DraftProposal:

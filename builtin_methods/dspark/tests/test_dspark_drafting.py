@@ -160,6 +160,75 @@ def test_a_recorded_training_vocabulary_restricts_the_drafts(setup, tmp_path):
     assert len(checked) > 10
 
 
+def test_the_walk_over_the_kept_ids_drafts_what_the_whole_vocabulary_walk_drafts(setup, tmp_path):
+    """With a recorded training vocabulary the Markov walks run over the kept ids alone; greedy,
+    seeded sampled and unseeded sampled requests get the drafts (and confidences) the walks over
+    the whole vocabulary give them, proposal by proposal."""
+    from specpath_drafting.testing import make_engine, resolve, with_train_vocab
+    from specpath_engine.request import SamplingParams
+
+    root, target, drafters, _ = setup
+    path = with_train_vocab(drafters[True], tmp_path / "restricted", list(range(0, 64, 2)))
+    spec = resolve({"method": "dspark", "model": str(path), "num_speculative_tokens": 4,
+                    "draft_length_policy": "fixed"}, root / "target")
+    params = [SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True),
+              SamplingParams(temperature=0.8, seed=5, max_tokens=24, ignore_eos=True),
+              SamplingParams(temperature=0.8, max_tokens=24, ignore_eos=True)]
+    runs = []
+    for whole in (False, True):
+        speculator = (engine := make_engine(target, spec)).runner.speculator
+        if whole:
+            speculator.drafter.kept_logits = lambda hidden: None  # the whole-vocabulary walk
+        proposals, propose = [], speculator.propose
+
+        def recording(batch, propose=propose, proposals=proposals):
+            out = propose(batch)
+            proposals.append((out.token_ids.tolist(), out.confidences.tolist()))
+            return out
+
+        speculator.propose = recording
+        torch.manual_seed(0)
+        engine.generate(PROMPTS[:3], params)
+        runs.append(proposals)
+    assert len(runs[0]) > 10 and runs[0] == runs[1]
+
+
+def test_a_smaller_budget_gets_the_first_drafts_of_the_whole_block(setup):
+    """Positions past every request's budget get no LM head and no walk: a step asked for b < K
+    drafts proposes the first b drafts (and confidences) the whole block gives, greedy and
+    seeded sampled alike (the same batch proposed again: the ingest and the block are idempotent)."""
+    import attrs
+
+    from specpath_drafting.testing import make_engine, resolve
+    from specpath_engine.request import SamplingParams
+
+    root, target, drafters, _ = setup
+    engine = make_engine(target, resolve(spec_for(setup, 4, draft_length_policy="fixed"), root / "target"))
+    speculator = engine.runner.speculator
+    propose, checked = speculator.propose, []
+
+    def checking(batch):
+        whole = propose(batch)
+        for b in range(1, 4):
+            fewer = attrs.evolve(batch, requests=tuple(attrs.evolve(r, max_draft_tokens=min(b, r.max_draft_tokens))
+                                                        for r in batch.requests))
+            small = propose(fewer)
+            start = small_start = 0
+            for n, m in zip(whole.num_draft_tokens, small.num_draft_tokens):
+                assert m == min(b, n)
+                assert small.token_ids[small_start:small_start + m].tolist() == whole.token_ids[start:start + m].tolist()
+                assert torch.equal(small.confidences[small_start:small_start + m], whole.confidences[start:start + m])
+                start, small_start = start + n, small_start + m
+                checked.append(m)
+        return whole
+
+    speculator.propose = checking
+    engine.generate(PROMPTS[:3], [SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True),
+                                  SamplingParams(temperature=0.8, seed=2, max_tokens=16, ignore_eos=True),
+                                  SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True)])
+    assert sum(checked) > 30
+
+
 def test_bf16_drafting_with_the_packed_drafter_matches_the_unpacked_one(setup, monkeypatch):
     from specpath_drafting.testing import packed_drafting_matches_unpacked
 

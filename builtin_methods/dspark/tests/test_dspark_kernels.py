@@ -1,8 +1,11 @@
-"""The Markov-head sampling kernel against its torch reference (Triton interpreter on CPU), and
-the reference against a direct, position-by-position computation of DSpark's definition."""
+"""The Markov-head sampling kernel against its torch reference (Triton interpreter on CPU), the
+reference against a direct, position-by-position computation of DSpark's definition, and the
+walks over a reduced draft vocabulary against the walks over the whole one."""
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specpath_dspark.kernels import markov_sample
 from specpath_dspark.reference import markov_sample_reference, topk_floor
@@ -91,3 +94,29 @@ def test_the_greedy_walk_is_the_references_greedy_rows(num_reqs, k, vocab, rank,
         tokens, conf = markov_greedy(base, None if topk is None else floor, w1d.float(), w2d.float(), anchors, cb,
                                      cwd.float(), ct)
         assert torch.equal(tokens, want_tokens) and torch.equal(conf, want_conf)
+
+
+@settings(max_examples=25, deadline=None)
+@given(num_reqs=st.integers(1, 3), k=st.integers(1, 5), vocab=st.integers(8, 80), kept=st.integers(1, 80),
+       topk=st.sampled_from([None, 1, 3, 200]), seed=st.integers(0, 2**16))
+def test_walks_over_the_kept_ids_draft_what_the_whole_vocabulary_drafts(num_reqs, k, vocab, kept, topk, seed):
+    """A reduced draft vocabulary: the greedy and raced walks over the kept ids' logits (``ids``)
+    give the tokens and confidences of the walks over the whole vocabulary, where every other
+    logit is ``-inf``, bit for bit (top-k floors included, the kept ids' noise in the race)."""
+    from specpath_dspark.reference import markov_greedy, markov_race
+
+    base, _, w1, w2, anchors, cb, cw, ct, inv_t, _ = inputs(num_reqs, k, vocab, 4, None, (), seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randperm(vocab, generator=gen)[:min(kept, vocab)].sort().values
+    whole = torch.full_like(base, float("-inf"))
+    whole[..., ids] = base[..., ids]
+    compact = base[..., ids].contiguous()
+    gumbel = -torch.empty(num_reqs, k, vocab).exponential_(generator=gen).log()
+    floors = [None if topk is None else topk_floor(b, topk) for b in (whole, compact)]
+    want = markov_greedy(whole, floors[0], w1, w2, anchors, cb, cw, ct)
+    got = markov_greedy(compact, floors[1], w1, w2[:, ids].contiguous(), anchors, cb, cw, ct, ids=ids)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    want = markov_race(whole, floors[0], w1, w2, anchors, cb, cw, ct, inv_t, gumbel)
+    got = markov_race(compact, floors[1], w1, w2[:, ids].contiguous(), anchors, cb, cw, ct, inv_t,
+                      gumbel[..., ids], ids=ids)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])

@@ -207,6 +207,13 @@ class DFlashDrafter(nn.Module):
             raise ValueError("the drafter needs the target's LM head (SpeculatorContext.lm_head)")
         return self._lm_head(self.norm(hidden)).float()
 
+    def kept_logits(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``(logits [..., n] float32, ids [n] sorted)``: :meth:`logits` at the ids a reduced
+        draft vocabulary keeps (every other logit is ``-inf`` there), or None when the head keeps
+        the whole vocabulary (:class:`specpath_drafting.vocab.RestrictedLMHead`)."""
+        kept = getattr(self._lm_head, "kept_logits", None)
+        return None if kept is None else kept(self.norm(hidden))
+
 
 # -- checkpoints ---------------------------------------------------------------------------------
 

@@ -129,13 +129,16 @@ class BlockSpeculator(BaseSpeculator):
         if not drafting:
             return DraftProposal(token_ids=torch.zeros(0, dtype=torch.int32, device=dev), num_draft_tokens=[0] * len(reqs))
         k_max = max(self.k, max(budgets))  # the block the drafter was built for; requests keep their budget
+        # Drafts any request may keep: positions past them are never chosen from (a draft and its
+        # estimate read only the positions before it), so they get no LM head and no walk.
+        width = max(budgets)
         anchors = [int(reqs[i].token_ids[-1]) for i in drafting]
         anchor_pos = [len(reqs[i].token_ids) - 1 for i in drafting]
         hidden = self.draft_block(anchors, anchor_pos, [rows[i] for i in drafting], k_max)
         temps = [float(reqs[i].temperature) for i in drafting]
         gens = [reqs[i].generator for i in drafting]
-        noise = coupling.request_noise([reqs[i] for i in drafting], k_max)
-        tokens, probs, conf = self.choose(hidden, anchors, temps, gens, noise)
+        noise = coupling.request_noise([reqs[i] for i in drafting], width)
+        tokens, probs, conf = self.choose(hidden[:, :width], anchors, temps, gens, noise)
         counts = [budgets[i] for i in drafting]
         if self.adaptive:
             counts = schedule(conf, counts, threshold=self.threshold, cost=self.cost)
