@@ -17,7 +17,9 @@ UNSEEDED = SamplingParams(max_tokens=24, temperature=0.9)  # sample_tokens and r
 
 @pytest.fixture(scope="module")
 def ngram_llm():
-    return LLM(None, {"method": "ngram", "num_speculative_tokens": 4})
+    # fixed: the speculator proposes every step, so "fail on call N" lands mid-generation whatever
+    # the machine's speed (the adaptive policy's choices follow measured step costs)
+    return LLM(None, {"method": "ngram", "num_speculative_tokens": 4, "draft_length_policy": "fixed"})
 
 
 @pytest.fixture(scope="module")
