@@ -261,20 +261,7 @@ def test_a_batched_native_propose_is_each_requests_own_propose_to_the_bit(kind, 
             one += KERNELS.draft_propose(native_head, taps.reshape(n, -1).contiguous() if n else None, ids,
                                          one_kept[row], k, *heads, keys, values, start,
                                          cos[start:].contiguous(), sin[start:].contiguous(), noise).tolist()
-        noises = [coupling.scaled_noise(race[0], [race[1]] * k, native_head.row_ids)
-                  for _, _, _, k, _, _, race in plans if race is not None]
-        noise_rows, at = [], 0
-        for _, _, _, k, _, _, race in plans:
-            noise_rows.append(-1 if race is None else at)
-            at += 0 if race is None else k
-        plan = torch.tensor([[n for _, _, n, *_ in plans], [row for row, *_ in plans], [p[3] for p in plans],
-                             [row * ROW_LEN for row, *_ in plans], [start for _, start, *_ in plans], noise_rows])
-        taps = torch.cat([p[4].flatten(1) for p in plans]).contiguous()  # [sum n, taps * td]
-        batch_kept = kept.clone()
-        got = KERNELS.draft_propose_batch(native_head, taps if taps.shape[0] else None,
-                                          torch.cat([p[5] for p in plans]), plan, batch_kept, *heads,
-                                          kv_batch.keys[0], kv_batch.values[0], cos, sin,
-                                          torch.cat(noises).contiguous() if noises else None).tolist()
+        got, batch_kept = _native_batch(head, native_head, kv_batch, plans, kept)
     assert got == one == want and len(got) == sum(p[3] for p in plans)
     assert torch.equal(batch_kept, one_kept)
     assert torch.equal(kv_batch.keys, kv_one.keys) and torch.equal(kv_batch.values, kv_one.values)
