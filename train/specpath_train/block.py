@@ -47,11 +47,14 @@ class BlockBatch:
 
 
 def sample_anchors(num_windows: int, window: int, k: int, per_window: int, generator: torch.Generator) -> torch.Tensor:
-    """``[S, A]`` anchor positions in ``[1, window - 1 - k]`` (a context of >= 1 position, K labels)."""
+    """``[S, A]`` anchor positions in ``[1, window - 1 - k]`` (a context of >= 1 position, K labels),
+    drawn on the generator's device (the CPU's: repeatable on any device) and returned on the
+    default one (where a ``--device`` run's windows are)."""
     high = window - 1 - k
     if high < 1:
         raise ValueError(f"windows of {window} tokens are too short for blocks of {k} drafts")
-    return torch.randint(1, high + 1, (num_windows, per_window), generator=generator)
+    draws = torch.randint(1, high + 1, (num_windows, per_window), generator=generator, device=generator.device)
+    return draws.to(torch.get_default_device())
 
 
 def block_batch(drafter: DFlashDrafter, tokens: torch.Tensor, taps: torch.Tensor, anchors: torch.Tensor,

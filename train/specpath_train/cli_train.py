@@ -92,8 +92,16 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--steps", type=int, default=None, help="training budget in optimizer steps (repeatable runs)")
     p.add_argument("--batch", type=int, default=8, help="windows per step (default 8)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the method's)")
-    p.add_argument("--eval-prompts", type=int, default=8, help="held-out prompts served at the end (default 8)")
+    p.add_argument("--eval-prompts", type=int, default=8,
+                   help="held-out prompts served at the end (default 8; 0: no serving, e.g. on a GPU machine)")
     p.add_argument("--eval-tokens", type=int, default=64, help="tokens generated per held-out prompt (default 64)")
+    p.add_argument("--device", default="cpu",
+                   help="cpu (default), or an accelerator (cuda): the target answers the prompts there in batches "
+                        "of --max-num-seqs (with transformers) and the head trains there, the target's features "
+                        "computed as training goes instead of cached")
+    p.add_argument("--data-only", action="store_true",
+                   help="stop after the data stage (the responses, and the features on a CPU): runs of several "
+                        "methods then share it through --generations")
     p.add_argument("--resume", action="store_true", help="continue the run in --out (after Ctrl-C or a kill)")
     p.add_argument("--overwrite", action="store_true", help="replace the run in --out (of any config)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -219,9 +227,11 @@ def check_budget(args: argparse.Namespace) -> None:
         raise _error(f"--steps must be at least 1 (got {args.steps})")
     if args.minutes is not None and args.minutes <= 0:
         raise _error(f"--minutes must be positive (got {args.minutes})")
-    for flag in ("max_new_tokens", "window", "batch", "threads", "eval_prompts", "eval_tokens", "max_num_seqs"):
+    for flag in ("max_new_tokens", "window", "batch", "threads", "eval_tokens", "max_num_seqs"):
         if getattr(args, flag) < 1:
             raise _error(f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})")
+    if args.eval_prompts < 0:
+        raise _error(f"--eval-prompts must be 0 or more (got {args.eval_prompts})")
 
 
 def resolve_target(target: str, run_dir: Path | None, log: Any) -> tuple[Path, str]:
@@ -318,8 +328,12 @@ def builtin_split(args: argparse.Namespace) -> tuple[list, list]:
 
 def generation_llm(target_dir: Path, args: argparse.Namespace) -> Any:
     """The target as the data stage generates with it (the run's dtype: bf16 on the native
-    kernels where the CPU has it), behind the engine's text API: what writes the wide corpus's
-    self-instructed requests."""
+    kernels where the CPU has it; on a ``--device``, transformers there), behind the engine's
+    text API: what writes the wide corpus's self-instructed requests."""
+    if args.device != "cpu":
+        from specpath_train.device_generate import DeviceGenerator
+
+        return DeviceGenerator(target_dir, device=args.device)
     from specpath_engine.llm import LLM
 
     return LLM(str(target_dir), dtype=args.dtype, max_num_seqs=args.max_num_seqs, seed=args.seed,
@@ -430,6 +444,8 @@ def recipe_argv(recipe: Any, args: argparse.Namespace, target_dir: Path, data_di
     argv = ["--target", str(target_dir), "--data", str(data_dir), "--out", str(work), "--export", str(out),
             "--seed", str(args.seed), "--threads", str(args.threads), "--resume", "--batch", str(args.batch),
             "--lr", str(lr), "--warmup", str(warmup), "--minutes", str(args.minutes or 0)]
+    if args.device != "cpu":
+        argv += ["--device", args.device, "--bf16"]
     if steps is not None:
         argv += ["--steps", str(steps)]
     if not args.no_progress:
@@ -502,7 +518,11 @@ def _train(args: argparse.Namespace) -> int:
         raise _error("give METHOD and --out DIR (or --write-prompts FILE to only write the prompts)")
     recipe = check_method(args.method)
     variant = check_variant(args.method, args.variant)
-    check_budget(args)
+    if not args.data_only:
+        check_budget(args)
+    if args.device != "cpu" and not recipe.common:
+        raise _error(f"--device {args.device}: {args.method}'s recipe trains on the CPU only (its data has no live "
+                     "features); leave --device out")
     from specpath_train.prompts import read_prompts
 
     corpus = None if args.data else args.corpus or "builtin"
@@ -565,8 +585,12 @@ def _train(args: argparse.Namespace) -> int:
     meta = selfdistill.build(target_dir, data_dir, layers, train=train_ids, heldout=held_ids, window=args.window,
                              max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
                              dtype=getattr(torch, args.dtype), max_num_seqs=args.max_num_seqs, progress=progress,
-                             log=log, generations=args.generations)
+                             log=log, generations=args.generations, device=args.device)
     timings["data_s"] = round(time.time() - t0, 2)
+    if args.data_only:
+        print(f"{data_dir}: the data of {meta.get('sequences')} responses, {meta['heldout']} held-out windows; "
+              f"train with the same flags and --generations, without --data-only")
+        return 0
 
     # 3. train
     t0 = time.time()
@@ -582,8 +606,10 @@ def _train(args: argparse.Namespace) -> int:
     from specpath_train.evaluate import speculative_metrics
     from specpath_train.methods import NUM_SPECULATIVE_TOKENS
 
-    served = speculative_metrics(target_dir, out, held_ids[:args.eval_prompts], num_speculative_tokens=NUM_SPECULATIVE_TOKENS,
-                                 max_tokens=args.eval_tokens)
+    served = None
+    if args.eval_prompts:
+        served = speculative_metrics(target_dir, out, held_ids[:args.eval_prompts],
+                                     num_speculative_tokens=NUM_SPECULATIVE_TOKENS, max_tokens=args.eval_tokens)
     timings["eval_s"] = round(time.time() - t0, 2)
     state = torch.load(run_dir / "work" / "resume.pt", weights_only=False)
     metrics = {"method": args.method, "variant": args.variant, "from": config["from"], "target": config["target"], "steps": state["step"],
@@ -591,8 +617,12 @@ def _train(args: argparse.Namespace) -> int:
                "windows": {"heldout": meta["heldout"], "window": meta["window"]},
                "heldout": served, "heldout_teacher_forced": heldout_record(ckpt_config), "timings": timings}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    accept = " ".join(f"{a:.2f}" for a in served["acceptance_by_position"])
     name = f"{args.method} ({variant.summary})" if variant is not None else args.method
+    if served is None:
+        print(f"{out}: {name} drafter, {state['step']} steps; not served (--eval-prompts 0): measure it with "
+              f"specpath bench or benchmarks/smollm2_drafters.py")
+        return 0
+    accept = " ".join(f"{a:.2f}" for a in served["acceptance_by_position"])
     print(f"{out}: {name} drafter, {state['step']} steps; held-out tau {served['tau']:.2f}, acceptance by "
           f"position {accept} (K={NUM_SPECULATIVE_TOKENS}, {served['prompts']} prompts); serve it with "
           f"--speculative-config '{{\"model\": \"{out}\", \"num_speculative_tokens\": {NUM_SPECULATIVE_TOKENS}}}'")

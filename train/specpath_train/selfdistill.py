@@ -87,9 +87,14 @@ def generate_split(target: Callable[[], Any], prompts: Sequence[Sequence[int]], 
             with _chunk_lock(path):  # runs sharing --generations: one generates a chunk, the others wait for it
                 if not path.is_file():
                     t0 = time.time()
-                    got = generate(target(), part, max_new_tokens=max_new_tokens, temperatures=(temperature,),
-                                   eos_token_ids=eos_ids, seed=seed + c, max_num_seqs=max_num_seqs,
-                                   max_model_len=max_model_len)
+                    model = target()
+                    if hasattr(model, "generate_ids"):  # a device's generator (specpath_train.device_generate)
+                        got = model.generate_ids(part, max_new_tokens=max_new_tokens, temperature=temperature,
+                                                 eos_token_ids=eos_ids, seed=seed + c)
+                    else:
+                        got = generate(model, part, max_new_tokens=max_new_tokens, temperatures=(temperature,),
+                                       eos_token_ids=eos_ids, seed=seed + c, max_num_seqs=max_num_seqs,
+                                       max_model_len=max_model_len)
                     _write_json(path, got)
                     new_total += sum(len(g) for g in got) - sum(len(p) for p in part)
                     t_total += time.time() - t0
@@ -135,12 +140,14 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
           heldout: Sequence[Sequence[int]], window: int, max_new_tokens: int, temperature: float, seed: int,
           dtype: torch.dtype = torch.float32, top_k: int = 8, chunk: int = 64, max_num_seqs: int = 32,
           feature_batch: int = 8, progress: bool = False, log: Callable[[str], None] = print,
-          generations: str | Path | None = None) -> dict:
+          generations: str | Path | None = None, device: str = "cpu") -> dict:
     """Generate, pack and capture into ``data_dir`` (skipped when its ``features.json`` exists);
     returns that file's contents. Too little text for one held-out and one training window is
     a CommandError saying what to change. ``generations``: a directory whose subdirectory per
     (target, prompts, length, temperature, seed) holds the responses, shared by the runs of
-    several methods (only the features depend on the method)."""
+    several methods (only the features depend on the method). On another ``device`` than the CPU
+    the target answers there (:mod:`specpath_train.device_generate`, ``max_num_seqs`` prompts a
+    chunk) and the directory is a live one (:mod:`specpath_train.live`): windows, no features."""
     from safetensors.torch import save_file
 
     from specpath_engine.model import LlamaModel
@@ -159,8 +166,16 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
 
     def generator() -> Any:  # loaded once, and only where a chunk is still to generate (a resumed run may have all)
         if not loaded:
-            loaded.append(generation_model(target_dir, dtype))
+            if device != "cpu":
+                from specpath_train.device_generate import DeviceGenerator
+
+                loaded.append(DeviceGenerator(target_dir, device=device))
+            else:
+                loaded.append(generation_model(target_dir, dtype))
         return loaded[0]
+
+    if device != "cpu":
+        chunk = max(chunk, max_num_seqs)
 
     longest = max(len(p) for p in (*train, *heldout))
     max_model_len = longest + max_new_tokens + 8
@@ -169,6 +184,8 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
         import hashlib
 
         engine = [GENERATION_ENGINE] if packing_enabled(dtype, "cpu") else []  # float32 keys as they were
+        if device != "cpu":
+            engine = [f"transformers-{device}-bf16"]
         key = json.dumps([target_digest(target_dir), [list(map(int, p)) for p in heldout], [list(map(int, p)) for p in train],
                           max_new_tokens, temperature, seed, chunk, str(dtype), *engine])
         gen_dir = Path(generations) / hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -188,6 +205,15 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
     rest = rest[torch.randperm(rest.shape[0], generator=torch.Generator().manual_seed(seed))]
     windows = torch.cat([held, rest])
     loaded.clear()  # the generating copy goes before the capturing one loads
+    if device != "cpu":
+        from specpath_train.live import write_live
+
+        log(f"data: {held.shape[0]} held-out + {rest.shape[0]} training windows x {window} tokens; features "
+            f"computed live on {device} while training")
+        return write_live(data, windows, {
+            "key": {"target": target_digest(target_dir), "layers": list(layers)}, "heldout": int(held.shape[0]),
+            "window": window, "seed": seed, "dtype": "bfloat16", "temperature": temperature,
+            "max_new_tokens": max_new_tokens, "sequences": {k: len(v) for k, v in seqs.items()}})
     target = LlamaModel.from_pretrained(target_dir, dtype=dtype)
     log(f"data: {held.shape[0]} held-out + {rest.shape[0]} training windows x {window} tokens")
     feats = capture(target, windows, layers, data, top_k=min(top_k, config["vocab_size"]), batch=feature_batch,

@@ -34,6 +34,10 @@ def start_run(args: Any) -> tuple[Path, Callable[[str], None]]:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    if getattr(args, "device", "cpu") != "cpu":
+        # the recipe's modules and the tensors it makes land on the device; only random draws
+        # stay on the CPU's generators (repeatable for a seed on any device)
+        torch.set_default_device(args.device)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "train.log"
@@ -81,6 +85,9 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vocab-corpus", type=int, default=0,
                    help="rank reduced vocabularies by the training tokens plus N stdlib slices (and N/6 chat "
                         "instructions) tokenised by the target's tokenizer (0: the training tokens only)")
+    p.add_argument("--device", default="cpu",
+                   help="where the head trains (e.g. cuda); a live --data directory's features are computed "
+                        "there by the target as training goes (specpath_train.live)")
     p.add_argument("--bf16", action="store_true",
                    help="run each training step under torch.autocast(bfloat16): ~1.8x faster steps on a CPU "
                         "with AVX512_BF16; weights, optimizer and held-out evaluation stay float32")
@@ -98,8 +105,16 @@ def training_features(args: argparse.Namespace, layers: Sequence[int],
     """(tokens, taps of ``layers``): the ``--data`` cache when given (its held-out count becomes
     ``args.heldout_windows``), else the byte-corpus recipe's own cache (built on first use)."""
     if getattr(args, "data", None):
+        from specpath_train.live import is_live, load_live
         from specpath_train.target_text import load_dataset
 
+        if is_live(args.data):
+            dtype = torch.bfloat16 if getattr(args, "bf16", False) else torch.float32
+            tokens, taps, args.heldout_windows = load_live(args.data, args.target, layers,
+                                                           device=getattr(args, "device", "cpu"), dtype=dtype)
+            log(f"data: {args.data}: {tuple(tokens.shape)} windows, {args.heldout_windows} held out, layers "
+                f"{list(layers)} computed live on {tokens.device} ({dtype})")
+            return tokens, taps
         data = load_dataset(args.data, layers)
         args.heldout_windows = data["heldout"]
         log(f"data: {args.data}: {tuple(data['tokens'].shape)} windows, {data['heldout']} held out, layers {list(layers)}")
@@ -130,7 +145,9 @@ def train_vocab_record(ids: torch.Tensor | None) -> dict:
 def heldout_top1(args: argparse.Namespace, held: int) -> torch.Tensor | None:
     """The target's greedy token at every held-out position over its whole vocabulary, from the
     ``--data`` cache (its top-k); None without one."""
-    if not getattr(args, "data", None):
+    from specpath_train.live import is_live
+
+    if not getattr(args, "data", None) or is_live(args.data):
         return None
     from safetensors import safe_open
 
@@ -162,8 +179,9 @@ def load_target_parts(target_path: str) -> tuple[dict, torch.Tensor, torch.Tenso
 
     target = LlamaModel.from_pretrained(target_path)
     config = json.loads((Path(target_path) / "config.json").read_text())
-    return (config, target.model.embed_tokens.weight.detach().clone(), target.model.norm.weight.detach().clone(),
-            target.lm_head.weight.detach().clone())
+    device = torch.get_default_device()  # a run on a device (``--device``) keeps them there
+    return (config, *(w.detach().clone().to(device) for w in (target.model.embed_tokens.weight,
+                                                              target.model.norm.weight, target.lm_head.weight)))
 
 
 def start_last_layer_run(args: argparse.Namespace, name: str, detail: str) -> tuple:
@@ -341,8 +359,8 @@ def train_loop(head: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Ten
         while not done():
             for group in opt.param_groups:
                 group["lr"] = warmup_cosine(step, schedule(), peak=lr, warmup=warmup)
-            idx = torch.randint(0, tokens.shape[0], (batch,), generator=gen)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            idx = torch.randint(0, tokens.shape[0], (batch,), generator=gen, device="cpu")
+            with torch.autocast(tokens.device.type, dtype=torch.bfloat16, enabled=bf16):
                 loss, info = loss_fn(tokens[idx], taps[idx].float())
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -466,8 +484,9 @@ def vocab_by_frequency(tokens: torch.Tensor, vocab_size: int, size: int,
     scaling them to the same total, so ids the training windows never show can still rank."""
     counts = torch.bincount(tokens.reshape(-1), minlength=vocab_size).float()
     if extra_counts is not None and float(extra_counts.sum()) > 0:
-        counts = counts + extra_counts.float() * (counts.sum() / extra_counts.float().sum())
-    counts = counts - torch.arange(vocab_size) * 1e-6  # deterministic tie-break
+        extra = extra_counts.float().to(counts.device)
+        counts = counts + extra * (counts.sum() / extra.sum())
+    counts = counts - torch.arange(vocab_size, device=counts.device) * 1e-6  # deterministic tie-break
     return counts.topk(size).indices.sort().values
 
 
@@ -526,7 +545,9 @@ def training_record(script: str, args: Any, metrics: dict, *, argv: Sequence[str
 def save_and_export(save: Callable[..., Any], model: Any, path: Path, args: Any, log: Callable[[str], None],
                     name: str, *, extra: dict, dtype: torch.dtype = torch.float16) -> None:
     """``save(model, path, extra_config=extra)`` (the run's copy, full precision), and with
-    ``--export`` the shipped copy in ``dtype``."""
+    ``--export`` the shipped copy in ``dtype``. A model trained on a device is saved from the CPU."""
+    for part in model if isinstance(model, (list, tuple)) else (model,):  # MTP saves its module list
+        part.to("cpu")
     save(model, path, extra_config=extra)
     if args.export:
         save(model, args.export, extra_config=extra, dtype=dtype)

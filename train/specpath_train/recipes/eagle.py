@@ -41,7 +41,7 @@ def eagle_loss(head: EagleHead, norm_w: torch.Tensor, head_w: torch.Tensor, eps:
         feats = final[:, :p]
         if noise and torch.is_grad_enabled():
             scale = feats.pow(2).mean().sqrt() * noise
-            feats = feats + (torch.rand(feats.shape, generator=generator) * 2 - 1) * scale
+            feats = feats + (torch.rand(feats.shape, generator=generator, device=generator.device).to(feats.device) * 2 - 1) * scale
         emb = head.embed(tokens[:, 1:p + 1])
         cos, sin = head.rope(torch.arange(p))
         cache: list = []

@@ -61,7 +61,7 @@ def mtp_loss(modules, norm_w: torch.Tensor, head_w: torch.Tensor, eps: float, *,
         feats = final[:, :p]
         if noise and torch.is_grad_enabled():
             scale = feats.pow(2).mean().sqrt() * noise
-            feats = feats + (torch.rand(feats.shape, generator=generator) * 2 - 1) * scale
+            feats = feats + (torch.rand(feats.shape, generator=generator, device=generator.device).to(feats.device) * 2 - 1) * scale
         cos, sin = modules[0].rope(torch.arange(p))
         total, info = 0.0, {}
         cache: list = []
