@@ -112,7 +112,7 @@ while seqs:  # a file comes back only under 16 MB: keep the first sequences that
     buf = io.BytesIO()
     np.savez_compressed(buf, ids=np.concatenate([np.asarray(s, dtype=np.uint16) for s in seqs]),
                         lengths=np.asarray([len(s) for s in seqs], dtype=np.int32))
-    if buf.tell() < 15_500_000:
+    if buf.tell() < 12_000_000:
         break
     seqs = seqs[: len(seqs) * 3 // 4]
 open(sys.argv[2], "wb").write(buf.getvalue())
