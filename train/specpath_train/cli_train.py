@@ -597,7 +597,11 @@ def _train(args: argparse.Namespace) -> int:
     argv = recipe_argv(recipe, args, Path(target_dir), data_dir, run_dir / "work", out, target_config, variant)
     log(f"train: specpath_train.recipes.{recipe.module} {' '.join(argv)}")
     module = importlib.import_module(f"specpath_train.recipes.{recipe.module}")
-    module.main(argv)
+    default_device = torch.get_default_device()
+    try:
+        module.main(argv)
+    finally:  # a --device recipe sets torch's default device: the process gets its own back
+        torch.set_default_device(default_device)
     timings["train_s"] = round(time.time() - t0, 2)
 
     # 4. evaluate

@@ -41,15 +41,15 @@ class TextResult:
 
 
 class DeviceGenerator:
-    """The target at ``target_dir`` on ``device`` (bf16), decoding batches with transformers."""
+    """The target at ``target_dir`` on ``device`` (in ``dtype``), decoding batches with transformers."""
 
-    def __init__(self, target_dir: str | Path, *, device: str, max_batch_tokens: int = 1 << 20,
-                 max_batch: int = 2048) -> None:
+    def __init__(self, target_dir: str | Path, *, device: str, dtype: torch.dtype = torch.bfloat16,
+                 max_batch_tokens: int = 1 << 20, max_batch: int = 2048) -> None:
         from tokenizers import Tokenizer
         from transformers import LlamaForCausalLM
 
         self.device = device
-        self.model = LlamaForCausalLM.from_pretrained(str(target_dir), dtype=torch.bfloat16).to(device).eval()
+        self.model = LlamaForCausalLM.from_pretrained(str(target_dir), dtype=dtype).to(device).eval()
         self.tokenizer = Tokenizer.from_file(str(Path(target_dir) / "tokenizer.json"))
         self.max_batch_tokens = max_batch_tokens  # rows x (longest prompt + new tokens) per batch
         self.max_batch = max_batch

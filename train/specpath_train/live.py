@@ -55,12 +55,16 @@ class LiveTaps:
 
     def float(self) -> torch.Tensor:
         """Every window's taps (float32): the held-out set, or a recipe's calibration slice."""
+        if not len(self):
+            return self.compute(self.tokens)
         return torch.cat([self.compute(self.tokens[i:i + self.chunk]) for i in range(0, len(self), self.chunk)])
 
     @torch.no_grad()
     def compute(self, rows: torch.Tensor) -> torch.Tensor:
         """``[B, W, len(layers), d]`` float32 outputs of the layers (before the final norm) for
         ``rows`` [B, W], each row a sequence from position 0."""
+        if rows.shape[0] == 0:
+            return torch.zeros((0, rows.shape[1], len(self.layers), self.target.config.hidden_size), device=rows.device)
         positions = torch.arange(rows.shape[1], device=rows.device)
         first = torch.zeros(1, dtype=torch.int64, device=rows.device)  # the head runs for one row only
         out = self.target.forward(rows, positions, hidden_layers=self.layers, logits_indices=first)
