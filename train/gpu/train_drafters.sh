@@ -32,7 +32,7 @@ for d in "$ROOT"/builtin_methods/*/; do P="$P:${d%/}"; done
 export PYTHONPATH="$P" PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 SP=(python3 -m specpath)
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"
+python3 -c "import torch; print('torch', torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"
 
 # 1. the target, converted once (float32, as `specpath` converts a GGUF anywhere)
 if [ -d "$TARGET" ]; then
