@@ -372,8 +372,11 @@ def _draft_length(spec: Any) -> str:
             f"whole batch to maximise expected tokens per second from each request's running acceptance, "
             f"plain decoding where drafting does not pay (lossless); drafts {shape}; {cost}; "
             "drafts that would open another block of target rows (AMX tiles: 16) are weighed against fewer; "
+            "above batch 1 a step drafts only where it is expected to beat a plain step by 6% and not to "
+            "slow the batch's laggard (fewest tokens generated); "
             "a guard backs the whole engine off where drafting steps deliver fewer tokens per second "
-            "than plain ones at the same batch size, bar a rare exploration burst (step_costs guard_*); "
+            "than plain ones at the same batch size (above batch 1: not 6% more), bar a rare exploration "
+            "burst (step_costs guard_*); "
             "draft_length_policy='fixed' always drafts K; metrics: num_backoff_steps, step_costs")
 
 

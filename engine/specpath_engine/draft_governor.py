@@ -15,6 +15,18 @@ not draft included. So at batch 8, where a plain step reads the weights once for
 requests and every drafted token is another row, it drafts less (often nothing) than at batch 1;
 over a fast (int4) target, where a step is cheap, it drafts less too.
 
+Above batch 1 two more conditions hold, for what no step's rate shows: the requests of a batch
+that arrived together accept differently, so they finish at different steps, and the batch ends
+with its last one on a tail of steps at a smaller batch that cost nearly a full step each
+(SmolLM2-135M bf16, EAGLE-3, 8 code requests: 39 full steps, then 9-15 tail steps, a quarter of
+the time). A step drafts only where its rate is expected to beat the plain step's by
+:data:`~specpath_engine.drafting_guard.BATCH_GAIN` (the guard's bar on measured steps, below),
+and only where the batch's laggards (fewest tokens generated so far) are not expected to
+progress slower than they would decoding plainly (:data:`SLOWEST`, :func:`slowest_progress`):
+the others' drafts make every step dearer, and a laggard that accepts little pays that without
+finishing sooner. (8 chat requests, EAGLE-3: 43 full steps and 21 tail ones, 0.95x of plain
+decoding, before this rule.)
+
 The allocation (:func:`allocate`) is exact for this cost model: Dinkelbach's method turns the
 ratio into ``max sum_i [G_i(k_i) - lam c_i(k_i)] - lam shared(m)`` for the current rate ``lam``,
 which, for each pass count ``m``, separates into one running maximum per request (``O(B K)``
@@ -58,7 +70,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from specpath_engine.drafting_guard import DraftingGuard
+from specpath_engine.drafting_guard import BATCH_GAIN, DraftingGuard
 from specpath_engine.step_costs import Clock, StepCosts
 
 PRIOR_ACCEPTANCE = 0.7
@@ -98,6 +110,12 @@ second time nothing: the deepest drafts are worth least, and it varies the rows 
 times a plain step beside the drafting ones, so their costs stay measurable where every step
 would otherwise draft alike (a few percent of the steps' drafts)."""
 
+SLOWEST = 1.0
+"""Above batch 1 the batch's laggards (the requests with the fewest tokens generated: in a batch
+that arrived together, the last to finish) may not be expected to progress at less than this
+share of their plain decoding speed because the others draft: where one would, nobody drafts
+that step (the batch ends with its last request, so drafting that slows it is a loss)."""
+
 EXPLORE_FIRST = (4, 8)
 """The first drafting steps that explore (a plain step, then half): the costs are needed early."""
 
@@ -105,7 +123,7 @@ EXPLORE_FIRST = (4, 8)
 def allocate(reach: Sequence[Sequence[float]], base_tokens: float, base_cost: float, *, call: float,
              per_request: Sequence[float], per_token: float, per_pass: float,
              one_pass: bool = False, rows: int = 0, row_block: int = 0, per_block: float = 0.0,
-             fill: float = 1.0) -> list[int]:
+             fill: float = 1.0, gain: float = 0.0) -> list[int]:
     """Draft lengths ``k_i`` in ``0..len(reach[i])`` maximising expected tokens per unit time.
 
     ``reach[i][j]``: the chance request ``i``'s first ``j + 1`` drafts are all accepted;
@@ -117,10 +135,12 @@ def allocate(reach: Sequence[Sequence[float]], base_tokens: float, base_cost: fl
     that ignores blocks is weighed against the same trimmed to fill each block it opens, and to
     the blocks already open (its least likely drafts dropped first). ``fill``: the share of the
     drafts allotted that a drafter proposes (a match-based one proposes none where nothing
-    matches): the rows a step is expected to hold. All costs >= 0. See the module docstring for the method.
+    matches): the rows a step is expected to hold. ``gain``: drafts are allotted only where the
+    best allocation's expected rate beats the plain step's by this share (then the best one). All
+    costs >= 0. See the module docstring for the method.
     """
     alloc = _allocate(reach, base_tokens, base_cost, call=call, per_request=per_request, per_token=per_token,
-                      per_pass=per_pass, one_pass=one_pass)
+                      per_pass=per_pass, one_pass=one_pass, gain=gain)
     drafts = sum(alloc)
     if not drafts or not row_block or per_block <= 0:
         return alloc
@@ -149,12 +169,14 @@ def allocate(reach: Sequence[Sequence[float]], base_tokens: float, base_cost: fl
         if not now:
             break
     best = max(candidates, key=rate)
-    return best if rate(best) > base_tokens / max(base_cost, 1e-12) else [0] * len(reach)
+    return best if rate(best) > (1 + gain) * base_tokens / max(base_cost, 1e-12) else [0] * len(reach)
 
 
 def _allocate(reach: Sequence[Sequence[float]], base_tokens: float, base_cost: float, *, call: float,
-              per_request: Sequence[float], per_token: float, per_pass: float, one_pass: bool) -> list[int]:
-    """:func:`allocate` without row blocks: Dinkelbach's method, exact."""
+              per_request: Sequence[float], per_token: float, per_pass: float, one_pass: bool,
+              gain: float = 0.0) -> list[int]:
+    """:func:`allocate` without row blocks: Dinkelbach's method, exact. Started at ``1 + gain``
+    times the plain rate, it keeps only an allocation that beats that (the best one)."""
     n = len(reach)
     alloc = [0] * n
     if not n or base_tokens <= 0:
@@ -172,7 +194,7 @@ def _allocate(reach: Sequence[Sequence[float]], base_tokens: float, base_cost: f
     if not longest:
         return alloc
     passes = 1 if one_pass else longest
-    lam = base_tokens / base_cost
+    lam = (1 + gain) * base_tokens / base_cost
     for _ in range(MAX_ROUNDS):
         cols = [0.0] * passes
         picks = []
@@ -221,6 +243,32 @@ def _rate(ks: Sequence[int], gains: Sequence[Sequence[float]], base_tokens: floa
     if longest:
         cost += call + per_pass * (1 if one_pass else longest)
     return tokens / cost
+
+
+def slowest_progress(ks: Sequence[int], reach: Sequence[Sequence[float]], base_cost: float, *, call: float,
+                     per_request: Sequence[float], per_token: float, per_pass: float, one_pass: bool = False,
+                     rows: int = 0, row_block: int = 0, per_block: float = 0.0, fill: float = 1.0,
+                     among: Sequence[bool] = ()) -> float:
+    """The least expected progress of any request (of those ``among`` marks, default all) under
+    the allocation ``ks``, in plain steps' worth: ``min_i (1 + E_i(k_i)) * base_cost / cost(ks)``
+    (1: no faster or slower than plain decoding; below 1, drafting the others slows it down).
+    The costs are :func:`allocate`'s, row blocks included."""
+    cost, longest, drafts = base_cost, 0, 0
+    least = math.inf
+    for i, (k, r, q) in enumerate(zip(ks, reach, per_request)):
+        if not among or among[i]:
+            least = min(least, 1.0 + sum(r[:k]))
+        if k:
+            cost += q + k * per_token
+            longest = max(longest, k)
+            drafts += k
+    if not longest:
+        return 1.0
+    cost += call + per_pass * (1 if one_pass else longest)
+    if row_block and per_block > 0:
+        first = (rows - 1) // row_block if rows else 0
+        cost += ((rows + math.ceil(fill * drafts) - 1) // row_block - first) * per_block
+    return least * base_cost / max(cost, 1e-12)
 
 
 def step_rate(ks: Sequence[int], reach: Sequence[Sequence[float]], base_tokens: float, base_cost: float, *,
@@ -325,7 +373,7 @@ class DraftGovernor:
 
     def allocate(self, req_ids: Sequence[str], limits: Sequence[int], positions: Sequence[int],
                  pending: Sequence[int], *, num_requests: int, num_sampling: int, prefill_rows: int = 0,
-                 call_sunk: bool = False) -> list[int]:
+                 call_sunk: bool = False, generated: Sequence[int] = ()) -> list[int]:
         """Draft lengths for the step's requests that may draft.
 
         ``limits``: each one's most drafts (the scheduler's K); ``positions``: its length (what
@@ -334,7 +382,10 @@ class DraftGovernor:
         ingested whenever drafting starts, so it must not keep drafting from starting);
         ``num_requests`` / ``num_sampling`` / ``prefill_rows``: the whole step's scheduled
         requests, those that sample a token, and prefill rows beyond one per request;
-        ``call_sunk``: the drafter is called this step anyway (it ingests for others).
+        ``call_sunk``: the drafter is called this step anyway (it ingests for others);
+        ``generated``: the tokens each has generated so far (where given, those with the fewest
+        are the batch's laggards, whom the others' drafts may not slow: :data:`SLOWEST`; not
+        given, nobody is held back for them).
         """
         ks = [0] * len(req_ids)
         guard = self.guard
@@ -365,11 +416,16 @@ class DraftGovernor:
         t, d = costs.target_coefficients, costs.drafter_coefficients
         rows = num_requests + prefill_rows
         base = t[0] + t[1] * num_requests + t[3] * prefill_rows + t[4] * costs.blocks(rows) + (d[0] if call_sunk else 0.0)
-        chosen = allocate(reach, float(num_sampling), base, call=0.0 if call_sunk else d[0],
-                          per_request=[d[1] + d[4] * min(pending[i], limits[i] + 1) for i in idx], per_token=t[2] + d[3],
-                          per_pass=d[2], one_pass=costs.one_pass, rows=rows, row_block=costs.row_block,
-                          per_block=t[4], fill=self.fill)
-        if guard.exploring(num_requests):
+        shape = dict(call=0.0 if call_sunk else d[0], per_token=t[2] + d[3], per_pass=d[2], one_pass=costs.one_pass,
+                     per_request=[d[1] + d[4] * min(pending[i], limits[i] + 1) for i in idx], rows=rows,
+                     row_block=costs.row_block, per_block=t[4], fill=self.fill)
+        exploring = guard.exploring(num_requests)
+        bar = num_requests > 1 and not exploring  # (a burst drafts what pays at all: the guard judges it)
+        chosen = allocate(reach, float(num_sampling), base, **shape, gain=BATCH_GAIN if bar else 0.0)
+        if bar and generated and len(idx) > 1 and any(chosen) and slowest_progress(
+                chosen, reach, base, **shape, among=self._laggards(idx, generated)) < SLOWEST:
+            chosen = [0] * len(idx)  # it would slow the batch's last request down: nobody drafts
+        if exploring:
             # the guard's burst drafts what the costs choose (that is what it judges), and where
             # they choose nothing the likeliest request one token: a draft the costs priced out
             # is a probe (its back-off stays)
@@ -408,6 +464,12 @@ class DraftGovernor:
                 state.probe_at = pos + state.next_wait
         self._allotted = sum(ks)
         return ks
+
+    @staticmethod
+    def _laggards(idx: Sequence[int], generated: Sequence[int]) -> list[bool]:
+        """Which of the requests ``idx`` have generated fewest tokens."""
+        least = min(generated[i] for i in idx)
+        return [generated[i] == least for i in idx]
 
     def observe(self, req_id: str, num_drafted: int, num_accepted: int) -> None:
         """The verification of a step in which this request drafted ``num_drafted`` tokens."""

@@ -32,7 +32,9 @@ def test_shared_draft_checkpoint_omits_the_embedding_and_drafts_losslessly(tmp_p
 
     greedy = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
     plain = [o.token_ids for o in LLM(None, num_threads=1).generate(PROMPTS, greedy)]
-    llm = LLM(None, {"method": "draft_model", "model": str(tmp_path / "d"), "num_speculative_tokens": 3}, num_threads=1)
+    # K fixed: the checkpoint is tested, not whether the governor finds a drafter this dear worth it
+    llm = LLM(None, {"method": "draft_model", "model": str(tmp_path / "d"), "num_speculative_tokens": 3,
+                     "draft_length_policy": "fixed"}, num_threads=1)
     outs = llm.generate(PROMPTS, greedy)
     assert [o.token_ids for o in outs] == plain
     # two of the target's own layers and its head draft better than chance
@@ -100,7 +102,8 @@ def test_a_draft_with_a_recorded_training_vocabulary_drafts_only_those_ids(tmp_p
     path = with_train_vocab(tmp_path / "d", tmp_path / "restricted", keep)
     greedy = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
     plain = [o.token_ids for o in LLM(None, num_threads=1).generate(PROMPTS, greedy)]
-    llm = LLM(None, {"method": "draft_model", "model": str(path), "num_speculative_tokens": 3}, num_threads=1)
+    llm = LLM(None, {"method": "draft_model", "model": str(path), "num_speculative_tokens": 3,
+                     "draft_length_policy": "fixed"}, num_threads=1)  # drafts every step, whatever they cost
     speculator = llm.engine.runner.speculator
     assert isinstance(speculator.model.lm_head, RestrictedLMHead)
     drafted = []
