@@ -40,8 +40,8 @@ step at its last estimate (when the batch shrinks or costs fall it drafts again 
 now and then, after a wait in output positions that doubles while probes keep failing, it is
 probed: weighed as if its acceptance were at least the prior's, so a probe is priced like any
 other draft and spent only where drafting could pay at all; a probe priced out at the longest
-wait still drafts one token, since the drafter's cost is measured only while it drafts and may
-be stale. A text that becomes predictable (a quoted block, a repetition) is picked up again by
+wait still drafts one token where the drafter has not drafted for that long (one request per
+step: its cost is engine-wide, measured only while it drafts, and may be stale). A text that becomes predictable (a quoted block, a repetition) is picked up again by
 a probe.
 
 Where every step would draft alike, nothing varies the rows and the fit could not tell a row's
@@ -334,6 +334,10 @@ class DraftGovernor:
         self._requests: dict[str, RequestAcceptance] = {}
         self._allotted = 0
         """Drafts allotted this step (until the step is observed)."""
+        self._steps = 0
+        """Steps :meth:`allocate` was asked about."""
+        self._drafted_step = -MAX_WAIT
+        """The last of those steps that drafted (a forced probe waits :data:`MAX_WAIT` after it)."""
         self._plain_steps = 0
         """Plain decode steps observed (one in :data:`PLAIN_FIT_EVERY` reaches the fit)."""
         self._fill = (FILL_PRIOR, FILL_PRIOR)
@@ -388,6 +392,7 @@ class DraftGovernor:
         given, nobody is held back for them).
         """
         ks = [0] * len(req_ids)
+        self._steps += 1
         guard = self.guard
         for rid in req_ids:
             if rid not in self._requests:  # new traffic: the guard judges it afresh
@@ -438,6 +443,10 @@ class DraftGovernor:
             if n % EXPLORE_EVERY == 0 or n in EXPLORE_FIRST:  # early too: a short reply needs the costs soon
                 plain = n % (2 * EXPLORE_EVERY) == 0 or n == EXPLORE_FIRST[0]
                 chosen = [0 if plain else (k + 1) // 2 for k in chosen]
+        # The drafter's costs are engine-wide: one probe priced out at the longest wait re-measures
+        # them for every request, and only where the drafter has not drafted for that long (at
+        # batch 8 a probe per request and wait cost a drafter call each, ~15% of a step apiece).
+        forced = self._steps - self._drafted_step >= MAX_WAIT
         for i, k, state, probe in zip(idx, chosen, states, probes):
             ks[i] = k
             pos = positions[i]
@@ -452,17 +461,23 @@ class DraftGovernor:
                 self.num_declined_probes += 1
                 state.next_wait = min(MAX_WAIT, state.next_wait * 2)
                 state.probe_at = pos + state.next_wait
-            elif probe:  # priced out at the longest wait: one draft, so stale drafter costs get measured again
+            elif probe and forced:  # priced out at the longest wait: one draft, so stale drafter costs get measured again
+                forced = False
                 ks[i] = 1
                 state.run += 1
                 state.probing = True
                 self.num_probes += 1
+            elif probe:  # the drafter drafted lately (its costs are fresh): priced out, it waits again
+                self.num_declined_probes += 1
+                state.probe_at = pos + state.next_wait
             elif state.probe_at < 0:  # backs off now
                 short = state.run < FIRST_WAIT and state.backed_off
                 state.next_wait = min(MAX_WAIT, state.next_wait * 2) if short else FIRST_WAIT
                 state.run, state.backed_off = 0, True
                 state.probe_at = pos + state.next_wait
         self._allotted = sum(ks)
+        if self._allotted:
+            self._drafted_step = self._steps
         return ks
 
     @staticmethod

@@ -28,7 +28,7 @@ from specpath_engine.draft_governor import DraftGovernor
 from specpath_engine.kv_cache import FeatureStore, KVCache
 from specpath_engine.request import Request
 from specpath_engine.sampling import sample_tokens
-from specpath_engine.sample.greedy import GREEDY_PREFIX_METHODS, accept_greedy_chains
+from specpath_engine.sample.greedy import GREEDY_PREFIX_METHODS, accept_greedy_chains, greedy_ids
 from specpath_engine.sample.randomness import draft_generator, position_generator
 from specpath_engine.scheduler import ScheduledRequest, Scheduler, SchedulerOutput
 from specpath_engine.spec_decode_metadata import SpecDecodeMetadata
@@ -446,10 +446,10 @@ class ModelRunner:
         params = [r.params for r in requests]
         random_rows = [j for j, p in enumerate(params) if p.samples]
         if not random_rows and self.greedy_on_host:
-            return accept_greedy_chains(meta.draft_token_ids, logits.argmax(dim=-1).tolist())
+            return accept_greedy_chains(meta.draft_token_ids, greedy_ids(logits).tolist())
         bonus_logits = logits.index_select(0, meta.bonus_logits_indices) if sum(counts) else logits
         if not random_rows:
-            bonus = bonus_logits.argmax(dim=-1)
+            bonus = greedy_ids(bonus_logits)
             temperature = top_k = top_p = None
             generators = None
         else:

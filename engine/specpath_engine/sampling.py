@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 import torch
 
+from specpath_engine.sample.greedy import greedy_ids
+
 
 def sample_tokens(
     logits: torch.Tensor,
@@ -23,7 +25,7 @@ def sample_tokens(
     random_rows: Sequence[int],
 ) -> torch.Tensor:
     """int64 ``[rows]``: argmax for greedy rows, a draw for ``random_rows``."""
-    tokens = logits.argmax(dim=-1)
+    tokens = greedy_ids(logits)
     if random_rows:
         from specpath_engine.sample.processing import target_probs
 

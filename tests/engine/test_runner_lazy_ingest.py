@@ -118,3 +118,50 @@ def test_a_failing_drafter_call_poisons_nothing(plain_output):
     speculator.propose = inner
     assert [o.token_ids for o in llm.generate(PROMPTS, PARAMS)] == plain_output
     assert llm.metrics.num_accepted_tokens > 0
+
+
+def scripted_run(name, *, lazy, every):
+    """Four prompts on ``name``'s engine with the governor replaced by a script (a request drafts
+    K where its length is a multiple of ``every``, else backs off): every drafting call's drafts
+    per (request, length), the drafter calls and the requests handed over (and whether the
+    runner feeds it target features), and the outputs."""
+    llm = LLM(None, CONFIGS[name], dtype="float32")
+    runner = llm.engine.runner
+    runner.skips_backed_off = lazy
+    runner.governor.allocate = lambda ids, limits, positions, *a, **k: [
+        limit if pos % every == 0 else 0 for limit, pos in zip(limits, positions)]
+    speculator = runner.speculator
+    inner = speculator.propose
+    drafts, calls = {}, {"calls": 0, "handed": 0}
+
+    def propose(batch):
+        calls["calls"] += 1
+        calls["handed"] += len(batch.requests)
+        proposal = inner(batch)
+        flat, at = proposal.token_ids.tolist(), 0
+        for r, n in zip(batch.requests, proposal.num_draft_tokens):
+            if r.max_draft_tokens:
+                drafts[(r.req_id, len(r.token_ids))] = flat[at: at + n]
+            at += n
+        return proposal
+
+    speculator.propose = propose
+    outputs = [o.token_ids for o in llm.generate(PROMPTS, PARAMS)]
+    calls["fed"] = runner.features is not None
+    return drafts, calls, outputs
+
+
+@pytest.mark.parametrize("every", [3, 7])
+@pytest.mark.parametrize("name", ["dflash", "dspark", "draft_model"])
+def test_catching_up_in_one_call_drafts_what_ingesting_every_step_drafts(name, every, plain_output):
+    """The lazy path (a backed-off request is not handed over; its skipped positions reach the
+    drafter in one call when it drafts again) proposes exactly the eager path's drafts (every
+    request handed over every step, drafting 0 while backed off), and backed-off steps never
+    call the drafter: it is called once per step with a drafting request, and handed only those."""
+    eager, eager_calls, eager_out = scripted_run(name, lazy=False, every=every)
+    lazy, lazy_calls, lazy_out = scripted_run(name, lazy=True, every=every)
+    assert eager_out == lazy_out == plain_output
+    assert lazy == eager and lazy  # drafts, bit for bit, at every (request, length) that drafted
+    if eager_calls["fed"]:  # (a drafter of its own tokens is handed nothing on a backed-off step either way)
+        assert lazy_calls["calls"] < eager_calls["calls"]
+    assert lazy_calls["handed"] == len(lazy)  # only drafting requests (a prompt reaches it with its first draft)

@@ -1,10 +1,14 @@
-"""Greedy rows: keep drafts while they equal the target argmax, then emit the argmax (or the bonus)."""
+"""Greedy rows: keep drafts while they equal the target argmax, then emit the argmax (or the bonus);
+``greedy_ids`` is that argmax."""
 
 import pytest
 import torch
 from _sample_helpers import random_step
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specpath_engine.sample import PLACEHOLDER_TOKEN_ID, rejection_sample
+from specpath_engine.sample.greedy import greedy_ids
 
 
 def naive_greedy(drafts, counts, logits, bonus):
@@ -120,3 +124,20 @@ def test_host_verification_of_greedy_chains_is_rejection_samples(seed, counts, v
         chains.append(drafts[start:start + k].tolist())
         start += k
     assert accept_greedy_chains(chains, torch.cat(rows).argmax(-1).tolist()) == emitted(out)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 40), st.integers(0, 2**31 - 1), st.sampled_from(["float32", "bfloat16"]),
+       st.booleans())
+def test_greedy_ids_are_argmax_ties_inf_and_nan_included(rows, vocab, seed, dtype, nan):
+    """A handful of distinct values (ties everywhere), -inf and +inf, and now and then a NaN:
+    the first maximum's index, as ``argmax`` has it."""
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randint(-3, 4, (rows, vocab), generator=g).float()
+    logits[logits == -3] = float("-inf")
+    logits[logits == 3] = float("inf")
+    if nan:
+        logits[0, int(torch.randint(0, vocab, (1,), generator=g))] = float("nan")
+    logits = logits.to(getattr(torch, dtype))
+    assert torch.equal(greedy_ids(logits), logits.argmax(dim=-1))
+    assert torch.equal(greedy_ids(logits[0]), logits[0].argmax(dim=-1))
