@@ -6,7 +6,7 @@
 #   OUT=/some/dir train/gpu/smoke.sh TOKENIZER_DIR TEMPLATE_ROWS.jsonl.gz
 set -uo pipefail
 TOK=${1:?a directory holding tokenizer.json and tokenizer_config.json}; ROWS=${2:?template rows}
-W=${WORK:-/tmp/specpath-smoke}; mkdir -p "$W"
+W=${WORK:-${TMPDIR:-/tmp}/specpath-smoke}; mkdir -p "$W"
 python3 - "$TOK" "$W/random-target" <<'PY'
 import shutil, sys
 import torch

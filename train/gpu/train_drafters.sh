@@ -12,7 +12,7 @@
 # seconds. Wheels the GPU image lacks come from $WHL (default .gpu/whl) when that folder exists.
 set -uo pipefail
 TARGET=${1:?target .gguf or checkpoint directory}; ROWS=${2:?template rows}; N_SELF=${3:-11000}
-OUT=${OUT:?set OUT}; BUDGET=${BUDGET:-540}; W=${WORK:-/tmp/specpath-gpu}
+OUT=${OUT:?set OUT}; BUDGET=${BUDGET:-540}; W=${WORK:-${TMPDIR:-/tmp}/specpath-gpu}
 MAX_NEW=${MAX_NEW:-384}; SEQS=${SEQS:-2048}; BATCH=${BATCH:-64}; SEED=${SEED:-0}; DEVICE=${DEVICE:-cuda}
 HELDOUT=${HELDOUT:-0.02}; EAGLE3_FROM=${EAGLE3_FROM-builtin_methods/eagle3/specpath_eagle3/heads/eagle3-smollm2}
 T0=$(date +%s)
