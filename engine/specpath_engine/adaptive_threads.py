@@ -70,14 +70,17 @@ class ThreadAdapter:
     """Keeps whichever of two thread counts makes decode steps faster (module docstring)."""
 
     def __init__(self, counts: tuple[int, int], *, set_threads: Callable[[int], None] | None = None,
+                 get_threads: Callable[[], int] | None = None,
                  first_probe: int = 32, max_interval: int = 1024, max_interval_below: int = 128, window: int = 6,
                  win: float = 0.9, lose: float = 1.25, change: float = 1.5, changed_steps: int = 4) -> None:
-        if set_threads is None:
+        if set_threads is None or get_threads is None:
             import torch
 
-            set_threads = torch.set_num_threads
+            set_threads = set_threads or torch.set_num_threads
+            get_threads = get_threads or torch.get_num_threads
         self.current, self.other = counts
         self._set = set_threads
+        self._get = get_threads
         self.first_probe, self.max_interval, self.window, self.win, self.lose = (
             first_probe, max_interval, window, win, lose)
         self.max_interval_below = max_interval_below
@@ -111,6 +114,15 @@ class ThreadAdapter:
     def num_threads(self) -> int:
         """The count the next step runs at."""
         return self.other if self._probe is not None else self.current
+
+    def claim(self) -> None:
+        """Before a step: the process's thread count is this adapter's again. The count is
+        process-wide, and engines in one process (``specpath bench``, ``specpath demo``) take
+        turns: another engine's probe may have left it at its other count, and this one would
+        then run, and time, a whole stretch of steps at a count it did not choose."""
+        n = self.num_threads
+        if self._get() != n:
+            self._set(n)
 
     def observe(self, rows: int, seconds: float) -> None:
         """One step of ``rows`` target rows took ``seconds``; maybe change the count for the next."""

@@ -485,6 +485,7 @@ class LLMEngine:
             adapter = self.thread_adapter
             if adapter is None:
                 return self.runner.execute(out)
+            adapter.claim()
             start = time.perf_counter()
             finished = self.runner.execute(out)
             adapter.observe(out.num_batched_tokens, time.perf_counter() - start)

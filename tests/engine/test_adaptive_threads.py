@@ -221,3 +221,28 @@ def test_an_llm_adapts_only_where_the_count_is_free_and_outputs_cannot_change(bf
     assert LLM(bf16_checkpoint).engine.thread_adapter is None
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert LLM(bf16_checkpoint, dtype="float32").engine.thread_adapter is None  # torch's fp32 matmul
+
+
+def test_engines_sharing_a_process_each_run_at_their_own_count():
+    """The thread count is process-wide: an engine that stopped mid-probe (the bench and the demo
+    let engines take turns) must not leave the next engine at a count it did not choose, which it
+    would then run and time as its own."""
+    process = {"threads": 2}
+
+    def make() -> ThreadAdapter:
+        return ThreadAdapter((2, 1), set_threads=lambda n: process.__setitem__("threads", n),
+                             get_threads=lambda: process["threads"], first_probe=3)
+
+    a, b = make(), make()
+    for _ in range(4):  # a reaches its first probe: the process is at 1 thread when a stops
+        a.claim()
+        a.observe(1, 0.01)
+    assert a.num_threads == 1 and process["threads"] == 1
+    b.claim()  # b's turn: its count is 2, and the process is set back before its step
+    assert b.num_threads == 2 and process["threads"] == 2
+    a.claim()  # a's next step is still its probe at 1 thread
+    assert process["threads"] == 1
+    calls = []
+    c = ThreadAdapter((2, 1), set_threads=calls.append, get_threads=lambda: 2)
+    c.claim()
+    assert calls == []  # nothing to set when the count is already the adapter's
