@@ -7,8 +7,9 @@
 # TEMPLATE_ROWS: the wide corpus's model-free prompts, drawn beforehand on a CPU machine (see
 # docs/train.md); N_SELF: how many self-instructed requests the target adds on the GPU. A checkpoint
 # directory instead of the .gguf is used as it is (train/gpu/smoke.sh: a random small target).
-# Every stage is `specpath train` (or its library) with --device cuda; the four trainings share
-# one set of responses (--generations) and run side by side, each for what is left of BUDGET
+# The responses are `specpath train --data-only` runs over slices of the prompts (as many as the
+# budget allows), merged into one live data directory; the four trainings read it side by side
+# (train/gpu/train_on.py: the recipes `specpath train` runs), each for what is left of BUDGET
 # seconds. Wheels the GPU image lacks come from $WHL (default .gpu/whl) when that folder exists.
 set -uo pipefail
 TARGET=${1:?target .gguf or checkpoint directory}; ROWS=${2:?template rows}; N_SELF=${3:-11000}
