@@ -163,3 +163,22 @@ def test_install_tree_makes_the_trees_plugins_discoverable(tmp_path):
     assert {"eagle3", "mtp", "dflash", "dspark", "draft_model", "ngram", "suffix"} <= methods
     scripts = {ep.name: ep.value for ep in found["specpath"].entry_points if ep.group == "console_scripts"}
     assert scripts == {"specpath": "specpath.cli:main"}
+
+
+def test_merge_live_puts_every_parts_held_out_windows_first(tmp_path):
+    from specpath_train.live import merge_live
+
+    a, b = torch.arange(0, 32).view(4, 8), torch.arange(100, 140).view(5, 8)
+    key = {"target": "t", "layers": [0]}
+    write_live(tmp_path / "a", a, {"heldout": 1, "key": key, "sequences": {"heldout": 1, "train": 3}})
+    write_live(tmp_path / "b", b, {"heldout": 2, "key": key, "sequences": {"heldout": 2, "train": 4}})
+    meta = merge_live([tmp_path / "a", tmp_path / "b"], tmp_path / "m")
+    from safetensors.torch import load_file
+
+    got = load_file(str(tmp_path / "m" / LIVE_FILE))["tokens"].long()
+    assert meta["heldout"] == 3 and meta["parts"] == 2 and meta["sequences"] == {"heldout": 3, "train": 7}
+    assert torch.equal(got[:3], torch.cat([a[:1], b[:2]]))
+    assert sorted(map(tuple, got[3:].tolist())) == sorted(map(tuple, torch.cat([a[1:], b[2:]]).tolist()))
+    write_live(tmp_path / "c", a, {"heldout": 1, "key": {"target": "other", "layers": [0]}})
+    with pytest.raises(ValueError, match="different targets"):
+        merge_live([tmp_path / "a", tmp_path / "c"], tmp_path / "n")

@@ -64,22 +64,14 @@ for f in "$W"/slice-[0-9][0-9][0-9]; do
   say "$f: ${last}s"
 done
 python3 - "$W/data" "$W"/slice-*.run <<'PY' || exit 1
-import json, sys, torch
-from safetensors.torch import load_file
-from specpath_train.live import LIVE_FILE, write_live
-out, parts = sys.argv[1], [p for p in sys.argv[2:] if (__import__("pathlib").Path(p) / "run/data/features.json").is_file()]
+import sys
+from pathlib import Path
+from specpath_train.live import merge_live
+parts = [Path(p) / "run" / "data" for p in sys.argv[2:] if (Path(p) / "run" / "data" / "features.json").is_file()]
 if not parts:
     sys.exit("data: no slice of responses finished (raise BUDGET or lower TRAIN_S)")
-metas = [json.load(open(f"{p}/run/data/features.json")) for p in parts]
-toks = [load_file(f"{p}/run/data/{LIVE_FILE}")["tokens"] for p in parts]
-held = torch.cat([t[:m["heldout"]] for t, m in zip(toks, metas)])
-rest = torch.cat([t[m["heldout"]:] for t, m in zip(toks, metas)])
-rest = rest[torch.randperm(rest.shape[0], generator=torch.Generator().manual_seed(0))]
-meta = {**metas[0], "heldout": int(held.shape[0]), "slices": len(parts),
-        "sequences": {k: sum(m["sequences"][k] for m in metas) for k in metas[0]["sequences"]}}
-write_live(out, torch.cat([held, rest]), meta)
-print(f"data: {len(parts)} slices, {held.shape[0]} held-out + {rest.shape[0]} training windows "
-      f"({(held.numel() + rest.numel()) / 1e6:.2f}M tokens), {meta['sequences']} sequences")
+meta = merge_live(parts, sys.argv[1])
+print(f"data: {meta['parts']} slices, {meta['heldout']} held-out windows, {meta['sequences']} sequences")
 PY
 say "responses generated"
 

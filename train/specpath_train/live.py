@@ -89,6 +89,27 @@ def write_live(data_dir: str | Path, windows: torch.Tensor, meta: dict) -> dict:
     return meta
 
 
+def merge_live(parts: Sequence[str | Path], out: str | Path, *, seed: int = 0) -> dict:
+    """One live directory from several of the same target (the GPU job's slices of prompts,
+    each a ``--data-only`` run): every part's held-out windows first, then all training windows
+    shuffled together (``seed``); returns the merged ``features.json``. The live counterpart of
+    :func:`specpath_train.target_text.merge_datasets`."""
+    from safetensors.torch import load_file
+
+    if not parts:
+        raise ValueError("no live data directories to merge")
+    metas = [json.loads((Path(d) / "features.json").read_text()) for d in parts]
+    if len({m["key"]["target"] for m in metas}) != 1:
+        raise ValueError("the parts were made by different targets")
+    tokens = [load_file(str(Path(d) / LIVE_FILE))["tokens"] for d in parts]
+    held = torch.cat([t[:m["heldout"]] for t, m in zip(tokens, metas)])
+    rest = torch.cat([t[m["heldout"]:] for t, m in zip(tokens, metas)])
+    rest = rest[torch.randperm(rest.shape[0], generator=torch.Generator().manual_seed(seed))]
+    sequences = {k: sum(m["sequences"][k] for m in metas) for k in metas[0].get("sequences", {})}
+    meta = {**metas[0], "heldout": int(held.shape[0]), "parts": len(parts), "sequences": sequences}
+    return write_live(out, torch.cat([held, rest]), meta)
+
+
 def load_live(data_dir: str | Path, target_path: str | Path, layers: Sequence[int], *, device: str,
               dtype: torch.dtype) -> tuple[torch.Tensor, LiveTaps, int]:
     """(tokens [N, W] int64 on ``device``, their :class:`LiveTaps` by the target loaded there in
