@@ -20,7 +20,9 @@ costs choose: what would run) every ``gap`` steps, the gap doubling while the bu
 noticed; a new request is new traffic, so its arrival halves the gap (and the wait), no more
 often than every :data:`FIRST_GAP` steps: a verdict reached on one kind of text must not keep a
 long-lived engine from drafting on the next for long, nor may steady arrivals keep a losing
-drafter bursting. A burst's first step pays the catch-up of the positions skipped meanwhile, so its
+drafter bursting. Whatever the gap, the wait after a losing burst is at least what keeps that
+burst's measured cost under :data:`EXPLORE_SHARE` of it (a burst's first step catches up on
+every skipped position, so its cost grows with the request, not with the gap). A burst's first step pays the catch-up of the positions skipped meanwhile, so its
 other steps are what is judged against plain steps; one that does not lose resumes drafting.
 
 At batch sizes above 1 drafting must pay, not merely not lose (:data:`BATCH_GAIN`): a batch's
@@ -41,6 +43,8 @@ costs nothing but a couple of plain reference steps. Per step: a dict look-up an
 """
 
 from __future__ import annotations
+
+import math
 
 import attrs
 
@@ -78,6 +82,18 @@ stall: counted at that length."""
 
 FIRST_GAP, MAX_GAP = 24, 384
 """Steps between exploration bursts while backed off: doubled per losing burst, at most MAX_GAP."""
+
+EXPLORE_SHARE = 0.02
+"""The most a backed-off band's bursts may cost, as a share of the steps between them: a losing
+burst's measured cost beyond plain steps (its first step's catch-up included), over this share,
+is the least wait before the next one, however many requests arrive meanwhile. A burst's cost
+does not shrink with the gap: its first step ingests every position skipped since the last one
+(at batch 8, 2-4 plain steps' time for SmolLM2 drafters), so gaps that arrivals keep halving
+spend a fixed share of the time on catching up (SmolLM2-135M, EAGLE-3, closed batches of 8
+every 64 steps: two bursts a batch, ~3 plain steps each)."""
+
+MAX_BUDGET_WAIT = 4 * MAX_GAP
+"""The longest wait the budget imposes (a burst that stalled is not allowed to switch exploring off)."""
 
 BURST = 4
 """Drafting steps an exploration burst takes; all but the first are judged (it catches up)."""
@@ -122,6 +138,10 @@ class Verdict:
     """Drafting steps of the current burst still to take."""
     judged: Side = attrs.field(factory=Side)
     """The current burst's judged steps (undecayed sums)."""
+    spent: float = 0.0
+    """The current burst's time beyond plain steps' for its tokens (all its steps, the catch-up included)."""
+    budget: int = 0
+    """Steps the next burst may not come sooner than (:data:`EXPLORE_SHARE`), counted down with ``wait``."""
     run: int = 0
     """Drafting steps observed since drafting last resumed."""
     resumed: bool = False
@@ -180,8 +200,9 @@ class DraftingGuard:
             return True
         if v.wait > 0:
             v.wait -= 1
+            v.budget = max(0, v.budget - 1)
             return False
-        v.burst, v.judged = BURST, Side()
+        v.burst, v.judged, v.spent = BURST, Side(), 0.0
         self.num_explorations += 1
         return True
 
@@ -201,11 +222,12 @@ class DraftingGuard:
         """A request the engine has not drafted for arrived: every band backed off halves its gap
         and waits no longer than that for its next burst (new traffic is judged again within a
         few requests), unless its last burst is fewer than :data:`FIRST_GAP` steps ago (a batch
-        arriving at once halves it once). A drafter that keeps losing keeps doubling it back."""
+        arriving at once halves it once), and never sooner than the last burst's cost allows
+        (:data:`EXPLORE_SHARE`). A drafter that keeps losing keeps doubling it back."""
         for v in self._verdicts.values():
             if v.backing_off and not v.burst and v.gap - v.wait >= FIRST_GAP:
                 v.gap = max(FIRST_GAP, v.gap // 2)
-                v.wait = min(v.wait, v.gap)
+                v.wait = max(v.budget, min(v.wait, v.gap))
 
     # ---------------------------------------------------------------------------- observing
     def observe(self, num_requests: int, drafted: bool, tokens: int, seconds: float) -> None:
@@ -253,6 +275,8 @@ class DraftingGuard:
         if v.burst < BURST:  # the burst's first step catches up: not judged
             v.judged.tokens += tokens
             v.judged.seconds += seconds
+        if plain is not None and plain.rate > 0:  # what the step cost beyond plain steps' time for its tokens
+            v.spent += seconds - tokens / plain.rate
         v.burst = max(0, v.burst - 1)
         if v.burst:
             return
@@ -267,7 +291,9 @@ class DraftingGuard:
             side.add(v.judged.tokens, v.judged.seconds)
         else:
             v.gap = min(MAX_GAP, 2 * v.gap)
-            v.wait = v.gap
+            steps = v.spent / (plain.seconds / plain.weight)  # in plain steps (the time unit may be any)
+            v.budget = min(MAX_BUDGET_WAIT, math.ceil(max(0.0, steps) / EXPLORE_SHARE))
+            v.wait = max(v.gap, v.budget)
 
     def summary(self) -> dict[str, float | int | bool | None]:
         """What the guard chose, for metrics (``SpecMetrics.step_costs``): the last step's band."""
@@ -277,4 +303,5 @@ class DraftingGuard:
             "guard_backoffs": self.num_backoffs,
             "guard_explorations": self.num_explorations,
             "guard_gap_steps": self._last.gap,
+            "guard_budget_steps": self._last.budget,
         }

@@ -5,7 +5,8 @@ import random
 
 from hypothesis import example, given, settings, strategies as st
 
-from specpath_engine.drafting_guard import BATCH_GAIN, BURST, FIRST_GAP, MAX_GAP, DraftingGuard, band
+from specpath_engine.drafting_guard import (BATCH_GAIN, BURST, EXPLORE_SHARE, FIRST_GAP, MAX_BUDGET_WAIT, MAX_GAP,
+                                           DraftingGuard, band)
 
 
 def run(guard, steps, *, batch, plain_s, drafting_s, drafting_tokens, noise=0.05, seed=0, every=1):
@@ -164,3 +165,65 @@ def test_above_batch_1_the_plain_reference_follows_the_latest_plain_steps(batch,
     run(guard, 300, batch=batch, plain_s=0.03, drafting_s=0.036, drafting_tokens=1.2 * batch * 0.97,
         noise=0.02, seed=seed)
     assert guard.backing_off and guard.num_backoffs >= 1
+
+
+def run_catching_up(guard, steps, *, batch, plain_s, drafting_s, drafting_tokens, catch_up_s, arrive_every=0):
+    """As :func:`run`, no jitter, but a burst's first drafting step after plain ones also pays
+    ``catch_up_s`` (the drafter ingests the skipped positions); a new request arrives every
+    ``arrive_every`` steps. Returns whether each step drafted and the time spent."""
+    drafted, spent, last = [], 0.0, False
+    for i in range(steps):
+        if arrive_every and i % arrive_every == 0:
+            guard.admitted()
+        drafts = not guard.wants_plain(batch) and guard.allows(batch)
+        seconds = (drafting_s + (0.0 if last else catch_up_s)) if drafts else plain_s
+        guard.observe(batch, drafts, drafting_tokens if drafts else batch, seconds)
+        drafted.append(drafts)
+        spent += seconds
+        last = drafts
+    return drafted, spent
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([1, 8]), st.floats(0.0, 4.0), st.floats(0.8, 0.92), st.sampled_from([16, 64]))
+def test_bursts_cost_at_most_their_share_of_the_time_backed_off(batch, catch_up, worth, arrive_every):
+    """A losing drafter whose bursts pay a catch-up of up to 4 plain steps, with requests arriving
+    every 16 or 64 steps (each halving the gap): past the first back-off, exploring costs at most
+    EXPLORE_SHARE of the time and a tenth more (under the old rule, gaps halved by every arrival,
+    a 3-step catch-up lost 3.6% with an arrival every 64 steps and 6.7% every 16)."""
+    guard = DraftingGuard()
+    plain_s = 0.02
+    run_catching_up(guard, 60, batch=batch, plain_s=plain_s, drafting_s=1.2 * plain_s,
+                    drafting_tokens=1.2 * batch * worth, catch_up_s=catch_up * plain_s)
+    assert guard.backing_off
+    drafted, spent = run_catching_up(guard, 4000, batch=batch, plain_s=plain_s, drafting_s=1.2 * plain_s,
+                                     drafting_tokens=1.2 * batch * worth, catch_up_s=catch_up * plain_s,
+                                     arrive_every=arrive_every)
+    assert guard.backing_off and guard.num_resumes == 0
+    plain_time = plain_s * 4000  # what the same tokens would take decoding plainly (tokens ~ steps)
+    tokens = sum(1.2 * batch * worth if d else batch for d in drafted) / batch
+    lost = spent / plain_s - tokens
+    assert lost <= 1.1 * EXPLORE_SHARE * 4000 + BURST * (1 + catch_up)  # the share, and the first burst
+    assert plain_time > 0
+
+
+def test_an_expensive_burst_sets_a_wait_that_arrivals_do_not_shorten():
+    """A burst that cost ~3 plain steps beyond plain (a batch-8 catch-up) waits ~150 steps
+    before the next, though a request arrives every 16; a burst that cost nothing keeps the
+    halving gaps (new traffic is judged again soon)."""
+    guard = DraftingGuard()
+    run_catching_up(guard, 60, batch=8, plain_s=0.02, drafting_s=0.024, drafting_tokens=8.4, catch_up_s=0.06)
+    drafted, _ = run_catching_up(guard, 1200, batch=8, plain_s=0.02, drafting_s=0.024, drafting_tokens=8.4,
+                                 catch_up_s=0.06, arrive_every=16)
+    starts = [i for i in range(1, len(drafted)) if drafted[i] and not drafted[i - 1]]
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert gaps and min(gaps) >= 3.0 / EXPLORE_SHARE  # the catch-up alone is 3 plain steps
+    assert guard.summary()["guard_budget_steps"] <= MAX_BUDGET_WAIT
+
+    cheap = DraftingGuard()
+    run_catching_up(cheap, 60, batch=1, plain_s=0.01, drafting_s=0.0101, drafting_tokens=0.9, catch_up_s=0.0)
+    drafted, _ = run_catching_up(cheap, 600, batch=1, plain_s=0.01, drafting_s=0.0101, drafting_tokens=0.9,
+                                 catch_up_s=0.0, arrive_every=16)
+    starts = [i for i in range(1, len(drafted)) if drafted[i] and not drafted[i - 1]]
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert gaps and max(gaps[2:]) <= 2 * FIRST_GAP + BURST  # arrivals keep it exploring every ~24-48 steps
