@@ -343,6 +343,7 @@ class LLM:
             seed=seed,
             device=device,
             thread_adapter=_thread_adapter(self.threads, torch_dtype, device),
+            num_threads=self.threads.num_threads if device == "cpu" else None,
         )
         self.metrics = SpecMetrics()
         """Aggregate metrics of the last :meth:`generate` call."""

@@ -285,6 +285,7 @@ class LLMEngine:
         seed: int = 0,
         device: str | torch.device = "cpu",
         thread_adapter: Any = None,
+        num_threads: int | None = None,
     ) -> None:
         """Kept as one function: it sizes the KV pool, refuses an impossible one before anything
         allocates, then builds the block manager, scheduler, cache and runner in the order each
@@ -367,6 +368,10 @@ class LLMEngine:
         self.thread_adapter = thread_adapter
         """A :class:`~specpath_engine.adaptive_threads.ThreadAdapter` fed every step's wall time, or None
         (the thread count stays as it is)."""
+        self.num_threads = num_threads
+        """Without an adapter, the count each step runs at (None: whatever the process has). The
+        count is process-wide and engines in one process take turns (``specpath bench``), so each
+        step claims it back, as an adapter's ``claim`` does."""
         self._ids = itertools.count()
         self.last_metrics = SpecMetrics()
         """Aggregate metrics of the last finished ``generate`` / ``stream`` call."""
@@ -484,6 +489,8 @@ class LLMEngine:
         try:
             adapter = self.thread_adapter
             if adapter is None:
+                if self.num_threads is not None and torch.get_num_threads() != self.num_threads:
+                    torch.set_num_threads(self.num_threads)
                 return self.runner.execute(out)
             adapter.claim()
             start = time.perf_counter()

@@ -246,3 +246,32 @@ def test_engines_sharing_a_process_each_run_at_their_own_count():
     c = ThreadAdapter((2, 1), set_threads=calls.append, get_threads=lambda: 2)
     c.claim()
     assert calls == []  # nothing to set when the count is already the adapter's
+
+
+def test_fixed_count_engines_sharing_a_process_each_step_at_their_own_count(bf16_checkpoint):
+    """Engines with their counts given (no adapter) take turns in one process too: each step runs
+    at the engine's own count, whatever the engine before it left the process at."""
+    import torch
+
+    from specpath_engine.llm import LLM, SamplingParams
+
+    before = torch.get_num_threads()
+    try:
+        seen: dict[int, set[int]] = {1: set(), 2: set()}
+        engines = {n: LLM(bf16_checkpoint, num_threads=n) for n in (1, 2)}
+        for n, llm in engines.items():
+            assert llm.engine.thread_adapter is None and llm.engine.num_threads == n
+            inner = llm.engine.runner.execute
+
+            def execute(out, inner=inner, n=n):
+                seen[n].add(torch.get_num_threads())
+                return inner(out)
+
+            llm.engine.runner.execute = execute
+        for _ in range(2):
+            for n, llm in engines.items():
+                torch.set_num_threads(3 - n)  # the other engine's count, as its last step left it
+                llm.generate(["a b c"], SamplingParams(max_tokens=4, ignore_eos=True))
+        assert seen == {1: {1}, 2: {2}}
+    finally:
+        torch.set_num_threads(before)
