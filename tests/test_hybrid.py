@@ -92,6 +92,9 @@ class Recorder(BaseSpeculator):
     def remove_request(self, req_id: str) -> None:
         self.removed.append(req_id)
 
+    def forget_responses(self) -> None:
+        self.removed.append("*")
+
 
 def batch_of(*ids: str, budget: int = 4) -> DraftBatch:
     requests = tuple(DraftRequest(req_id=i, token_ids=[1, 2, 3], num_new_positions=2, max_draft_tokens=budget)
@@ -128,3 +131,5 @@ def test_verification_and_removal_reach_both():
     hybrid.remove_request("a")
     assert drafter.verified == model_free.verified == [(["a", "b"], [1, 0])]
     assert drafter.removed == model_free.removed == ["a"]
+    hybrid.forget_responses()  # a benchmark's new round: both sides drop what earlier requests taught them
+    assert drafter.removed == model_free.removed == ["a", "*"]

@@ -57,6 +57,10 @@ class HybridSpeculator(BaseSpeculator):
         self.drafter.remove_request(req_id)
         self.model_free.remove_request(req_id)
 
+    def forget_responses(self) -> None:
+        self.drafter.forget_responses()
+        self.model_free.forget_responses()
+
 
 def merge_proposals(own: DraftProposal, free: DraftProposal, taken: Sequence[bool]) -> DraftProposal:
     """Per request, ``free``'s drafts (and tree) where ``taken``, else ``own``'s. Draft

@@ -186,3 +186,9 @@ class BaseSpeculator(abc.ABC):
 
     def remove_request(self, req_id: str) -> None:
         """Forget a finished or aborted request and free what it held."""
+
+    def forget_responses(self) -> None:
+        """Drop what finished requests taught the drafter (a cache of earlier responses, such as
+        suffix decoding's global tree), so the next call drafts as on a fresh engine. A benchmark
+        that repeats its prompts calls it between repeats: a drafter that has seen the answer
+        would otherwise be timed on it. Default: nothing outlives a request."""

@@ -39,6 +39,23 @@ def test_batched_and_sampled_settings(engines):
     assert len(rows[1]["per_batch_speedup"]) == 1
 
 
+def test_each_round_starts_with_drafters_that_forgot_earlier_responses():
+    """Suffix decoding's global tree keeps finished answers; the prompts repeat every round, so a
+    second round would draft the first round's answers. Each round forgets them: the last round's
+    target passes are those of a one-round run (and half as many where the tree remembers)."""
+    workload = Workload(name="tiny4", items=(*WORKLOAD.items, "The weather today", "import os\nimport sys\n"))
+    runs = [("baseline", None),  # (a fixed draft length: the passes do not depend on timings)
+            ("suffix", {"method": "suffix", "num_speculative_tokens": 8, "draft_length_policy": "fixed"})]
+    built, skipped = build_engines(runs, model=None, engine_kwargs={"num_threads": 1}, progress=lambda _: None)
+    assert skipped == []
+    setting = Setting(workload=workload, batch_size=1, temperature=0.0, max_tokens=48)
+    once = measure(built, setting, repeats=1, progress=lambda _: None)[1]["target_passes"]
+    assert measure(built, setting, repeats=2, progress=lambda _: None)[1]["target_passes"] == once
+    speculator = built[1][2].speculator
+    speculator.forget_responses = lambda: None  # what the bench did before
+    assert measure(built, setting, repeats=2, progress=lambda _: None)[1]["target_passes"] < 0.75 * once
+
+
 def _row(method, speedup, passes, config=True, workload="code", temperature=0.0):
     return {"workload": workload, "batch_size": 1, "temperature": temperature, "method": method,
             "config": {"method": method} if config else None, "tokens_per_s": 10 * speedup, "speedup": speedup,
