@@ -415,6 +415,8 @@ def _run_demo(args: argparse.Namespace, progress: bool, bars: list[Any]) -> tupl
     load = [harness.machine_load()]
     turns = [(r, kind, prompt) for r in range(rounds) for kind, prompt in prompts]
     for turn, (r, kind, prompt) in enumerate(turns):  # batch 1, one prompt at a time: the latency setting
+        if r and turn % len(prompts) == 0:  # a new round repeats the prompts: drafters forget their answers
+            harness.forget_responses(by_name.values())
         for name in demo_table.rotation(list(by_name), turn):  # no engine always first, or always after another
             llm = by_name[name]
             bar.set_postfix_str(name)

@@ -76,12 +76,21 @@ def build_engines(runs: Iterable[tuple[str, Mapping | None]], *, model: str | No
     return engines, skipped
 
 
+def forget_responses(llms: Iterable[Any]) -> None:
+    """Before a round that repeats earlier prompts: every drafting engine drops what finished
+    requests taught its drafter (``BaseSpeculator.forget_responses``; suffix decoding's global
+    tree would otherwise draft the answers it saw in an earlier round)."""
+    for llm in llms:
+        speculator = getattr(llm, "speculator", None)
+        if speculator is not None:
+            speculator.forget_responses()
+
+
 def run_rounds(engines: Sequence[tuple[str, Any, Any]], *, prompts: Sequence[str] = DEMO_PROMPTS,
                max_tokens: int = 128, repeats: int = 1, progress: Progress = _quiet) -> dict[str, list[dict]]:
     """Per engine name, one dict per round: ``metrics`` (per prompt), ``seconds`` (per prompt),
-    ``tokens`` (per prompt token ids). Engines keep what they learnt in earlier rounds: a method
-    that remembers answers across requests (suffix's global tree) sees repeated requests from
-    the second round on."""
+    ``tokens`` (per prompt token ids). Each round starts with the drafters' memory of earlier
+    responses dropped (:func:`forget_responses`): a repeated prompt is not a new one."""
     from specpath_engine.llm import SamplingParams
 
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
@@ -92,6 +101,7 @@ def run_rounds(engines: Sequence[tuple[str, Any, Any]], *, prompts: Sequence[str
     turn = 0
     for _ in range(repeats):
         this = {name: {"metrics": [], "seconds": [], "tokens": []} for name, _, _ in engines}
+        forget_responses(by_name.values())
         for prompt in prompts:
             order, turn = rotation(list(by_name), turn), turn + 1
             for name in order:

@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from specpath_engine.bench.workloads import Item, Workload, batches
+from specpath_engine.harness import forget_responses
 
 BASELINE = "baseline"
 
@@ -106,9 +107,7 @@ def measure(engines: Sequence[tuple[str, Any, Any]], setting: Setting, *, repeat
         order = list(engines[r % len(engines):]) + list(engines[: r % len(engines)])
         this = {name: {"metrics": [], "seconds": [], "tokens": []} for name in names}
         loads.append(_load())
-        for _, config, llm in engines:  # a drafter that remembers responses has seen these prompts' answers
-            if config is not None:     # (an earlier round, or another setting of the same workload)
-                llm.speculator.forget_responses()
+        forget_responses(llm for _, _, llm in engines)  # (an earlier round or setting saw these prompts)
         for items in groups:  # batch-major: each batch runs through every engine before the next
             for name, _, llm in order:
                 progress(name)
