@@ -446,7 +446,11 @@ class DraftGovernor:
         # The drafter's costs are engine-wide: one probe priced out at the longest wait re-measures
         # them for every request, and only where the drafter has not drafted for that long (at
         # batch 8 a probe per request and wait cost a drafter call each, ~15% of a step apiece).
-        forced = self._steps - self._drafted_step >= MAX_WAIT
+        # Until the drafter has been timed its costs are a guess from its weights' bytes (for a
+        # drafter through the target's head over an int4 target, several times too dear): a probe
+        # priced out then drafts all the same, one a step, so the guess is replaced by a measurement.
+        timed = costs.drafter_timed
+        forced = self._steps - self._drafted_step >= MAX_WAIT or not timed
         for i, k, state, probe in zip(idx, chosen, states, probes):
             ks[i] = k
             pos = positions[i]
@@ -457,16 +461,18 @@ class DraftGovernor:
                     self.num_probes += 1
                 else:
                     state.probe_at = -1
-            elif probe and state.next_wait < MAX_WAIT:  # priced out: no draft spent, the next probe waits longer
-                self.num_declined_probes += 1
-                state.next_wait = min(MAX_WAIT, state.next_wait * 2)
-                state.probe_at = pos + state.next_wait
-            elif probe and forced:  # priced out at the longest wait: one draft, so stale drafter costs get measured again
+            elif probe and forced and (state.next_wait >= MAX_WAIT or not timed):
+                # priced out at the longest wait (or before the drafter was ever timed): one draft,
+                # so stale (or guessed) drafter costs get measured
                 forced = False
                 ks[i] = 1
                 state.run += 1
                 state.probing = True
                 self.num_probes += 1
+            elif probe and state.next_wait < MAX_WAIT:  # priced out: no draft spent, the next probe waits longer
+                self.num_declined_probes += 1
+                state.next_wait = min(MAX_WAIT, state.next_wait * 2)
+                state.probe_at = pos + state.next_wait
             elif probe:  # the drafter drafted lately (its costs are fresh): priced out, it waits again
                 self.num_declined_probes += 1
                 state.probe_at = pos + state.next_wait

@@ -259,6 +259,12 @@ class StepCosts:
                 self.drafter.add(self._with_shape(self.drafter_shape, x), seconds / self.unit)
 
     @property
+    def drafter_timed(self) -> bool:
+        """Whether the drafter's costs rest on a timed call (or are pinned): until then they are
+        the byte prior's guess, which the governor must not trust to price every draft out."""
+        return self.pinned or self.drafter.count > 0
+
+    @property
     def target_coefficients(self) -> list[float]:
         """Seconds (plain steps before any timing) per :data:`TARGET_FEATURES`, each >= 0."""
         theta = self.target.coefficients

@@ -76,6 +76,12 @@ class RestrictedLMHead(torch.nn.Module):
         order), for an owner that maps draft indices to target ids itself (``ids[argmax]``)."""
         self._rows: dict[tuple[torch.dtype, torch.device], tuple[torch.nn.Module, torch.Tensor, torch.Tensor] | None] = {}
 
+    @property
+    def lent_head_rows(self) -> int:
+        """Rows of the lent head a call multiplies (the kept ids': the head is affine for every
+        target specpath loads; the engine prices a drafting pass by it)."""
+        return int(self.ids.numel())
+
     def _kept_linear(self, cols: torch.Tensor) -> torch.nn.Module:
         """The kept rows ``cols`` [d, n] as a bias-free linear layer, readied by ``prepare``."""
         d, n = cols.shape

@@ -103,6 +103,7 @@ def test_the_fast_path_multiplies_only_the_kept_rows():
         reads = len(calls)
         head(torch.randn(5, 8, dtype=torch.float64))
     assert len(calls) == reads  # after the one-off read of the rows, the lent head is not called
+    assert head.lent_head_rows == 3  # what the engine prices a drafting pass by (its byte prior)
 
 
 def test_serving_lm_head_restricts_only_with_a_record(tmp_path):
