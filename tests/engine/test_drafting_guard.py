@@ -227,3 +227,21 @@ def test_an_expensive_burst_sets_a_wait_that_arrivals_do_not_shorten():
     starts = [i for i in range(1, len(drafted)) if drafted[i] and not drafted[i - 1]]
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     assert gaps and max(gaps[2:]) <= 2 * FIRST_GAP + BURST  # arrivals keep it exploring every ~24-48 steps
+
+
+def test_at_batch_1_a_losing_drafter_resumes_only_on_a_burst_that_gains():
+    """Drafting steps 7% slower per token than plain ones, every step's time off by up to 10%,
+    replies of 64 steps: the engine backs off, and its bursts (three judged steps, noisy) do not
+    resume drafting, the bar being a gain, not the back-off's tolerated loss (at 0.975x, the old
+    bar, these ten engines resumed 9 times; now at most once)."""
+    resumes = 0
+    for seed in range(10):
+        guard = DraftingGuard()
+        drafted = []
+        for _ in range(12):
+            guard.admitted()
+            drafted += run(guard, 64, batch=1, plain_s=0.01, drafting_s=0.012, drafting_tokens=1.2 * 0.93,
+                           noise=0.1, seed=seed * 1000 + len(drafted))
+        assert guard.num_backoffs >= 1
+        resumes += guard.num_resumes
+    assert resumes <= 1
