@@ -102,7 +102,7 @@ def _cpu() -> str:
 def run_bench(args: argparse.Namespace, *, progress: bool = True) -> dict:
     from tqdm import tqdm
 
-    from specpath_engine.bench.measure import Setting, build_engines, measure
+    from specpath_engine.bench.measure import Setting, build_engines, measure, runs_per_batch
     from specpath_engine.bench.workloads import load_workload
     from specpath_engine.cli_run import _engine_kwargs, demo_target
     from specpath_engine.harness import machine_load, wait_for_quiet
@@ -133,8 +133,11 @@ def run_bench(args: argparse.Namespace, *, progress: bool = True) -> dict:
     settings = [Setting(workload=w, batch_size=b, temperature=t, max_tokens=args.max_tokens,
                         ignore_eos=not args.honour_eos, seed=args.seed)
                 for w in workloads for b in args.batch for t in args.temperature]
-    total = len(runs) + sum(len(runs) * args.repeats * -(-len(s.workload.items) // s.batch_size) for s in settings)
-    bar = tqdm(total=total, desc="specpath bench", unit="run", disable=not progress, file=sys.stderr)
+    def total(engines: int) -> int:
+        return len(runs) + sum(runs_per_batch(engines) * args.repeats * -(-len(s.workload.items) // s.batch_size)
+                               for s in settings)
+
+    bar = tqdm(total=total(len(runs)), desc="specpath bench", unit="run", disable=not progress, file=sys.stderr)
 
     def step(what: str) -> None:
         bar.set_postfix_str(what)
@@ -143,7 +146,7 @@ def run_bench(args: argparse.Namespace, *, progress: bool = True) -> dict:
     try:
         engines, failed = build_engines(runs, model=model, engine_kwargs=_engine_kwargs(args), progress=step)
         skipped += failed
-        bar.total -= len(failed) * (total - len(runs)) // max(1, len(runs))
+        bar.total = total(len(engines))
         rows: list[dict] = []
         for s in settings:
             rows += measure(engines, s, repeats=args.repeats, progress=step)

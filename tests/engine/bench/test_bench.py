@@ -1,6 +1,7 @@
 """``specpath bench`` end to end on the embedded model (tiny budgets), and its report."""
 
 import json
+import statistics
 
 import pytest
 
@@ -30,6 +31,38 @@ def test_rows_against_the_same_rounds_baseline(engines):
     assert ngram["greedy_identical"] is True and ngram["identical_requests"] == 2
     assert ngram["tokens_per_target_pass"] >= 1.0
     assert ngram["target_passes"] * ngram["tokens_per_target_pass"] == pytest.approx(2 * 12)
+
+
+def test_the_baseline_runs_among_the_others_and_its_median_is_the_reference(monkeypatch):
+    """Timed once a round, one slow baseline run tilted every row of the round; it runs again after
+    every REFERENCE_EVERY engines and last, and the median of its runs is the reference."""
+    from types import SimpleNamespace
+
+    from specpath_engine.bench import measure as m
+    from specpath_engine.metrics import SpecMetrics
+
+    names = [f"m{i}" for i in range(7)]
+    order = [(n, None, None) for n in ("m3", "baseline", *names[:3], *names[4:])]
+    sequence = [name for name, _, _ in m._with_references(order, ("baseline", None, None))]
+    assert sequence == ["baseline", "m3", "m0", "m1", "baseline", "m2", "m4", "m5", "baseline", "m6", "baseline"]
+    assert m.runs_per_batch(8) == len(sequence) and m.runs_per_batch(1) == 1 and m.runs_per_batch(2) == 3
+
+    times = {"baseline": [1.0, 3.0, 1.2, 0.9], **{f"f{i}": [0.5] for i in range(4)}}  # its 2nd run stalled
+
+    def run_batch(llm, items, setting):
+        out = SimpleNamespace(metrics=SpecMetrics(num_generated_tokens=4, num_steps=4), token_ids=[1, 2, 3, 4])
+        return [out] * len(items), times[llm.name].pop(0)
+
+    monkeypatch.setattr(m, "run_batch", run_batch)
+
+    def engine(name, config):
+        return name, config, SimpleNamespace(name=name, speculator=None, metrics=SimpleNamespace(step_costs=None))
+
+    engines = [engine("baseline", None), *(engine(f"f{i}", {"method": "x"}) for i in range(4))]
+    rows = m.measure(engines, Setting(workload=Workload(name="w", items=("a",)), batch_size=1, temperature=0.0,
+                                      max_tokens=4), repeats=1, progress=lambda _: None)
+    assert times["baseline"] == [0.9]  # B f f f B f B: three runs of it
+    assert all(r["speedup"] == pytest.approx(1.2 / 0.5) for r in rows[1:])  # the median, not the stall (3.0)
 
 
 def test_batched_and_sampled_settings(engines):
