@@ -20,11 +20,11 @@ costs choose: what would run) every ``gap`` steps, the gap doubling while the bu
 noticed; a new request is new traffic, so its arrival halves the gap (and the wait), no more
 often than every :data:`FIRST_GAP` steps: a verdict reached on one kind of text must not keep a
 long-lived engine from drafting on the next for long, nor may steady arrivals keep a losing
-drafter bursting. Whatever the gap, the wait after a losing burst is at least what keeps that
-burst's measured cost under :data:`EXPLORE_SHARE` of it (a burst's first step catches up on
-every skipped position, so its cost grows with the request, not with the gap). A burst's first step pays the catch-up of the positions skipped meanwhile, so its
-other steps are what is judged against plain steps; one that gains (half :data:`MARGIN` over plain
-steps; above batch 1, over the bar) resumes drafting.
+drafter bursting. A burst's first step pays the catch-up of the positions skipped meanwhile, so
+its other steps are what is judged against plain steps; one that gains (half :data:`MARGIN` over
+plain steps; above batch 1, over the bar) resumes drafting. That catch-up grows with the
+requests, not with the gap, so whatever the gap, the wait after a losing burst is at least what
+keeps the burst's whole measured cost under :data:`EXPLORE_SHARE` of it.
 
 At batch sizes above 1 drafting must pay, not merely not lose (:data:`BATCH_GAIN`): a batch's
 requests accept differently, so they finish at different steps and a closed batch ends on a tail
