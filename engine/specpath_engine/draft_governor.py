@@ -64,13 +64,14 @@ E(2)/C(2) = 1.39/1.27, so it drafts 1; at 0.1 nothing beats 1.0 and it decodes p
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Sequence
 
 import attrs
 
-from specpath_engine.drafting_guard import BATCH_GAIN, DraftingGuard
+from specpath_engine.drafting_guard import BATCH_GAIN, DraftingGuard, band
 from specpath_engine.step_costs import Clock, StepCosts
 
 PRIOR_ACCEPTANCE = 0.7
@@ -315,14 +316,23 @@ class DraftGovernor:
     step's timings (``observe_step``, with ``clock``).
 
     ``costs``: the cost model (default: a :class:`~specpath_engine.step_costs.StepCosts` from
-    ``pass_cost``, ``one_pass`` and ``pinned``); tests pass one fed with simulated times.
+    ``pass_cost``, ``one_pass`` and ``pinned``); tests pass one fed with simulated times. Each band
+    of batch sizes (the guard's: 1, 2-3, 4-7, 8-15, ...) fits its own copy: what a row costs is not
+    one number across them (a lone request's step is memory-bound, its draft rows nearly free; at
+    batch 8 on a CPU without AMX tiles a row cost 0.12 of a plain step), and one fit shared by
+    both carried batch 8's row cost to batch 1, where it priced every draft out and, drafting
+    nothing, never learnt otherwise (SmolLM2, EAGLE-3 on everyday chat after a batch-8 run: 0.92x
+    instead of ~1.2-1.3x).
     """
 
     def __init__(self, max_k: int, pass_cost: float = 0.0, *, one_pass: bool = False, pinned: bool = False,
                  row_block: int = 0, costs: StepCosts | None = None, clock: Clock = time.perf_counter) -> None:
         self.max_k = max_k
-        self.costs = costs if costs is not None else StepCosts(pass_cost, one_pass=one_pass, pinned=pinned,
-                                                               row_block=row_block)
+        self._template = costs if costs is not None else StepCosts(pass_cost, one_pass=one_pass, pinned=pinned,
+                                                                   row_block=row_block)
+        self._band_costs: dict[int, StepCosts] = {}
+        self.costs = self.costs_for(1)
+        """The cost model of the band of the step last allocated or observed."""
         self.clock = clock
         """Read around the drafter's call and around the target step (one pair each, per step)."""
         self.guard = DraftingGuard()
@@ -346,6 +356,24 @@ class DraftGovernor:
         self._accepted = [0.0] * max_k
         self._tried = [0.0] * max_k
         """The engine's decayed acceptance counts by depth, over all requests: a new request's prior."""
+
+    def costs_for(self, num_requests: int) -> StepCosts:
+        """The cost model of the band of ``num_requests`` (the first band takes the given model,
+        the others start from a fresh copy of it)."""
+        key = band(max(1, num_requests))
+        costs = self._band_costs.get(key)
+        if costs is None:
+            costs = self._template if not self._band_costs else copy.deepcopy(self._fresh)
+            self._band_costs[key] = costs
+            if len(self._band_costs) == 1:
+                self._fresh = copy.deepcopy(costs)  # before any timing reaches it
+        return costs
+
+    @property
+    def main_costs(self) -> StepCosts:
+        """The cost model of the band with the most timed target steps (what :meth:`summary`
+        reports: a closed batch's last steps run at smaller batch sizes)."""
+        return max(self._band_costs.values(), key=lambda c: c.target.count)
 
     def prior_rates(self) -> list[float]:
         """The conditional acceptance a new request starts from at each depth: the engine's recent
@@ -417,7 +445,7 @@ class DraftGovernor:
             probes.append(probe)
         if not idx:
             return ks
-        costs = self.costs
+        costs = self.costs = self.costs_for(num_requests)
         t, d = costs.target_coefficients, costs.drafter_coefficients
         rows = num_requests + prefill_rows
         base = t[0] + t[1] * num_requests + t[3] * prefill_rows + t[4] * costs.blocks(rows) + (d[0] if call_sunk else 0.0)
@@ -516,7 +544,7 @@ class DraftGovernor:
         """A step's timings: the drafter's call (``DRAFT_FEATURES``; None: not called) and the
         target step (``TARGET_FEATURES``), in seconds; ``tokens``: what the step emitted (for the
         guard, decode steps only: None leaves it unfed)."""
-        costs = self.costs
+        costs = self.costs = self.costs_for(int(target[1]))
         plain = costs.plain_step(int(target[1])) if costs.unit else 0.0  # before this step moves the fit
         if drafter is None and not target[2] and not target[3] and plain > 0:  # a plain decode step
             self._plain_steps += 1
@@ -540,7 +568,7 @@ class DraftGovernor:
 
     def summary(self) -> dict:
         """The fitted costs, the probes and what the guard chose, for metrics."""
-        return {**self.costs.summary(), "num_probes": self.num_probes, "num_declined_probes": self.num_declined_probes,
+        return {**self.main_costs.summary(), "num_probes": self.num_probes, "num_declined_probes": self.num_declined_probes,
                 **self.guard.summary()}
 
     def remove(self, req_id: str) -> None:
