@@ -330,6 +330,8 @@ class DraftGovernor:
         self.max_k = max_k
         self._template = costs if costs is not None else StepCosts(pass_cost, one_pass=one_pass, pinned=pinned,
                                                                    row_block=row_block)
+        self._fresh = copy.deepcopy(self._template)
+        """A copy of the model before any timing reached it: each further band starts from one."""
         self._band_costs: dict[int, StepCosts] = {}
         self.costs = self.costs_for(1)
         """The cost model of the band of the step last allocated or observed."""
@@ -363,10 +365,7 @@ class DraftGovernor:
         key = band(max(1, num_requests))
         costs = self._band_costs.get(key)
         if costs is None:
-            costs = self._template if not self._band_costs else copy.deepcopy(self._fresh)
-            self._band_costs[key] = costs
-            if len(self._band_costs) == 1:
-                self._fresh = copy.deepcopy(costs)  # before any timing reaches it
+            costs = self._band_costs[key] = self._template if not self._band_costs else copy.deepcopy(self._fresh)
         return costs
 
     @property
