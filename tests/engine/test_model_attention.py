@@ -1,6 +1,8 @@
 """The attention hook: an engine-style KV cache, block mode, batch forward, selected rows."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 
 from specpath_engine.model import BlockCausalAttention, LlamaModel, causal_attention
@@ -154,3 +156,14 @@ def test_bfloat16_weights_still_return_float32_logits(tiny, tmp_path):
         out = model(ids, torch.arange(6))
     assert model.lm_head.weight.dtype == torch.bfloat16 and out.logits.dtype == torch.float32
     assert (out.logits.argmax(-1) == _full(tiny, ids).logits.argmax(-1)).float().mean() > 0.5
+
+
+@given(rows=st.integers(1, 12), seed=st.integers(0, 2**16))
+@settings(max_examples=25, deadline=None)
+def test_the_head_gives_every_row_count_the_linear_products(tiny, rows, seed):
+    """A float32 head multiplies a verification's few rows as ``W @ h.T`` (MKL's ``F.linear`` is
+    2-3x slower there); the logits are the same products, float32, one row per query row."""
+    h = torch.randn(rows, 48, generator=torch.Generator().manual_seed(seed))
+    logits = tiny.lm_head_logits(h)
+    assert logits.shape == (rows, VOCAB) and logits.dtype == torch.float32 and logits.is_contiguous()
+    torch.testing.assert_close(logits, torch.nn.functional.linear(h, tiny.lm_head.weight), rtol=1e-5, atol=1e-5)
