@@ -28,6 +28,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 
 def prompts_for(target: str, num_code: int, num_chat: int, num_general: int, seed: int,
@@ -35,7 +36,10 @@ def prompts_for(target: str, num_code: int, num_chat: int, num_general: int, see
     """(kind, token ids) of every prompt."""
     from specpath_train.target_text import build_prompts, chat_template, load_tokenizer, render_chat
 
-    tok, template = load_tokenizer(target), chat_template(target)
+    from specpath_engine.modeling.named_models import NAMED_MODELS, hf_checkpoint_dir
+
+    files = hf_checkpoint_dir(target) if not Path(target).exists() and target in NAMED_MODELS else target
+    tok, template = load_tokenizer(files), chat_template(files)
     out: list[tuple[str, list[int]]] = []
     for kind, counts in (("code", (num_code, 0, 0)), ("chat", (0, num_chat, 0)), ("general", (0, 0, num_general))):
         if any(counts):
