@@ -110,8 +110,7 @@ def _inference_model(model: Any, quantization: str | None = None, packed: bool =
                      int8_where_unfit: bool = False) -> Any:
     """A loaded model made ready for inference: weight-only quantised, or its low-precision
     weights pre-packed for the CPU's matmul (``specpath_engine.packed_linear``); either way with
-    its projections fused (fewer calls per step). float32 models stay as loaded (their batch-1 and
-    multi-token products agree to the bit, which greedy identity relies on). ``int8_where_unfit``:
+    its projections fused (fewer calls per step). ``int8_where_unfit``:
     see :func:`~specpath_engine.quantization.quantize_model_` (drafters)."""
     if (quantization is not None or packed) and hasattr(model, "fuse_projections"):
         model.fuse_projections()

@@ -1,4 +1,4 @@
-"""Linear layers with their weights pre-packed for oneDNN, the CPU's bf16/fp16 matmul path.
+"""Linear layers with their weights pre-packed for oneDNN, the CPU's matmul path (bf16, fp16, float32).
 
 ``F.linear`` on a bf16 CPU tensor hands the plain ``[out, in]`` weight to oneDNN, which reorders
 it into its blocked layout on every call: at batch 1 that reorder costs as much as the multiply
@@ -8,8 +8,13 @@ it freezes weights) halves a bf16 decode step on an AVX512-BF16 CPU; the product
 so the outputs agree with ``F.linear``'s to one bf16 rounding, and are mostly bit-identical
 (tested; some widths, e.g. 44 inputs, sum in another order).
 
-Only low-precision CPU models are packed: float32 keeps MKL's ``F.linear`` (its batch-1 and
-multi-token products agree to the bit, which the float32 greedy-identity tests rely on).
+float32 CPU models are packed too: MKL's ``F.linear`` multiplies a verification's few rows
+slowly (SmolLM2-135M on an AMD EPYC, one thread: a layer's four products 0.22 ms for one row,
+0.84 ms for five, against 0.23 / 0.49 ms packed; the 49,152-row head 7.3 / 15.5 ms against 4.0 /
+7.6 ms), which priced every draft out of a float32 target, and its one-row head is slower too
+(float32 plain decoding 23.4 -> 31.5 tok/s, EAGLE-3 over it 1.07x -> 1.35x). Neither product
+gives a row the same bits whatever else is in the step (measured there for both), so float32
+greedy identity rests, as before, on the argmax, not on bit-equal logits.
 ``SPECPATH_PREPACK=0`` turns packing off (to measure what it buys).
 
 Where the native kernels run (``specpath_engine.modeling.native``), a bf16 layer keeps its plain weight
@@ -31,13 +36,15 @@ from specpath_engine.modeling.native import Linear as NativeLinear, kernels
 ENV_SWITCH = "SPECPATH_PREPACK"
 """Set to ``0`` to keep plain ``F.linear`` layers."""
 
-_PACKABLE = {torch.bfloat16: "_is_mkldnn_bf16_supported", torch.float16: "_is_mkldnn_fp16_supported"}
+_PACKABLE = {torch.float32: "", torch.bfloat16: "_is_mkldnn_bf16_supported", torch.float16: "_is_mkldnn_fp16_supported"}
 
 
 def packing_enabled(dtype: torch.dtype, device: str | torch.device = "cpu") -> bool:
     """Whether :func:`pack_linears_` would pack a model of ``dtype`` on ``device`` here."""
     if os.environ.get(ENV_SWITCH, "1") == "0" or torch.device(device).type != "cpu" or dtype not in _PACKABLE:
         return False
+    if not _PACKABLE[dtype]:  # float32: any oneDNN build multiplies it
+        return torch.backends.mkldnn.is_available()
     mkldnn = getattr(torch.ops, "mkldnn", None)
     try:
         supported = getattr(mkldnn, _PACKABLE[dtype])()

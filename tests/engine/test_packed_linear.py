@@ -1,6 +1,7 @@
 """Pre-packed low-precision linears: ``F.linear``'s products to one bf16 rounding (oneDNN's packed
 weight), or each row's fp32 sum rounded once (the native bf16 kernel, for the shapes it takes);
-only where they apply (bf16/fp16 on a CPU whose oneDNN has the kernels; never float32)."""
+only where they apply (bf16/fp16 on a CPU whose oneDNN has the kernels; float32 wherever oneDNN
+runs, to float32 rounding)."""
 
 import pytest
 import torch
@@ -43,9 +44,26 @@ def test_packed_linear_is_f_linear_to_one_rounding(out_features, in_features, ro
     assert torch.equal(rows_alone, got)
 
 
-def test_packing_applies_to_low_precision_cpu_models_only(monkeypatch):
-    assert not packing_enabled(torch.float32)
+@given(out_features=st.integers(1, 40), in_features=st.integers(1, 48), rows=st.integers(1, 9), bias=st.booleans(),
+       seed=st.integers(0, 2**16))
+@settings(max_examples=30, deadline=None)
+def test_a_packed_float32_linear_gives_the_linear_products(out_features, in_features, rows, bias, seed):
+    if not packing_enabled(torch.float32):
+        pytest.skip("this torch has no oneDNN")
+    torch.manual_seed(seed)
+    linear = nn.Linear(in_features, out_features, bias=bias)
+    layer = PackedLinear(linear)
+    x = torch.randn(rows, in_features)
+    got = layer(x)
+    assert got.dtype == torch.float32 and got.shape == (rows, out_features)
+    torch.testing.assert_close(got, F.linear(x, linear.weight, linear.bias), rtol=1e-5, atol=1e-5)
+
+
+def test_packing_applies_to_cpu_models_of_the_packable_dtypes(monkeypatch):
+    assert packing_enabled(torch.float32) == torch.backends.mkldnn.is_available()
+    assert not packing_enabled(torch.float64)
     assert not packing_enabled(torch.bfloat16, "meta")
+    assert not packing_enabled(torch.float32, "meta")
     monkeypatch.setenv(ENV_SWITCH, "0")
     assert not packing_enabled(torch.bfloat16)
 
@@ -86,7 +104,7 @@ def test_pack_linears_keeps_the_model_output(tmp_path):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
-def test_engine_packs_bf16_targets_and_keeps_their_greedy_output(tmp_path, monkeypatch, dtype):
+def test_engine_packs_targets_and_keeps_their_greedy_output(tmp_path, monkeypatch, dtype):
     file = _tiny(tmp_path)
     prompts = ["def the 12 def the", "12 12 the"]
     params = SamplingParams(max_tokens=16, ignore_eos=True)
@@ -95,6 +113,6 @@ def test_engine_packs_bf16_targets_and_keeps_their_greedy_output(tmp_path, monke
     monkeypatch.delenv(ENV_SWITCH)
     packed = LLM(file, dtype=dtype)
     assert isinstance(unpacked.model.lm_head, nn.Linear)
-    assert isinstance(packed.model.lm_head, PackedLinear) == (BF16 and dtype == "bfloat16")
+    assert isinstance(packed.model.lm_head, PackedLinear) == packing_enabled(getattr(torch, dtype))
     want = [o.token_ids for o in unpacked.generate(prompts, params)]
     assert [o.token_ids for o in packed.generate(prompts, params)] == want

@@ -98,7 +98,8 @@ def test_auto_tokenizer_gets_trust_remote_code_as_given(tmp_path, monkeypatch):
     assert [c["trust_remote_code"] for c in calls] == [False, True]
 
 
-def test_chat_applies_the_template_and_honours_eos(tiny_gguf):
+def test_chat_applies_the_template_and_honours_eos(tiny_gguf, monkeypatch):
+    monkeypatch.setenv("SPECPATH_PREPACK", "0")  # the head's weight is edited below: kept as an nn.Linear
     llm = LLM(str(tiny_gguf[0]), dtype="float32")
     out = llm.chat(CHAT, SamplingParams(max_tokens=6, ignore_eos=True))[0]
     rendered = "<|im_start|>user\ndef 12 the<|im_end|>\n<|im_start|>assistant\n"
