@@ -392,7 +392,8 @@ class LlamaModel(nn.Module):
     def lm_head_logits(self, h: torch.Tensor) -> torch.Tensor:
         """float32 logits of already-normed hidden states ``h [T, d]`` -> ``[T, V]``.
 
-        A float32 head on the CPU multiplies a verification's few rows as ``W @ h.T``: MKL's
+        An unpacked float32 head on the CPU (``SPECPATH_PREPACK=0``, a torch without oneDNN: see
+        :mod:`specpath_engine.packed_linear`) multiplies a verification's few rows as ``W @ h.T``: MKL's
         ``F.linear`` for 2-3 rows takes 2.4-3.5x its one-row time there (SmolLM2's 49,152-row head
         on an AMD EPYC: 7.1 ms for one row, 17.3 / 25.1 ms for two / three, against 4.7 / 6.5 ms
         as ``W @ h.T``), which priced every draft out of a float32 target."""
