@@ -202,6 +202,22 @@ def test_a_backed_off_request_is_probed_and_comes_back():
     assert history[-1] == [4]
 
 
+def test_probes_are_weighed_at_the_engines_recent_acceptance_not_the_optimistic_prior():
+    """Rows that cost 0.19 of a step (an int4 target) and drafts accepted 30% of the time: one
+    token at the optimistic prior (0.7) pays on paper, at the acceptance the engine has seen it
+    does not, so once that is known new replies' probes are priced out (a probe at the longest
+    wait aside) instead of each reply probing its way down the doubling waits."""
+    sim = Simulated(step=0.010, per_row=0.0019, call=0.0006, per_pass=0.0005, accept=0.3, seed=3)
+    replies = []
+    for reply in range(16):
+        sim.prefix = f"reply{reply}-"
+        sim.positions, sim.pending = [100], [1]
+        replies.append(sim.run(64))
+    late = sum(1 for history in replies[8:] for ks in history if ks[0])
+    assert late <= 8 * 64 / MAX_WAIT + 2
+    assert sim.governor.num_declined_probes >= 8
+
+
 def test_a_high_cost_per_row_drafts_less_at_batch_8_than_at_batch_1():
     costly_rows = dict(step=0.010, per_request=0.001, per_row=0.002, accept=0.8)
     one = Simulated(batch=1, **costly_rows).run(120)
@@ -411,7 +427,9 @@ def test_before_any_timing_it_chooses_what_the_static_model_chose():
     for _ in range(20):
         g.observe("r", 4, 0)
     assert g.allocate(["r"], [4], [11], [1], num_requests=1, num_sampling=1) == [0]
-    assert g.allocate(["r"], [4], [11 + FIRST_WAIT], [1], num_requests=1, num_sampling=1) == [4]  # the probe
+    # the probe is weighed at the engine's recent acceptance (all failures here): priced out, it
+    # drafts one token all the same while the drafter is untimed
+    assert g.allocate(["r"], [4], [11 + FIRST_WAIT], [1], num_requests=1, num_sampling=1) == [1]
 
 
 def test_requests_are_independent():
