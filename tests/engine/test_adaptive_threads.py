@@ -275,3 +275,35 @@ def test_fixed_count_engines_sharing_a_process_each_step_at_their_own_count(bf16
         assert seen == {1: {1}, 2: {2}}
     finally:
         torch.set_num_threads(before)
+
+
+def test_the_adapter_times_the_target_part_of_a_step_by_the_rows_it_ran(bf16_checkpoint):
+    """A drafter's call comes and goes with the governor's choices, so the adapter is handed
+    each step's target time without it, keyed by the rows the target ran (drafts included):
+    a speculative engine's steps of one row count then look alike to it."""
+    import time as clock
+
+    from specpath_engine.llm import LLM, SamplingParams
+
+    llm = LLM(bf16_checkpoint, {"method": "ngram", "num_speculative_tokens": 4, "draft_length_policy": "fixed"},
+              num_threads=1)
+    seen = []
+
+    class Recording(ThreadAdapter):
+        def observe(self, rows, seconds):
+            seen.append((rows, seconds))
+
+    llm.engine.thread_adapter = Recording((1, 1), set_threads=lambda n: None, get_threads=lambda: 1)
+    from specpath.speculator import DraftProposal
+
+    def slow(batch):  # a dear drafter that drafts K every step
+        clock.sleep(0.05)
+        ks = [r.max_draft_tokens for r in batch.requests]
+        return DraftProposal(token_ids=torch.ones(sum(ks), dtype=torch.int32), num_draft_tokens=ks)
+
+    llm.engine.runner.speculator.propose = slow
+    out = llm.generate(["def quicksort(items):"], SamplingParams(max_tokens=16, ignore_eos=True))[0]
+    assert out.metrics.num_drafts > 0
+    decode = [(rows, s) for rows, s in seen[1:]]  # (the first step is the prompt's prefill)
+    assert decode and all(s < 0.05 for _, s in decode)
+    assert max(rows for rows, _ in decode) > 1  # a step that verified drafts ran its rows
