@@ -7,9 +7,9 @@ threads the scheduler has put aside, and 1 thread can do as well or better (benc
 contention.py). Only the step loop knows which, so :class:`ThreadAdapter` watches it:
 
 - every decode-sized step (at most :data:`MAX_ROWS` target rows; prefill chunks are not
-  comparable) is timed on the wall clock, its target part only (the engine leaves the drafter's
-  call out: it comes and goes with the draft governor's choices, not the machine's), and the
-  last :data:`RECENT` times kept per row count for the current thread count;
+  comparable) is timed on the wall clock, and the last :data:`RECENT` times kept per row count
+  and kind (whether it called a drafter: that call comes and goes with the draft governor's
+  choices, and the steps with it are compared only with each other) for the current thread count;
 - now and then it *probes* the other count for a few steps and compares each step with the
   median of the current count's recent steps of the same row count: a probe whose first two steps are both clearly
   slower stops at once (a quiet machine pays two slow steps), one whose median is at least
@@ -125,10 +125,12 @@ class ThreadAdapter:
         if self._get() != n:
             self._set(n)
 
-    def observe(self, rows: int, seconds: float) -> None:
-        """One step of ``rows`` target rows took ``seconds``; maybe change the count for the next."""
+    def observe(self, rows: int, seconds: float, *, drafted: bool = False) -> None:
+        """One step of ``rows`` target rows took ``seconds``; maybe change the count for the next.
+        ``drafted``: the step called a drafter (its time is compared only with such steps')."""
         if rows > MAX_ROWS:
             return
+        rows = (rows, drafted)  # the key a step's time is kept and compared under
         if self._probe is None:
             recent = self._recent.get(rows)
             if recent is None:

@@ -500,12 +500,12 @@ class LLMEngine:
             runner = self.runner
             finished = runner.execute(out)
             if runner.step_rows:
-                # the target's part, keyed by the rows it ran: a drafter call comes and goes with
-                # the governor's choices (a burst's catch-up costs several steps), and timed in,
-                # it made a speculative engine's steps of one row count look like a changed
-                # machine (DFlash over int4, 6 chat replies: 4 switches and 15 probes, 0.90x of
-                # plain decoding, against none at a fixed count)
-                adapter.observe(runner.step_rows, time.perf_counter() - start - runner.step_drafter_seconds)
+                # keyed by the rows the target ran and whether the drafter was called: that call
+                # comes and goes with the governor's choices, and keyed only by the scheduled
+                # tokens, a speculative engine's steps looked like a changed machine (DFlash over
+                # int4, 6 chat replies: 4 switches and 15 probes, 0.90x of plain decoding, against
+                # none at a fixed count); its time stays in (the drafter runs at the count too)
+                adapter.observe(runner.step_rows, time.perf_counter() - start, drafted=runner.step_drafter_seconds > 0)
             return finished
         except Exception as exc:
             # A step is all-or-nothing for the requests in it: the failing part (speculator,

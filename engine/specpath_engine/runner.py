@@ -101,8 +101,8 @@ class ModelRunner:
         self.step_rows = 0
         """Target rows the last step ran (its scheduled tokens and drafts; 0: nothing ran)."""
         self.step_drafter_seconds = 0.0
-        """Seconds the last step spent in the drafter's call (0: not called): a decision of the
-        governor's, not the machine's, so a per-step timer of the machine leaves it out."""
+        """Seconds the last step spent in the drafter's call (0: not called): it comes and goes
+        with the governor's choices, so a per-step timer of the machine tells such steps apart."""
         self.tokenizer = tokenizer
         self.device = torch.device(device)
         self.vocab_size = model.config.vocab_size

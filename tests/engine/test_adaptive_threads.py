@@ -277,10 +277,10 @@ def test_fixed_count_engines_sharing_a_process_each_step_at_their_own_count(bf16
         torch.set_num_threads(before)
 
 
-def test_the_adapter_times_the_target_part_of_a_step_by_the_rows_it_ran(bf16_checkpoint):
-    """A drafter's call comes and goes with the governor's choices, so the adapter is handed
-    each step's target time without it, keyed by the rows the target ran (drafts included):
-    a speculative engine's steps of one row count then look alike to it."""
+def test_the_adapter_keys_a_step_by_the_rows_it_ran_and_its_drafter_call(bf16_checkpoint):
+    """A drafter's call comes and goes with the governor's choices, so the adapter is told which
+    steps made one and keys each step by the rows the target ran (drafts included): a
+    speculative engine's steps of one key then look alike to it."""
     import time as clock
 
     from specpath_engine.llm import LLM, SamplingParams
@@ -290,8 +290,8 @@ def test_the_adapter_times_the_target_part_of_a_step_by_the_rows_it_ran(bf16_che
     seen = []
 
     class Recording(ThreadAdapter):
-        def observe(self, rows, seconds):
-            seen.append((rows, seconds))
+        def observe(self, rows, seconds, *, drafted=False):
+            seen.append((rows, seconds, drafted))
 
     llm.engine.thread_adapter = Recording((1, 1), set_threads=lambda n: None, get_threads=lambda: 1)
     from specpath.speculator import DraftProposal
@@ -304,6 +304,20 @@ def test_the_adapter_times_the_target_part_of_a_step_by_the_rows_it_ran(bf16_che
     llm.engine.runner.speculator.propose = slow
     out = llm.generate(["def quicksort(items):"], SamplingParams(max_tokens=16, ignore_eos=True))[0]
     assert out.metrics.num_drafts > 0
-    decode = [(rows, s) for rows, s in seen[1:]]  # (the first step is the prompt's prefill)
-    assert decode and all(s < 0.05 for _, s in decode)
-    assert max(rows for rows, _ in decode) > 1  # a step that verified drafts ran its rows
+    decode = seen[1:]  # (the first step is the prompt's prefill)
+    assert decode and all(drafted == (s >= 0.05) for _, s, drafted in decode)
+    assert all(rows > 1 for rows, _, drafted in decode if drafted)  # a step that verifies drafts runs their rows
+    assert max(rows for rows, _, _ in decode) == 5  # K=4 drafts and the token they follow
+
+
+def test_steps_that_drafted_are_compared_only_with_each_other():
+    """Plain steps of 10 ms and drafting steps of 30 ms at the same row count, interleaved at
+    random, are one steady machine: no probe is started as if its load had changed."""
+    import random
+
+    adapter, calls = _adapter()
+    rng = random.Random(0)
+    for _ in range(600):
+        drafted = rng.random() < 0.3
+        adapter.observe(1, 0.030 if drafted else 0.010, drafted=drafted)
+    assert adapter.num_switches == 0 and calls.count(1) <= 8  # scheduled probes only (doubling waits)
