@@ -44,12 +44,11 @@ def test_packed_linear_is_f_linear_to_one_rounding(out_features, in_features, ro
     assert torch.equal(rows_alone, got)
 
 
+@pytest.mark.skipif(not packing_enabled(torch.float32), reason="this torch has no oneDNN")
 @given(out_features=st.integers(1, 40), in_features=st.integers(1, 48), rows=st.integers(1, 9), bias=st.booleans(),
        seed=st.integers(0, 2**16))
 @settings(max_examples=30, deadline=None)
 def test_a_packed_float32_linear_gives_the_linear_products(out_features, in_features, rows, bias, seed):
-    if not packing_enabled(torch.float32):
-        pytest.skip("this torch has no oneDNN")
     torch.manual_seed(seed)
     linear = nn.Linear(in_features, out_features, bias=bias)
     layer = PackedLinear(linear)
