@@ -92,16 +92,16 @@ class ThreadAdapter:
         """A probe comes at once when ``changed_steps`` steps in a row are ``change`` times slower
         or faster than the settled median of their row count: other jobs started or stopped."""
         self._settled: dict[int, float] = {}
-        """Row count -> the median step once :data:`RECENT` steps ran since the last probe."""
+        """(rows, drafted) -> the median step once :data:`RECENT` steps ran since the last probe."""
         self._since = 0
         self._odd = 0
         self._triggered = False
         self.interval = first_probe
         self._countdown = first_probe
         self._recent: dict[int, deque[float]] = {}
-        """Row count -> the seconds of the last :data:`RECENT` such steps at the current count."""
+        """(rows, drafted) -> the seconds of the last :data:`RECENT` such steps at the current count."""
         self._refs: dict[int, float] = {}
-        """While probing: row count -> the median of ``_recent`` when the probe began; a median,
+        """While probing: (rows, drafted) -> the median of ``_recent`` when the probe began; a median,
         like the probe's, so the rare stalled step of a busy machine drags neither (a mean
         would make a probe of the same speed look faster)."""
         self._probe: list[float] | None = None
@@ -130,14 +130,14 @@ class ThreadAdapter:
         ``drafted``: the step called a drafter (its time is compared only with such steps')."""
         if rows > MAX_ROWS:
             return
-        rows = (rows, drafted)  # the key a step's time is kept and compared under
+        key = (rows, drafted)  # what a step's time is kept and compared under
         if self._probe is None:
-            recent = self._recent.get(rows)
+            recent = self._recent.get(key)
             if recent is None:
-                recent = self._recent[rows] = deque(maxlen=RECENT)
+                recent = self._recent[key] = deque(maxlen=RECENT)
             recent.append(seconds)
             self._countdown -= 1
-            settled = self._settled.get(rows)
+            settled = self._settled.get(key)
             if settled is not None:
                 if seconds > self.change * settled or seconds * self.change < settled:
                     self._odd += 1
@@ -156,16 +156,16 @@ class ThreadAdapter:
                 self._set(self.other)
             return
         self._probe_steps += 1
-        ref = self._refs.get(rows)
+        ref = self._refs.get(key)
         if ref is not None and ref > 0.0:
             self._probe.append(seconds / ref)
-        self._probe_times.setdefault(rows, deque(maxlen=RECENT)).append(seconds)
+        self._probe_times.setdefault(key, deque(maxlen=RECENT)).append(seconds)
         probe, n = self._probe, len(self._probe)
         if n == 2 and min(probe) > self.lose:
             self._end(won=False)
         elif n >= self.window:
             self._end(won=_median(probe) < self.win)
-        elif self._probe_steps >= 2 * self.window:  # rows the current count never ran: no verdict
+        elif self._probe_steps >= 2 * self.window:  # steps the current count never ran: no verdict
             self._end(won=False)
 
     def _end(self, *, won: bool) -> None:

@@ -505,7 +505,7 @@ class LLMEngine:
                 # tokens, a speculative engine's steps looked like a changed machine (DFlash over
                 # int4, 6 chat replies: 4 switches and 15 probes, 0.90x of plain decoding, against
                 # none at a fixed count); its time stays in (the drafter runs at the count too)
-                adapter.observe(runner.step_rows, time.perf_counter() - start, drafted=runner.step_drafter_seconds > 0)
+                adapter.observe(runner.step_rows, time.perf_counter() - start, drafted=runner.step_drafted)
             return finished
         except Exception as exc:
             # A step is all-or-nothing for the requests in it: the failing part (speculator,

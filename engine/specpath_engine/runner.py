@@ -100,9 +100,9 @@ class ModelRunner:
         self._drafter_s = 0.0
         self.step_rows = 0
         """Target rows the last step ran (its scheduled tokens and drafts; 0: nothing ran)."""
-        self.step_drafter_seconds = 0.0
-        """Seconds the last step spent in the drafter's call (0: not called): it comes and goes
-        with the governor's choices, so a per-step timer of the machine tells such steps apart."""
+        self.step_drafted = False
+        """The last step called the drafter: that call comes and goes with the governor's
+        choices, so a per-step timer of the machine tells such steps apart."""
         self.tokenizer = tokenizer
         self.device = torch.device(device)
         self.vocab_size = model.config.vocab_size
@@ -152,7 +152,7 @@ class ModelRunner:
         if not picked:
             return drafts, None
         governor = self.governor
-        start, clock = time.perf_counter(), governor.clock() if governor is not None else 0.0
+        start = governor.clock() if governor is not None else 0.0
         self._trees = [None] * len(scheduled)
         entries, slots = [], []
         for i in picked:
@@ -164,9 +164,9 @@ class ModelRunner:
         if feeding:
             hidden = self.features.read(torch.tensor(slots, dtype=torch.int64, device=self.device))
         proposal = speculator.propose(DraftBatch(requests=tuple(entries), hidden_states=hidden))
-        self.step_drafter_seconds = time.perf_counter() - start
+        self.step_drafted = True
         if governor is not None:  # the drafter's call, for the cost model (step_costs.DRAFT_FEATURES)
-            self._drafter_s = governor.clock() - clock
+            self._drafter_s = governor.clock() - start
             ks = [e.max_draft_tokens for e in entries if e.max_draft_tokens > 0]
             passes = (1 if governor.one_pass else max(ks)) if ks else 0
             self._drafter_features = (1.0, len(ks), passes, sum(ks), sum(e.num_new_positions for e in entries))
@@ -274,7 +274,7 @@ class ModelRunner:
             for r in out.preempted:
                 speculator.remove_request(r.req_id)
         scheduled = out.scheduled
-        self.step_rows, self.step_drafter_seconds = 0, 0.0
+        self.step_rows, self.step_drafted = 0, False
         if not scheduled:
             return []
         self._trees, self._draft_budget, self._drafter_features = [], [], None
