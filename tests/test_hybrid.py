@@ -102,17 +102,18 @@ def batch_of(*ids: str, budget: int = 4) -> DraftBatch:
     return DraftBatch(requests=requests, hidden_states=torch.zeros(2 * len(ids), 1, 8))
 
 
-def test_the_drafter_reads_every_request_and_drafts_only_where_not_replaced():
+def test_both_sides_draft_every_request_and_a_long_enough_model_free_chain_is_taken_where_favoured():
     drafter = Recorder({"a": [5, 6, 7, 8], "b": [9, 9, 9, 9], "c": [4, 4]}, layers=(1, 2))
     model_free = Recorder({"a": [1, 2, 3], "b": [7], "c": []})
     hybrid = HybridSpeculator(drafter, model_free, min_tokens=2)
+    hybrid.engine_score = 0.5  # earlier requests found the model-free tokens right where they parted
     batch = batch_of("a", "b", "c")
     out = hybrid.propose(batch)
+    # a: they part at depth 0 (the engine's record: the model-free chain);
+    # b: the model-free draft is too short; c: none
     assert list(out.num_draft_tokens) == [3, 4, 2] and out.token_ids.tolist() == [1, 2, 3, 9, 9, 9, 9, 4, 4]
     seen = drafter.batches[0]
-    assert [r.max_draft_tokens for r in seen.requests] == [0, 4, 4]
-    assert [r.num_new_positions for r in seen.requests] == [2, 2, 2]  # it still reads the new positions
-    assert seen.hidden_states is batch.hidden_states
+    assert seen.requests == batch.requests and seen.hidden_states is batch.hidden_states
     assert model_free.batches[0].hidden_states is None and model_free.batches[0].requests == batch.requests
     assert hybrid.hidden_state_layers == (1, 2) and hybrid.num_model_free_drafts == 1
 
@@ -124,12 +125,68 @@ def test_without_a_long_enough_model_free_draft_the_drafters_proposal_passes_thr
     assert out.token_ids.tolist() == [5, 6] and drafter.batches[0].requests[0].max_draft_tokens == 4
 
 
-def test_verification_and_removal_reach_both():
-    drafter, model_free = Recorder({}), Recorder({})
+def test_where_one_chain_extends_the_other_the_longer_is_verified():
+    drafter = Recorder({"a": [1, 2], "b": [3, 4, 5, 6]})
+    hybrid = HybridSpeculator(drafter, Recorder({"a": [1, 2, 3, 4], "b": [3, 4]}), min_tokens=2)
+    out = hybrid.propose(batch_of("a", "b"))
+    assert out.token_ids.tolist() == [1, 2, 3, 4, 3, 4, 5, 6] and hybrid.num_model_free_drafts == 1
+
+
+def step(hybrid: HybridSpeculator, committed: list[int], budget: int = 4) -> DraftProposal:
+    return hybrid.propose(DraftBatch(requests=(DraftRequest(req_id="a", token_ids=committed, num_new_positions=1,
+                                                            max_draft_tokens=budget),)))
+
+
+def test_a_request_learns_which_side_to_trust_where_they_part():
+    # the drafter says 5, 6; the model-free method 7, 8; the target writes the drafter's tokens
+    drafter, model_free = Recorder({"a": [5, 6]}), Recorder({"a": [7, 8]})
+    hybrid = HybridSpeculator(drafter, model_free, min_tokens=2)
+    text = [1, 2, 3]
+    assert step(hybrid, text).token_ids.tolist() == [5, 6]  # no record yet: the drafter's chain
+    hybrid.on_verified(["a"], [0])
+    text = text + [7]  # the target's token where they parted was the model-free one
+    assert step(hybrid, text).token_ids.tolist() == [7, 8]
+    assert hybrid.score["a"] > 0 and hybrid.engine_score > 0
+    hybrid.on_verified(["a"], [0])
+    for token in (5, 5, 5):  # then the drafter's, three times: the record turns
+        text = text + [token]
+        out = step(hybrid, text)
+        hybrid.on_verified(["a"], [0])
+    assert out.token_ids.tolist() == [5, 6] and hybrid.score["a"] < 0
+    # a new request starts from the engine's tally, its own record moves on from there
+    other = HybridSpeculator(Recorder({"a": [5, 6]}), Recorder({"a": [7, 8]}), min_tokens=2)
+    other.engine_score = 0.1
+    assert step(other, [1]).token_ids.tolist() == [7, 8]
+    other.on_verified(["a"], [0])
+    assert step(other, [1, 5]).token_ids.tolist() == [5, 6] and other.score["a"] < 0
+
+
+def test_a_token_neither_side_drafted_is_no_evidence():
+    hybrid = HybridSpeculator(Recorder({"a": [5, 6]}), Recorder({"a": [7, 8]}), min_tokens=2)
+    step(hybrid, [1, 2])
+    hybrid.on_verified(["a"], [0])
+    step(hybrid, [1, 2, 9])
+    assert "a" not in hybrid.score and hybrid.engine_score == 0.0
+
+
+def test_verification_reaches_both_and_the_side_not_verified_keeps_nothing():
+    drafter, model_free = Recorder({"a": [5, 6, 7], "b": [1, 2]}), Recorder({"a": [8, 9], "b": []})
     hybrid = HybridSpeculator(drafter, model_free, min_tokens=1)
-    hybrid.on_verified(["a", "b"], [1, 0])
+    hybrid.engine_score = 0.5
+    hybrid.propose(batch_of("a", "b"))  # a: the model-free chain (the record favours it), b: the drafter's
+    hybrid.on_verified(["a", "b"], [1, 2])
+    assert drafter.verified == [(["a", "b"], [0, 2])]
+    assert model_free.verified == [(["a", "b"], [1, 0])]
     hybrid.remove_request("a")
-    assert drafter.verified == model_free.verified == [(["a", "b"], [1, 0])]
     assert drafter.removed == model_free.removed == ["a"]
     hybrid.forget_responses()  # a benchmark's new round: both sides drop what earlier requests taught them
-    assert drafter.removed == model_free.removed == ["a", "*"]
+    assert drafter.removed == model_free.removed == ["a", "*"] and hybrid.engine_score == 0.0
+
+
+def test_a_step_where_nobody_drafts_skips_the_model_free_method():
+    drafter, model_free = Recorder({"a": [5, 6]}), Recorder({"a": [5, 6, 7]})
+    hybrid = HybridSpeculator(drafter, model_free, min_tokens=2)
+    assert hybrid.propose(batch_of("a", budget=0)).token_ids.tolist() == []
+    assert len(drafter.batches) == 1 and model_free.batches == []  # the drafter still reads the new positions
+    assert hybrid.propose(batch_of("a")).token_ids.tolist() == [5, 6, 7]  # it extends the drafter's chain
+    assert len(model_free.batches) == 1

@@ -156,6 +156,26 @@ class LookupSpeculator(BaseSpeculator):
         return DraftProposal(token_ids=torch.tensor(tokens, dtype=torch.int32), num_draft_tokens=counts)
 
 
+class EarliestLookupSpeculator(LookupSpeculator):
+    """Prompt lookup from the earliest match instead of the latest: beside a
+    :class:`LookupSpeculator` the two chains part now and then (a hybrid's arbitration)."""
+
+    def propose(self, batch):
+        tokens, counts = [], []
+        for r in batch.requests:
+            ids = list(r.token_ids)
+            out = []
+            if r.max_draft_tokens and len(ids) >= 3:
+                key = ids[-2:]
+                for start in range(len(ids) - 2):
+                    if ids[start : start + 2] == key:
+                        out = ids[start + 2 : start + 2 + r.max_draft_tokens]
+                        break
+            tokens += out
+            counts.append(len(out))
+        return DraftProposal(token_ids=torch.tensor(tokens, dtype=torch.int32), num_draft_tokens=counts)
+
+
 class HiddenLookupSpeculator(LookupSpeculator):
     layers = (0, 1)
 

@@ -23,6 +23,7 @@ def plain():
 def test_greedy_output_is_the_targets(plain, method, model_free):
     llm = LLM(None, {"method": method, "num_speculative_tokens": 4, "model_free_drafter": model_free},
               dtype="float32")
+    llm.speculator.engine_score = 1.0  # where the chains part, the model-free one is verified until a miss
     assert [o.token_ids for o in llm.generate(PROMPTS, GREEDY)] == plain
     assert llm.speculator.num_model_free_drafts > 0
     assert llm.metrics.num_accepted_tokens > 0
@@ -48,7 +49,11 @@ def test_sampled_drafts_get_one_hot_rows_beside_the_drafters_probabilities(monke
               "draft_length_policy": "fixed",
               "model_free_drafter": {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 3},
               "model_free_min_tokens": 1}
-    runs = [LLM(None, config, dtype="float32", seed=1).generate(PROMPTS, params) for _ in range(2)]
+    runs = []
+    for _ in range(2):
+        llm = LLM(None, config, dtype="float32", seed=1)
+        llm.speculator.engine_score = 1.0
+        runs.append(llm.generate(PROMPTS, params))
     assert [o.token_ids for o in runs[0]] == [o.token_ids for o in runs[1]]  # the engine's seed: reproducible
     assert all(len(o.token_ids) == 32 for o in runs[0])
     # a step where some requests drafted with the drafter carries probabilities for every draft

@@ -42,8 +42,9 @@ class LaneLookupConfig(SlotsLookupConfig):
 
 @attrs.frozen(kw_only=True)
 class FreeLookupConfig(LookupConfig):
-    """The lookup method declared model-free, to run beside another drafter."""
+    """A lookup method (from the earliest match) declared model-free, to run beside another drafter."""
 
+    speculator_class = "engine_helpers:EarliestLookupSpeculator"
     model_free = True
 
 
@@ -108,11 +109,12 @@ def test_a_model_free_drafter_beside_a_hidden_state_drafter_keeps_greedy_output(
     llm = LLM(str(checkpoint), {"method": "engine_test_hidden_lookup", "num_speculative_tokens": 3,
                                 "model_free_drafter": {"method": "engine_test_free_lookup"},
                                 "model_free_min_tokens": 1})
+    hybrid = llm.speculator
+    hybrid.engine_score = 1.0  # where the two chains part, the model-free one is verified until it misses
     outs = llm.generate(PROMPTS, SamplingParams(max_tokens=40))
     assert [o.token_ids for o in outs] == [o.token_ids for o in base]
-    hybrid = llm.speculator
     assert hybrid.num_model_free_drafts > 0 and llm.metrics.num_draft_tokens > 0
-    # the drafter still read every committed position's hidden states while it was not asked to draft
+    # the drafter read every committed position's hidden states, whichever chain was verified
     assert hybrid.drafter.rows_seen == hybrid.drafter.positions_announced > 0
     assert llm.engine.config.num_lookahead_tokens == 3  # the drafter's contract is the engine's
 
