@@ -49,7 +49,9 @@ def test_the_nested_method_is_resolved_with_this_configs_k_and_a_default_minimum
     assert spec.model_free_min_tokens == 2
     assert type(inner.speculator_config).model_free
     traced = [detail for step, detail in spec.resolution_trace if step == "model_free"]
-    assert traced[-1] == "'ngram' drafts (K=4) replace the drafts of 'eagle3' where at least 2 long"
+    assert traced[-1] == ("both draft each step; 'ngram''s (K=4, at least 2 long) is verified instead of 'eagle3''s "
+                          "where it extends it or where the two part and the request's record favours it "
+                          "(specpath.hybrid)")
     assert any(detail.startswith("result: method='ngram'") for detail in traced)
 
 
@@ -61,6 +63,44 @@ def test_a_smaller_k_and_minimum_are_kept(resolve):
 def test_without_it_nothing_is_resolved(resolve):
     spec = resolve()
     assert spec.model_free_config is None and spec.model_free_min_tokens is None
+
+
+@pytest.fixture
+def shipped_with_companion(head, monkeypatch):
+    """The toy head as a shipped EAGLE-3 checkpoint whose row names n-gram as its companion."""
+    from specpath.config.shipped import ShippedCheckpoint
+    from specpath.lookup import builtin_config_class
+
+    cls = builtin_config_class("eagle3").config_class
+    monkeypatch.setattr(cls, "shipped_checkpoints", (ShippedCheckpoint("toy", head, model_free="ngram"),))
+    return cls
+
+
+def test_a_shipped_drafter_gets_its_rows_companion_unless_the_config_names_one(resolve, shipped_with_companion):
+    spec = resolve()
+    assert spec.model_free_config.method == "ngram" and spec.model_free_min_tokens == 2
+    assert spec.model_free_drafter is None  # the input is unchanged: a default, re-derived on every resolution
+    assert spec.speculator_config.describe()["shipped_drafter_model_free"] == "ngram"
+    traced = [detail for step, detail in spec.resolution_trace if step == "model_free"]
+    assert traced[0] == "'ngram' beside the shipped drafter (its default; model_free_drafter: {} turns it off)"
+    named = resolve(model_free_drafter={"method": "ngram", "prompt_lookup_min": 3})
+    assert named.model_free_config.prompt_lookup_min == 3
+    assert named.speculator_config.describe()["shipped_drafter_model_free"] is None
+    alone = resolve(model_free_drafter={})
+    assert alone.model_free_config is None and alone.speculator_config.describe()["shipped_drafter_model_free"] is None
+    assert ("model_free", "model_free_drafter: {}: the drafter drafts alone") in alone.resolution_trace
+
+
+def test_a_companion_that_is_not_installed_leaves_the_drafter_alone(resolve, head, monkeypatch):
+    from specpath.config.shipped import ShippedCheckpoint
+    from specpath.lookup import builtin_config_class
+
+    cls = builtin_config_class("eagle3").config_class
+    monkeypatch.setattr(cls, "shipped_checkpoints", (ShippedCheckpoint("toy", head, model_free="no_such_method"),))
+    spec = resolve()
+    assert spec.model_free_config is None
+    assert ("model_free", "the shipped drafter's model-free companion 'no_such_method' is not installed: the drafter "
+                          "drafts alone") in spec.resolution_trace
 
 
 def test_replace_and_to_dict_keep_it(resolve):

@@ -454,7 +454,18 @@ class Resolution:
         target (its errors name the nested field), then :func:`cross_rules.check_model_free_drafter`."""
         spec = self.spec
         given = spec.model_free_drafter
-        if given is None:
+        default = self.config_class.shipped_model_free(spec)
+        if default is not None:
+            if lookup.find_registration(default) is not None:
+                given = {"method": default}
+                self.note("model_free", f"{default!r} beside the shipped drafter (its default; "
+                                        "model_free_drafter: {} turns it off)")
+            else:
+                self.note("model_free", f"the shipped drafter's model-free companion {default!r} is not "
+                                        "installed: the drafter drafts alone")
+        if not given:  # None, or {}: the drafter alone
+            if given is not None:
+                self.note("model_free", "model_free_drafter: {}: the drafter drafts alone")
             if spec.model_free_min_tokens is not None:
                 raise SpeculativeConfigError("is only valid with model_free_drafter",
                                              field="speculative_config.model_free_min_tokens",
@@ -478,9 +489,10 @@ class Resolution:
         self.set(model_free_config=inner, model_free_min_tokens=minimum)
         for step, detail in inner.resolution_trace:
             self.note("model_free", f"{step}: {detail}")
-        self.note("model_free", f"{inner.custom_method or inner.method!r} drafts (K={inner.num_speculative_tokens}) "
-                                f"replace the drafts of {spec.custom_method or spec.method!r} where at least "
-                                f"{minimum} long")
+        self.note("model_free", f"both draft each step; {inner.custom_method or inner.method!r}'s (K="
+                                f"{inner.num_speculative_tokens}, at least {minimum} long) is verified instead of "
+                                f"{spec.custom_method or spec.method!r}'s where it extends it or where the two part "
+                                "and the request's record favours it (specpath.hybrid)")
 
     def step_result(self) -> None:
         spec, cls = self.spec, self.config_class

@@ -43,6 +43,10 @@ class ShippedCheckpoint:
     variant: str = DEFAULT_VARIANT
     """Which of a method's shapes it serves (e.g. ``"parallel"`` for P-EAGLE), chosen by
     ``SpeculatorConfig.shipped_variant``."""
+    model_free: str | None = None
+    """The model-free method drafted beside this drafter when the config names no
+    ``model_free_drafter`` (``SpeculatorConfig.shipped_model_free``): set where it was measured
+    to pay on this target."""
 
     @property
     def is_installed(self) -> bool:

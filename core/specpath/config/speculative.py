@@ -138,10 +138,12 @@ class SpeculativeConfig:
     )
     model_free_drafter: Mapping[str, Any] | None = _field(
         group="source",
-        doc="A model-free method beside the drafter, e.g. {'method': 'suffix'}: for a request whose "
-        "model-free draft is at least `model_free_min_tokens` long, that draft is verified instead of "
-        "the drafter's (which then only reads the new positions). Keys: `method`, "
-        "`num_speculative_tokens` (<= K; default K) and that method's own options.",
+        doc="A model-free method beside the drafter, e.g. {'method': 'suffix'}: both draft each step, and "
+        "a request's model-free draft (at least `model_free_min_tokens` long) is verified instead of the "
+        "drafter's where it extends it or, where the two part, where the request's record of such "
+        "partings favours it. Keys: `method`, `num_speculative_tokens` (<= K; default K) and that "
+        "method's own options. Default: the shipped drafter's companion where it has one (suffix "
+        "beside SmolLM2's EAGLE-3, MTP, DFlash and DSpark); `{}`: none.",
         hash=False,
     )
     model_free_min_tokens: int | None = _field(

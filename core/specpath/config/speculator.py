@@ -280,6 +280,7 @@ class SpeculatorConfig:
             "supported_options": sorted(self.supported_options),
             "notes": list(self.notes),
             "shipped_drafter_quantization": type(self).shipped_quantization(self.spec),
+            "shipped_drafter_model_free": type(self).shipped_model_free(self.spec),
         }
         out.update({flag: bool(getattr(self, flag)) for flag in CAPABILITY_FLAGS})
         for name in (
@@ -302,6 +303,19 @@ class SpeculatorConfig:
         if cls.shipped_drafter_quantization is None or spec.quantization is not None:
             return None
         return cls.shipped_drafter_quantization if cls.is_shipped_drafter(spec) else None
+
+    @classmethod
+    def shipped_model_free(cls, spec: SpeculativeConfig) -> str | None:
+        """The model-free method of the shipped checkpoint ``spec`` runs
+        (:attr:`ShippedCheckpoint.model_free`), where ``spec`` names no ``model_free_drafter``
+        (``{}``: none); else None. Its drafts are verified where they extend the drafter's or
+        the request's record favours them (:mod:`specpath.hybrid`)."""
+        from pathlib import Path
+
+        if spec.model is None or spec.model_free_drafter is not None:
+            return None
+        model = Path(spec.model).resolve()
+        return next((row.model_free for row in cls.shipped_checkpoints if row.path.resolve() == model), None)
 
     @classmethod
     def is_shipped_drafter(cls, spec: SpeculativeConfig) -> bool:
