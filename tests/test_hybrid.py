@@ -190,3 +190,36 @@ def test_a_step_where_nobody_drafts_skips_the_model_free_method():
     assert len(drafter.batches) == 1 and model_free.batches == []  # the drafter still reads the new positions
     assert hybrid.propose(batch_of("a")).token_ids.tolist() == [5, 6, 7]  # it extends the drafter's chain
     assert len(model_free.batches) == 1
+
+
+def test_a_model_free_method_that_predicts_nothing_is_asked_less_often_until_it_does():
+    from specpath.hybrid import IDLE_EVERY, IDLE_STEPS
+
+    drafter, model_free = Recorder({"a": [5, 6]}), Recorder({"a": [7, 8]})
+    hybrid = HybridSpeculator(drafter, model_free, min_tokens=2)
+    text = [1, 2, 3]
+
+    def run(steps: int, committed: int) -> None:
+        nonlocal text
+        for _ in range(steps):
+            hybrid.propose(batch_of_text(text))
+            hybrid.on_verified(["a"], [0])
+            text = text + [committed]
+
+    run(IDLE_STEPS + 1, 5)  # the target writes the drafter's token: the model-free one is never right
+    assert len(model_free.batches) == IDLE_STEPS  # asked every step until IDLE_STEPS went by
+    run(4 * IDLE_EVERY, 5)
+    assert len(model_free.batches) == IDLE_STEPS + 4  # then every IDLE_EVERY-th step
+    assert len(drafter.batches) == IDLE_STEPS + 1 + 4 * IDLE_EVERY  # the drafter every step
+    asked = len(model_free.batches)
+    while len(model_free.batches) == asked:  # the next step it is asked, its first token is right
+        run(1, 7)
+    run(IDLE_EVERY, 7)
+    assert len(model_free.batches) == asked + 1 + IDLE_EVERY  # asked every step again
+    hybrid.forget_responses()
+    assert hybrid._idle == 0
+
+
+def batch_of_text(text: list[int]) -> DraftBatch:
+    return DraftBatch(requests=(DraftRequest(req_id="a", token_ids=list(text), num_new_positions=1,
+                                             max_draft_tokens=4),))

@@ -19,8 +19,9 @@ edits, where the output copies its input; the record learns which text it is in 
 disagreements.
 
 Both parts see the same batch, the same removals and every request's verification (but for a
-step where no request may draft, which the model-free method skips: it reads token ids only and
-catches up when next asked; its propose is 0.18 ms of an 11 ms SmolLM2 step); the side
+step where no request may draft, which the model-free method skips, and most steps of a stretch
+where its drafts were not accepted, :data:`IDLE_STEPS`: it reads token ids only and catches up
+when next asked; its propose is 0.18 ms of an 11 ms SmolLM2 step); the side
 whose draft was not verified is told that none of its drafts were accepted (its drafts were
 not what the target checked, so none of its speculative state is kept). The composite is
 built by :func:`specpath.factory.create_speculator` from the resolved config, so engines and
@@ -34,6 +35,12 @@ from collections.abc import Sequence
 import attrs
 
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, DraftTree
+
+IDLE_STEPS, IDLE_EVERY = 16, 4
+"""After this many steps in which no model-free draft long enough to count had its first token
+right (verified or not), the model-free method is asked only every ``IDLE_EVERY``-th step until
+one has again (it reads token ids only, so it catches up when asked): on text it does not
+predict (everyday chat) its propose, 0.18 ms of an 11 ms SmolLM2 step, is most of what it costs."""
 
 RECORD_DECAY = 0.3
 """Weight of the newest parting in a request's score (+1: the model-free token was the target's,
@@ -70,6 +77,12 @@ class HybridSpeculator(BaseSpeculator):
         """What a new request's score starts from: the running tally over all requests."""
         self._partings: dict[str, _Parting] = {}
         self._taken: dict[str, bool] = {}
+        self.idle_steps = IDLE_STEPS
+        """:data:`IDLE_STEPS` for this instance (a benchmark may turn the throttle off)."""
+        self._idle = 0  # steps since a long enough model-free draft had its first token right
+        self._offers: dict[str, tuple[int, int]] = {}  # req id -> (len(token_ids), first model-free token)
+        self._asked_free = False  # the model-free method drafted last step
+        self._asked = 0  # steps with a drafting budget
 
     @property
     def hidden_state_layers(self) -> tuple[int, ...]:
@@ -78,10 +91,15 @@ class HybridSpeculator(BaseSpeculator):
     def propose(self, batch: DraftBatch) -> DraftProposal:
         self._tally(batch)
         own = self.drafter.propose(batch)
+        self._taken = {}
         if not any(r.max_draft_tokens > 0 for r in batch.requests):
-            self._taken = {}
             return own  # a model-free method reads token ids only: it catches up when next asked
+        self._asked += 1
+        if self._idle >= self.idle_steps and self._asked % IDLE_EVERY:
+            self._idle += 1
+            return own
         free = self.model_free.propose(DraftBatch(requests=batch.requests))
+        self._asked_free = True
         taken = self._choose(batch, own, free)
         self._taken = {r.req_id: t for r, t in zip(batch.requests, taken)}
         if not any(taken):
@@ -103,6 +121,7 @@ class HybridSpeculator(BaseSpeculator):
             if n_free < self.min_tokens:
                 taken.append(False)
                 continue
+            self._offers[request.req_id] = (len(request.token_ids), theirs[0])
             depth = _common_prefix(mine, theirs)
             if depth == min(n_own, n_free):  # one extends the other
                 taken.append(n_free > n_own)
@@ -113,7 +132,17 @@ class HybridSpeculator(BaseSpeculator):
         return taken
 
     def _tally(self, batch: DraftBatch) -> None:
-        """Score the last step's partings against the tokens the target committed."""
+        """Score the last step's partings against the tokens the target committed, and whether
+        the model-free method predicted anything (:data:`IDLE_STEPS`)."""
+        if self._asked_free:
+            self._asked_free = False
+            right = False
+            for request in batch.requests:
+                offer = self._offers.get(request.req_id)
+                right = right or (offer is not None and len(request.token_ids) > offer[0]
+                                  and request.token_ids[offer[0]] == offer[1])
+            self._idle = 0 if right else self._idle + 1
+            self._offers.clear()
         if not self._partings:
             return
         for request in batch.requests:
@@ -137,12 +166,16 @@ class HybridSpeculator(BaseSpeculator):
     def remove_request(self, req_id: str) -> None:
         self.score.pop(req_id, None)
         self._partings.pop(req_id, None)
+        self._offers.pop(req_id, None)
         self._taken.pop(req_id, None)
         self.drafter.remove_request(req_id)
         self.model_free.remove_request(req_id)
 
     def forget_responses(self) -> None:
         self.engine_score = 0.0
+        self._idle = self._asked = 0
+        self._offers.clear()
+        self._asked_free = False
         self.drafter.forget_responses()
         self.model_free.forget_responses()
 
