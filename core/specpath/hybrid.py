@@ -13,15 +13,15 @@ draft is at least ``min_tokens`` long has the two chains arbitrated:
   running score over all requests) keeps the tally. At a tie (no evidence yet) the drafter's
   chain is verified: a parting is tallied whichever side was verified.
 
-Taking the model-free draft whenever it is long enough (the rule before) lost 3% beside EAGLE-3
-on code, where a matched n-gram often continues differently in new code, while it gained 20% on
-edits, where the output copies its input; the record learns which text it is in after a few
-disagreements.
+Taking the model-free draft whenever it was long enough (the rule before) cost EAGLE-3 4% of its
+τ on held-out everyday chat (1.95 against 2.03 alone), where a matched n-gram often continues
+differently, while it raised code's from 2.01 to 2.79; the record learns which text it is in
+after a few partings (SmolLM2-135M, docs/benchmarks-history.md, 2026-12-05).
 
 Both parts see the same batch, the same removals and every request's verification (but for a
 step where no request may draft, which the model-free method skips, and most steps of a stretch
-where its drafts were not accepted, :data:`IDLE_STEPS`: it reads token ids only and catches up
-when next asked; its propose is 0.18 ms of an 11 ms SmolLM2 step); the side
+where it predicted nothing, :data:`IDLE_STEPS`: it reads token ids only and catches up when next
+asked; its propose is 0.18 ms of an 11 ms SmolLM2 step); the side
 whose draft was not verified is told that none of its drafts were accepted (its drafts were
 not what the target checked, so none of its speculative state is kept). The composite is
 built by :func:`specpath.factory.create_speculator` from the resolved config, so engines and
