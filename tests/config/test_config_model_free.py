@@ -91,6 +91,22 @@ def test_a_shipped_drafter_gets_its_rows_companion_unless_the_config_names_one(r
     assert ("model_free", "model_free_drafter: {}: the drafter drafts alone") in alone.resolution_trace
 
 
+def test_a_default_companion_that_does_not_fit_the_config_leaves_the_drafter_alone(head, monkeypatch):
+    from specpath.config.shipped import ShippedCheckpoint
+    from specpath.lookup import builtin_config_class
+
+    cls = builtin_config_class("dflash").config_class
+    monkeypatch.setattr(cls, "shipped_checkpoints", (ShippedCheckpoint("toy", head, model_free="ngram"),))
+    config = {"method": "dflash", "model": head, "num_speculative_tokens": 4, "enable_adaptive_verification": True}
+    spec = SpeculativeConfig.from_dict(config)  # a drafter that estimates acceptance: no model-free side
+    assert spec.model_free_config is None and spec.enable_adaptive_verification
+    traced = [detail for step, detail in spec.resolution_trace if step == "model_free"]
+    assert traced[-1].startswith("the shipped drafter's companion 'ngram' does not apply: ")
+    assert traced[-1].endswith("; the drafter drafts alone") and "enable_adaptive_verification" in traced[-1]
+    with pytest.raises(SpeculativeConfigError, match="enable_adaptive_verification"):  # asked for: an error
+        SpeculativeConfig.from_dict({**config, "model_free_drafter": {"method": "ngram"}})
+
+
 def test_a_companion_that_is_not_installed_leaves_the_drafter_alone(resolve, head, monkeypatch):
     from specpath.config.shipped import ShippedCheckpoint
     from specpath.lookup import builtin_config_class

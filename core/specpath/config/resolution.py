@@ -480,11 +480,24 @@ class Resolution:
                     f"{key!r} on the speculative config itself", field=field, value=key)
         data = {"num_speculative_tokens": spec.num_speculative_tokens, **given}
         try:
-            inner = self.schema.from_dict(data, target_model_config=spec.target_model_config,
-                                          target_parallel_config=spec.target_parallel_config)
+            try:
+                inner = self.schema.from_dict(data, target_model_config=spec.target_model_config,
+                                              target_parallel_config=spec.target_parallel_config)
+            except SpeculativeConfigError as err:
+                raise _nested_error(err, field) from None
+            cross_rules.check_model_free_drafter(spec, inner, field)
         except SpeculativeConfigError as err:
-            raise _nested_error(err, field) from None
-        cross_rules.check_model_free_drafter(spec, inner, field)
+            if spec.model_free_drafter is not None:
+                raise
+            # the shipped drafter's default companion does not fit what this config asks for
+            # (adaptive verification, say): the drafter drafts alone, as without the default
+            self.note("model_free", f"the shipped drafter's companion {default!r} does not apply: {err}; the "
+                                    "drafter drafts alone")
+            if spec.model_free_min_tokens is not None:
+                raise SpeculativeConfigError("is only valid with model_free_drafter",
+                                             field="speculative_config.model_free_min_tokens",
+                                             value=spec.model_free_min_tokens) from None
+            return
         minimum = 2 if spec.model_free_min_tokens is None else spec.model_free_min_tokens
         self.set(model_free_config=inner, model_free_min_tokens=minimum)
         for step, detail in inner.resolution_trace:
