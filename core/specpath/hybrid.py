@@ -82,7 +82,7 @@ class HybridSpeculator(BaseSpeculator):
         self._idle = 0  # steps since a long enough model-free draft had its first token right
         self._offers: dict[str, tuple[int, int]] = {}  # req id -> (len(token_ids), first model-free token)
         self._asked_free = False  # the model-free method drafted last step
-        self._asked = 0  # steps with a drafting budget
+        self._budgeted = 0  # steps where some request may draft
 
     @property
     def hidden_state_layers(self) -> tuple[int, ...]:
@@ -94,8 +94,8 @@ class HybridSpeculator(BaseSpeculator):
         self._taken = {}
         if not any(r.max_draft_tokens > 0 for r in batch.requests):
             return own  # a model-free method reads token ids only: it catches up when next asked
-        self._asked += 1
-        if self._idle >= self.idle_steps and self._asked % IDLE_EVERY:
+        self._budgeted += 1
+        if self._idle >= self.idle_steps and self._budgeted % IDLE_EVERY:
             self._idle += 1
             return own
         free = self.model_free.propose(DraftBatch(requests=batch.requests))
@@ -136,11 +136,8 @@ class HybridSpeculator(BaseSpeculator):
         the model-free method predicted anything (:data:`IDLE_STEPS`)."""
         if self._asked_free:
             self._asked_free = False
-            right = False
-            for request in batch.requests:
-                offer = self._offers.get(request.req_id)
-                right = right or (offer is not None and len(request.token_ids) > offer[0]
-                                  and request.token_ids[offer[0]] == offer[1])
+            offers = [(r.token_ids, self._offers.get(r.req_id)) for r in batch.requests]
+            right = any(o is not None and len(ids) > o[0] and ids[o[0]] == o[1] for ids, o in offers)
             self._idle = 0 if right else self._idle + 1
             self._offers.clear()
         if not self._partings:
@@ -173,7 +170,7 @@ class HybridSpeculator(BaseSpeculator):
 
     def forget_responses(self) -> None:
         self.engine_score = 0.0
-        self._idle = self._asked = 0
+        self._idle = self._budgeted = 0
         self._offers.clear()
         self._asked_free = False
         self.drafter.forget_responses()

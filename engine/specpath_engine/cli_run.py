@@ -315,14 +315,12 @@ def demo_configs(
                     if label == name:
                         break  # nor would it with a model-free method beside it
                     continue
-                beside = resolved.model_free_config
-                if (model_free is not None and label == name and beside is not None
-                        and model_free in (beside.method, beside.custom_method)):
-                    skipped.append((f"{name} + {model_free}", f"{name}'s shipped drafter has {model_free} beside it "
-                                                              "already (its row is that)"))
-                    runs.append((label, config))
-                    break
             runs.append((label, config))
+            beside = resolved.model_free_config if target is not None else None
+            if model_free is not None and beside is not None and model_free in (beside.method, beside.custom_method):
+                skipped.append((f"{name} + {model_free}", f"{name}'s shipped drafter has {model_free} beside it "
+                                                          "already (its row is that)"))
+                break
     return runs, skipped
 
 
@@ -477,8 +475,8 @@ def _kind(config: dict | None, llm: Any = None) -> str:
     from specpath_engine.demo_table import kind
 
     cell = kind(None if config is None else get_registry().get(config["method"]).config_class)
-    spec = getattr(getattr(llm, "engine_config", None), "speculative_config", None)
-    beside = getattr(spec, "model_free_config", None)
+    spec = None if llm is None else llm.engine_config.speculative_config
+    beside = None if spec is None else spec.model_free_config
     return cell if beside is None else f"{cell} + {beside.custom_method or beside.method}"
 
 

@@ -466,10 +466,7 @@ class Resolution:
         if not given:  # None, or {}: the drafter alone
             if given is not None:
                 self.note("model_free", "model_free_drafter: {}: the drafter drafts alone")
-            if spec.model_free_min_tokens is not None:
-                raise SpeculativeConfigError("is only valid with model_free_drafter",
-                                             field="speculative_config.model_free_min_tokens",
-                                             value=spec.model_free_min_tokens)
+            self._drafter_alone()
             return
         field = "speculative_config.model_free_drafter"
         allowed = {"method", "num_speculative_tokens", *METHOD_SPECIFIC_OPTIONS}
@@ -478,14 +475,8 @@ class Resolution:
                 raise SpeculativeConfigError(
                     "takes only 'method', 'num_speculative_tokens' and the method's own options; set "
                     f"{key!r} on the speculative config itself", field=field, value=key)
-        data = {"num_speculative_tokens": spec.num_speculative_tokens, **given}
         try:
-            try:
-                inner = self.schema.from_dict(data, target_model_config=spec.target_model_config,
-                                              target_parallel_config=spec.target_parallel_config)
-            except SpeculativeConfigError as err:
-                raise _nested_error(err, field) from None
-            cross_rules.check_model_free_drafter(spec, inner, field)
+            inner = self._model_free_config(given, field)
         except SpeculativeConfigError as err:
             if spec.model_free_drafter is not None:
                 raise
@@ -493,10 +484,7 @@ class Resolution:
             # (adaptive verification, say): the drafter drafts alone, as without the default
             self.note("model_free", f"the shipped drafter's companion {default!r} does not apply: {err}; the "
                                     "drafter drafts alone")
-            if spec.model_free_min_tokens is not None:
-                raise SpeculativeConfigError("is only valid with model_free_drafter",
-                                             field="speculative_config.model_free_min_tokens",
-                                             value=spec.model_free_min_tokens) from None
+            self._drafter_alone()
             return
         minimum = 2 if spec.model_free_min_tokens is None else spec.model_free_min_tokens
         self.set(model_free_config=inner, model_free_min_tokens=minimum)
@@ -506,6 +494,26 @@ class Resolution:
                                 f"{inner.num_speculative_tokens}, at least {minimum} long) is verified instead of "
                                 f"{spec.custom_method or spec.method!r}'s where it extends it or where the two part "
                                 "and the request's record favours it (specpath.hybrid)")
+
+    def _model_free_config(self, given: Mapping[str, Any], field: str) -> Any:
+        """``given`` resolved as a SpeculativeConfig against this config's target at its K (errors
+        name ``field``) and checked as a model-free method beside this config's drafter."""
+        spec = self.spec
+        data = {"num_speculative_tokens": spec.num_speculative_tokens, **given}
+        try:
+            inner = self.schema.from_dict(data, target_model_config=spec.target_model_config,
+                                          target_parallel_config=spec.target_parallel_config)
+        except SpeculativeConfigError as err:
+            raise _nested_error(err, field) from None
+        cross_rules.check_model_free_drafter(spec, inner, field)
+        return inner
+
+    def _drafter_alone(self) -> None:
+        """No model-free method beside the drafter: ``model_free_min_tokens`` has nothing to apply to."""
+        if self.spec.model_free_min_tokens is not None:
+            raise SpeculativeConfigError("is only valid with model_free_drafter",
+                                         field="speculative_config.model_free_min_tokens",
+                                         value=self.spec.model_free_min_tokens)
 
     def step_result(self) -> None:
         spec, cls = self.spec, self.config_class
