@@ -209,6 +209,71 @@ def test_the_native_propose_is_the_per_op_ingest_and_chain_to_the_bit(kind, weig
         assert not torch.equal(kv_native.keys[0, row * ROW_LEN + start], before.keys[0, row * ROW_LEN + start])
 
 
+def _native_log_probs(logits: torch.Tensor) -> torch.Tensor:
+    """The native tree's log-probabilities of ``logits [n, V]`` (its fp32 exp summed in double
+    lanes over each row's finite entries: the kept rows of a reduced head)."""
+    rows = []
+    for r in logits.float():
+        top, logsum = KERNELS.log_softmax_terms(r[torch.isfinite(r)])
+        rows.append((r.double() - top) - logsum)
+    return torch.stack(rows)
+
+
+def _per_op_tree(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, budget: int, topk: int, monkeypatch):
+    """What the drafting loop's per-op tree (``HiddenStateSpeculator._draft_tree``) grows for one
+    request from the kept output ``a [1, d]``, scored as the native tree scores: (target ids,
+    parents, scores)."""
+    import functools
+    import types
+
+    from specpath_drafting import loop, tree_search
+
+    monkeypatch.setattr(loop, "grow_tree", functools.partial(tree_search.grow_tree, normalise=_native_log_probs))
+    speculator = types.SimpleNamespace(head=head, device=torch.device("cpu"), dtype=torch.bfloat16, kv=kv,
+                                       tree_topk=topk)
+    tree = loop.HiddenStateSpeculator._draft_tree(speculator, a, row, last, budget)
+    return head.to_target(torch.tensor(tree.tokens, dtype=torch.int64)).tolist(), tree.parents, tree.scores
+
+
+@needs_kernels
+@given(kind=st.sampled_from(["eagle3", "mtp", "mtp-hidden-first"]), weights=st.sampled_from(["bf16", "int8", "int4"]),
+       start=st.integers(0, 40), n=st.integers(0, 9), budget=st.integers(1, 8), topk=st.integers(1, 4),
+       row=st.integers(0, 1), seed=st.integers(0, 2**16))
+@settings(max_examples=40, deadline=None)
+def test_the_native_tree_is_the_per_op_ingest_and_tree_to_the_bit(kind, weights, start, n, budget, topk, row, seed):
+    """Ingest of 0..9 new positions, then a dynamic tree (``draft_tree_topk`` 1..4, budget 1..8):
+    the same nodes, parents and scores, the same kept output and the same drafter KV (the tree's
+    scratch slots included) as ``grow_tree`` over the per-op head passes."""
+    from specpath_drafting.tree_search import num_passes
+
+    head = _head(kind, weights, seed)
+    native_head = head.native_draft_head()
+    hc = head.config
+    passes = num_passes(budget, topk)
+    start = min(start, ROW_LEN - n - passes * topk - 2)
+    torch.manual_seed(seed + 2)
+    taps = (2 * torch.randn(n, hc.num_taps, hc.target_hidden_size)).to(torch.bfloat16)  # [n, taps, target d]
+    ids = torch.randint(0, VOCAB, (n,))
+    a = (3 * torch.randn(1, hc.hidden_size)).to(torch.bfloat16)
+    head.rotary.ensure_length(ROW_LEN)
+    cos, sin = (t.to(torch.bfloat16).contiguous() for t in (head.rotary.cos_cached, head.rotary.sin_cached))
+    with torch.inference_mode(), pytest.MonkeyPatch.context() as monkeypatch:
+        kv_ref, kv_native = _kv(head, start, seed), _kv(head, start, seed)
+        a_ref = _per_op_ingest(head, kv_ref, taps, ids, row, start) if n else a
+        want = _per_op_tree(head, kv_ref, a_ref, row, start + n - 1, budget, topk, monkeypatch)
+        a_native = a[0].clone()
+        keys, values = kv_native.row_span(0, row)
+        got = KERNELS.draft_tree(native_head, taps.reshape(n, -1).contiguous() if n else None, ids, a_native, budget,
+                                 topk, passes, hc.num_attention_heads, hc.num_key_value_heads, hc.head_dim, keys,
+                                 values, start, cos, sin)
+    assert got == want
+    tokens, parents, scores = got
+    assert 1 <= len(tokens) <= budget and all(-1 <= q < i for i, q in enumerate(parents))
+    assert scores == sorted(scores, reverse=True)
+    assert torch.equal(a_native, a_ref[0])
+    assert torch.equal(kv_native.keys, kv_ref.keys) and torch.equal(kv_native.values, kv_ref.values)
+
+
 def _kv_rows(head, rows: int, seed: int) -> DrafterKV:
     hc = head.config
     kv = DrafterKV(num_rows=rows, row_len=ROW_LEN, num_kv_heads=hc.num_key_value_heads, head_dim=hc.head_dim,

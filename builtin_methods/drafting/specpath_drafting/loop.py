@@ -17,7 +17,8 @@ Per step the loop costs one head call for the ingest and one per further chain d
 greedy or coupled (seeded) chain on the native CPU kernels (bf16, a head with a native form),
 ingest and chain are one C call instead (:meth:`HiddenStateSpeculator._native_propose`), the per-op path's bits;
 so is a batch of such requests (:meth:`HiddenStateSpeculator._native_propose_batch`: each weight read
-once per pass for all their rows).
+once per pass for all their rows), and a request's ingest and tree (:meth:`HiddenStateSpeculator._native_trees`:
+``grow_tree`` over the per-op head passes, to the bit).
 
 With int8 weights on a CPU with AMX tiles, the weights the native propose reads keep a tile copy
 too, made when the speculator is built (so every path, native or per-op, multiplies the same way
@@ -289,28 +290,13 @@ class HiddenStateSpeculator(BaseSpeculator):
 
     def _tree_proposal(self, reqs, drafting, budgets, a, rows, lasts) -> DraftProposal:
         """Each drafting request's tree (in head passes of its own: trees are for the latency
-        setting, one request or a few), and as its chain the tree's top-1 path (for engines that
-        verify chains)."""
-        sizes, counts = [0] * len(reqs), [0] * len(reqs)
-        tokens: list[int] = []
-        parents: list[int] = []
-        probs: list[float] = []
-        chain: list[int] = []
+        setting, one request or a few)."""
+        trees = []
         for j, i in enumerate(drafting):
             tree = self._draft_tree(a[j : j + 1], rows[j], lasts[j], budgets[i])
             ids = self.head.to_target(torch.tensor(tree.tokens, dtype=torch.int64, device=self.device)).tolist()
-            sizes[i] = len(ids)
-            tokens += ids
-            parents += tree.parents
-            probs += [math.exp(s) for s in tree.scores]
-            node, path = -1, []
-            while (node := next((n for n, p in enumerate(tree.parents) if p == node), None)) is not None:
-                path.append(ids[node])  # nodes are best-first: a node's first child is its best
-            chain += path
-            counts[i] = len(path)
-        return DraftProposal(token_ids=torch.tensor(chain, dtype=torch.int32, device=self.device),
-                             num_draft_tokens=counts,
-                             tree=DraftTree(token_ids=tokens, parents=parents, probs=probs, num_tree_tokens=sizes))
+            trees.append((i, ids, tree.parents, tree.scores))
+        return _tree_proposal(trees, len(reqs), self.device)
 
     def _native_head(self, x: torch.Tensor) -> tuple[Any, Any] | tuple[None, None]:
         """The native kernels and the head's native form
@@ -335,13 +321,13 @@ class HiddenStateSpeculator(BaseSpeculator):
         """A one-request chain propose, greedy or coupled (a seeded request's race,
         :mod:`specpath_drafting.coupling`), its ingest included, in one native call
         (:meth:`~specpath_engine.modeling.native.NativeKernels.draft_propose`: the per-op path's
-        drafter KV, output and drafts, to the bit), or None where the per-op path runs (P-EAGLE,
-        trees, sampled drafts, a head without a native ingest, hidden states that do not match)."""
+        drafter KV, output and drafts, to the bit), or with ``draft_tree_topk`` its ingest and tree
+        (:meth:`_native_trees`), or None where the per-op path runs (P-EAGLE, sampled drafts, a head
+        without a native ingest, hidden states that do not match)."""
         r = batch.requests[0]
         k, n = r.max_draft_tokens, r.num_new_positions
-        race = k > 0 and coupling.coupled(r)
-        if self.parallel or self.tree_topk > 1 or (n == 0 and k == 0) or (
-                self.random_drafts and r.temperature > 0 and not race):
+        race = k > 0 and coupling.coupled(r) and self.tree_topk == 1
+        if self.parallel or (n == 0 and k == 0) or (self.random_drafts and r.temperature > 0 and not race):
             return None
         hidden, hc = batch.hidden_states, self.head.config
         if n and (hidden is None or hidden.device.type != "cpu" or tuple(hidden.shape[:1] + hidden.shape[-2:]) != (
@@ -362,6 +348,8 @@ class HiddenStateSpeculator(BaseSpeculator):
                 taps = hidden.to(dtype=self.dtype).contiguous()
         else:
             taps = None
+        if self.tree_topk > 1 and k:
+            return self._native_trees(native, head, [(0, row, start, taps, ids)], batch.requests)
         end = start + n + max(k - 1, 0)  # positions start .. end - 1 run the layer
         rotary = self.head.rotary
         if rotary.rope_type != "dynamic" and rotary.cos_cached.dtype is self.dtype and rotary.cache_len >= end:
@@ -376,18 +364,25 @@ class HiddenStateSpeculator(BaseSpeculator):
         return DraftProposal(token_ids=tokens.to(torch.int32), num_draft_tokens=[k])  # on the CPU, as the kernels
 
     def _native_propose_batch(self, batch: DraftBatch) -> DraftProposal | None:
-        """:meth:`_native_propose` for a batch of requests in one native call
+        """:meth:`_native_propose` for a batch of requests in one native call (with
+        ``draft_tree_topk``, a tree where one request drafts, else the batched chain: a tree's
+        passes are its own, so trees for many would read the head's weights once per request)
         (:meth:`~specpath_engine.modeling.native.NativeKernels.draft_propose_batch`: each weight
         read once per pass for every request's rows; each request's drafter KV, output and drafts
         the bits of its own call, but for dual weights: see the module docstring), or None where the per-op path runs: as there, plus a
         request with sampled drafts anywhere in the batch, or a RoPE whose rows are not its cache's
         (dynamic)."""
         reqs = batch.requests
-        if self.parallel or self.tree_topk > 1:
+        if self.parallel:
             return None
         hidden, hc = batch.hidden_states, self.head.config
         counts = [r.num_new_positions for r in reqs]
         ks = [r.max_draft_tokens for r in reqs]
+        trees = [i for i, k in enumerate(ks) if k] if self.tree_topk > 1 else []
+        if len(trees) > 1:  # several draft: one batched chain (each weight read once a pass for all)
+            trees = []
+        elif trees:  # the batch's ingest in one call, then the drafting request's tree
+            ks = [0] * len(reqs)
         races = [k > 0 and coupling.coupled(r) for r, k in zip(reqs, ks)]
         if self.random_drafts and any(r.temperature > 0 and not race for r, race in zip(reqs, races)):
             return None
@@ -429,7 +424,35 @@ class HiddenStateSpeculator(BaseSpeculator):
             head, taps, torch.tensor(ids, dtype=torch.int64), plan, self.last_hidden, hc.num_attention_heads,
             hc.num_key_value_heads, hc.head_dim, self.kv.keys[0], self.kv.values[0], rotary.cos_cached,
             rotary.sin_cached, torch.cat(noise).contiguous() if noise else None)
+        if trees:
+            return self._native_trees(native, head, [(i, int(plan[1, i]), len(reqs[i].token_ids) - 1, None, None)
+                                                     for i in trees], reqs)
         return DraftProposal(token_ids=tokens.to(torch.int32), num_draft_tokens=ks)  # on the CPU, as the kernels
+
+    def _native_trees(self, native: Any, head: Any, work: Sequence[tuple], reqs: Sequence[Any]) -> DraftProposal | None:
+        """Each drafting request's ingest and tree in one native call
+        (:meth:`~specpath_engine.modeling.native.NativeKernels.draft_tree`: ``grow_tree`` over the
+        per-op head passes); ``work``: per drafting request its index in ``reqs``, its row, its first
+        new position and its ingest's taps and ids (None: already ingested). None where the rotary
+        table does not hold the tree's positions (the per-op path runs)."""
+        rotary, hc = self.head.rotary, self.head.config
+        if rotary.rope_type == "dynamic" or rotary.cos_cached.dtype is not self.dtype:
+            return None
+        from specpath_drafting.tree_search import num_passes
+
+        empty = torch.zeros(0, dtype=torch.int64)
+        trees = []
+        for i, row, start, taps, ids in work:
+            budget = reqs[i].max_draft_tokens
+            passes = num_passes(budget, self.tree_topk)
+            if rotary.cache_len < len(reqs[i].token_ids) + passes * self.tree_topk:
+                return None  # past the table built at start-up (row_len): not reached
+            keys, values = self.kv.row_span(0, row)  # [row_len, KV, D]
+            trees.append((i, *native.draft_tree(
+                head, taps, empty if ids is None else ids, self.last_hidden[row], budget, self.tree_topk, passes,
+                hc.num_attention_heads, hc.num_key_value_heads, hc.head_dim, keys, values, start, rotary.cos_cached,
+                rotary.sin_cached)))
+        return _tree_proposal(trees, len(reqs), self.device)
 
     def _native_chain(self, a: torch.Tensor, row: int, last: int, k: int,
                       race: tuple[torch.Tensor, float] | None = None) -> torch.Tensor | None:
@@ -491,6 +514,30 @@ class HiddenStateSpeculator(BaseSpeculator):
             draft_probs = self.head.probs_to_target(flat_probs)
         return DraftProposal(token_ids=torch.tensor(flat, dtype=torch.int32, device=self.device),
                              num_draft_tokens=counts, draft_probs=draft_probs)
+
+
+def _tree_proposal(trees: Sequence[tuple[int, list[int], list[int], list[float]]], num_requests: int,
+                   device: torch.device) -> DraftProposal:
+    """The proposal of ``trees`` (per drafting request: its index, its nodes' target ids, parents
+    and path log-probabilities, best first), with each tree's top-1 path as the request's chain
+    (for engines that verify chains)."""
+    sizes, counts = [0] * num_requests, [0] * num_requests
+    tokens: list[int] = []
+    parents: list[int] = []
+    probs: list[float] = []
+    chain: list[int] = []
+    for i, ids, tree_parents, scores in trees:
+        sizes[i] = len(ids)
+        tokens += ids
+        parents += tree_parents
+        probs += [math.exp(s) for s in scores]
+        node, path = -1, []
+        while (node := next((n for n, p in enumerate(tree_parents) if p == node), None)) is not None:
+            path.append(ids[node])  # nodes are best-first: a node's first child is its best
+        chain += path
+        counts[i] = len(path)
+    return DraftProposal(token_ids=torch.tensor(chain, dtype=torch.int32, device=device), num_draft_tokens=counts,
+                         tree=DraftTree(token_ids=tokens, parents=parents, probs=probs, num_tree_tokens=sizes))
 
 
 class _NoNativeHead:

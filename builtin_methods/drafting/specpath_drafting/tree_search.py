@@ -40,17 +40,25 @@ def num_passes(budget: int, k: int) -> int:
     return max(0, min(budget - 1, -(-budget // k)))
 
 
+def log_probs(logits: torch.Tensor) -> torch.Tensor:
+    """The tree's scores of one head pass: log-probabilities in float64 (``logits [n, V]``)."""
+    return torch.log_softmax(logits.double(), dim=-1)
+
+
 def grow_tree(
     first_logits: torch.Tensor,
     run: Callable[[Sequence[int], Sequence[int], int], torch.Tensor],
     *,
     k: int,
     budget: int,
+    normalise: Callable[[torch.Tensor], torch.Tensor] = log_probs,
 ) -> TreeDraft:
     """The tree of ``budget`` nodes at most. ``first_logits [V]``: the draft logits of the ingest's
     output. ``run(tokens, parents, depth) -> logits [n, V]`` runs the head on ``n`` nodes of
     ``depth``; ``parents[j]`` is the index, among all nodes run so far (in the order they were
-    run, 0 first), of node ``j``'s parent, -1 for a depth-0 node."""
+    run, 0 first), of node ``j``'s parent, -1 for a depth-0 node. ``normalise``: logits to
+    log-probabilities (float64, :func:`log_probs`). A node's ``k`` children are its ``k`` likeliest
+    tokens, the lower id first among equals (the native tree's order: ``draft_chain.c``)."""
     if budget < 1:
         return TreeDraft([], [], [])
     # candidates: (score, token, parent candidate, depth); run_of[c] = run index of candidate c
@@ -58,7 +66,8 @@ def grow_tree(
     run_of: dict[int, int] = {}
 
     def add_children(logits: torch.Tensor, parents: Sequence[int], depth: int) -> list[int]:
-        values, ids = torch.log_softmax(logits.float(), dim=-1).topk(min(k, logits.shape[-1]), dim=-1)
+        values, ids = torch.sort(normalise(logits), dim=-1, descending=True, stable=True)
+        values, ids = values[:, : min(k, logits.shape[-1])], ids[:, : min(k, logits.shape[-1])]
         new = []
         for parent, vals, toks in zip(parents, values.tolist(), ids.tolist()):
             base = 0.0 if parent < 0 else cands[parent][0]

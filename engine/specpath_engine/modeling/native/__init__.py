@@ -336,6 +336,10 @@ class NativeKernels:
                                         I, I, I, P, P, I, P, P, F, P, P)
         self._draft_propose_batch = _function(library, "specpath_draft_propose_batch", ctypes.POINTER(DraftHead), I,
                                               P, P, P, P, P, P, I, I, I, P, P, P, P, P, P, P, F, P, P, P)
+        self._draft_tree = _function(library, "specpath_draft_tree", ctypes.POINTER(DraftHead), P, P, I, P, I, I, I,
+                                     I, I, I, P, P, I, P, P, F, P, P, P)
+        self._draft_tree.restype = ctypes.c_int
+        self._log_softmax_terms = _function(library, "specpath_log_softmax_terms", P, I, P)
         self._draft_timers = library.specpath_draft_timers
         self._draft_timers.argtypes, self._draft_timers.restype = [I], ctypes.POINTER(ctypes.c_double * 8)
         self._draft_argmax = _function(library, "specpath_draft_argmax", P, P, P, I)
@@ -546,6 +550,34 @@ class NativeKernels:
                             first_position, cos.data_ptr(), sin.data_ptr(), head_dim**-0.5,
                             None if noise is None else noise.data_ptr(), tokens.data_ptr())
         return tokens
+
+    def draft_tree(self, head: DraftHead, taps: torch.Tensor | None, ids: torch.Tensor, a: torch.Tensor, budget: int,
+                   topk: int, passes: int, heads: int, kv_heads: int, head_dim: int, key_cache: torch.Tensor,
+                   value_cache: torch.Tensor, first_position: int, cos: torch.Tensor,
+                   sin: torch.Tensor) -> tuple[list[int], list[int], list[float]]:
+        """One request's ingest (as :meth:`draft_propose`'s, no chain) and then its dynamic draft
+        tree of at most ``budget`` nodes (``specpath_drafting.tree_search.grow_tree`` over the
+        per-op head passes, with :meth:`log_softmax_terms`' log-probabilities): ``topk`` nodes per
+        pass for ``passes`` passes, each node's k/v in the scratch slots past the committed
+        positions of ``key_cache``/``value_cache`` (one request's row, ``[positions, KV, D]``).
+        ``cos``/``sin``: the rotary table (row p: position p). Returns the nodes' target ids,
+        their parents (node index, -1: the root) and their path log-probabilities, best first."""
+        tokens = torch.empty(max(budget, 1), dtype=torch.int64)
+        parents = torch.empty(max(budget, 1), dtype=torch.int64)
+        scores = torch.empty(max(budget, 1), dtype=torch.float64)
+        n = self._draft_tree(ctypes.byref(head), None if taps is None else taps.data_ptr(), ids.data_ptr(),
+                             ids.shape[0], a.data_ptr(), budget, topk, passes, heads, kv_heads, head_dim,
+                             key_cache.data_ptr(), value_cache.data_ptr(), first_position, cos.data_ptr(),
+                             sin.data_ptr(), head_dim**-0.5, tokens.data_ptr(), parents.data_ptr(), scores.data_ptr())
+        return tokens[:n].tolist(), parents[:n].tolist(), scores[:n].tolist()
+
+    def log_softmax_terms(self, scores: torch.Tensor) -> tuple[float, float]:
+        """``(max, log(sum(exp(v - max))))`` of fp32 ``scores [n]`` (``-inf`` entries count
+        nothing), as the native tree computes them: a log-probability is ``(v - max) - that``."""
+        v = scores.float().contiguous()
+        out = (ctypes.c_double * 2)()
+        self._log_softmax_terms(v.data_ptr(), v.shape[0], ctypes.cast(out, ctypes.c_void_p))
+        return out[0], out[1]
 
     def draft_propose_batch(self, head: DraftHead, taps: torch.Tensor | None, ids: torch.Tensor, plan: Any,
                             outputs: torch.Tensor, heads: int, kv_heads: int, head_dim: int, key_cache: torch.Tensor,

@@ -28,6 +28,7 @@
  *   MTP:     z = fuse([embed_norm(e) ; hidden_norm(a)]) (either order), x = fuse_norm(z), residual = z */
 #include <stdint.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -105,14 +106,16 @@ static inline float bf16_value(uint16_t v) {
  * head reads) -> out [rows, d], their k/v written into each request's KV row on the way;
  * cos/sin [rows, D]. Request b's rows are query_start[b] .. query_start[b+1]-1, its last positions
  * of lengths[b], position p at slot slots[b * slot_stride + p] of keys/values (as
- * specpath_attention_batch takes them). Exactly the calls of the head's Python step
+ * specpath_attention_batch takes them); mask: NULL (causal) or, for one request (B = 1), bool rows
+ * of mask_stride bytes, query i seeing position j where mask[i * mask_stride + j] (a token tree's
+ * pass). Exactly the calls of the head's Python step
  * (HiddenStateHead.step with the native layer halves): the two norms over all rows, their
  * concatenation per row, MTP's fuse and its norm, then the layer; every kernel is row-invariant
  * (a row's bits do not depend on the others), so a request's rows get the bits of a pass alone. */
 static void head_pass(const specpath_draft_head *hd, const uint16_t *e, const uint16_t *f, int rows, int H, int KV,
                       int D, uint16_t *keys, uint16_t *values, int B, const int64_t *query_start,
-                      const int64_t *lengths, const int64_t *slots, int64_t slot_stride, const uint16_t *cos,
-                      const uint16_t *sin, float scale, uint16_t *out) {
+                      const int64_t *lengths, const int64_t *slots, int64_t slot_stride, const uint8_t *mask,
+                      int64_t mask_stride, const uint16_t *cos, const uint16_t *sin, float scale, uint16_t *out) {
     const specpath_layer_weights *w = &hd->layer;
     const int d = (int)w->o_proj->out_features, width = (H + 2 * KV) * D;
     const size_t T = (size_t)rows;
@@ -134,7 +137,7 @@ static void head_pass(const specpath_draft_head *hd, const uint16_t *e, const ui
     }
     specpath_layer_pre(layer_in, 0, 0.0f, w->qkv, cos, sin, rows, H, KV, D, qkv);
     specpath_attention_batch(qkv, width, qkv + H * D, width, qkv + (H + KV) * D, width, keys, values, B, query_start,
-                             lengths, slots, slot_stride, 0, 0, 0, H, KV, D, scale, attn);
+                             lengths, slots, slot_stride, mask, 0, mask_stride, H, KV, D, scale, attn);
     specpath_layer_post(residual, attn, w->o_proj, w->post_norm, w->post_eps, w->gate_up, w->down, rows, out);
     free(buf);
 }
@@ -242,7 +245,7 @@ static void propose(const specpath_draft_head *hd, int R, const uint16_t *taps, 
         else
             memcpy(features, x, sizeof(uint16_t) * (size_t)rows * d);
         const double t1 = stamp();
-        head_pass(hd, e, features, (int)rows, H, KV, D, keys, values, R, query_start, lengths, slots, stride,
+        head_pass(hd, e, features, (int)rows, H, KV, D, keys, values, R, query_start, lengths, slots, stride, 0, 0,
                   cos_rows_in, sin_rows_in, scale, out);
         timers[0] += t1 - t0, timers[1] += stamp() - t1;
         for (int s = 0; s < R; s++)
@@ -280,7 +283,7 @@ static void propose(const specpath_draft_head *hd, int R, const uint16_t *taps, 
         timers[2] += t3 - t2, timers[3] += t4 - t3;
         if (again == 0) break;
         query_start[again] = again;
-        head_pass(hd, e, cur, again, H, KV, D, keys, values, again, query_start, lengths, slots, stride,
+        head_pass(hd, e, cur, again, H, KV, D, keys, values, again, query_start, lengths, slots, stride, 0, 0,
                   cos_rows_in, sin_rows_in, scale, out);
         timers[4] += stamp() - t4;
         uint16_t *t = cur;
@@ -343,4 +346,189 @@ void specpath_draft_propose_batch(const specpath_draft_head *hd, int R, const ui
                                   int64_t *tokens_out) {
     propose(hd, R, taps, ids, counts, a_base, a_rows, ks, H, KV, D, keys, values, kv_base, p0s, cos, sin, cos_rows,
             scale, noise, noise_rows, tokens_out);
+}
+
+/* v [n] = logits (bf16) + bias (fp32, NULL: none), in fp32: the scores a tree ranks. */
+static void tree_scores(const uint16_t *logits, const float *bias, int n, float *v) {
+    for (int i = 0; i < n; i++) v[i] = bias ? bf16_value(logits[i]) + bias[i] : bf16_value(logits[i]);
+}
+
+/* The k largest of v [n] by value, the first index first among equals (a stable descending sort's
+ * first k): idx_out/val_out [k], best first. */
+static void top_k(const float *v, int n, int k, int *idx_out, float *val_out) {
+    int have = 0;
+    for (int i = 0; i < n; i++) {
+        if (have == k && !(v[i] > val_out[k - 1])) continue;
+        int s = have < k ? have++ : k - 1; /* after every kept score >= v[i] (the earlier index first) */
+        while (s > 0 && val_out[s - 1] < v[i]) val_out[s] = val_out[s - 1], idx_out[s] = idx_out[s - 1], s--;
+        val_out[s] = v[i], idx_out[s] = i;
+    }
+}
+
+/* out[0] = max(v), out[1] = log(sum(exp(v - max))) over v [n] (fp32; -inf counts nothing): a
+ * log-probability is (v - out[0]) - out[1] (torch's log_softmax order). exp in fp32 (exp_ps),
+ * summed in double lanes in index order, so a row's terms are fixed by its finite values alone. */
+void specpath_log_softmax_terms(const float *v, int n, double *out) {
+    float top = -__builtin_inff();
+    for (int i = 0; i < n; i++) top = v[i] > top ? v[i] : top;
+    out[0] = top, out[1] = 0.0;
+    if (top == -__builtin_inff()) return;
+    const __m512 shift = _mm512_set1_ps(top), floor = _mm512_set1_ps(-__builtin_inff());
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+    for (int i = 0; i < n; i += 16) {
+        const __mmask16 in = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 x = _mm512_mask_loadu_ps(floor, in, v + i);
+        const __mmask16 finite = _mm512_cmp_ps_mask(x, floor, _CMP_NEQ_OQ);
+        const __m512 e = _mm512_maskz_mov_ps(finite, exp_ps(_mm512_sub_ps(x, shift)));
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    double lanes[16];
+    _mm512_storeu_pd(lanes, lo);
+    _mm512_storeu_pd(lanes + 8, hi);
+    double sum = 0.0;
+    for (int j = 0; j < 16; j++) sum += lanes[j];
+    out[1] = log(sum);
+}
+
+typedef struct {
+    double score;   /* the path's log-probability */
+    int64_t row;    /* LM-head row (draft-vocabulary id) */
+    int parent;     /* candidate index, -1: a depth-0 node */
+    int run;        /* run index once the head ran on it, else -1 */
+} tree_candidate;
+
+/* Candidate c before candidate o: higher score, then created first. */
+static inline int tree_before(const tree_candidate *cands, int c, int o) {
+    return cands[c].score > cands[o].score || (cands[c].score == cands[o].score && c < o);
+}
+
+/* The k best of `count` candidate indices `from` (in place, best first): insertion sort. */
+static void tree_sort(const tree_candidate *cands, int *from, int count) {
+    for (int i = 1; i < count; i++) {
+        const int c = from[i];
+        int s = i;
+        while (s > 0 && tree_before(cands, c, from[s - 1])) from[s] = from[s - 1], s--;
+        from[s] = c;
+    }
+}
+
+/* One request's dynamic draft tree (EAGLE-2), the ingest first: specpath_drafting.tree_search's
+ * grow_tree over the per-op head passes, the same candidates in the same order.
+ *
+ * The ingest is specpath_draft_propose's with no chain (T newly committed positions from p0;
+ * a [d] in/out). Then, from a (the output at the last committed position, last = p0 + T - 1):
+ * the k best tokens of its logits are the depth-0 candidates, each scored by its log-probability
+ * (specpath_log_softmax_terms over the LM head's rows, v = logit (+ bias) in fp32); each of
+ * `passes` passes runs the k best candidates of the newest depth through the head at once (run r
+ * at position last + 1 + depth, its k/v at slot last + 1 + r of the request's KV row, attending
+ * to the committed positions, its ancestors' runs and itself), each scoring the k best of its
+ * children (its score plus theirs). The tree is the `budget` best candidates (higher score, then
+ * created first: parents come first). keys/values [positions, KV, D]: the request's KV row from
+ * position 0; cos/sin: the rotary table (row p: position p). Returns the nodes written:
+ * tokens_out (target ids), parents_out (node index, -1: the root) and scores_out, [budget] each. */
+int specpath_draft_tree(const specpath_draft_head *hd, const uint16_t *taps, const int64_t *ids, int T, uint16_t *a,
+                        int budget, int k, int passes, int H, int KV, int D, uint16_t *keys, uint16_t *values, int p0,
+                        const uint16_t *cos, const uint16_t *sin, float scale, int64_t *tokens_out,
+                        int64_t *parents_out, double *scores_out) {
+    const int64_t zero = 0, t = T, none = 0, p = p0, greedy = -1;
+    propose(hd, 1, taps, ids, &t, a, &zero, &none, H, KV, D, keys, values, &zero, &p, cos, sin, &p, scale, 0, &greedy,
+            0);
+    if (budget < 1) return 0;
+    const int d = (int)hd->layer.o_proj->out_features, n = (int)hd->lm_head->out_features;
+    const int64_t last = (int64_t)p0 + T - 1;
+    k = k < n ? k : n;
+    const int most_cands = k + passes * k * k, most_runs = passes * k;
+    const int64_t most_length = last + 1 + most_runs;
+    tree_candidate *cands = malloc(sizeof(tree_candidate) * (size_t)most_cands);
+    int *frontier = malloc(sizeof(int) * (size_t)(most_cands + k)), *beam = frontier + most_cands;
+    int *top_idx = malloc(sizeof(int) * (size_t)k);
+    float *top_val = malloc(sizeof(float) * (size_t)k);
+    int64_t *slots = malloc(sizeof(int64_t) * (size_t)most_length);
+    uint8_t *mask = calloc((size_t)k * (size_t)most_length, 1);
+    uint16_t *buf = malloc(sizeof(uint16_t) * ((size_t)(most_runs + 1) * d + (size_t)k * (4 * (size_t)d + 2 * D + n)));
+    uint16_t *outputs = buf, *e = outputs + (size_t)(most_runs + 1) * d, *f = e + (size_t)k * d, *normed = f + (size_t)k * d;
+    uint16_t *out = normed + (size_t)k * d, *cos_in = out + (size_t)k * d, *sin_in = cos_in + (size_t)k * D;
+    uint16_t *logits = sin_in + (size_t)k * D;
+    float *v = malloc(sizeof(float) * (size_t)n);
+    double terms[2];
+    for (int64_t q = 0; q < most_length; q++) slots[q] = q;
+    memcpy(outputs + (size_t)most_runs * d, a, sizeof(uint16_t) * d); /* a0: the depth-0 nodes' features */
+    int count = 0, width = 0, runs = 0;
+    /* depth 0: the k best of a's logits */
+    specpath_rms_norm(a, 0, 0, hd->final_norm, normed, 1, d, hd->final_eps);
+    linear(hd->lm_head, normed, logits, 1);
+    {
+        tree_scores(logits, hd->lm_bias, n, v);
+        specpath_log_softmax_terms(v, n, terms);
+        top_k(v, n, k, top_idx, top_val);
+        for (int i = 0; i < k; i++) {
+            cands[count] = (tree_candidate){
+                .score = ((double)top_val[i] - terms[0]) - terms[1], .row = top_idx[i], .parent = -1, .run = -1};
+            frontier[width++] = count++;
+        }
+    }
+    for (int depth = 0; depth < passes; depth++) {
+        tree_sort(cands, frontier, width);
+        const int q = width < k ? width : k, first = runs;
+        const int64_t length = last + 1 + first + q, position = last + 1 + depth;
+        for (int j = 0; j < q; j++) {
+            const int c = frontier[j];
+            beam[j] = c;
+            cands[c].run = runs++;
+            const int64_t token = hd->ids ? hd->ids[cands[c].row] : cands[c].row;
+            const int parent_run = cands[c].parent < 0 ? -1 : cands[cands[c].parent].run;
+            memcpy(e + (size_t)j * d, hd->embed + (size_t)token * d, sizeof(uint16_t) * d);
+            memcpy(f + (size_t)j * d, outputs + (size_t)(parent_run < 0 ? most_runs : parent_run) * d,
+                   sizeof(uint16_t) * d);
+            memcpy(cos_in + (size_t)j * D, cos + (size_t)position * D, sizeof(uint16_t) * D);
+            memcpy(sin_in + (size_t)j * D, sin + (size_t)position * D, sizeof(uint16_t) * D);
+            /* its mask row: the committed positions, its ancestors' runs and itself */
+            uint8_t *row = mask + (size_t)j * length;
+            memset(row, 0, (size_t)length);
+            memset(row, 1, (size_t)(last + 1));
+            for (int a_c = c; a_c >= 0; a_c = cands[a_c].parent) row[last + 1 + cands[a_c].run] = 1;
+        }
+        const int64_t query_start[2] = {0, q};
+        head_pass(hd, e, f, q, H, KV, D, keys, values, 1, query_start, &length, slots, 0, mask, length, cos_in, sin_in,
+                  scale, out);
+        memcpy(outputs + (size_t)first * d, out, sizeof(uint16_t) * (size_t)q * d);
+        specpath_rms_norm(out, 0, 0, hd->final_norm, normed, q, d, hd->final_eps);
+        linear(hd->lm_head, normed, logits, q);
+        width = 0;
+        for (int j = 0; j < q; j++) {
+            const double base = cands[beam[j]].score;
+            tree_scores(logits + (size_t)j * n, hd->lm_bias, n, v);
+            specpath_log_softmax_terms(v, n, terms);
+            top_k(v, n, k, top_idx, top_val);
+            for (int i = 0; i < k; i++) {
+                cands[count] = (tree_candidate){.score = base + (((double)top_val[i] - terms[0]) - terms[1]),
+                                                .row = top_idx[i], .parent = beam[j], .run = -1};
+                frontier[width++] = count++;
+            }
+        }
+    }
+    /* the tree: the budget best candidates, parents first */
+    int *order = malloc(sizeof(int) * (size_t)count), *node = malloc(sizeof(int) * (size_t)count);
+    for (int c = 0; c < count; c++) order[c] = c, node[c] = -1;
+    tree_sort(cands, order, count);
+    const int size = budget < count ? budget : count;
+    for (int i = 0; i < size; i++) {
+        const tree_candidate *c = &cands[order[i]];
+        node[order[i]] = i;
+        tokens_out[i] = hd->ids ? hd->ids[c->row] : c->row;
+        parents_out[i] = c->parent < 0 ? -1 : node[c->parent];
+        scores_out[i] = c->score;
+    }
+    free(node);
+    free(order);
+    free(v);
+    free(buf);
+    free(mask);
+    free(slots);
+    free(top_val);
+    free(top_idx);
+    free(frontier);
+    free(cands);
+    return size;
 }
