@@ -359,8 +359,9 @@ class ModelRunner:
             if self._draft_budget and self._draft_budget[i] > 0:
                 verified_ids.append(r.req_id)
                 verified_counts.append(accepted)
-                if self.governor is not None:
-                    self.governor.observe(r.req_id, len(drafts[i]), accepted)
+                if self.governor is not None:  # a tree: the depths it drafted (its nodes are rows)
+                    tree = self._trees[i] if self._trees else None
+                    self.governor.observe(r.req_id, len(drafts[i]) if tree is None else tree.depth, accepted)
             reason = self._append(r, tokens)
             if reason is not None:
                 r.finish_time = now

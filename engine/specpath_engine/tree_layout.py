@@ -46,6 +46,11 @@ class Tree:
         """False for a plain path (each node the child of the one before)."""
         return any(p != j - 1 for j, p in enumerate(self.parents))
 
+    @property
+    def depth(self) -> int:
+        """Its levels: the most drafts one verification can accept."""
+        return max(depths(self.parents), default=-1) + 1
+
 
 def take_trees(tree, num_requests: int, budgets: Sequence[int], vocab_size: int, who: str) -> list[Tree | None]:
     """Per drafting request, its tree cut to its budget (nodes are in an order where parents come
