@@ -22,7 +22,9 @@ its own entries to the trace that ``specpath explain`` shows:
    (``config.json`` ``parallel_drafting: true``, where the class supports parallel drafting),
    else False;
 8. ``default_model`` - the class's shipped drafter for this target when no ``model`` is given;
-9. ``configure`` - the class hook's returned field updates are applied;
+9. ``configure`` - the class hook's returned field updates are applied, then a shipped
+   drafter's draft tree (``ShippedCheckpoint.tree``) where the config sets neither K nor
+   ``draft_tree_topk``;
 10. ``specialize`` - the checkpoint-declared class (which must agree with the requested
    method) or the class's ``specialize``;
 11. ``options`` - method-specific options must be in the class's ``supported_options``;
@@ -396,7 +398,14 @@ class Resolution:
                 self.note("default_model", f"{cls.__name__}.default_model: {model!r}")
 
     def step_configure(self) -> None:
+        """The class hook's field updates, then a shipped drafter's tree (``shipped_tree``: where the
+        config sets neither K nor ``draft_tree_topk``)."""
+        tree = self.config_class.shipped_tree(self.spec)
         self.apply_updates(self.config_class, "configure", call_hook(self.config_class, "configure", self.spec))
+        if tree is not None and supports_option(self.config_class, "draft_tree_topk"):
+            self.set(num_speculative_tokens=tree[0], draft_tree_topk=tree[1])
+            self.note("configure", f"the shipped drafter's tree: K={tree[0]} nodes, draft_tree_topk={tree[1]} "
+                                   "(set num_speculative_tokens or draft_tree_topk to choose another shape)")
 
     def step_specialize(self) -> None:
         """The checkpoint-declared class (which must agree with the requested method), else

@@ -47,6 +47,10 @@ class ShippedCheckpoint:
     """The model-free method drafted beside this drafter when the config names no
     ``model_free_drafter`` (``SpeculatorConfig.shipped_model_free``): set where it was measured
     to pay on this target."""
+    tree: tuple[int, int] | None = None
+    """``(num_speculative_tokens, draft_tree_topk)``: the draft tree this drafter proposes where the
+    config sets neither and its verification verifies trees (``SpeculatorConfig.shipped_tree``):
+    set where the tree was measured to pay over the chain on this target."""
 
     @property
     def is_installed(self) -> bool:

@@ -281,6 +281,7 @@ class SpeculatorConfig:
             "notes": list(self.notes),
             "shipped_drafter_quantization": type(self).shipped_quantization(self.spec),
             "shipped_drafter_model_free": type(self).shipped_model_free(self.spec),
+            "shipped_drafter_tree": type(self).shipped_row_tree(self.spec),
         }
         out.update({flag: bool(getattr(self, flag)) for flag in CAPABILITY_FLAGS})
         for name in (
@@ -316,6 +317,29 @@ class SpeculatorConfig:
             return None
         model = Path(spec.model).resolve()
         return next((row.model_free for row in cls.shipped_checkpoints if row.path.resolve() == model), None)
+
+    @classmethod
+    def shipped_tree(cls, spec: SpeculativeConfig) -> tuple[int, int] | None:
+        """``(num_speculative_tokens, draft_tree_topk)`` of the shipped checkpoint ``spec`` runs
+        (:attr:`ShippedCheckpoint.tree`) where ``spec`` sets neither, drafts chains one draft at a
+        time (no ``parallel_drafting``, no sampled drafts) and its verification verifies trees;
+        else None."""
+        from specpath.verification import TREE_VERIFY_METHODS
+
+        if spec.num_speculative_tokens is not None or spec.draft_tree_topk is not None or spec.parallel_drafting \
+                or spec.draft_sample_method == "random" or spec.rejection_sample_method not in TREE_VERIFY_METHODS:
+            return None
+        return cls.shipped_row_tree(spec)
+
+    @classmethod
+    def shipped_row_tree(cls, spec: SpeculativeConfig) -> tuple[int, int] | None:
+        """The :attr:`ShippedCheckpoint.tree` of the shipped checkpoint ``spec.model`` is, or None."""
+        from pathlib import Path
+
+        if spec.model is None:
+            return None
+        model = Path(spec.model).resolve()
+        return next((row.tree for row in cls.shipped_checkpoints if row.path.resolve() == model), None)
 
     @classmethod
     def is_shipped_drafter(cls, spec: SpeculativeConfig) -> bool:
