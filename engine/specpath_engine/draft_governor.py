@@ -43,9 +43,10 @@ request starts from: the optimistic prior until drafts are verified), so a probe
 other draft and spent only where drafting could pay at all (at the prior, 0.7, every one-token probe
 of DFlash over an int4 target paid on paper while per-row costs of 0.19 of a step and an
 acceptance of ~0.3 made each cost ~0.4 of a step: 24 of its 29 drafting steps in 4 chat replies
-were probes, 0.956x of plain decoding); a probe priced out at the longest
-wait still drafts one token where the drafter has not drafted for that long (one request per
-step: its cost is engine-wide, measured only while it drafts, and may be stale). A text that becomes predictable (a quoted block, a repetition) is picked up again by
+were probes, 0.956x of plain decoding); a probe priced out still drafts one token where the
+drafter has not drafted for the longest wait, engine-wide (one request per step: its cost is
+engine-wide, measured only while it drafts, and may be stale; a configured ``draft_pass_cost``
+is not measured). A text that becomes predictable (a quoted block, a repetition) is picked up again by
 a probe.
 
 Where every step would draft alike, nothing varies the rows and the fit could not tell a row's
@@ -478,14 +479,16 @@ class DraftGovernor:
             if n % EXPLORE_EVERY == 0 or n in EXPLORE_FIRST:  # early too: a short reply needs the costs soon
                 plain = n % (2 * EXPLORE_EVERY) == 0 or n == EXPLORE_FIRST[0]
                 chosen = [0 if plain else (k + 1) // 2 for k in chosen]
-        # The drafter's costs are engine-wide: one probe priced out at the longest wait re-measures
-        # them for every request, and only where the drafter has not drafted for that long (at
-        # batch 8 a probe per request and wait cost a drafter call each, ~15% of a step apiece).
+        # The drafter's costs are engine-wide: one probe re-measures them for every request, and
+        # only where the drafter has not drafted for the longest wait (at batch 8 a probe per
+        # request and wait cost a drafter call each, ~15% of a step apiece). Without it, costs
+        # that once priced every draft out (two calls stalled by the machine read as a change of
+        # costs) would never be measured again.
         # Until the drafter has been timed its costs are a guess from its weights' bytes (for a
         # drafter through the target's head over an int4 target, several times too dear): a probe
         # priced out then drafts all the same, one a step, so the guess is replaced by a measurement.
         timed = costs.drafter_timed
-        forced = self._steps - self._drafted_step >= MAX_WAIT or not timed
+        forced = (self._steps - self._drafted_step >= MAX_WAIT and not costs.pinned) or not timed
         for i, k, state, probe in zip(idx, chosen, states, probes):
             ks[i] = k
             pos = positions[i]
@@ -496,9 +499,11 @@ class DraftGovernor:
                     self.num_probes += 1
                 else:
                     state.probe_at = -1
-            elif probe and forced and (state.next_wait >= MAX_WAIT or not timed):
-                # priced out at the longest wait (or before the drafter was ever timed): one draft,
-                # so stale (or guessed) drafter costs get measured
+            elif probe and forced:
+                # priced out while the drafter has not drafted for the longest wait (or was never
+                # timed): one draft, so stale (or guessed) drafter costs get measured; the wait is
+                # the engine's, not the request's (a request's own reaches MAX_WAIT only after 124
+                # positions: a run of shorter replies would never measure the drafter again)
                 forced = False
                 ks[i] = 1
                 state.run += 1

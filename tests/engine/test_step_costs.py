@@ -71,6 +71,47 @@ def test_one_stall_barely_moves_the_fit_and_a_lasting_change_is_followed():
     assert predicted == pytest.approx(3 * target_time(probe), rel=0.25)
 
 
+def drafter_time(x):
+    return 0.0003 + 0.0010 * x[2] + 0.0001 * x[3]
+
+
+def _timed_drafter(seed=1):
+    c = StepCosts(0.1)
+    for _ in range(COLD_CALLS + 1):
+        c.observe_target((1, 1, 0, 0), 0.010)
+    rng = random.Random(seed)
+    for _ in range(100):
+        k = rng.randint(1, 4)
+        x = (1.0, 1, k, k, rng.randint(1, 5))
+        c.observe_drafter(x, drafter_time(x))
+    return c
+
+
+def _predicted(c, x):
+    return sum(d * v for d, v in zip(c.drafter_coefficients, x))
+
+
+def test_two_stalled_calls_in_a_row_are_taken_back_by_the_next_one_and_a_change_is_confirmed():
+    """Two stalled drafter calls in a row (50x) read as a change of costs; the next call at the
+    old cost says they were a longer stall: the fit is back where it was (a drafter priced out by
+    the stall would otherwise never be timed again). A third call at the new cost confirms the
+    change instead."""
+    probe, x = (1.0, 1, 1, 1, 2), (1.0, 1, 4, 4, 2)
+    c = _timed_drafter()
+    before = _predicted(c, probe)
+    for _ in range(2):
+        c.observe_drafter(x, 50 * drafter_time(x))
+    assert _predicted(c, probe) > 10 * before  # followed: a change of costs, as far as two calls tell
+    c.observe_drafter(probe, drafter_time(probe))  # a probe at the old cost
+    assert _predicted(c, probe) == pytest.approx(before, rel=0.1)
+    assert _predicted(c, x) == pytest.approx(drafter_time(x), rel=0.1)
+
+    changed = _timed_drafter()
+    for _ in range(3):  # the third at the new cost too: the costs did change
+        changed.observe_drafter(x, 50 * drafter_time(x))
+    assert 25 * drafter_time(x) < _predicted(changed, x) < 100 * drafter_time(x)  # kept: not taken back
+
+
 def test_a_pinned_drafter_is_priced_from_the_measured_plain_step():
     c = StepCosts(0.5, pinned=True)
     for x in varied_steps(50):
