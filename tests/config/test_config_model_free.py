@@ -119,6 +119,40 @@ def test_a_companion_that_is_not_installed_leaves_the_drafter_alone(resolve, hea
                           "drafts alone") in spec.resolution_trace
 
 
+def test_a_checkpoint_that_names_its_companion_gets_it_unless_the_config_names_one(make_checkpoint):
+    """``specpath_model_free`` in the draft checkpoint's config.json (what ``specpath train`` writes
+    where the companion raised the held-out τ): the default companion, as a shipped row's."""
+    head = make_checkpoint("eagle3-trained", specpath_model_free="ngram")
+    config = {"method": "eagle3", "model": head, "num_speculative_tokens": 4}
+    spec = SpeculativeConfig.from_dict(config)
+    assert spec.model_free_config.method == "ngram" and spec.model_free_drafter is None
+    traced = [detail for step, detail in spec.resolution_trace if step == "model_free"]
+    assert traced[0] == ("'ngram' beside the drafter (its checkpoint's specpath_model_free, measured when it was "
+                         "trained; model_free_drafter: {} turns it off)")
+    assert SpeculativeConfig.from_dict({**config, "model_free_drafter": {}}).model_free_config is None
+    named = SpeculativeConfig.from_dict({**config, "model_free_drafter": {"method": "ngram", "prompt_lookup_min": 3}})
+    assert named.model_free_config.prompt_lookup_min == 3
+
+
+@pytest.mark.parametrize("value, note", [
+    ("no_such_method", "the checkpoint's model-free companion 'no_such_method' is not installed: the drafter drafts alone"),
+    (7, "the checkpoint's specpath_model_free 7 is not a method name: ignored"),
+    ("", "the checkpoint's specpath_model_free '' is not a method name: ignored"),
+])
+def test_a_checkpoints_companion_that_cannot_run_leaves_the_drafter_alone(make_checkpoint, value, note):
+    head = make_checkpoint("eagle3-trained", specpath_model_free=value)
+    spec = SpeculativeConfig.from_dict({"method": "eagle3", "model": head, "num_speculative_tokens": 4})
+    assert spec.model_free_config is None and ("model_free", note) in spec.resolution_trace
+
+
+def test_a_checkpoints_companion_that_is_no_model_free_method_leaves_the_drafter_alone(make_checkpoint):
+    head = make_checkpoint("eagle3-trained", specpath_model_free="eagle3")
+    spec = SpeculativeConfig.from_dict({"method": "eagle3", "model": head, "num_speculative_tokens": 4})
+    assert spec.model_free_config is None
+    traced = [detail for step, detail in spec.resolution_trace if step == "model_free"]
+    assert traced[-1].startswith("the checkpoint's companion 'eagle3' does not apply: ")
+
+
 def test_replace_and_to_dict_keep_it(resolve):
     spec = resolve(model_free_drafter={"method": "ngram"}, model_free_min_tokens=3)
     assert spec.to_dict()["model_free_drafter"] == {"method": "ngram"}

@@ -182,7 +182,44 @@ def test_bad_targets_methods_and_budgets_are_one_line(capsys, tmp_path, data_fil
         assert code == 1 and expected in last_error(err), (argv, err)
     code, _, err = train(capsys, "eagle3", "--target", "embedded", "--out", str(out), "--data", str(data_file))
     assert code == 1 and "give a training budget" in last_error(err)
+    code, _, err = train(capsys, "eagle3", "--out", str(out), "--data", str(data_file), *TINY, "--model-free", "eagle3")
+    assert code == 1 and "--model-free 'eagle3' is not an installed model-free method; one of: " in last_error(err)
     assert not out.exists()
+
+
+def test_the_checkpoint_names_a_companion_only_where_it_raised_the_held_out_tau(capsys, tmp_path, data_file):
+    """``--model-free suffix`` (the default): the held-out τ with suffix beside the drafter is
+    measured and written to metrics.json; config.json names suffix (``specpath_model_free``) exactly
+    where it beat the drafter alone by ``COMPANION_GAIN``, and serving ``{"model": DIR}`` then drafts
+    it beside the drafter; ``--model-free none`` measures nothing and names nothing."""
+    from specpath import create_speculative_config
+    from specpath.config.model import ModelConfig
+    from specpath_train.cli_train import COMPANION_GAIN
+
+    out = tmp_path / "eagle3"
+    code, stdout, err = train(capsys, "eagle3", "--out", str(out), "--data", str(data_file), *TINY,
+                              "--eval-prompts", "2", "--eval-tokens", "24")
+    assert code == 0, err
+    metrics = json.loads((out / "metrics.json").read_text())
+    alone, beside = metrics["heldout"], metrics["heldout_with_model_free"]
+    assert alone["model_free"] is None and beside["model_free"] == "suffix" and beside["tau"] >= 1.0
+    pays = beside["tau"] >= alone["tau"] * (1 + COMPANION_GAIN)
+    config = json.loads((out / "config.json").read_text())
+    assert metrics["model_free"] == config.get("specpath_model_free") == ("suffix" if pays else None)
+    assert f"with suffix beside it, held-out tau {beside['tau']:.2f}" in stdout
+    spec = create_speculative_config({"model": str(out), "num_speculative_tokens": 4},
+                                     target_model_config=ModelConfig(model=_embedded()))
+    assert (spec.model_free_config is not None) == pays
+
+    # the same directory, measured with --model-free none: the verdict is this run's (named nowhere)
+    config["specpath_model_free"] = "suffix"
+    (out / "config.json").write_text(json.dumps(config))
+    code, _, err = train(capsys, "eagle3", "--out", str(out), "--data", str(data_file), *TINY, "--model-free", "none",
+                         "--overwrite")
+    assert code == 0, err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["heldout_with_model_free"] is None and metrics["model_free"] is None
+    assert "specpath_model_free" not in json.loads((out / "config.json").read_text())
 
 
 def test_an_existing_directory_is_never_written_over_without_overwrite(capsys, tmp_path, data_file):

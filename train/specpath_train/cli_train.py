@@ -12,7 +12,10 @@ Four stages, each resumable from the run directory (``DIR/run/``):
    ``specpath_train.methods``; a ``--variant``'s on top, ``--from`` as its start), its state in ``DIR/run/work/resume.pt`` saved every two
    minutes and on SIGINT/SIGTERM;
 4. **evaluate**: ``DIR`` (the checkpoint, written at the end) served as ``{"model": DIR}`` on
-   the held-out prompts; τ and acceptance by position printed and written to ``DIR/metrics.json``.
+   the held-out prompts; τ and acceptance by position printed and written to ``DIR/metrics.json``;
+   then with a model-free method beside it (``--model-free``, suffix by default): where that
+   raises τ by :data:`COMPANION_GAIN` the checkpoint's ``config.json`` names it
+   (``specpath_model_free``) and the configuration layer drafts it beside the drafter by default.
 
 A run is repeatable for a seed and thread count with a ``--steps`` budget (``--minutes`` stops
 by the clock). ``DIR/run/run.json`` records the run's config; a directory holding another
@@ -38,6 +41,10 @@ RUN = "run"
 CONFIG_KEYS = ("method", "variant", "from", "target", "data", "corpus", "prompts", "heldout", "max_new_tokens",
                "temperature", "seed", "window", "dtype", "max_prompt_tokens")
 """What makes two runs the same run (budget, threads and progress may change on --resume)."""
+
+COMPANION_GAIN = 0.03
+"""The held-out τ gain (a share) a model-free method beside the drafter must bring for the
+checkpoint to name it as its default companion (``--model-free``)."""
 
 CORPORA = ("builtin", "wide")
 """``--corpus``: where a run without ``--data`` takes its prompts."""
@@ -95,6 +102,10 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--eval-prompts", type=int, default=8,
                    help="held-out prompts served at the end (default 8; 0: no serving, e.g. on a GPU machine)")
     p.add_argument("--eval-tokens", type=int, default=64, help="tokens generated per held-out prompt (default 64)")
+    p.add_argument("--model-free", default="suffix", metavar="METHOD",
+                   help="a model-free method measured beside the drafter on the held-out prompts; where it raises τ "
+                        f"by {round(COMPANION_GAIN * 100)}%% or more the checkpoint names it as its default companion "
+                        "(config.json specpath_model_free). 'none': not measured (default: suffix)")
     p.add_argument("--device", default="cpu",
                    help="cpu (default), or an accelerator (cuda): the target answers the prompts there in batches "
                         "of --max-num-seqs (with transformers) and the head trains there, the target's features "
@@ -232,6 +243,21 @@ def check_budget(args: argparse.Namespace) -> None:
             raise _error(f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})")
     if args.eval_prompts < 0:
         raise _error(f"--eval-prompts must be 0 or more (got {args.eval_prompts})")
+    check_model_free(args.model_free)
+
+
+def check_model_free(method: str) -> None:
+    """``--model-free``: 'none' or an installed model-free method (checked before any work)."""
+    if method == "none":
+        return
+    from specpath import plugins
+    from specpath.registry import get_registry
+
+    plugins.load_all()
+    registry = get_registry()
+    free = sorted(n for n in registry.names() if registry.get(n).config_class.model_free)
+    if method not in free:
+        raise _error(f"--model-free {method!r} is not an installed model-free method; one of: {', '.join(free)}, none")
 
 
 def resolve_target(target: str, run_dir: Path | None, log: Any) -> tuple[Path, str]:
@@ -610,16 +636,20 @@ def _train(args: argparse.Namespace) -> int:
     from specpath_train.evaluate import speculative_metrics
     from specpath_train.methods import NUM_SPECULATIVE_TOKENS
 
-    served = None
+    served = beside = None
     if args.eval_prompts:
         served = speculative_metrics(target_dir, out, held_ids[:args.eval_prompts],
                                      num_speculative_tokens=NUM_SPECULATIVE_TOKENS, max_tokens=args.eval_tokens)
+        beside = measure_companion(args.model_free, target_dir, out, held_ids[:args.eval_prompts], served,
+                                   max_tokens=args.eval_tokens)
     timings["eval_s"] = round(time.time() - t0, 2)
     state = torch.load(run_dir / "work" / "resume.pt", weights_only=False)
     metrics = {"method": args.method, "variant": args.variant, "from": config["from"], "target": config["target"], "steps": state["step"],
                "train_seconds": round(state["elapsed"], 2), "seed": args.seed, "threads": args.threads,
                "windows": {"heldout": meta["heldout"], "window": meta["window"]},
-               "heldout": served, "heldout_teacher_forced": heldout_record(ckpt_config), "timings": timings}
+               "heldout": served, "heldout_with_model_free": beside,
+               "model_free": declared_companion(out),
+               "heldout_teacher_forced": heldout_record(ckpt_config), "timings": timings}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     name = f"{args.method} ({variant.summary})" if variant is not None else args.method
     if served is None:
@@ -630,7 +660,48 @@ def _train(args: argparse.Namespace) -> int:
     print(f"{out}: {name} drafter, {state['step']} steps; held-out tau {served['tau']:.2f}, acceptance by "
           f"position {accept} (K={NUM_SPECULATIVE_TOKENS}, {served['prompts']} prompts); serve it with "
           f"--speculative-config '{{\"model\": \"{out}\", \"num_speculative_tokens\": {NUM_SPECULATIVE_TOKENS}}}'")
+    if beside is not None:
+        companion = metrics["model_free"]
+        verdict = (f"the checkpoint names it (config.json specpath_model_free; \"model_free_drafter\": {{}} turns it off)"
+                   if companion else f"under the {round(COMPANION_GAIN * 100)}% bar: the drafter drafts alone by default")
+        print(f"{out}: with {beside['model_free']} beside it, held-out tau {beside['tau']:.2f}: {verdict}")
     return 0
+
+
+def measure_companion(method: str, target_dir: Any, out: Path, prompts: list, served: dict, *,
+                      max_tokens: int) -> dict | None:
+    """The held-out τ with the model-free ``method`` drafting beside the new drafter (None for
+    'none', or where that method cannot run beside it: said on stderr); where it beats the
+    drafter alone by :data:`COMPANION_GAIN`, ``out/config.json`` names it (``specpath_model_free``,
+    what the configuration layer then drafts beside it by default), else names none."""
+    from specpath.config.resolution import DECLARED_MODEL_FREE
+    from specpath.errors import SpeculativeConfigError
+    from specpath_train.evaluate import speculative_metrics
+    from specpath_train.methods import NUM_SPECULATIVE_TOKENS
+
+    path = out / "config.json"
+    config = json.loads(path.read_text())
+    config.pop(DECLARED_MODEL_FREE, None)  # measured alone and beside it now: only this run's verdict counts
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    if method == "none":
+        return None
+    try:
+        beside = speculative_metrics(target_dir, out, prompts, num_speculative_tokens=NUM_SPECULATIVE_TOKENS,
+                                     max_tokens=max_tokens, model_free=method)
+    except SpeculativeConfigError as err:
+        print(f"specpath train: --model-free {method}: {err}; the drafter drafts alone by default", file=sys.stderr)
+        return None
+    if beside["tau"] >= served["tau"] * (1 + COMPANION_GAIN):
+        config[DECLARED_MODEL_FREE] = method
+        path.write_text(json.dumps(config, indent=2) + "\n")
+    return beside
+
+
+def declared_companion(out: Path) -> str | None:
+    """The model-free method ``out/config.json`` names as its companion, or None."""
+    from specpath.config.resolution import DECLARED_MODEL_FREE
+
+    return json.loads((out / "config.json").read_text()).get(DECLARED_MODEL_FREE)
 
 
 def _is_gguf(target: str) -> bool:

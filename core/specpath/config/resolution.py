@@ -31,7 +31,9 @@ its own entries to the trace that ``specpath explain`` shows:
 12. ``verify`` - the cross-field rules (:data:`specpath.config.cross_rules.CROSS_FIELD_RULES`), then
     the class's own ``verify``;
 13. ``model_free`` - a ``model_free_drafter`` is resolved as a config of its own (same target)
-    and must be a model-free method within this config's K;
+    and must be a model-free method within this config's K; where the config names none, a
+    shipped drafter's companion (``ShippedCheckpoint.model_free``) or the one the checkpoint's
+    ``config.json`` names (:data:`DECLARED_MODEL_FREE`) is taken, or noted where it does not apply;
 14. ``result`` - the class's lookahead values must be ints >= 0.
 
 The draft checkpoint is read at most once and what it declares is interpreted at most once.
@@ -67,6 +69,10 @@ from specpath.methods import BUILTIN_METHODS, NGRAM_MODEL_NAMES, normalize_metho
 _ASKS_FOR_NOTHING: Mapping[str, Any] = {"parallel_drafting": False}
 """Method-specific values that are no request (any method takes them, as before their default
 became None: the checkpoint's choice)."""
+
+DECLARED_MODEL_FREE = "specpath_model_free"
+"""The draft checkpoint's ``config.json`` key naming the model-free method drafted beside it by
+default (as a shipped row's ``ShippedCheckpoint.model_free``)."""
 
 _RESULT_VALUES = ("num_lookahead_tokens", "num_prefill_lookahead_tokens", "max_num_new_slots_for_drafting")
 
@@ -463,14 +469,18 @@ class Resolution:
         target (its errors name the nested field), then :func:`cross_rules.check_model_free_drafter`."""
         spec = self.spec
         given = spec.model_free_drafter
-        default = self.config_class.shipped_model_free(spec)
+        default, origin = self.config_class.shipped_model_free(spec), "the shipped drafter's"
+        if default is None and given is None:
+            default, origin = self._declared_model_free(), "the checkpoint's"
         if default is not None:
             if lookup.find_registration(default) is not None:
                 given = {"method": default}
                 self.note("model_free", f"{default!r} beside the shipped drafter (its default; "
-                                        "model_free_drafter: {} turns it off)")
+                                        "model_free_drafter: {} turns it off)" if origin == "the shipped drafter's" else
+                                        f"{default!r} beside the drafter (its checkpoint's {DECLARED_MODEL_FREE}, "
+                                        "measured when it was trained; model_free_drafter: {} turns it off)")
             else:
-                self.note("model_free", f"the shipped drafter's model-free companion {default!r} is not "
+                self.note("model_free", f"{origin} model-free companion {default!r} is not "
                                         "installed: the drafter drafts alone")
         if not given:  # None, or {}: the drafter alone
             if given is not None:
@@ -489,9 +499,9 @@ class Resolution:
         except SpeculativeConfigError as err:
             if spec.model_free_drafter is not None:
                 raise
-            # the shipped drafter's default companion does not fit what this config asks for
-            # (adaptive verification, say): the drafter drafts alone, as without the default
-            self.note("model_free", f"the shipped drafter's companion {default!r} does not apply: {err}; the "
+            # the shipped drafter's (or the checkpoint's) default companion does not fit what this
+            # config asks for (adaptive verification, say): the drafter drafts alone, as without it
+            self.note("model_free", f"{origin} companion {default!r} does not apply: {err}; the "
                                     "drafter drafts alone")
             self._drafter_alone()
             return
@@ -503,6 +513,19 @@ class Resolution:
                                 f"{inner.num_speculative_tokens}, at least {minimum} long) is verified instead of "
                                 f"{spec.custom_method or spec.method!r}'s where it extends it or where the two part "
                                 "and the request's record favours it (specpath.hybrid)")
+
+    def _declared_model_free(self) -> str | None:
+        """The model-free method the draft checkpoint's ``config.json`` names as its companion
+        (:data:`DECLARED_MODEL_FREE`, written by ``specpath train`` where it raised the held-out
+        τ), or None; a value that is not a method name is noted and ignored."""
+        if self.spec.model is None:
+            return None
+        checkpoint = self.checkpoint()
+        value = None if checkpoint is None else (checkpoint.config or {}).get(DECLARED_MODEL_FREE)
+        if value is None or (isinstance(value, str) and value):
+            return value
+        self.note("model_free", f"the checkpoint's {DECLARED_MODEL_FREE} {value!r} is not a method name: ignored")
+        return None
 
     def _model_free_config(self, given: Mapping[str, Any], field: str) -> Any:
         """``given`` resolved as a SpeculativeConfig against this config's target at its K (errors
