@@ -39,7 +39,9 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--temperature", type=float, nargs="+", default=[0.0], help="default 0 (greedy)")
     p.add_argument("--max-tokens", type=int, default=128, help="new tokens per request (default 128)")
     p.add_argument("--honour-eos", action="store_true", help="stop at EOS (default: every reply is --max-tokens long)")
-    p.add_argument("--num-speculative-tokens", type=int, default=4, help="K for methods without their own (default 4)")
+    p.add_argument("--num-speculative-tokens", type=int, default=None,
+                   help="K for every method in --methods (default: each method's own, its shipped drafter's K and "
+                        "draft tree, else 4)")
     p.add_argument("--repeats", type=int, default=2, help="interleaved rounds (default 2)")
     p.add_argument("--max-load", type=float, default=0.5, help="quiet-machine gate: load average per core (default 0.5)")
     p.add_argument("--wait", type=float, default=120.0, help="seconds to wait for the gate (default 120; 0: no gate)")
