@@ -49,8 +49,9 @@ class ShippedCheckpoint:
     to pay on this target."""
     tree: tuple[int, int] | None = None
     """``(num_speculative_tokens, draft_tree_topk)``: the draft tree this drafter proposes where the
-    config sets neither and its verification verifies trees (``SpeculatorConfig.shipped_tree``):
-    set where the tree was measured to pay over the chain on this target."""
+    config sets neither, its verification verifies trees and the target is not quantised
+    (``SpeculatorConfig.shipped_tree``): set where the tree was measured to pay over the chain on
+    this target."""
 
     @property
     def is_installed(self) -> bool:
