@@ -122,3 +122,15 @@ def test_restore_forgets_user_registrations_but_keeps_what_plugins_bound_since(f
     after = registry.snapshot()
     assert "restore_user_method" not in after and "restore_plugin_method" in after
     assert {n: r for n, r in after.items() if n != "restore_plugin_method"} == saved
+
+
+def test_model_free_names_are_the_methods_whose_class_says_so(fake_builtins):
+    """What may draft beside a drafter is read from the capability flag, never from a list."""
+    from specpath.registry import get_registry, register_speculative_method
+
+    registry = get_registry()
+    register_speculative_method("free_user_method", fake_builtins.FakeNgram)
+    register_speculative_method("drafting_user_method", fake_builtins.FakeEagle3)
+    names = registry.model_free_names()
+    assert "free_user_method" in names and "drafting_user_method" not in names
+    assert names == sorted(n for n in registry.names() if registry.get(n).config_class.model_free)

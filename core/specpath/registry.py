@@ -158,6 +158,12 @@ class MethodRegistry:
         with self._lock:
             return sorted(self._bound)
 
+    def model_free_names(self) -> list[str]:
+        """The bound methods whose config class declares ``model_free`` (what may draft beside a
+        drafter, ``model_free_drafter``), sorted."""
+        with self._lock:
+            return sorted(n for n, r in self._bound.items() if r.config_class.model_free)
+
     def snapshot(self) -> dict[str, Registration]:
         with self._lock:
             return dict(self._bound)

@@ -276,7 +276,7 @@ def demo_configs(
     if model_free is not None:
         from specpath.errors import SpeculativeConfigError
 
-        free = [n for n in registry.names() if registry.get(n).config_class.model_free]
+        free = registry.model_free_names()
         if model_free not in free:
             raise SpeculativeConfigError("is not an installed model-free method", field="--model-free",
                                          value=model_free, allowed=free)

@@ -254,8 +254,7 @@ def check_model_free(method: str) -> None:
     from specpath.registry import get_registry
 
     plugins.load_all()
-    registry = get_registry()
-    free = sorted(n for n in registry.names() if registry.get(n).config_class.model_free)
+    free = get_registry().model_free_names()
     if method not in free:
         raise _error(f"--model-free {method!r} is not an installed model-free method; one of: {', '.join(free)}, none")
 

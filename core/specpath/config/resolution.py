@@ -469,16 +469,16 @@ class Resolution:
         target (its errors name the nested field), then :func:`cross_rules.check_model_free_drafter`."""
         spec = self.spec
         given = spec.model_free_drafter
-        default, origin = self.config_class.shipped_model_free(spec), "the shipped drafter's"
+        default = self.config_class.shipped_model_free(spec)
+        origin, beside = "the shipped drafter's", "the shipped drafter (its default"
         if default is None and given is None:
-            default, origin = self._declared_model_free(), "the checkpoint's"
+            default = self._declared_model_free()
+            origin = "the checkpoint's"
+            beside = f"the drafter (its checkpoint's {DECLARED_MODEL_FREE}, measured when it was trained"
         if default is not None:
             if lookup.find_registration(default) is not None:
                 given = {"method": default}
-                self.note("model_free", f"{default!r} beside the shipped drafter (its default; "
-                                        "model_free_drafter: {} turns it off)" if origin == "the shipped drafter's" else
-                                        f"{default!r} beside the drafter (its checkpoint's {DECLARED_MODEL_FREE}, "
-                                        "measured when it was trained; model_free_drafter: {} turns it off)")
+                self.note("model_free", f"{default!r} beside {beside}; model_free_drafter: {{}} turns it off)")
             else:
                 self.note("model_free", f"{origin} model-free companion {default!r} is not "
                                         "installed: the drafter drafts alone")
