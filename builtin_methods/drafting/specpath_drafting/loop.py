@@ -48,7 +48,7 @@ from specpath_drafting.heads import HiddenStateHead
 from specpath_drafting.kv import DrafterKV
 from specpath_drafting.numerics import sharded_argmax
 from specpath_drafting.reference import prepare_drafter_inputs_reference
-from specpath_drafting.tree_search import TreeDraft, ancestor_runs, grow_tree
+from specpath_drafting.tree_search import TreeDraft, ancestor_runs, grow_tree, num_passes
 
 
 def target_layers(context: SpeculatorContext) -> int:
@@ -296,7 +296,7 @@ class HiddenStateSpeculator(BaseSpeculator):
             tree = self._draft_tree(a[j : j + 1], rows[j], lasts[j], budgets[i])
             ids = self.head.to_target(torch.tensor(tree.tokens, dtype=torch.int64, device=self.device)).tolist()
             trees.append((i, ids, tree.parents, tree.scores))
-        return _tree_proposal(trees, len(reqs), self.device)
+        return _proposal_of_trees(trees, len(reqs), self.device)
 
     def _native_head(self, x: torch.Tensor) -> tuple[Any, Any] | tuple[None, None]:
         """The native kernels and the head's native form
@@ -438,8 +438,6 @@ class HiddenStateSpeculator(BaseSpeculator):
         rotary, hc = self.head.rotary, self.head.config
         if rotary.rope_type == "dynamic" or rotary.cos_cached.dtype is not self.dtype:
             return None
-        from specpath_drafting.tree_search import num_passes
-
         empty = torch.zeros(0, dtype=torch.int64)
         trees = []
         for i, row, start, taps, ids in work:
@@ -452,7 +450,7 @@ class HiddenStateSpeculator(BaseSpeculator):
                 head, taps, empty if ids is None else ids, self.last_hidden[row], budget, self.tree_topk, passes,
                 hc.num_attention_heads, hc.num_key_value_heads, hc.head_dim, keys, values, start, rotary.cos_cached,
                 rotary.sin_cached)))
-        return _tree_proposal(trees, len(reqs), self.device)
+        return _proposal_of_trees(trees, len(reqs), self.device)
 
     def _native_chain(self, a: torch.Tensor, row: int, last: int, k: int,
                       race: tuple[torch.Tensor, float] | None = None) -> torch.Tensor | None:
@@ -516,8 +514,8 @@ class HiddenStateSpeculator(BaseSpeculator):
                              num_draft_tokens=counts, draft_probs=draft_probs)
 
 
-def _tree_proposal(trees: Sequence[tuple[int, list[int], list[int], list[float]]], num_requests: int,
-                   device: torch.device) -> DraftProposal:
+def _proposal_of_trees(trees: Sequence[tuple[int, list[int], list[int], list[float]]], num_requests: int,
+                       device: torch.device) -> DraftProposal:
     """The proposal of ``trees`` (per drafting request: its index, its nodes' target ids, parents
     and path log-probabilities, best first), with each tree's top-1 path as the request's chain
     (for engines that verify chains)."""
