@@ -55,10 +55,20 @@ def prompts_for(target: str, num_code: int, num_chat: int, num_general: int, see
     return out
 
 
+QUANTIZATION: str | None = None
+"""``--quantization``: the target's weights for every engine (None: as the dtype has them)."""
+
+
 def make_llm(target: str, spec: dict | None, *, dtype: str, threads: int):
+    """An engine for ``spec``; a spec's ``"_draft_floors": false`` turns the drafter's
+    confidence floors off (``ModelRunner.draft_floors``) for a side-by-side measurement."""
     from specpath_engine.llm import LLM, SamplingParams
 
-    llm = LLM(target, spec, dtype=dtype, max_model_len=1024, max_num_seqs=1, num_threads=threads)
+    spec = dict(spec) if spec is not None else None
+    floors = spec.pop("_draft_floors", True) if spec is not None else True
+    llm = LLM(target, spec, dtype=dtype, max_model_len=1024, max_num_seqs=1, num_threads=threads,
+              quantization=QUANTIZATION)
+    llm.engine.runner.draft_floors = bool(floors)
     llm.generate([[1, 2, 3, 4, 5, 6, 7, 8]], SamplingParams(max_tokens=4))  # warm-up
     return llm
 
@@ -77,7 +87,8 @@ def run(target: str, spec: dict | None, prompts: list[list[int]], *, max_tokens:
 def method_spec(item: str, k: int) -> tuple[str, dict]:
     name, _, value = item.partition("=")
     spec = json.loads(value[1:]) if value.startswith("@") else {"method": name, "model": value}
-    spec.setdefault("num_speculative_tokens", k)
+    if "@" not in item or k:  # a JSON spec under --k 0 keeps its own K (a shipped tree: none)
+        spec.setdefault("num_speculative_tokens", k)
     return name, spec
 
 
@@ -173,7 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=1, help="rounds of the interleaved timing")
     p.add_argument("--no-tau", action="store_true", help="only the timing")
     p.add_argument("--baseline-cache", default=None, help="a JSON file keeping plain decoding's tokens between runs")
+    p.add_argument("--quantization", default=None, help="the target's weights (e.g. int4) for every engine")
     args = p.parse_args(argv)
+    global QUANTIZATION
+    QUANTIZATION = args.quantization
     labelled = prompts_for(args.target, args.code, args.chat, args.general, args.seed, args.demo)
     kinds, prompts = [k for k, _ in labelled], [p for _, p in labelled]
     specs = [method_spec(item, args.k) for item in args.method]

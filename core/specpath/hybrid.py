@@ -188,7 +188,8 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 def merge_proposals(own: DraftProposal, free: DraftProposal, taken: Sequence[bool]) -> DraftProposal:
     """Per request, ``free``'s drafts (and tree) where ``taken``, else ``own``'s. Draft
-    probabilities, when ``own`` has them, are one-hot rows for the model-free drafts."""
+    probabilities, when ``own`` has them, are one-hot rows for the model-free drafts; its
+    confidences, NaN (no estimate) for them."""
     own_counts, free_counts = [int(n) for n in own.num_draft_tokens], [int(n) for n in free.num_draft_tokens]
     own_ids, free_ids = own.token_ids.tolist(), free.token_ids.tolist()
     ids: list[int] = []
@@ -216,11 +217,17 @@ def merge_proposals(own: DraftProposal, free: DraftProposal, taken: Sequence[boo
         if free_rows:
             dst, token = zip(*free_rows)
             probs[list(dst), list(token)] = 1.0
+    confidences = None
+    if own.confidences is not None and ids:  # the drafter's estimates; none for model-free drafts (NaN)
+        confidences = own.confidences.new_full((len(ids),), float("nan"))
+        if own_rows:
+            dst, src = zip(*own_rows)
+            confidences[list(dst)] = own.confidences[list(src)]
     tree = None
     if own.tree is not None or free.tree is not None:
         tree = _merge_trees(own.tree, free.tree, taken)
     return DraftProposal(token_ids=own.token_ids.new_tensor(ids).int(),  # int32, on the drafts' device
-                         num_draft_tokens=counts, draft_probs=probs, tree=tree)
+                         num_draft_tokens=counts, draft_probs=probs, confidences=confidences, tree=tree)
 
 
 def _merge_trees(own: DraftTree | None, free: DraftTree | None, taken: Sequence[bool]) -> DraftTree:

@@ -63,6 +63,12 @@ class DraftRequest:
     """The most drafts the engine will verify for this request this step (the step's K, clipped
     so the request stays within ``max_model_len``). 0 while the request is still in prefill:
     the speculator only ingests the new positions."""
+    min_draft_probability: float = 0.0
+    """Where the drafter's own estimate that a draft and every draft before it are accepted falls
+    below this, that draft does not pay for its pass and its row this step (the engine's measured
+    costs, in the drafter's own probability scale as verification has calibrated it): a drafter
+    that estimates it may stop before such a draft (after the first), and a tree may leave out
+    such nodes. 0: draft the whole budget."""
     temperature: float = 0.0
     """The request's sampling temperature (0 = greedy); drafters may draft greedily anyway."""
     generator: Any = None

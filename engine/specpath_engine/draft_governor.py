@@ -76,6 +76,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from specpath_engine.draft_calibration import Calibration
 from specpath_engine.drafting_guard import BATCH_GAIN, DraftingGuard, band
 from specpath_engine.step_costs import Clock, StepCosts
 
@@ -364,6 +365,13 @@ class DraftGovernor:
         self._accepted = [0.0] * max_k
         self._tried = [0.0] * max_k
         """The engine's decayed acceptance counts by depth, over all requests: a new request's prior."""
+        self.calibration = Calibration()
+        """How often the drafter's own estimates of its drafts come true (fed by the runner)."""
+        self.floors = (0.0, 0.0)
+        """The last allocation's (draft, row) floors: the chance of being accepted (its whole path)
+        below which one more draft does not pay for its pass and row, or (drafts already made) its
+        row, at the step's expected rate (Dinkelbach's condition: keep what yields more than the
+        rate times what it costs). (0, 0): nothing allotted."""
 
     def costs_for(self, num_requests: int) -> StepCosts:
         """The cost model of the band of ``num_requests`` (the first band takes the given model,
@@ -460,6 +468,7 @@ class DraftGovernor:
         shape = dict(call=0.0 if call_sunk else d[0], per_token=t[2] + d[3], per_pass=d[2], one_pass=costs.one_pass,
                      per_request=[d[1] + d[4] * min(pending[i], limits[i] + 1) for i in idx], rows=rows,
                      row_block=costs.row_block, per_block=t[4], fill=self.fill)
+        weighed = dict(zip(idx, zip(reach, shape["per_request"])))  # (chances, cost per request) of each i
         exploring = guard.exploring(num_requests)
         bar = num_requests > 1 and not exploring  # (a burst drafts what pays at all: the guard judges it)
         chosen = allocate(reach, float(num_sampling), base, **shape, gain=BATCH_GAIN if bar else 0.0)
@@ -522,9 +531,31 @@ class DraftGovernor:
                 state.run, state.backed_off = 0, True
                 state.probe_at = pos + state.next_wait
         self._allotted = sum(ks)
+        self.floors = (0.0, 0.0)
         if self._allotted:
             self._drafted_step = self._steps
+            self.floors = self._floors(ks, weighed, float(num_sampling), base, shape, t[2])
         return ks
+
+    @staticmethod
+    def _floors(ks: Sequence[int], weighed: dict, base_tokens: float, base_cost: float, shape: dict,
+                row_cost: float) -> tuple[float, float]:
+        """:attr:`floors` for the allocation ``ks`` (the step's draft lengths; ``weighed``: per
+        request that may draft its chances and its cost as a drafting request; ``shape``: the costs
+        :func:`allocate` was given; ``row_cost``: the target's per draft row)."""
+        tokens, cost, longest = base_tokens, base_cost + shape["call"], 0
+        for i, k in enumerate(ks):
+            if k:
+                r, q = weighed[i]
+                tokens += sum(r[:k])
+                cost += q + k * shape["per_token"]
+                longest = max(longest, k)
+        cost += shape["per_pass"] * (1 if shape["one_pass"] else longest)
+        rate = tokens / max(cost, 1e-12)  # tokens a second, as expected
+        draft = shape["per_token"] + (0.0 if shape["one_pass"] else shape["per_pass"])
+        return min(1.0, rate * draft), min(1.0, rate * row_cost)
+
+
 
     @staticmethod
     def _laggards(idx: Sequence[int], generated: Sequence[int]) -> list[bool]:
@@ -581,7 +612,7 @@ class DraftGovernor:
     def summary(self) -> dict:
         """The fitted costs, the probes and what the guard chose, for metrics."""
         return {**self.main_costs.summary(), "num_probes": self.num_probes, "num_declined_probes": self.num_declined_probes,
-                **self.guard.summary()}
+                **self.guard.summary(), "draft_calibration": self.calibration.summary()}
 
     def remove(self, req_id: str) -> None:
         self._requests.pop(req_id, None)

@@ -25,6 +25,7 @@ import torch
 
 from specpath_engine.attention import PagedAttention, build_attention_metadata
 from specpath_engine.draft_governor import DraftGovernor
+from specpath_engine.draft_worth import accepted_nodes, worth_of_chain, worth_of_tree
 from specpath_engine.kv_cache import FeatureStore, KVCache
 from specpath_engine.request import Request
 from specpath_engine.sampling import sample_tokens
@@ -91,6 +92,12 @@ class ModelRunner:
         """Seeded sampling requests are verified by the race (``specpath_engine.sample.race``), so
         their tokens are plain decoding's; the other modes keep their own rules."""
         self._trees: list[tree_layout.Tree | None] = []
+        self.draft_floors = True
+        """Drafts stop, and are cut, where the drafter's own estimates stop paying (``draft_worth``);
+        False: every draft of the budget is made and verified (for side-by-side measurements)."""
+        self._estimates: list[tuple | None] = []
+        """Per scheduled request, the path chances the drafter gave its verified drafts (and
+        whether they are a tree's nodes), or None: for the governor's calibration."""
         self.governor = governor
         self.skips_backed_off = skips_backed_off
         self._draft_budget: list[int] = []
@@ -154,36 +161,54 @@ class ModelRunner:
         governor = self.governor
         start = governor.clock() if governor is not None else 0.0
         self._trees = [None] * len(scheduled)
+        self._estimates = [None] * len(scheduled)
+        # where the drafter's own estimates stop paying (draft_worth): a pass's and a row's floors
+        calibration = governor.calibration if governor is not None else None
+        floors = governor.floors if calibration is not None and self.draft_floors else (0.0, 0.0)
+        floor = calibration.least_estimate(floors[0]) if floors[0] > 0 else 0.0
+        chance = calibration.chance if calibration is not None else None
         entries, slots = [], []
         for i in picked:
             r = scheduled[i].request
             if feeding:  # the hidden states of the positions it is handed (before they count as delivered)
                 slots.extend(self._slots_at(r, range(r.num_delivered_positions, r.num_computed_tokens)))
-            entries.append(self._draft_request(r, budget[i]))
+            entries.append(self._draft_request(r, budget[i], floor))
         hidden = None
         if feeding:
             hidden = self.features.read(torch.tensor(slots, dtype=torch.int64, device=self.device))
         proposal = speculator.propose(DraftBatch(requests=tuple(entries), hidden_states=hidden))
         self.step_drafted = True
-        if governor is not None:  # the drafter's call, for the cost model (step_costs.DRAFT_FEATURES)
-            self._drafter_s = governor.clock() - start
-            ks = [e.max_draft_tokens for e in entries if e.max_draft_tokens > 0]
-            passes = (1 if governor.one_pass else max(ks)) if ks else 0
-            self._drafter_features = (1.0, len(ks), passes, sum(ks), sum(e.num_new_positions for e in entries))
+        drafter_s = governor.clock() - start if governor is not None else 0.0
         counts, flat = self._checked(proposal, len(entries))
         name = type(speculator).__name__
         probs = proposal.draft_probs if flat else None
+        budgets = [e.max_draft_tokens for e in entries]
         trees = [None] * len(entries)
+        row_floor = floors[1]
         if self.verifies_trees and proposal.tree is not None:
-            trees = tree_layout.take_trees(proposal.tree, len(entries), [e.max_draft_tokens for e in entries],
-                                           self.vocab_size, name)
+            if chance is not None and probs is None:  # nodes not worth their rows are not verified
+                budgets = self._tree_worth(proposal.tree, picked, budgets, chance, row_floor)
+            trees = tree_layout.take_trees(proposal.tree, len(entries), budgets, self.vocab_size, name)
+        confidences = None
+        if proposal.confidences is not None and probs is None and chance is not None:
+            confidences = proposal.confidences.tolist()
+        if governor is not None:  # the drafter's call, for the cost model (step_costs.DRAFT_FEATURES)
+            self._drafter_s = drafter_s
+            # what it drafted (a drafter may stop short of its budget where its drafts stop paying)
+            ks = [b if t is not None else min(n, b) for n, b, t in zip(counts, budgets, trees) if b > 0]
+            passes = (1 if governor.one_pass else max(ks)) if ks else 0
+            self._drafter_features = (1.0, len(ks), passes, sum(ks), sum(e.num_new_positions for e in entries))
         # The runner trims drafts to each request's budget itself (a per-step K needs nothing
-        # from the speculator): keep the first max_draft_tokens of each request. A request with a
-        # tree puts its nodes where the chain would go (and drops the chain's rows).
+        # from the speculator): keep the first max_draft_tokens of each request, and of a chain
+        # the drafter estimated, those worth their rows (draft_worth). A request with a tree puts
+        # its nodes where the chain would go (and drops the chain's rows).
         kept_rows: list[int] = []
         start = 0
         for i, n, e, tree in zip(picked, counts, entries, trees):
             keep = min(n, e.max_draft_tokens)
+            if confidences is not None and tree is None and keep:
+                keep, paths = worth_of_chain(confidences[start : start + keep], chance, row_floor)
+                self._estimates[i] = (paths, None)
             if tree is not None:
                 drafts[i] = tree.tokens
                 if probs is not None or tree.branches:
@@ -196,6 +221,22 @@ class ModelRunner:
         if probs is not None and kept_rows and len(kept_rows) != len(flat):
             probs = probs.index_select(0, torch.tensor(kept_rows, dtype=torch.int64, device=probs.device))
         return drafts, probs if kept_rows else None
+
+    def _tree_worth(self, tree: Any, picked: Sequence[int], budgets: list[int], chance: Any,
+                    floor: float) -> list[int]:
+        """Each request's tree budget cut to the nodes worth their rows (``draft_worth``); the kept
+        nodes' path chances are kept for the calibration."""
+        probs, parents, sizes = list(tree.probs), list(tree.parents), [int(n) for n in tree.num_tree_tokens]
+        if len(probs) != sum(sizes) or len(parents) != sum(sizes) or len(sizes) != len(budgets):
+            return budgets  # take_trees says what is wrong
+        cut, start = list(budgets), 0
+        for j, (i, n) in enumerate(zip(picked, sizes)):
+            m = min(n, budgets[j])
+            if m:
+                cut[j], paths = worth_of_tree(probs[start : start + m], parents[start : start + m], chance, floor)
+                self._estimates[i] = (paths, True)
+            start += n
+        return cut
 
     def _budgets(self, scheduled: Sequence[ScheduledRequest]) -> list[int]:
         """Each request's draft length this step: the scheduler's K, or the governor's choice for
@@ -231,8 +272,9 @@ class ModelRunner:
             budget.append(k)
         return budget
 
-    def _draft_request(self, r: Request, budget: int) -> DraftRequest:
-        """``r``'s view of this step (its new positions are handed over: delivered)."""
+    def _draft_request(self, r: Request, budget: int, floor: float = 0.0) -> DraftRequest:
+        """``r``'s view of this step (its new positions are handed over: delivered); ``floor``:
+        its ``min_draft_probability``."""
         computed = r.num_computed_tokens
         ids = r.token_ids if computed + 1 == len(r.token_ids) else r.token_ids[: computed + 1]
         entry = DraftRequest(
@@ -240,6 +282,7 @@ class ModelRunner:
             token_ids=ids,
             num_new_positions=computed - r.num_delivered_positions,
             max_draft_tokens=budget,
+            min_draft_probability=floor if budget > 0 else 0.0,
             temperature=r.params.temperature,
             # fresh each step, keyed by (seed, position): never by how often it drafted before
             generator=None if r.generator is None else draft_generator(r.seed, len(ids), self.device),
@@ -277,7 +320,7 @@ class ModelRunner:
         self.step_rows, self.step_drafted = 0, False
         if not scheduled:
             return []
-        self._trees, self._draft_budget, self._drafter_features = [], [], None
+        self._trees, self._draft_budget, self._drafter_features, self._estimates = [], [], None, []
         drafts, draft_probs = self._propose(scheduled)
         governor = self.governor
         start = governor.clock() if governor is not None else 0.0
@@ -362,6 +405,8 @@ class ModelRunner:
                 if self.governor is not None:  # a tree: the depths it drafted (its nodes are rows)
                     tree = self._trees[i] if self._trees else None
                     self.governor.observe(r.req_id, len(drafts[i]) if tree is None else tree.depth, accepted)
+                    if self._estimates and self._estimates[i] is not None:
+                        self._calibrate(self._estimates[i], drafts[i], tree, tokens[:accepted])
             reason = self._append(r, tokens)
             if reason is not None:
                 r.finish_time = now
@@ -371,6 +416,17 @@ class ModelRunner:
         if self.speculator is not None and verified_ids:
             self.speculator.on_verified(verified_ids, verified_counts)
         return finished
+
+    def _calibrate(self, estimates: tuple, drafts: list[int], tree: Any, emitted: list[int]) -> None:
+        """Tell the governor's calibration which of a request's estimated drafts were accepted."""
+        paths, is_tree = estimates
+        if is_tree and tree is not None:  # a tree with branches: the nodes on the path the target took
+            on = accepted_nodes(tree.tokens, tree.parents, emitted)
+            for p, d, ok in zip(paths, tree_layout.depths(tree.parents), on):
+                self.governor.calibration.observe(p, d, ok)
+        else:  # a chain (or a tree verified as one): its first accepted drafts
+            for j, p in enumerate(paths[: len(drafts)]):
+                self.governor.calibration.observe(p, j, j < len(emitted))
 
     def _verify(self, scheduled: Sequence[ScheduledRequest], meta: SpecDecodeMetadata,
                 draft_probs: torch.Tensor | None, logits: torch.Tensor) -> list[list[int]]:

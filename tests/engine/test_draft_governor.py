@@ -491,6 +491,8 @@ class EveryOtherStretch:
     """A governor that backs every request off on decoding steps 3-8 and 12-20."""
 
     one_pass = False
+    calibration = None  # no drafts cut by their estimates
+    floors = (0.0, 0.0)
 
     def __init__(self):
         self.steps = {}

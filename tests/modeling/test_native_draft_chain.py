@@ -542,3 +542,146 @@ def test_without_amx_tiles_no_copy_is_kept_and_batches_stay_the_per_op_path():
     result = subprocess.run([sys.executable, "-c", _WITHOUT_TILES, __file__], env=env, capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0 and "fell back" in result.stdout, result.stderr[-3000:]
+
+
+def _per_op_chain_log_probs(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, k: int) -> list[float]:
+    """The log-probability of each greedy draft of :func:`_per_op_chain` under the head, as the
+    native call computes it (:func:`_native_log_probs`)."""
+    out = []
+    for j in range(k):
+        logits = head.logits(a)
+        tok = logits.argmax(-1)
+        out.append(float(_native_log_probs(logits)[0, int(tok[0])]))
+        if j + 1 == k:
+            break
+        pos = torch.tensor([last + 1 + j])
+        a = head.step(head.embed(head.to_target(tok)).to(torch.bfloat16), a, pos,
+                      kv.attention(row * ROW_LEN + pos, torch.tensor([row]), pos, int(pos)))
+    return out
+
+
+def _kept_by_floor(log_probs: list[float], floor: float) -> int:
+    """Drafts a chain keeps under ``floor``: the first, then each while the summed log-probability holds."""
+    kept, total = 0, 0.0
+    for j, lp in enumerate(log_probs):
+        if j and total + lp < floor:
+            break
+        kept, total = j + 1, total + lp
+    return kept
+
+
+@needs_kernels
+@given(kind=st.sampled_from(["eagle3", "mtp"]), weights=st.sampled_from(["bf16", "int8"]), n=st.integers(0, 6),
+       k=st.integers(1, 6), row=st.integers(0, 1), seed=st.integers(0, 2**16), floor=st.floats(-12.0, 0.0))
+@settings(max_examples=30, deadline=None)
+def test_a_floor_stops_the_native_chain_where_its_summed_log_probability_falls_below_it(kind, weights, n, k, row,
+                                                                                          seed, floor):
+    """The native propose reports each draft's log-probability under the head (the per-op logits'
+    log-softmax at the drafted token), and with a floor it drafts the first draft and then each
+    while the drafts' summed log-probability stays at or above the floor: a prefix of the drafts
+    it makes without one, the same tokens."""
+    head = _head(kind, weights, seed)
+    native_head, hc = head.native_draft_head(), head.config
+    start = 5
+    torch.manual_seed(seed + 2)
+    taps = (2 * torch.randn(n, hc.num_taps, hc.target_hidden_size)).to(torch.bfloat16)
+    ids = torch.randint(0, VOCAB, (n,))
+    a = (3 * torch.randn(1, hc.hidden_size)).to(torch.bfloat16)
+    cos, sin = (t.contiguous() for t in head.rope(torch.arange(start, start + n + k)))
+    with torch.inference_mode():
+        kv_ref = _kv(head, start, seed)
+        a_ref = _per_op_ingest(head, kv_ref, taps, ids, row, start) if n else a
+        want = _per_op_chain_log_probs(head, kv_ref, a_ref, row, start + n - 1, k)
+        runs = []
+        for bound in (None, floor):
+            kv = _kv(head, start, seed)
+            keys, values = kv.row_span(0, row)
+            logps = torch.full((k,), float("nan"), dtype=torch.float64)
+            tokens = KERNELS.draft_propose(native_head, taps.reshape(n, -1).contiguous() if n else None, ids,
+                                           a[0].clone(), k, hc.num_attention_heads, hc.num_key_value_heads,
+                                           hc.head_dim, keys, values, start, cos, sin, None, floor=bound, logps=logps)
+            runs.append((tokens.tolist(), logps[: tokens.shape[0]].tolist()))
+    (all_tokens, all_logps), (cut_tokens, cut_logps) = runs
+    assert len(all_tokens) == k and all_logps == pytest.approx(want, abs=1e-9)
+    assert all(lp <= 0 for lp in all_logps)
+    m = _kept_by_floor(all_logps, floor)
+    assert cut_tokens == all_tokens[:m] and cut_logps == all_logps[:m]
+
+
+@needs_kernels
+@given(kind=st.sampled_from(["eagle3", "mtp"]), requests=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 4),
+       st.floats(-10.0, 0.0) | st.just(-float("inf"))), min_size=1, max_size=5), seed=st.integers(0, 2**16))
+@settings(max_examples=25, deadline=None)
+def test_in_a_batch_each_request_stops_at_its_own_floor(kind, requests, seed):
+    """A batched propose with per-request floors keeps, per request, what its own one-request call
+    with that floor keeps (a request that stops rides along in the later passes unseen), and says
+    how many each drafted."""
+    import numpy as np
+
+    head = _head(kind, "bf16", seed)
+    native_head, hc = head.native_draft_head(), head.config
+    torch.manual_seed(seed + 3)
+    plans = []
+    for row, (n, k, _) in enumerate(requests):
+        plans.append((row, 3, n, k, (2 * torch.randn(n, hc.num_taps, hc.target_hidden_size)).to(torch.bfloat16),
+                      torch.randint(0, VOCAB, (n,)), None))
+    kept_rows = (3 * torch.randn(8, hc.hidden_size)).to(torch.bfloat16)
+    cos, sin = (t.contiguous() for t in head.rope(torch.arange(ROW_LEN)))
+    heads = (hc.num_attention_heads, hc.num_key_value_heads, hc.head_dim)
+    floors = np.array([f for _, _, f in requests], dtype=np.float64)
+    with torch.inference_mode():
+        kv_one, kv_batch = _kv_rows(head, 8, seed), _kv_rows(head, 8, seed)
+        one, one_kept = [], kept_rows.clone()
+        for (row, start, n, k, taps, ids, _), f in zip(plans, floors):
+            keys, values = kv_one.row_span(0, row)
+            one.append(KERNELS.draft_propose(native_head, taps.reshape(n, -1).contiguous() if n else None, ids,
+                                             one_kept[row], k, *heads, keys, values, start, cos[start:].contiguous(),
+                                             sin[start:].contiguous(), None,
+                                             floor=None if f == -float("inf") else float(f)).tolist())
+        plan = torch.tensor([[p[2] for p in plans], [p[0] for p in plans], [p[3] for p in plans],
+                             [p[0] * ROW_LEN for p in plans], [p[1] for p in plans], [-1] * len(plans)])
+        taps = torch.cat([p[4].flatten(1) for p in plans]).contiguous()
+        drafted = np.zeros(len(plans), dtype=np.int64)
+        batch_kept = kept_rows.clone()
+        tokens = KERNELS.draft_propose_batch(native_head, taps if taps.shape[0] else None,
+                                             torch.cat([p[5] for p in plans]), plan, batch_kept, *heads,
+                                             kv_batch.keys[0], kv_batch.values[0], cos, sin, None, floors=floors,
+                                             kept=drafted).tolist()
+    assert drafted.tolist() == [len(o) for o in one]
+    at = 0
+    for o, (_, _, _, k, _, _, _) in zip(one, plans):
+        assert tokens[at : at + len(o)] == o
+        at += k
+    assert torch.equal(batch_kept, one_kept)  # the ingests' kept outputs
+
+
+@needs_kernels
+@given(kind=st.sampled_from(["eagle3", "mtp"]), n=st.integers(0, 6), budget=st.integers(1, 8), topk=st.integers(1, 3),
+       seed=st.integers(0, 2**16), floor=st.floats(-9.0, 0.0))
+@settings(max_examples=30, deadline=None)
+def test_a_trees_floor_leaves_out_the_nodes_scored_below_it(kind, n, budget, topk, seed, floor):
+    """With ``min_score`` the native tree is the tree without it less the nodes scored below the
+    floor (but the first): the passes it skips would only have grown such nodes."""
+    from specpath_drafting.tree_search import num_passes
+
+    head = _head(kind, "bf16", seed)
+    native_head, hc = head.native_draft_head(), head.config
+    passes, start = num_passes(budget, topk), 4
+    torch.manual_seed(seed + 2)
+    taps = (2 * torch.randn(n, hc.num_taps, hc.target_hidden_size)).to(torch.bfloat16)
+    ids = torch.randint(0, VOCAB, (n,))
+    a = (3 * torch.randn(1, hc.hidden_size)).to(torch.bfloat16)
+    head.rotary.ensure_length(ROW_LEN)
+    cos, sin = (t.to(torch.bfloat16).contiguous() for t in (head.rotary.cos_cached, head.rotary.sin_cached))
+    got = []
+    with torch.inference_mode():
+        for bound in (-float("inf"), floor):
+            kv = _kv(head, start, seed)
+            keys, values = kv.row_span(0, 0)
+            got.append(KERNELS.draft_tree(native_head, taps.reshape(n, -1).contiguous() if n else None, ids,
+                                          a[0].clone(), budget, topk, passes, hc.num_attention_heads,
+                                          hc.num_key_value_heads, hc.head_dim, keys, values, start, cos, sin,
+                                          min_score=bound))
+    (tokens, parents, scores), cut = got
+    m = max(1, sum(s >= floor for s in scores))
+    assert cut == (tokens[:m], parents[:m], scores[:m])

@@ -359,9 +359,13 @@ class HiddenStateSpeculator(BaseSpeculator):
         keys, values = self.kv.row_span(0, row)  # [row_len, KV, D]
         # [K, Vd]: T G in the head's row order, draft j at position length + j (the per-op chain's)
         noise = coupling.scaled_noise(r.noise.gumbel(length, k), [r.temperature] * k, head.row_ids) if race else None
+        logps = torch.empty(k, dtype=torch.float64)  # each draft's log-probability under the head
         tokens = native.draft_propose(head, taps, ids, self.last_hidden[row], k, hc.num_attention_heads,
-                                      hc.num_key_value_heads, hc.head_dim, keys, values, start, cos, sin, noise)
-        return DraftProposal(token_ids=tokens.to(torch.int32), num_draft_tokens=[k])  # on the CPU, as the kernels
+                                      hc.num_key_value_heads, hc.head_dim, keys, values, start, cos, sin, noise,
+                                      floor=_log_floor(r.min_draft_probability), logps=logps)
+        drafted = tokens.shape[0]  # fewer than k where the floor stopped it
+        return DraftProposal(token_ids=tokens.to(torch.int32), num_draft_tokens=[drafted],  # on the CPU, as the kernels
+                             confidences=logps[:drafted].exp() if drafted else None)
 
     def _native_propose_batch(self, batch: DraftBatch) -> DraftProposal | None:
         """:meth:`_native_propose` for a batch of requests in one native call (with
@@ -420,14 +424,23 @@ class HiddenStateSpeculator(BaseSpeculator):
             taps = hidden  # [sum T, num_taps, target d], read flat
             if hidden.dtype is not self.dtype or not hidden.is_contiguous():
                 taps = hidden.to(dtype=self.dtype).contiguous()
+        floors = np.array([_log_floor(r.min_draft_probability, -math.inf) for r in reqs], dtype=np.float64)
+        kept = np.array(ks, dtype=np.int64)
+        logps = torch.empty(sum(ks), dtype=torch.float64)  # each draft's log-probability under the head
         tokens = native.draft_propose_batch(
             head, taps, torch.tensor(ids, dtype=torch.int64), plan, self.last_hidden, hc.num_attention_heads,
             hc.num_key_value_heads, hc.head_dim, self.kv.keys[0], self.kv.values[0], rotary.cos_cached,
-            rotary.sin_cached, torch.cat(noise).contiguous() if noise else None)
+            rotary.sin_cached, torch.cat(noise).contiguous() if noise else None,
+            floors=floors if (floors > -math.inf).any() else None, logps=logps, kept=kept)
         if trees:
             return self._native_trees(native, head, [(i, int(plan[1, i]), len(reqs[i].token_ids) - 1, None, None)
                                                      for i in trees], reqs)
-        return DraftProposal(token_ids=tokens.to(torch.int32), num_draft_tokens=ks)  # on the CPU, as the kernels
+        counts = kept.tolist()  # per request: its first counts[i] of its ks[i] slots (a floor may stop it early)
+        if counts != ks:
+            slots = torch.cat([torch.arange(s, s + c) for s, c in zip(np.cumsum([0] + ks[:-1]).tolist(), counts)])
+            tokens, logps = tokens[slots], logps[slots]
+        return DraftProposal(token_ids=tokens.to(torch.int32), num_draft_tokens=counts,  # on the CPU, as the kernels
+                             confidences=logps.exp() if len(logps) else None)
 
     def _native_trees(self, native: Any, head: Any, work: Sequence[tuple], reqs: Sequence[Any]) -> DraftProposal | None:
         """Each drafting request's ingest and tree in one native call
@@ -449,7 +462,7 @@ class HiddenStateSpeculator(BaseSpeculator):
             trees.append((i, *native.draft_tree(
                 head, taps, empty if ids is None else ids, self.last_hidden[row], budget, self.tree_topk, passes,
                 hc.num_attention_heads, hc.num_key_value_heads, hc.head_dim, keys, values, start, rotary.cos_cached,
-                rotary.sin_cached)))
+                rotary.sin_cached, min_score=_log_floor(reqs[i].min_draft_probability, -math.inf))))
         return _proposal_of_trees(trees, len(reqs), self.device)
 
     def _native_chain(self, a: torch.Tensor, row: int, last: int, k: int,
@@ -512,6 +525,12 @@ class HiddenStateSpeculator(BaseSpeculator):
             draft_probs = self.head.probs_to_target(flat_probs)
         return DraftProposal(token_ids=torch.tensor(flat, dtype=torch.int32, device=self.device),
                              num_draft_tokens=counts, draft_probs=draft_probs)
+
+
+def _log_floor(probability: float, none: float | None = None) -> float | None:
+    """``DraftRequest.min_draft_probability`` as the native calls take it: a summed
+    log-probability (``none`` where there is no floor)."""
+    return math.log(probability) if probability > 0 else none
 
 
 def _proposal_of_trees(trees: Sequence[tuple[int, list[int], list[int], list[float]]], num_requests: int,

@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import math
 import hashlib
 import os
 import shutil
@@ -333,11 +334,11 @@ class NativeKernels:
         self._draft_chain = _function(library, "specpath_draft_chain", ctypes.POINTER(DraftHead), P, I, I, I, I, P, P,
                                       I, P, P, F, P, P)
         self._draft_propose = _function(library, "specpath_draft_propose", ctypes.POINTER(DraftHead), P, P, I, P, I,
-                                        I, I, I, P, P, I, P, P, F, P, P)
+                                        I, I, I, P, P, I, P, P, F, P, P, P, P, P)
         self._draft_propose_batch = _function(library, "specpath_draft_propose_batch", ctypes.POINTER(DraftHead), I,
-                                              P, P, P, P, P, P, I, I, I, P, P, P, P, P, P, P, F, P, P, P)
+                                              P, P, P, P, P, P, I, I, I, P, P, P, P, P, P, P, F, P, P, P, P, P, P)
         self._draft_tree = _function(library, "specpath_draft_tree", ctypes.POINTER(DraftHead), P, P, I, P, I, I, I,
-                                     I, I, I, P, P, I, P, P, F, P, P, P)
+                                     ctypes.c_double, I, I, I, P, P, I, P, P, F, P, P, P)
         self._draft_tree.restype = ctypes.c_int
         self._log_softmax_terms = _function(library, "specpath_log_softmax_terms", P, I, P)
         self._draft_timers = library.specpath_draft_timers
@@ -531,7 +532,8 @@ class NativeKernels:
     def draft_propose(self, head: DraftHead, taps: torch.Tensor | None, ids: torch.Tensor, a: torch.Tensor, k: int,
                       heads: int, kv_heads: int, head_dim: int, key_cache: torch.Tensor, value_cache: torch.Tensor,
                       first_position: int, cos: torch.Tensor, sin: torch.Tensor,
-                      noise: torch.Tensor | None = None) -> torch.Tensor:
+                      noise: torch.Tensor | None = None, floor: float | None = None,
+                      logps: torch.Tensor | None = None) -> torch.Tensor:
         """One request's propose in one call (``head.ingests``): the ingest of its T newly
         committed positions ``first_position ..`` (``taps [T, fc inputs]``, the target's hidden
         states there, flat; int64 ``ids [T]``, the token one position ahead of each), which writes
@@ -540,33 +542,42 @@ class NativeKernels:
         it is), then :meth:`draft_chain`'s K drafts from ``a`` (int64 target ids ``[K]``).
         ``cos``/``sin [>= T + K - 1, head_dim]``: positions ``first_position`` onwards. ``noise``:
         as :meth:`draft_chain`'s (fp32 ``[K, n]``, a seeded request's race; None: greedy). The
-        per-op ingest's KV and output and the per-op chain's drafts, to the bit."""
+        per-op ingest's KV and output and the per-op chain's drafts, to the bit.
+
+        ``floor``: the least summed log-probability (under the head) the chain may reach: it stops
+        before the draft (after the first) that would take it below, so fewer than K come back.
+        ``logps``: float64 ``[K]`` (or None), filled with each returned draft's log-probability."""
         tokens = torch.empty(k, dtype=torch.int64)
         if noise is not None:
             noise = noise.float().contiguous()
         t = ids.shape[0]
+        kept = ctypes.c_int64(k)
+        bound = None if floor is None else ctypes.c_double(floor)
         self._draft_propose(ctypes.byref(head), None if taps is None else taps.data_ptr(), ids.data_ptr(), t,
                             a.data_ptr(), k, heads, kv_heads, head_dim, key_cache.data_ptr(), value_cache.data_ptr(),
                             first_position, cos.data_ptr(), sin.data_ptr(), head_dim**-0.5,
-                            None if noise is None else noise.data_ptr(), tokens.data_ptr())
-        return tokens
+                            None if noise is None else noise.data_ptr(),
+                            None if bound is None else ctypes.addressof(bound),
+                            None if logps is None else logps.data_ptr(), ctypes.addressof(kept), tokens.data_ptr())
+        return tokens[: kept.value]
 
     def draft_tree(self, head: DraftHead, taps: torch.Tensor | None, ids: torch.Tensor, a: torch.Tensor, budget: int,
                    topk: int, passes: int, heads: int, kv_heads: int, head_dim: int, key_cache: torch.Tensor,
                    value_cache: torch.Tensor, first_position: int, cos: torch.Tensor,
-                   sin: torch.Tensor) -> tuple[list[int], list[int], list[float]]:
+                   sin: torch.Tensor, min_score: float = -math.inf) -> tuple[list[int], list[int], list[float]]:
         """One request's ingest (as :meth:`draft_propose`'s, no chain) and then its dynamic draft
         tree of at most ``budget`` nodes (``specpath_drafting.tree_search.grow_tree`` over the
         per-op head passes, with :meth:`log_softmax_terms`' log-probabilities): ``topk`` nodes per
         pass for ``passes`` passes, each node's k/v in the scratch slots past the committed
         positions of ``key_cache``/``value_cache`` (one request's row, ``[positions, KV, D]``).
         ``cos``/``sin``: the rotary table (row p: position p). Returns the nodes' target ids,
-        their parents (node index, -1: the root) and their path log-probabilities, best first."""
+        their parents (node index, -1: the root) and their path log-probabilities, best first;
+        none scored below ``min_score`` (nor a pass run whose best candidates all are)."""
         tokens = torch.empty(max(budget, 1), dtype=torch.int64)
         parents = torch.empty(max(budget, 1), dtype=torch.int64)
         scores = torch.empty(max(budget, 1), dtype=torch.float64)
         n = self._draft_tree(ctypes.byref(head), None if taps is None else taps.data_ptr(), ids.data_ptr(),
-                             ids.shape[0], a.data_ptr(), budget, topk, passes, heads, kv_heads, head_dim,
+                             ids.shape[0], a.data_ptr(), budget, topk, passes, min_score, heads, kv_heads, head_dim,
                              key_cache.data_ptr(), value_cache.data_ptr(), first_position, cos.data_ptr(),
                              sin.data_ptr(), head_dim**-0.5, tokens.data_ptr(), parents.data_ptr(), scores.data_ptr())
         return tokens[:n].tolist(), parents[:n].tolist(), scores[:n].tolist()
@@ -582,7 +593,8 @@ class NativeKernels:
     def draft_propose_batch(self, head: DraftHead, taps: torch.Tensor | None, ids: torch.Tensor, plan: Any,
                             outputs: torch.Tensor, heads: int, kv_heads: int, head_dim: int, key_cache: torch.Tensor,
                             value_cache: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                            noise: torch.Tensor | None = None) -> torch.Tensor:
+                            noise: torch.Tensor | None = None, floors: Any = None,
+                            logps: torch.Tensor | None = None, kept: Any = None) -> torch.Tensor:
         """:meth:`draft_propose` for R requests in one call, every weight read once per pass for
         all their rows; each request's drafts, KV and output the bits of its own call (with dual
         weights, :func:`keep_tile_copies`, the bits of the per-op path run with the same passes: a
@@ -596,7 +608,11 @@ class NativeKernels:
         requests' rows one after another. ``outputs [rows, d]``: the kept outputs (in place, as
         :meth:`draft_propose`'s ``a``). ``cos``/``sin [>= positions, head_dim]``: row p is
         position p (the rotary cache). ``noise``: fp32 rows (the coupled requests' ``[K, n]``
-        stacked), or None. Returns the drafts (int64 target ids ``[sum K]``), request after request."""
+        stacked), or None. Returns the drafts (int64 target ids ``[sum K]``), request after request.
+        ``floors``: float64 ``[R]`` (numpy, contiguous) or None, each request's :meth:`draft_propose`
+        floor: a request that stops early keeps its K slots (its later ones unset); ``kept``: int64
+        ``[R]`` numpy (or None), filled with the drafts each made; ``logps``: as :meth:`draft_propose`'s,
+        ``[sum K]``."""
         counts, rows, ks, slots, p0s, noise_rows = (int(plan.data_ptr() if isinstance(plan, torch.Tensor) else
                                                         plan.ctypes.data) + 8 * plan.shape[1] * i for i in range(6))
         tokens = torch.empty(int(plan[2].sum()), dtype=torch.int64)
@@ -604,7 +620,9 @@ class NativeKernels:
                                   ids.data_ptr(), counts, outputs.data_ptr(), rows, ks, heads, kv_heads, head_dim,
                                   key_cache.data_ptr(), value_cache.data_ptr(), slots, p0s, cos.data_ptr(),
                                   sin.data_ptr(), p0s, head_dim**-0.5, None if noise is None else noise.data_ptr(),
-                                  noise_rows, tokens.data_ptr())
+                                  noise_rows, None if floors is None else floors.ctypes.data,
+                                  None if logps is None else logps.data_ptr(),
+                                  None if kept is None else kept.ctypes.data, tokens.data_ptr())
         return tokens
 
     def decoder_stack(self, stack: DecoderStack, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,

@@ -166,6 +166,9 @@ int specpath_draft_argmax(const uint16_t *logits, const float *bias, const float
     return first < n ? first : 0; /* no lane above -inf (all -inf or NaN): the scan's 0 */
 }
 
+static void tree_scores(const uint16_t *logits, const float *bias, int n, float *v);
+void specpath_log_softmax_terms(const float *v, int n, double *out);
+
 /* R requests' proposes in one call, every weight read once per pass for all their rows (the
  * shared body of specpath_draft_propose, specpath_draft_chain and specpath_draft_propose_batch).
  * Request r: T_r = counts[r] newly committed positions p0s[r] .. p0s[r] + T_r - 1 (its taps and
@@ -174,7 +177,11 @@ int specpath_draft_argmax(const uint16_t *logits, const float *bias, const float
  * only) from it at p0s[r] + T_r onwards; its position p at slot kv_base[r] + p of keys/values
  * [slots, KV, D], with cos/sin row cos_rows[r] + p - p0s[r]. noise: NULL, or fp32 rows, request
  * r's draft j adding row noise_rows[r] + j (noise_rows[r] < 0: greedy). tokens_out [sum ks]: the
- * drafts, request after request.
+ * drafts, request after request. floors: NULL, or per request the least summed log-probability
+ * (under the head's softmax) its drafts may reach: request r stops before the draft j > 0 that
+ * would take it below floors[r] (its chance of being accepted no longer pays for a pass and a
+ * row), kept_out [R] (NULL: not wanted) saying how many it drafted; logp_out: NULL, or [sum ks]
+ * each kept draft's log-probability.
  *
  * The ingest is one head pass over every request's rows (EAGLE-3's fc over all of them in one
  * matmul first); chain step j is one final norm and LM-head matmul over the requests still
@@ -185,7 +192,8 @@ static void propose(const specpath_draft_head *hd, int R, const uint16_t *taps, 
                     const int64_t *counts, uint16_t *a_base, const int64_t *a_rows, const int64_t *ks, int H, int KV,
                     int D, uint16_t *keys, uint16_t *values, const int64_t *kv_base, const int64_t *p0s,
                     const uint16_t *cos, const uint16_t *sin, const int64_t *cos_rows, float scale,
-                    const float *noise, const int64_t *noise_rows, int64_t *tokens_out) {
+                    const float *noise, const int64_t *noise_rows, const double *floors, double *logp_out,
+                    int64_t *kept_out, int64_t *tokens_out) {
     const double t0 = stamp();
     const int d = (int)hd->layer.o_proj->out_features, n = (int)hd->lm_head->out_features;
     const size_t taps_width = hd->fc ? (size_t)hd->fc->in_features : (size_t)d;
@@ -206,6 +214,12 @@ static void propose(const specpath_draft_head *hd, int R, const uint16_t *taps, 
         order[s] = r;
     }
     const int64_t rows = row_start[R];
+    /* per request: its drafts' summed log-probability so far, and the drafts it keeps (a floor
+     * stops it early: its later rows still ride in the batch's passes, their drafts unused) */
+    double *path = calloc((size_t)R, sizeof(double));
+    int64_t *kept = malloc(sizeof(int64_t) * (size_t)R);
+    for (int r = 0; r < R; r++) kept[r] = ks[r];
+    float *v = (floors || logp_out) ? malloc(sizeof(float) * (size_t)n) : 0;
     /* slots [R, stride] in that order: request s's position p at kv_base + p */
     int64_t *slots = malloc(sizeof(int64_t) * (size_t)R * (size_t)stride);
     for (int s = 0; s < R; s++) {
@@ -263,12 +277,27 @@ static void propose(const specpath_draft_head *hd, int R, const uint16_t *taps, 
         specpath_rms_norm(cur, 0, 0, hd->final_norm, normed, m, d, hd->final_eps);
         linear(hd->lm_head, normed, logits, m);
         const double t3 = stamp();
+        int going = 0; /* requests that draft again after this step */
         for (int s = 0; s < m; s++) {
             const int r = order[s];
+            if (kept[r] <= j) continue; /* stopped by its floor: its row rides along */
             const float *row_noise = noise && noise_rows[r] >= 0 ? noise + (size_t)(noise_rows[r] + j) * n : 0;
             const int best = specpath_draft_argmax(logits + (size_t)s * n, hd->lm_bias, row_noise, n);
+            if (v) { /* the draft's log-probability under the head (its own softmax, no noise) */
+                double terms[2];
+                tree_scores(logits + (size_t)s * n, hd->lm_bias, n, v);
+                specpath_log_softmax_terms(v, n, terms);
+                const double lp = ((double)v[best] - terms[0]) - terms[1];
+                if (floors && j > 0 && path[r] + lp < floors[r]) { /* not worth its row: it stops here */
+                    kept[r] = j;
+                    continue;
+                }
+                path[r] += lp;
+                if (logp_out) logp_out[draft_start[r] + j] = lp;
+            }
             const int64_t token = hd->ids ? hd->ids[best] : best;
             tokens_out[draft_start[r] + j] = token;
+            going += s < again && kept[r] > j + 1;
             /* the next pass's inputs: this token's embedding at the next position */
             if (s < again) {
                 const int64_t position = p0s[r] + counts[r] + j, row = cos_rows[r] + counts[r] + j;
@@ -281,7 +310,7 @@ static void propose(const specpath_draft_head *hd, int R, const uint16_t *taps, 
         }
         const double t4 = stamp();
         timers[2] += t3 - t2, timers[3] += t4 - t3;
-        if (again == 0) break;
+        if (going == 0) break;
         query_start[again] = again;
         head_pass(hd, e, cur, again, H, KV, D, keys, values, again, query_start, lengths, slots, stride, 0, 0,
                   cos_rows_in, sin_rows_in, scale, out);
@@ -289,6 +318,11 @@ static void propose(const specpath_draft_head *hd, int R, const uint16_t *taps, 
         uint16_t *t = cur;
         cur = out, out = t;
     }
+    if (kept_out)
+        for (int r = 0; r < R; r++) kept_out[r] = kept[r];
+    free(v);
+    free(kept);
+    free(path);
     free(buf);
     free(slots);
     free(order);
@@ -309,7 +343,7 @@ void specpath_draft_chain(const specpath_draft_head *hd, const uint16_t *a0, int
     memcpy(a, a0, sizeof(uint16_t) * d);
     const int64_t zero = 0, none = 0, k = K, p0 = first_position, noise_row = noise ? 0 : -1;
     propose(hd, 1, 0, 0, &none, a, &zero, &k, H, KV, D, keys, values, &zero, &p0, cos, sin, &zero, scale, noise,
-            &noise_row, tokens_out);
+            &noise_row, 0, 0, 0, tokens_out);
     free(a);
 }
 
@@ -324,10 +358,10 @@ void specpath_draft_chain(const specpath_draft_head *hd, const uint16_t *a0, int
 void specpath_draft_propose(const specpath_draft_head *hd, const uint16_t *taps, const int64_t *ids, int T,
                             uint16_t *a, int K, int H, int KV, int D, uint16_t *keys, uint16_t *values, int p0,
                             const uint16_t *cos, const uint16_t *sin, float scale, const float *noise,
-                            int64_t *tokens_out) {
+                            const double *floor, double *logp_out, int64_t *kept_out, int64_t *tokens_out) {
     const int64_t zero = 0, t = T, k = K, p = p0, noise_row = noise ? 0 : -1;
     propose(hd, 1, taps, ids, &t, a, &zero, &k, H, KV, D, keys, values, &zero, &p, cos, sin, &zero, scale, noise,
-            &noise_row, tokens_out);
+            &noise_row, floor, logp_out, kept_out, tokens_out);
 }
 
 /* R requests' proposes in one call (a batched step's drafting), each request's drafts, KV and
@@ -343,9 +377,9 @@ void specpath_draft_propose_batch(const specpath_draft_head *hd, int R, const ui
                                   int H, int KV, int D, uint16_t *keys, uint16_t *values, const int64_t *kv_base,
                                   const int64_t *p0s, const uint16_t *cos, const uint16_t *sin,
                                   const int64_t *cos_rows, float scale, const float *noise, const int64_t *noise_rows,
-                                  int64_t *tokens_out) {
+                                  const double *floors, double *logp_out, int64_t *kept_out, int64_t *tokens_out) {
     propose(hd, R, taps, ids, counts, a_base, a_rows, ks, H, KV, D, keys, values, kv_base, p0s, cos, sin, cos_rows,
-            scale, noise, noise_rows, tokens_out);
+            scale, noise, noise_rows, floors, logp_out, kept_out, tokens_out);
 }
 
 /* v [n] = logits (bf16) + bias (fp32, NULL: none), in fp32: the scores a tree ranks. */
@@ -424,16 +458,19 @@ static void tree_sort(const tree_candidate *cands, int *from, int count) {
  * at position last + 1 + depth, its k/v at slot last + 1 + r of the request's KV row, attending
  * to the committed positions, its ancestors' runs and itself), each scoring the k best of its
  * children (its score plus theirs). The tree is the `budget` best candidates (higher score, then
- * created first: parents come first). keys/values [positions, KV, D]: the request's KV row from
+ * created first: parents come first), less those scored below min_score but the first (a path
+ * log-probability whose node does not pay for its row: -inf keeps all; a pass whose best
+ * candidates are all below it is not run). keys/values [positions, KV, D]: the request's KV row from
  * position 0; cos/sin: the rotary table (row p: position p). Returns the nodes written:
  * tokens_out (target ids), parents_out (node index, -1: the root) and scores_out, [budget] each. */
 int specpath_draft_tree(const specpath_draft_head *hd, const uint16_t *taps, const int64_t *ids, int T, uint16_t *a,
-                        int budget, int k, int passes, int H, int KV, int D, uint16_t *keys, uint16_t *values, int p0,
+                        int budget, int k, int passes, double min_score, int H, int KV, int D, uint16_t *keys,
+                        uint16_t *values, int p0,
                         const uint16_t *cos, const uint16_t *sin, float scale, int64_t *tokens_out,
                         int64_t *parents_out, double *scores_out) {
     const int64_t zero = 0, t = T, none = 0, p = p0, greedy = -1;
     propose(hd, 1, taps, ids, &t, a, &zero, &none, H, KV, D, keys, values, &zero, &p, cos, sin, &p, scale, 0, &greedy,
-            0);
+            0, 0, 0, 0);
     if (budget < 1) return 0;
     const int d = (int)hd->layer.o_proj->out_features, n = (int)hd->lm_head->out_features;
     const int64_t last = (int64_t)p0 + T - 1;
@@ -470,7 +507,10 @@ int specpath_draft_tree(const specpath_draft_head *hd, const uint16_t *taps, con
     }
     for (int depth = 0; depth < passes; depth++) {
         tree_sort(cands, frontier, width);
-        const int q = width < k ? width : k, first = runs;
+        int q = width < k ? width : k;
+        while (q > 0 && cands[frontier[q - 1]].score < min_score) q--; /* below the floor: not run */
+        if (q == 0) break;
+        const int first = runs;
         const int64_t length = last + 1 + first + q, position = last + 1 + depth;
         for (int j = 0; j < q; j++) {
             const int c = frontier[j];
@@ -512,7 +552,8 @@ int specpath_draft_tree(const specpath_draft_head *hd, const uint16_t *taps, con
     int *order = malloc(sizeof(int) * (size_t)count), *node = malloc(sizeof(int) * (size_t)count);
     for (int c = 0; c < count; c++) order[c] = c, node[c] = -1;
     tree_sort(cands, order, count);
-    const int size = budget < count ? budget : count;
+    int size = budget < count ? budget : count;
+    while (size > 1 && cands[order[size - 1]].score < min_score) size--; /* below the floor: not a node */
     for (int i = 0; i < size; i++) {
         const tree_candidate *c = &cands[order[i]];
         node[order[i]] = i;
