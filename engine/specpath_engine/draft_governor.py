@@ -362,6 +362,13 @@ class DraftGovernor:
         self._fill = (FILL_PRIOR, FILL_PRIOR)
         """Decayed drafts proposed and allotted (from a prior of all proposed)."""
         self._drafting_steps = 0
+        self._observed = 0
+        """Verifications observed (a request's acceptance, or the engine's, may have moved)."""
+        self._idle: tuple | None = None
+        """What the last choice read where every request was backed off and it chose nothing (the
+        requests, their limits and backlogs, the step's shape, the costs, the fill, the observed
+        count, the guard's exploration): the same again chooses nothing again, without the
+        allocation's work (0.06 ms a step at batch 6, a third of a backed-off engine's excess)."""
         self._accepted = [0.0] * max_k
         self._tried = [0.0] * max_k
         """The engine's decayed acceptance counts by depth, over all requests: a new request's prior."""
@@ -441,6 +448,16 @@ class DraftGovernor:
                 guard.admitted()
         if (not prefill_rows and guard.wants_plain(num_requests)) or not guard.allows(num_requests):
             return ks  # backed off engine-wide (or a plain step timed for the comparison)
+        requests = self._requests
+        idle = None  # where every request is backed off with no probe due: what the choice reads
+        if all(requests[rid].probe_at > pos for rid, pos in zip(req_ids, positions)):
+            costs = self.costs_for(num_requests)
+            idle = (tuple(req_ids), tuple(limits), tuple(min(p, k + 1) for p, k in zip(pending, limits)),
+                    num_requests, num_sampling, prefill_rows, call_sunk, tuple(costs.target_coefficients),
+                    tuple(costs.drafter_coefficients), self._fill, self._observed, guard.exploring(num_requests))
+            if idle == self._idle:  # nothing it reads changed since it chose nothing: nothing again
+                self._allotted, self.floors = 0, (0.0, 0.0)
+                return ks
         idx, reach, states, probes = [], [], [], []
         floor = None  # what a probe's acceptance is weighed at least at, by depth (the engine's recent)
         for i, (rid, limit, pos) in enumerate(zip(req_ids, limits, positions)):
@@ -531,6 +548,7 @@ class DraftGovernor:
                 state.run, state.backed_off = 0, True
                 state.probe_at = pos + state.next_wait
         self._allotted = sum(ks)
+        self._idle = idle if not self._allotted else None
         self.floors = (0.0, 0.0)
         if self._allotted:
             self._drafted_step = self._steps
@@ -567,6 +585,7 @@ class DraftGovernor:
         """The verification of a step in which this request drafted ``num_drafted`` tokens."""
         if num_drafted <= 0:
             return
+        self._observed += 1
         state = self._state(req_id)
         for j in range(self.max_k):
             state.accepted[j] *= DECAY

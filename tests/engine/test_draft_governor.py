@@ -194,6 +194,31 @@ def test_drafting_that_never_pays_backs_off_and_probes_a_bounded_fraction_of_ste
     assert sum(1 for ks in history[300:] if ks[0]) <= 300 / MAX_WAIT + 1
 
 
+@pytest.mark.parametrize("batch,accept,per_row", [(1, 0.0, 0.0002), (6, 0.3, 0.002), (8, 0.6, 0.004)])
+def test_a_backed_off_batch_skips_the_allocation_and_chooses_what_it_would_have(batch, accept, per_row, monkeypatch):
+    """Where every request is backed off, nothing due and nothing the choice reads has changed,
+    the governor chooses nothing again without allocating: step for step what it chooses
+    allocating every time (the memo cleared before each step)."""
+    import specpath_engine.draft_governor as dg
+
+    calls = []
+    real = dg.allocate
+    monkeypatch.setattr(dg, "allocate", lambda *a, **k: calls.append(1) or real(*a, **k))
+    remembering = Simulated(batch=batch, accept=accept, per_row=per_row, seed=3)
+    history = remembering.run(300)
+    skipped = 300 - len(calls)
+    forgetting = Simulated(batch=batch, accept=accept, per_row=per_row, seed=3)
+    allocate = forgetting.governor.allocate
+
+    def afresh(*a, **k):
+        forgetting.governor._idle = None
+        return allocate(*a, **k)
+
+    forgetting.governor.allocate = afresh
+    assert forgetting.run(300) == history
+    assert skipped > 50 and sum(map(sum, history)) < 300 * batch
+
+
 def test_a_backed_off_request_is_probed_and_comes_back():
     sim = Simulated(accept=0.0)
     sim.run(200)
