@@ -629,9 +629,11 @@ class DraftGovernor:
                 self.guard.observe(int(target[1]), drafted, tokens, seconds / plain)
 
     def summary(self) -> dict:
-        """The fitted costs, the probes and what the guard chose, for metrics."""
+        """The fitted costs, the probes, what the guard chose, the share of allotted drafts lately
+        verified (``fill``: a drafter stops where its drafts stop paying, a match-based one
+        proposes none where nothing matches) and how the drafter's estimates came true, for metrics."""
         return {**self.main_costs.summary(), "num_probes": self.num_probes, "num_declined_probes": self.num_declined_probes,
-                **self.guard.summary(), "draft_calibration": self.calibration.summary()}
+                **self.guard.summary(), "fill": round(self.fill, 3), "draft_calibration": self.calibration.summary()}
 
     def remove(self, req_id: str) -> None:
         self._requests.pop(req_id, None)

@@ -247,13 +247,16 @@ class HiddenStateSpeculator(BaseSpeculator):
             if len(drafting) == 1 and (not self.random_drafts or temps[0] <= 0 or noise[0] is not None) and (
                     chain := self._native_chain(a, rows[drafting[0]], lasts[drafting[0]], k_max,
                                                 None if noise[0] is None else (noise[0], temps[0]))) is not None:
-                return self._proposal(reqs, drafting, budgets, chain[None], None, mapped=True)
-            steps, step_probs = [], []
+                return self._proposal(reqs, drafting, budgets, chain[0][None], None, mapped=True, logps=chain[1][None])
+            steps, step_probs, step_logps = [], [], []
             pos = torch.tensor([lasts[i] for i in drafting], dtype=torch.int64, device=dev)
             for j in range(k_max):
-                tok, p = self._choose(self.head.logits(a), temps, gens, [None if n is None else n[j] for n in noise])
+                logits = self.head.logits(a)
+                tok, p = self._choose(logits, temps, gens, [None if n is None else n[j] for n in noise])
                 steps.append(tok)
                 step_probs.append(p)
+                if p is None:  # one-hot drafts: each one's log-probability under the head (its estimate)
+                    step_logps.append(logits.float().log_softmax(-1).gather(-1, tok.long()[:, None])[:, 0])
                 if j + 1 == k_max:
                     break
                 pos = pos + 1
@@ -261,6 +264,8 @@ class HiddenStateSpeculator(BaseSpeculator):
                                d_idx * self.row_len + pos, d_idx)
             tokens = torch.stack(steps, dim=1)
             probs = None if step_probs[0] is None else torch.stack(step_probs, dim=1)
+            if probs is None and len(step_logps) == k_max:
+                return self._proposal(reqs, drafting, budgets, tokens, None, logps=torch.stack(step_logps, dim=1))
         return self._proposal(reqs, drafting, budgets, tokens, probs)
 
     def _draft_tree(self, a0: torch.Tensor, row: int, last: int, budget: int) -> TreeDraft:
@@ -466,11 +471,12 @@ class HiddenStateSpeculator(BaseSpeculator):
         return _proposal_of_trees(trees, len(reqs), self.device)
 
     def _native_chain(self, a: torch.Tensor, row: int, last: int, k: int,
-                      race: tuple[torch.Tensor, float] | None = None) -> torch.Tensor | None:
+                      race: tuple[torch.Tensor, float] | None = None) -> tuple[torch.Tensor, torch.Tensor] | None:
         """One request's K greedy drafts (target ids ``[K]``), or with ``race = (noise [K, V],
         temperature)`` its coupled drafts (:mod:`specpath_drafting.coupling`), in one native call
         (:meth:`~specpath_engine.modeling.native.NativeKernels.draft_chain`: the per-op chain's
-        tokens and KV, to the bit), or None where it does not run (:meth:`_native_head`)."""
+        tokens and KV, to the bit), with each draft's log-probability under the head (float64
+        ``[K]``), or None where it does not run (:meth:`_native_head`)."""
         native, head = self._native_head(a)
         if head is None:
             return None
@@ -480,8 +486,11 @@ class HiddenStateSpeculator(BaseSpeculator):
         noise = None
         if race is not None:
             noise = coupling.scaled_noise(race[0][:k], [race[1]] * k, head.row_ids)
-        return native.draft_chain(head, a.contiguous(), k, hc.num_attention_heads, hc.num_key_value_heads,
-                                  hc.head_dim, keys, values, last + 1, cos.contiguous(), sin.contiguous(), noise)
+        logps = torch.empty(k, dtype=torch.float64)
+        tokens = native.draft_chain(head, a.contiguous(), k, hc.num_attention_heads, hc.num_key_value_heads,
+                                    hc.head_dim, keys, values, last + 1, cos.contiguous(), sin.contiguous(), noise,
+                                    logps=logps)
+        return tokens, logps
 
     def _step(self, embeds, features, positions, slots, qrows) -> torch.Tensor:
         attend = self.kv.attention(slots, qrows, positions, int(positions.max()))
@@ -506,8 +515,10 @@ class HiddenStateSpeculator(BaseSpeculator):
             return None
         return self.head.to_target(torch.arange(vd, device=logits.device))
 
-    def _proposal(self, reqs, drafting, budgets, tokens, probs, mapped: bool = False) -> DraftProposal:
-        """Cut each request's drafts to its budget; map to target ids (unless ``mapped``); flatten."""
+    def _proposal(self, reqs, drafting, budgets, tokens, probs, mapped: bool = False,
+                  logps: torch.Tensor | None = None) -> DraftProposal:
+        """Cut each request's drafts to its budget; map to target ids (unless ``mapped``); flatten.
+        ``logps`` [R, K]: each one-hot draft's log-probability under the head (its confidence)."""
         target_ids = (tokens if mapped else self.head.to_target(tokens)).to(torch.int32).cpu()
         lists = target_ids.tolist()
         flat: list[int] = []
@@ -523,8 +534,11 @@ class HiddenStateSpeculator(BaseSpeculator):
         if probs is not None:
             flat_probs = probs.reshape(-1, probs.shape[-1])[torch.tensor(keep, device=probs.device)]
             draft_probs = self.head.probs_to_target(flat_probs)
+        confidences = None
+        if logps is not None and keep:
+            confidences = logps.reshape(-1)[torch.tensor(keep, device=logps.device)].double().exp().cpu()
         return DraftProposal(token_ids=torch.tensor(flat, dtype=torch.int32, device=self.device),
-                             num_draft_tokens=counts, draft_probs=draft_probs)
+                             num_draft_tokens=counts, draft_probs=draft_probs, confidences=confidences)
 
 
 def _log_floor(probability: float, none: float | None = None) -> float | None:

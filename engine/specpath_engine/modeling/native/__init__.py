@@ -332,7 +332,7 @@ class NativeKernels:
         self._attention_batch = _function(library, "specpath_attention_batch", P, I, P, I, P, I, P, P, I, P, P, P, I64,
                                           P, I64, I64, I, I, I, F, P)
         self._draft_chain = _function(library, "specpath_draft_chain", ctypes.POINTER(DraftHead), P, I, I, I, I, P, P,
-                                      I, P, P, F, P, P)
+                                      I, P, P, F, P, P, P)
         self._draft_propose = _function(library, "specpath_draft_propose", ctypes.POINTER(DraftHead), P, P, I, P, I,
                                         I, I, I, P, P, I, P, P, F, P, P, P, P, P)
         self._draft_propose_batch = _function(library, "specpath_draft_propose_batch", ctypes.POINTER(DraftHead), I,
@@ -497,19 +497,22 @@ class NativeKernels:
         return out
     def draft_chain(self, head: DraftHead, a: torch.Tensor, k: int, heads: int, kv_heads: int, head_dim: int,
                     key_cache: torch.Tensor, value_cache: torch.Tensor, first_position: int, cos: torch.Tensor,
-                    sin: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+                    sin: torch.Tensor, noise: torch.Tensor | None = None,
+                    logps: torch.Tensor | None = None) -> torch.Tensor:
         """K greedy drafts (int64 target ids ``[K]``) of ``head`` from its output ``a [1, d]`` at
         the last committed position: draft j > 0 runs the layer at ``first_position + j - 1`` with
         ``cos``/``sin [K-1, head_dim]`` row j - 1, its k/v written into ``key_cache``/``value_cache``
         (one request's row, ``[positions, KV, D]``). The per-op chain's tokens and KV, to the bit.
         ``noise``: fp32 ``[K, n]`` added to draft j's logits (LM-head rows, ``head.row_ids``), a
-        seeded request's race (``specpath_drafting.coupling.scaled_noise``); None: argmax."""
+        seeded request's race (``specpath_drafting.coupling.scaled_noise``); None: argmax.
+        ``logps``: float64 ``[K]`` (or None), filled with each draft's log-probability under the head."""
         tokens = torch.empty(k, dtype=torch.int64)
         if noise is not None:
             noise = noise.float().contiguous()
         self._draft_chain(ctypes.byref(head), a.data_ptr(), k, heads, kv_heads, head_dim, key_cache.data_ptr(),
                           value_cache.data_ptr(), first_position, cos.data_ptr(), sin.data_ptr(), head_dim**-0.5,
-                          None if noise is None else noise.data_ptr(), tokens.data_ptr())
+                          None if noise is None else noise.data_ptr(), None if logps is None else logps.data_ptr(),
+                          tokens.data_ptr())
         return tokens
 
     DRAFT_SECTIONS = ("ingest input", "ingest layer", "chain LM head", "chain argmax", "chain layers", "whole call")

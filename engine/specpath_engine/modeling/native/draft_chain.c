@@ -333,17 +333,18 @@ static void propose(const specpath_draft_head *hd, int R, const uint16_t *taps, 
 /* a0 [d]: the head's output at the last committed position; keys/values [positions, KV, D]: the
  * request's KV row (position p at row p); draft j > 0 runs at position first_position + j - 1
  * with cos/sin row j - 1 of [K - 1, D]. noise: NULL (greedy) or fp32 [K, n], added to draft j's
- * logits (LM-head row order). tokens_out [K]: target ids. A propose of one request without an
- * ingest (a0 is not written). */
+ * logits (LM-head row order). tokens_out [K]: target ids; logp_out: NULL or [K], each draft's
+ * log-probability under the head. A propose of one request without an ingest (a0 is not written). */
 void specpath_draft_chain(const specpath_draft_head *hd, const uint16_t *a0, int K, int H, int KV, int D,
                           uint16_t *keys, uint16_t *values, int first_position, const uint16_t *cos,
-                          const uint16_t *sin, float scale, const float *noise, int64_t *tokens_out) {
+                          const uint16_t *sin, float scale, const float *noise, double *logp_out,
+                          int64_t *tokens_out) {
     const int d = (int)hd->layer.o_proj->out_features;
     uint16_t *a = malloc(sizeof(uint16_t) * (size_t)d);
     memcpy(a, a0, sizeof(uint16_t) * d);
     const int64_t zero = 0, none = 0, k = K, p0 = first_position, noise_row = noise ? 0 : -1;
     propose(hd, 1, 0, 0, &none, a, &zero, &k, H, KV, D, keys, values, &zero, &p0, cos, sin, &zero, scale, noise,
-            &noise_row, 0, 0, 0, tokens_out);
+            &noise_row, 0, logp_out, 0, tokens_out);
     free(a);
 }
 
