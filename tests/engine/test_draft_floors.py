@@ -106,3 +106,20 @@ def test_the_governor_prices_a_pass_and_a_row_after_each_allocation():
     drafting = [f for n, f in seen if n]
     assert drafting and all(0 <= row <= draft <= 1 and draft > 0 for draft, row in drafting)  # a pass and a row cost more than a row
     assert all(f == (0.0, 0.0) for n, f in seen if not n)
+
+
+def test_seeded_sampling_is_plain_decodings_with_drafts_cut():
+    """A seeded request at T=0.8 emits plain decoding's tokens (the race) whether or not its drafts
+    are cut by their estimates; an unseeded one samples from the same distribution either way
+    (its drafts are greedy: the cut reads estimates of drafts before it, never the token cut)."""
+    params = SamplingParams(max_tokens=32, ignore_eos=True, temperature=0.8, seed=7)
+    plain = [o.token_ids for o in LLM(None, None, dtype="bfloat16").generate(PROMPTS, params)]
+    config = {"method": "eagle3", "num_speculative_tokens": 4}
+    drafted = []
+    for floors in ((0.0, 0.0), (0.6, 0.6)):
+        llm = LLM(None, config, dtype="bfloat16")
+        llm.engine.runner.governor = Floored(floors)
+        outs = llm.generate(PROMPTS, params)
+        assert [o.token_ids for o in outs] == plain
+        drafted.append(sum(o.metrics.num_draft_tokens for o in outs))
+    assert drafted[1] < drafted[0]  # the race's drafts were cut too

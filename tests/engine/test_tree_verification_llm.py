@@ -74,7 +74,8 @@ def test_bf16_trees_keep_greedy_output_on_the_native_kernels(branching, method):
 
     if kernels() is None:
         pytest.skip("native kernels unavailable here")
-    config = {"method": method, "num_speculative_tokens": 6, **TREE_OPTIONS[method]}
+    config = {"method": method, "num_speculative_tokens": 6, "draft_length_policy": "fixed",  # trees every step
+              **TREE_OPTIONS[method]}  # (adaptive, the step's costs may cut the branches: draft_worth)
     plain = LLM(None, None, dtype="bfloat16", num_threads=1)
     llm = LLM(None, config, dtype="bfloat16", num_threads=1)
     for prompt in PROMPTS:
