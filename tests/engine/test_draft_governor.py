@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from specpath_engine.drafting_guard import BATCH_GAIN, BURST, FIRST_GAP
-from specpath_engine.draft_governor import (EXPLORE_EVERY, FIRST_WAIT, MAX_WAIT, DraftGovernor, allocate,
+from specpath_engine.draft_governor import (EXPLORE_EVERY, FIRST_WAIT, MAX_FIRST_WAIT, MAX_WAIT, DraftGovernor, allocate,
                                             slowest_progress, step_rate)
 from specpath_engine.llm import LLM, SamplingParams
 from specpath_engine.step_costs import StepCosts
@@ -243,7 +243,30 @@ def test_probes_are_weighed_at_the_engines_recent_acceptance_not_the_optimistic_
     # accepted the few steps it resumes drafting for
     assert late <= 2 * 8 * 64 / MAX_WAIT + 2
     assert sum(1 for history in replies[8:] if sum(map(sum, history)) > 2) <= 2
-    assert sim.governor.num_declined_probes >= 8
+    assert sim.governor.num_declined_probes >= 1 and sim.governor.probe_wait > FIRST_WAIT
+
+
+def test_where_probes_keep_failing_new_replies_start_with_the_engines_longer_wait():
+    """Cheap drafts that nothing is accepted from: every reply used to probe its way down the
+    doubling waits (4, 8, 16, 32 positions: ~4 probes in 64); once the engine's probes have failed,
+    a new reply starts from the engine's longer first wait (16: two probes in 64). When the text
+    turns predictable a probe is accepted within the reply and drafting comes back."""
+    sim = Simulated(accept=0.0, seed=5)
+    replies = []
+    for reply in range(12):
+        sim.prefix = f"reply{reply}-"
+        sim.positions, sim.pending = [100], [1]
+        replies.append(sim.run(64))
+    drafted = [sum(1 for ks in history if ks[0]) for history in replies]
+    assert sum(drafted[:2]) >= 6  # the first replies probe down the doubling waits
+    assert sum(drafted[6:]) <= 2 * len(drafted[6:]) + 1  # later ones about twice a reply
+    assert sim.governor.probe_wait == MAX_FIRST_WAIT
+    sim.accept = 0.95
+    sim.prefix = "predictable-"
+    sim.positions, sim.pending = [100], [1]
+    history = sim.run(64)
+    assert sum(1 for ks in history[MAX_FIRST_WAIT + 8:] if ks[0]) >= 8  # drafting again within the reply
+    assert sim.governor.probe_wait < MAX_FIRST_WAIT
 
 
 def test_a_high_cost_per_row_drafts_less_at_batch_8_than_at_batch_1():
