@@ -208,7 +208,7 @@ class ModelRunner:
             keep = min(n, e.max_draft_tokens)
             if confidences is not None and tree is None and keep:
                 keep, paths = worth_of_chain(confidences[start : start + keep], chance, row_floor)
-                self._estimates[i] = (paths, None)
+                self._estimates[i] = (paths, False)
             if tree is not None:
                 drafts[i] = tree.tokens
                 if probs is not None or tree.branches:
