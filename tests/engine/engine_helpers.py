@@ -223,3 +223,30 @@ class JitteryClock:
     def __call__(self):
         self.now += self.rng.choice([1e-4, 1e-3, 5e-3, 3e-2])
         return self.now
+
+
+class ScriptedGovernor:
+    """The runner's side of a draft governor with nothing measured or learnt: every request drafts
+    its whole K, nothing is cut by the drafter's estimates. Tests subclass it to script the choice."""
+
+    one_pass = False
+    calibration = None  # (a draft_calibration.Calibration: drafts are cut by their estimates at `floors`)
+    floors = (0.0, 0.0)
+
+    def __init__(self):
+        self.clock = lambda: 0.0
+
+    def allocate(self, req_ids, limits, positions, pending, **_):
+        return list(limits)
+
+    def observe(self, *_):
+        pass
+
+    def observe_step(self, *_):
+        pass
+
+    def summary(self):
+        return {}
+
+    def remove(self, req_id):
+        pass

@@ -7,35 +7,23 @@ import pytest
 from specpath_engine.draft_calibration import Calibration
 from specpath_engine.llm import LLM, SamplingParams
 
+from engine_helpers import ScriptedGovernor
+
 PROMPTS = ["def fibonacci(n):\n", "class Stack:\n    def __init__(self):\n", "import os\nimport sys\n"]
 
 
-class Floored:
+class Floored(ScriptedGovernor):
     """A governor that allots every request its whole K and prices drafts at fixed floors."""
 
-    one_pass = False
-
     def __init__(self, floors):
+        super().__init__()
         self.floors = floors
         self.calibration = Calibration()
-        self.clock = lambda: 0.0
         self.allotted = 0
 
     def allocate(self, req_ids, limits, positions, pending, **_):
         self.allotted += sum(limits)
         return list(limits)
-
-    def observe(self, *_):
-        pass
-
-    def observe_step(self, *_):
-        pass
-
-    def summary(self):
-        return {}
-
-    def remove(self, req_id):
-        pass
 
 
 def _run(config, floors, dtype="bfloat16"):

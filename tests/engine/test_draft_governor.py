@@ -14,6 +14,8 @@ from specpath_engine.draft_governor import (EXPLORE_EVERY, FIRST_WAIT, MAX_FIRST
 from specpath_engine.llm import LLM, SamplingParams
 from specpath_engine.step_costs import StepCosts
 
+from engine_helpers import ScriptedGovernor
+
 
 def one(rates, *, per_pass, per_row=0.02, call=0.03, one_pass=False):
     """The draft length of one request at the static model's costs (in plain steps)."""
@@ -535,16 +537,12 @@ def plain_output():
     return [o.token_ids for o in llm.generate(PROMPTS, SamplingParams(max_tokens=32, ignore_eos=True))]
 
 
-class EveryOtherStretch:
+class EveryOtherStretch(ScriptedGovernor):
     """A governor that backs every request off on decoding steps 3-8 and 12-20."""
 
-    one_pass = False
-    calibration = None  # no drafts cut by their estimates
-    floors = (0.0, 0.0)
-
     def __init__(self):
+        super().__init__()
         self.steps = {}
-        self.clock = lambda: 0.0
 
     def allocate(self, req_ids, limits, positions, pending, **_):
         out = []
@@ -552,15 +550,6 @@ class EveryOtherStretch:
             n = self.steps[req_id] = self.steps.get(req_id, 0) + 1
             out.append(0 if 3 <= n <= 8 or 12 <= n <= 20 else limit)
         return out
-
-    def observe(self, *_):
-        pass
-
-    def observe_step(self, *_):
-        pass
-
-    def summary(self):
-        return {}
 
     def remove(self, req_id):
         self.steps.pop(req_id, None)
