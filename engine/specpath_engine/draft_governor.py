@@ -570,19 +570,13 @@ class DraftGovernor:
         """:attr:`floors` for the allocation ``ks`` (the step's draft lengths; ``weighed``: per
         request that may draft its chances and its cost as a drafting request; ``shape``: the costs
         :func:`allocate` was given; ``row_cost``: the target's per draft row)."""
-        tokens, cost, longest = base_tokens, base_cost + shape["call"], 0
-        for i, k in enumerate(ks):
-            if k:
-                r, q = weighed[i]
-                tokens += sum(r[:k])
-                cost += q + k * shape["per_token"]
-                longest = max(longest, k)
-        cost += shape["per_pass"] * (1 if shape["one_pass"] else longest)
-        rate = tokens / max(cost, 1e-12)  # tokens a second, as expected
+        drafting = [i for i, k in enumerate(ks) if k]
+        rate = step_rate([ks[i] for i in drafting], [weighed[i][0] for i in drafting], base_tokens,
+                         max(base_cost, 1e-12), call=shape["call"], per_request=[weighed[i][1] for i in drafting],
+                         per_token=shape["per_token"], per_pass=shape["per_pass"],
+                         one_pass=shape["one_pass"])  # tokens a second, as expected
         draft = shape["per_token"] + (0.0 if shape["one_pass"] else shape["per_pass"])
         return min(1.0, rate * draft), min(1.0, rate * row_cost)
-
-
 
     @staticmethod
     def _laggards(idx: Sequence[int], generated: Sequence[int]) -> list[bool]:

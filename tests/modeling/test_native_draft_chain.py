@@ -84,9 +84,12 @@ def _kv(head, history: int, seed: int) -> DrafterKV:
     return kv
 
 
-def _per_op_chain(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, k: int, race=None) -> list[int]:
+def _per_op_chain(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, k: int, race=None,
+                  log_probs: list[float] | None = None) -> list[int]:
     """What the drafting loop's per-op chain computes for one request (``race = (noise [K, V], T)``:
-    its coupled drafts, as ``specpath_drafting.coupling.choose`` picks them)."""
+    its coupled drafts, as ``specpath_drafting.coupling.choose`` picks them); ``log_probs`` (a list,
+    or None) gets each draft's log-probability under the head, as the native call computes it
+    (:func:`_native_log_probs`)."""
     tokens = []
     for j in range(k):
         logits = head.logits(a)
@@ -97,6 +100,8 @@ def _per_op_chain(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, k: 
             ids = None if vd == VOCAB else head.to_target(torch.arange(vd))
             tok = coupling.race(logits, [race[1]], race[0][j : j + 1], ids)
         tokens.append(int(head.to_target(tok)[0]))
+        if log_probs is not None:
+            log_probs.append(float(_native_log_probs(logits)[0, int(tok[0])]))
         if j + 1 == k:
             break
         pos = torch.tensor([last + 1 + j])
@@ -544,22 +549,6 @@ def test_without_amx_tiles_no_copy_is_kept_and_batches_stay_the_per_op_path():
     assert result.returncode == 0 and "fell back" in result.stdout, result.stderr[-3000:]
 
 
-def _per_op_chain_log_probs(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, k: int) -> list[float]:
-    """The log-probability of each greedy draft of :func:`_per_op_chain` under the head, as the
-    native call computes it (:func:`_native_log_probs`)."""
-    out = []
-    for j in range(k):
-        logits = head.logits(a)
-        tok = logits.argmax(-1)
-        out.append(float(_native_log_probs(logits)[0, int(tok[0])]))
-        if j + 1 == k:
-            break
-        pos = torch.tensor([last + 1 + j])
-        a = head.step(head.embed(head.to_target(tok)).to(torch.bfloat16), a, pos,
-                      kv.attention(row * ROW_LEN + pos, torch.tensor([row]), pos, int(pos)))
-    return out
-
-
 def _kept_by_floor(log_probs: list[float], floor: float) -> int:
     """Drafts a chain keeps under ``floor``: the first, then each while the summed log-probability holds."""
     kept, total = 0, 0.0
@@ -591,7 +580,8 @@ def test_a_floor_stops_the_native_chain_where_its_summed_log_probability_falls_b
     with torch.inference_mode():
         kv_ref = _kv(head, start, seed)
         a_ref = _per_op_ingest(head, kv_ref, taps, ids, row, start) if n else a
-        want = _per_op_chain_log_probs(head, kv_ref, a_ref, row, start + n - 1, k)
+        want: list[float] = []
+        _per_op_chain(head, kv_ref, a_ref, row, start + n - 1, k, log_probs=want)
         runs = []
         for bound in (None, floor):
             kv = _kv(head, start, seed)
