@@ -163,7 +163,9 @@ def test_bad_variants_and_starts_are_one_line_and_write_nothing(capsys, tmp_path
         (["mtp", "--variant", "pard"], "method 'mtp' has no variants; specpath train has draft_model --variant pard"),
         (["eagle3", "--variant", "peagle"], "eagle3's variants are p-eagle (did you mean 'p-eagle'?)"),
         (["draft_model", "--variant", "p-eagle"], "draft_model's variants are pard"),
-        (["mtp", "--from", str(plain["eagle3"])], "mtp's recipe cannot start from a checkpoint (eagle3, draft_model can)"),
+        (["dflash", "--from", str(plain["eagle3"])],
+         "dflash's recipe cannot start from a checkpoint (eagle3, mtp, draft_model can)"),
+        (["mtp", "--from", str(plain["eagle3"])], "a checkpoint of eagle3, not mtp"),
         (["eagle3", "--from", str(tmp_path / "nothing")], "not a drafter checkpoint"),
         (["eagle3", "--from", str(not_a_checkpoint)], "not a drafter checkpoint"),
         (["draft_model", "--variant", "pard", "--from", str(plain["eagle3"])],
@@ -213,3 +215,29 @@ def test_the_pard_token_is_never_in_the_text_and_prefers_a_special_token(tmp_pat
     chosen = choose_pard_token(target, tokens, 32, tuple(reserved))
     assert chosen in free
     assert chosen == max(free & specials) if free & specials else chosen == max(free)
+
+
+def test_mtp_fine_tunes_from_an_mtp_checkpoint_and_refuses_another_shape(capsys, tmp_path, data_file):  # noqa: F811
+    first = tmp_path / "mtp"
+    code, _, err = train(capsys, "mtp", "--out", str(first), "--data", str(data_file), *TINY)
+    assert code == 0, err
+    out = tmp_path / "mtp-more"
+    code, _, err = train(capsys, "mtp", "--from", str(first), "--out", str(out), "--data", str(data_file), *TINY)
+    assert code == 0, err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["from"].startswith(str(first.resolve())) and metrics["steps"] == 3
+    assert f"initialised from {first.resolve()}" in (out / "run" / "work" / "train.log").read_text()
+    record = json.loads((out / "config.json").read_text())["specpath_training"]
+    assert record["init"] == json.loads((first / "config.json").read_text())["specpath_training"]
+    # the starting weights moved, from the first run's
+    before, after = load_file(str(first / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    assert before.keys() == after.keys() and any(not torch.equal(before[k], after[k]) for k in before)
+    other = tmp_path / "other"
+    other.mkdir()
+    config = json.loads((first / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps({**config, "num_nextn_predict_layers": 2, "n_predict": 2}))
+    (other / "model.safetensors").write_bytes((first / "model.safetensors").read_bytes())
+    bad = tmp_path / "bad"
+    code, _, err = train(capsys, "mtp", "--from", str(other), "--out", str(bad), "--data", str(data_file), *TINY)
+    assert code == 1 and "module count 2 where the target needs 1" in last_error(err), err
+    assert not bad.exists()

@@ -69,7 +69,7 @@ def add_subcommands(subparsers: Any) -> None:
                                      "in one pass from mask tokens), eagle3 --variant p-eagle (drafts 2..K from mask "
                                      "slots in the first draft's pass)")
     p.add_argument("--from", dest="init", metavar="CHECKPOINT",
-                   help="start from this drafter (eagle3, draft_model: e.g. the --out of an earlier run) instead of "
+                   help="start from this drafter (eagle3, mtp, draft_model: e.g. the --out of an earlier run) instead of "
                         "from scratch: a variant as a fine-tune of the plain drafter")
     p.add_argument("--out", help="output directory: the checkpoint, metrics.json and run/ (resume state)")
     p.add_argument("--data", help='prompts, one JSON object a line: {"prompt": ...} or {"messages": [...]} '

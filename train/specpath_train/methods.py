@@ -119,6 +119,14 @@ def _eagle3_init_flags(ckpt: Mapping[str, Any]) -> list[str]:
     return ["--draft-vocab", str(ckpt.get("draft_vocab_size") or ckpt["vocab_size"])]
 
 
+def _mtp_init_fits(ckpt: Mapping[str, Any], target: Mapping[str, Any]) -> str | None:
+    """The recipe's drafter: one module (``--modules 1``) with a decoder layer of the target's shape."""
+    modules = ckpt.get("num_nextn_predict_layers", ckpt.get("n_predict"))
+    return _shape_mismatch({"module count": (modules, 1), **{key.replace("_", " "): (ckpt.get(key), target.get(key))
+                            for key in ("hidden_size", "intermediate_size", "num_attention_heads",
+                                        "num_key_value_heads", "vocab_size")}})
+
+
 def _draft_model_init_fits(ckpt: Mapping[str, Any], target: Mapping[str, Any]) -> str | None:
     if ckpt.get("shares_target_embeddings") is not True:
         return "it is not a draft that borrows the target's embedding (the draft specpath train makes)"
@@ -183,7 +191,8 @@ RECIPES: dict[str, MethodRecipe] = {r.method: r for r in (
     MethodRecipe(method="eagle3", module="eagle3", layers=_eagle3_layers, flags=_eagle3_flags, init_flag="--init",
                  init_fits=_eagle3_init_fits, init_flags=_eagle3_init_flags),
     MethodRecipe(method="mtp", module="mtp", layers=_last,
-                 flags=lambda c: ["--modules", "1", "--depth", "3", *_vocab_flags(c)]),
+                 flags=lambda c: ["--modules", "1", "--depth", "3", *_vocab_flags(c)], init_flag="--init",
+                 init_fits=_mtp_init_fits),
     MethodRecipe(method="dflash", module="dflash", layers=_block_layers("dflash"),
                  flags=lambda c: [*BLOCK, *_vocab_flags(c)]),
     MethodRecipe(method="dspark", module="dspark", layers=_block_layers("dspark"),
