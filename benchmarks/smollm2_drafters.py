@@ -97,6 +97,7 @@ def tau_report(name: str, k: int, outs, base, kinds: list[str]) -> dict:
         drafts = sum(outs[i].metrics.num_drafts for i in sel)
         return round(1 + sum(outs[i].metrics.num_accepted_tokens for i in sel) / max(drafts, 1), 3)
 
+    k = k or max((len(o.metrics.drafted_by_position) for o in outs), default=0)  # --k 0: the spec's own K
     by_pos_d = [sum(o.metrics.drafted_by_position[i] for o in outs if len(o.metrics.drafted_by_position) > i)
                 for i in range(k)]
     by_pos_a = [sum(o.metrics.accepted_by_position[i] for o in outs if len(o.metrics.accepted_by_position) > i)
