@@ -492,7 +492,7 @@ def recipe_argv(recipe: Any, args: argparse.Namespace, target_dir: Path, data_di
             "--lr", str(lr), "--warmup", str(warmup), "--minutes", str(args.minutes or 0)]
     if args.device != "cpu":
         argv += ["--device", args.device]
-    if train_precision(getattr(args, "precision", "auto"), args.device) == "bfloat16":
+    if train_precision(args.precision, args.device) == "bfloat16":
         argv.append("--bf16")
     if steps is not None:
         argv += ["--steps", str(steps)]

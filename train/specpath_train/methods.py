@@ -119,12 +119,16 @@ def _eagle3_init_flags(ckpt: Mapping[str, Any]) -> list[str]:
     return ["--draft-vocab", str(ckpt.get("draft_vocab_size") or ckpt["vocab_size"])]
 
 
+def _layer_shape(ckpt: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The pairs a drafter with decoder layers of the target's shape and its vocabulary must match."""
+    return {key.replace("_", " "): (ckpt.get(key), target.get(key)) for key in
+            ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "vocab_size")}
+
+
 def _mtp_init_fits(ckpt: Mapping[str, Any], target: Mapping[str, Any]) -> str | None:
     """The recipe's drafter: one module (``--modules 1``) with a decoder layer of the target's shape."""
     modules = ckpt.get("num_nextn_predict_layers", ckpt.get("n_predict"))
-    return _shape_mismatch({"module count": (modules, 1), **{key.replace("_", " "): (ckpt.get(key), target.get(key))
-                            for key in ("hidden_size", "intermediate_size", "num_attention_heads",
-                                        "num_key_value_heads", "vocab_size")}})
+    return _shape_mismatch({"module count": (modules, 1), **_layer_shape(ckpt, target)})
 
 
 def _draft_model_init_fits(ckpt: Mapping[str, Any], target: Mapping[str, Any]) -> str | None:
@@ -133,9 +137,7 @@ def _draft_model_init_fits(ckpt: Mapping[str, Any], target: Mapping[str, Any]) -
     layers = 2 if target["num_hidden_layers"] >= 2 else 1  # _draft_model_flags' --init-layers
     if ckpt.get("num_hidden_layers") != layers:
         return f"it has {ckpt.get('num_hidden_layers')} layers, the draft specpath train makes for this target {layers}"
-    return _shape_mismatch({key.replace("_", " "): (ckpt.get(key), target.get(key)) for key in
-                            ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-                             "vocab_size")})
+    return _shape_mismatch(_layer_shape(ckpt, target))
 
 
 @attrs.frozen(kw_only=True)
