@@ -159,3 +159,19 @@ def test_build_dataset_end_to_end_resumes_and_merges(byte_target, tmp_path):
     assert merged["heldout"] == 2 * h
     assert torch.equal(merged["tokens"][:h], got["tokens"][:h]) and torch.equal(merged["tokens"][h:2 * h], got["tokens"][:h])
     assert torch.equal(merged["tokens"][2 * h:2 * h + n - h], got["tokens"][h:])
+    # an earlier run's data beside a new one: only the first part's held-out windows stay held
+    # out, the others' are left out; a subset of the layers is kept
+    first = tt.merge_datasets([data, data], tmp_path / "f", layers=[5, 1], heldout="first")
+    meta_f = json.loads((first / "features.json").read_text())
+    assert meta_f["heldout"] == h and meta_f["key"]["layers"] == [5, 1] and len(meta_f["parts"]) == 2
+    only = tt.load_dataset(first, [5, 1])
+    assert only["tokens"].shape[0] == h + 2 * (n - h) and only["heldout"] == h
+    assert torch.equal(only["tokens"][:h], got["tokens"][:h])
+    assert torch.equal(only["tokens"][h:h + n - h], got["tokens"][h:])
+    assert torch.equal(only["tokens"][h + n - h:], got["tokens"][h:])
+    assert torch.equal(only["taps"], torch.cat([got["taps"][:h], got["taps"][h:], got["taps"][h:]]))
+    assert torch.equal(only["topk_probs"][h:h + n - h], got["topk_probs"][h:])
+    with pytest.raises(ValueError, match="not \\[2\\]"):
+        tt.merge_datasets([data, first], tmp_path / "g", layers=[2, 5])
+    with pytest.raises(ValueError, match="not a finished data directory"):
+        tt.merge_datasets([data, tmp_path / "nothing"], tmp_path / "g")

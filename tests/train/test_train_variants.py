@@ -241,3 +241,45 @@ def test_mtp_fine_tunes_from_an_mtp_checkpoint_and_refuses_another_shape(capsys,
     code, _, err = train(capsys, "mtp", "--from", str(other), "--out", str(bad), "--data", str(data_file), *TINY)
     assert code == 1 and "module count 2 where the target needs 1" in last_error(err), err
     assert not bad.exists()
+
+
+def test_more_data_trains_on_an_earlier_runs_windows_and_checks_them(capsys, tmp_path, data_file):  # noqa: F811
+    first = tmp_path / "first"
+    code, _, err = train(capsys, "mtp", "--out", str(first), "--data", str(data_file), "--data-only", *TINY)
+    assert code == 0, err
+    earlier = first / "run" / "data"
+    out = tmp_path / "more"
+    code, _, err = train(capsys, "mtp", "--out", str(out), "--data", str(data_file), "--seed", "1",
+                         "--more-data", str(earlier), *TINY)
+    assert code == 0, err
+    own = json.loads((out / "run" / "data" / "features.json").read_text())
+    merged = json.loads((out / "run" / "data-more" / "features.json").read_text())
+    mine, theirs = merged["parts"]
+    # this run's held-out windows stay held out; the earlier run's training windows join training
+    assert merged["heldout"] == own["heldout"] == mine["heldout"]
+    assert mine["path"] == str((out / "run" / "data").resolve()) and theirs["path"] == str(earlier.resolve())
+    tokens = load_file(str(out / "run" / "data-more" / "features.safetensors"))["tokens"]
+    assert tokens.shape[0] == mine["windows"] + theirs["windows"] - theirs["heldout"]
+    train_log = (out / "run" / "train.log").read_text()
+    assert "with --more-data" in train_log and "data-more" in train_log
+    assert json.loads((out / "run" / "run.json").read_text())["more_data"] == [str(earlier.resolve())]
+    # bad --more-data: one line, nothing written
+    for bad_dir, message in ((tmp_path / "nowhere", "not a finished data directory"),
+                             (first, "the data of a run is its DIR/run/data")):
+        bad = tmp_path / "bad"
+        code, _, err = train(capsys, "mtp", "--out", str(bad), "--data", str(data_file), "--more-data", str(bad_dir),
+                             *TINY)
+        assert code == 1 and message in last_error(err), err
+        assert not bad.exists()
+    code, _, err = train(capsys, "mtp", "--out", str(tmp_path / "bad"), "--data", str(data_file), "--data-only",
+                         "--more-data", str(earlier), *TINY)
+    assert code == 1 and "--more-data with --data-only" in last_error(err), err
+    meta = json.loads((earlier / "features.json").read_text())
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "features.safetensors").write_bytes((earlier / "features.safetensors").read_bytes())
+    (other / "features.json").write_text(json.dumps({**meta, "key": {**meta["key"], "target": "0" * 16}}))
+    code, _, err = train(capsys, "mtp", "--out", str(tmp_path / "bad"), "--data", str(data_file),
+                         "--more-data", str(other), *TINY)
+    assert code == 1 and "made with other target weights" in last_error(err), err
+    assert not (tmp_path / "bad").exists()

@@ -117,6 +117,10 @@ def add_subcommands(subparsers: Any) -> None:
                    help="the training steps' arithmetic: bfloat16 runs each step under torch.autocast (weights, "
                         "optimizer state and the held-out evaluation stay float32); default auto: bfloat16 on an "
                         "accelerator or a CPU with native bf16 (AVX512_BF16, AMX-BF16), else float32")
+    p.add_argument("--more-data", action="append", metavar="DIR", default=[],
+                   help="also train on this finished data directory of the same target (an earlier run's "
+                        "DIR/run/data, e.g. of a --data-only run); repeatable. Their training windows join this "
+                        "run's; their held-out windows are left out (this run's held-out set measures the result)")
     p.add_argument("--data-only", action="store_true",
                    help="stop after the data stage (the responses, and the features on a CPU): runs of several "
                         "methods then share it through --generations")
@@ -250,6 +254,54 @@ def check_prompt_args(args: argparse.Namespace) -> None:
         raise _error(f"--heldout must be a share between 0 and 1 (got {args.heldout})")
     if args.prompts < 1:
         raise _error(f"--prompts must be at least 1 (got {args.prompts})")
+
+
+def check_more_data(dirs: list[str], layers: Any, target_dir: Any) -> None:
+    """Every ``--more-data`` directory is a finished data directory holding ``layers`` (when
+    known) of ``target_dir``'s weights (when known; a GGUF target is checked once converted, by
+    the merge)."""
+    for d in dirs:
+        meta_path = Path(d) / "features.json"
+        if not meta_path.is_file() or not (Path(d) / "features.safetensors").is_file():
+            hint = f" (the data of a run is its DIR/run/data: {Path(d) / RUN / 'data'})" \
+                if (Path(d) / RUN / "data" / "features.json").is_file() else ""
+            raise _error(f"--more-data {d}: not a finished data directory (no features.json and "
+                         f"features.safetensors){hint}")
+        meta = json.loads(meta_path.read_text())
+        if meta.get("live"):
+            raise _error(f"--more-data {d}: a live directory (windows only, features computed on a device); "
+                         "give directories made on the CPU")
+        have = meta.get("key", {}).get("layers", [])
+        if layers is not None and not set(layers) <= set(have):
+            raise _error(f"--more-data {d}: holds the target's layers {have}, this method needs {list(layers)}")
+        if target_dir is not None:
+            from specpath_train.selfdistill import target_digest
+
+            digest = target_digest(target_dir)
+            if meta.get("key", {}).get("target") != digest:
+                raise _error(f"--more-data {d}: made with other target weights than {target_dir}")
+
+
+def with_more_data(data_dir: Path, more: list[str], layers: Any, merged: Path, log: Any) -> Path:
+    """This run's data with the ``--more-data`` directories' training windows (made once, in
+    ``merged``; again when the list changed)."""
+    from specpath_train.target_text import merge_datasets
+
+    parts = [str(Path(d).resolve()) for d in (data_dir, *more)]
+    meta_path = merged / "features.json"
+    if meta_path.is_file() and [p["path"] for p in json.loads(meta_path.read_text()).get("parts", [])] == parts:
+        return merged
+    check_more_data(more, layers, None)
+    t0 = time.time()
+    try:
+        merge_datasets(parts, merged, layers=list(layers), heldout="first")
+    except ValueError as e:
+        raise _error(f"--more-data: {e}") from None
+    meta = json.loads(meta_path.read_text())
+    windows = sum(p["windows"] for p in meta["parts"])
+    log(f"data: with --more-data: {windows - sum(p['heldout'] for p in meta['parts'][1:])} windows "
+        f"({meta['heldout']} held out) from {len(parts)} data directories in {time.time() - t0:.0f}s")
+    return merged
 
 
 def check_budget(args: argparse.Namespace) -> None:
@@ -593,13 +645,18 @@ def _train(args: argparse.Namespace) -> int:
     from_id = check_from(recipe, args.init, target_config if target_dir is not None else None)
     if args.init and out.resolve() in (Path(args.init).resolve(), *Path(args.init).resolve().parents):
         raise _error(f"--from {args.init}: inside --out {out}, which this run writes; give the new run another --out")
+    if args.more_data and args.data_only:
+        raise _error("--more-data with --data-only: the merge feeds training; give --more-data to the run that trains")
+    check_more_data(args.more_data, recipe.layers(target_config) if target_dir is not None else None,
+                    target_dir)
     data_id = _data_id(args.data)
     args.dtype = train_dtype(args.dtype, args.target)  # resolved: the run's config records what ran
     config = {"method": args.method, "variant": args.variant, "from": from_id,
               "target": str(Path(args.target).resolve()) if Path(args.target).exists() else args.target,
               "data": data_id, "corpus": corpus, "prompts": None if args.data else args.prompts,
               "heldout": args.heldout, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
-              "seed": args.seed, "window": args.window, "dtype": args.dtype, "max_prompt_tokens": args.max_prompt_tokens}
+              "seed": args.seed, "window": args.window, "dtype": args.dtype, "max_prompt_tokens": args.max_prompt_tokens,
+              "more_data": [str(Path(d).resolve()) for d in args.more_data]}
     prepare_out(out, config, resume=args.resume, overwrite=args.overwrite)
     run_dir = out / RUN
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -639,6 +696,9 @@ def _train(args: argparse.Namespace) -> int:
         print(f"{data_dir}: the data of {meta.get('sequences')} responses, {meta['heldout']} held-out windows; "
               f"train with the same flags and --generations, without --data-only")
         return 0
+
+    if args.more_data:
+        data_dir = with_more_data(data_dir, args.more_data, layers, run_dir / "data-more", log)
 
     # 3. train
     t0 = time.time()

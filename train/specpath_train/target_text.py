@@ -486,23 +486,73 @@ def load_dataset(data_dir: str | Path, layers: Sequence[int]) -> dict[str, Any]:
             "topk_probs": t["topk_probs"].float(), "heldout": int(meta["heldout"]), "meta": meta}
 
 
-def merge_datasets(parts: Sequence[str | Path], out: str | Path) -> Path:
-    """One cache from several :func:`build_dataset` caches of the same target and layers (e.g.
-    shards built by parallel processes): every part's held-out windows first, then the rest."""
-    from safetensors.torch import load_file, save_file
+def merge_datasets(parts: Sequence[str | Path], out: str | Path, *, layers: Sequence[int] | None = None,
+                   heldout: str = "all") -> Path:
+    """One cache from several :func:`build_dataset` caches of the same target (shards built by
+    parallel processes, or the data of earlier runs beside a new one): held-out windows first,
+    then the training windows, part by part. ``layers``: keep these taps (every part must hold
+    them; default: the parts' common layer list). ``heldout``: ``"all"`` keeps every part's
+    held-out windows held out; ``"first"`` keeps only the first part's and leaves the others'
+    out (they measured earlier runs, not this one). Tensors are copied part by part into one
+    preallocated buffer, so the peak memory is the merged cache plus one part's tensor."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
 
-    metas = [json.loads((Path(d) / "features.json").read_text()) for d in parts]
-    if len({json.dumps(m["key"]["layers"]) for m in metas}) != 1:
-        raise ValueError("the caches hold different layers")
-    loaded = [load_file(str(Path(d) / "features.safetensors")) for d in parts]
-    held = [m["heldout"] for m in metas]
-    names = ("tokens", "taps", "topk_ids", "topk_probs")
-    merged = {n: torch.cat([t[n][:h] for t, h in zip(loaded, held)] + [t[n][h:] for t, h in zip(loaded, held)])
-              for n in names}
+    if heldout not in ("all", "first"):
+        raise ValueError(f"heldout={heldout!r}: 'all' or 'first'")
+    if not parts:
+        raise ValueError("no data directories to merge")
+    metas = []
+    for d in parts:
+        meta_path = Path(d) / "features.json"
+        if not meta_path.is_file() or not (Path(d) / "features.safetensors").is_file():
+            raise ValueError(f"{d}: not a finished data directory (no features.json and features.safetensors)")
+        metas.append(json.loads(meta_path.read_text()))
+    if len({m["key"]["target"] for m in metas}) != 1:
+        raise ValueError("the data directories were made by different targets (features.json key.target differs)")
+    if len({m.get("window") for m in metas}) != 1:
+        raise ValueError("the data directories hold windows of different lengths")
+    have = [m["key"]["layers"] for m in metas]
+    keep = list(layers) if layers is not None else have[0]
+    for d, h in zip(parts, have):
+        if not set(keep) <= set(h):
+            raise ValueError(f"{d}: holds layers {h}, not {sorted(set(keep) - set(h))}")
+    held = [int(m["heldout"]) if heldout == "all" or i == 0 else 0 for i, m in enumerate(metas)]
+    start = [int(m["heldout"]) for m in metas]  # where each part's training windows begin
+    files = [safe_open(str(Path(d) / "features.safetensors"), framework="pt") for d in parts]
+    counts = [f.get_slice("tokens").get_shape()[0] for f in files]
+    total = sum(held) + sum(c - s for c, s in zip(counts, start))
+    merged: dict[str, torch.Tensor] = {}
+    for name in ("tokens", "taps", "topk_ids", "topk_probs"):
+        first = files[0].get_slice(name)
+        shape = list(first.get_shape())
+        if name == "taps":
+            shape[2] = len(keep)
+        buf = None
+        row = 0
+        # the held-out windows of the parts that keep theirs, then every part's training windows
+        for phase in ("heldout", "train"):
+            for f, h, s, c, have_i in zip(files, held, start, counts, have):
+                lo, hi = (0, h) if phase == "heldout" else (s, c)
+                if hi <= lo:
+                    continue
+                t = f.get_slice(name)[lo:hi]
+                if name == "taps":
+                    pick = [have_i.index(i) for i in keep]
+                    if pick != list(range(len(have_i))):
+                        t = t[:, :, pick]
+                if buf is None:
+                    buf = torch.empty([total, *shape[1:]], dtype=t.dtype)
+                buf[row:row + t.shape[0]] = t
+                row += t.shape[0]
+                del t
+        merged[name] = buf
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    save_file({n: v.contiguous() for n, v in merged.items()}, str(out / "features.safetensors"))
-    meta = {**metas[0], "heldout": sum(held), "parts": [{"path": str(d), **m} for d, m in zip(parts, metas)]}
+    save_file(merged, str(out / "features.safetensors"))
+    meta = {**metas[0], "key": {**metas[0]["key"], "layers": keep}, "heldout": sum(held),
+            "parts": [{"path": str(d), "windows": c, **m} for d, c, m in zip(parts, counts, metas)],
+            "parts_heldout": heldout}
     (out / "features.json").write_text(json.dumps(meta) + "\n")
     return out
 
