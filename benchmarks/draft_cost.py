@@ -16,7 +16,7 @@ goes (ingest input and layer pass, chain LM head, argmax and layer passes, and w
 Python around the call). Not part of the tests.
 
     python benchmarks/draft_cost.py [--methods eagle3,mtp] [--k 4] [--quantization int8|int4|none]
-        [--target-quantization int4] [--per-op-ingest] [--breakdown]
+        [--target-quantization int4] [--per-op-ingest] [--bf16-activations] [--breakdown]
 """
 
 from __future__ import annotations
@@ -47,6 +47,26 @@ def _timed_propose(speculator, samples: list[float]):
     speculator.propose = propose
 
 
+def _bf16_activations(speculator) -> int:
+    """Put every int8 layer of ``speculator``'s modules back on bf16 activations (their native
+    descriptors too); returns how many had int16 activations."""
+    from torch import nn
+
+    from specpath_engine.quantization import Int8Linear
+
+    switched = 0
+    for value in vars(speculator).values():
+        if isinstance(value, nn.Module):
+            for module in value.modules():
+                if isinstance(module, Int8Linear) and module.int16_activations:
+                    module.int16_activations = False
+                    module.native_linear()
+                    switched += 1
+        elif hasattr(value, "propose") and hasattr(value, "spec"):  # a hybrid's drafter
+            switched += _bf16_activations(value)
+    return switched
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default="eagle3,mtp,dflash,dspark,draft_model")
@@ -63,6 +83,9 @@ def main() -> int:
     ap.add_argument("--quantization", default=None,
                     help="speculative_config.quantization for every drafter ('none': as loaded; "
                          "default: the shipped drafter's own default)")
+    ap.add_argument("--bf16-activations", action="store_true",
+                    help="also run each drafter with its int8 layers on bf16 activations (the int8 kernel "
+                         "before AVX512-VNNI's int16 one), side by side under the same load")
     ap.add_argument("--breakdown", action="store_true",
                     help="also print where a native propose's time goes (its C section timers, means per call)")
     args = ap.parse_args()
@@ -92,6 +115,13 @@ def main() -> int:
             engines[reference] = llm(config)
             engines[reference].speculator.native_propose = False
             samples[reference] = []
+        if args.bf16_activations:
+            reference = f"{method}/bf16-act"
+            engines[reference] = llm(config)
+            if _bf16_activations(engines[reference].speculator):
+                samples[reference] = []
+            else:
+                del engines[reference]  # no int16 layers (no VNNI, or weights as loaded)
     warm = SamplingParams(max_tokens=8, ignore_eos=True)
     for engine in engines.values():
         engine.generate([WARM_UP_PROMPT], warm)

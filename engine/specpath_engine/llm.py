@@ -107,17 +107,18 @@ def _load_target(path: Path, dtype: torch.dtype, device: str, quantization: str 
 
 
 def _inference_model(model: Any, quantization: str | None = None, packed: bool = False, *,
-                     int8_where_unfit: bool = False) -> Any:
+                     drafter: bool = False) -> Any:
     """A loaded model made ready for inference: weight-only quantised, or its low-precision
     weights pre-packed for the CPU's matmul (``specpath_engine.packed_linear``); either way with
-    its projections fused (fewer calls per step). ``int8_where_unfit``:
-    see :func:`~specpath_engine.quantization.quantize_model_` (drafters)."""
+    its projections fused (fewer calls per step). ``drafter``: int8 where the method cannot hold
+    a layer, and int16 activations on the int8 layers where the CPU has AVX512-VNNI
+    (:func:`~specpath_engine.quantization.quantize_model_`)."""
     if (quantization is not None or packed) and hasattr(model, "fuse_projections"):
         model.fuse_projections()
     if quantization is not None:
         from specpath_engine.quantization import quantize_model_
 
-        quantize_model_(model, quantization, int8_where_unfit=int8_where_unfit)
+        quantize_model_(model, quantization, int8_where_unfit=drafter, int16_activations=drafter)
     elif packed:
         from specpath_engine.packed_linear import pack_linears_
 
@@ -148,8 +149,7 @@ def _load_draft(path: Any, *, dtype: torch.dtype, device: str, quantization: str
 
     model = LlamaModel.from_pretrained(path, **{"dtype": dtype, "device": device, **options})
     weight = next(model.parameters())
-    return _inference_model(model, quantization, packed=packing_enabled(weight.dtype, weight.device),
-                            int8_where_unfit=True)
+    return _inference_model(model, quantization, packed=packing_enabled(weight.dtype, weight.device), drafter=True)
 
 
 SMALL_MODEL_PARAMETERS = 20_000_000

@@ -106,13 +106,14 @@ def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype:
     dtype = dtype if dtype is not None else next(model.parameters()).dtype
     prepare = pack_linears_ if packing_enabled(dtype, device) else None
     if draft_quantization is not None:
-        prepare = functools.partial(quantize_model_, method=draft_quantization, int8_where_unfit=True)
+        prepare = functools.partial(quantize_model_, method=draft_quantization, int8_where_unfit=True,
+                                    int16_activations=True)
 
     def load(path: Any, **options: Any) -> Any:
         draft = LlamaModel.from_pretrained(path, **{"dtype": dtype, "device": device, **options})
         if draft_quantization is not None:
             draft.fuse_projections()
-            quantize_model_(draft, draft_quantization, int8_where_unfit=True)
+            quantize_model_(draft, draft_quantization, int8_where_unfit=True, int16_activations=True)
         return draft
 
     return SpeculatorContext(

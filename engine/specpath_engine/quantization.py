@@ -26,6 +26,10 @@ A drafter's int8 weight that the native propose reads may keep a second copy, it
 AMX tile layout (:meth:`Int8Linear.keep_tiles`, where the CPU has the tiles): passes of
 ``TILES_FROM_ROWS`` rows and more (a batch's drafting) take it, fewer rows the int8 kernel.
 Only drafters: a pass's bits then depend on its row count, which verification must not.
+A drafter's int8 layers also multiply int16-quantised activations where the CPU has AVX512-VNNI
+(``quantize_model_(..., int16_activations=True)``; :meth:`NativeKernels.q8a16
+<specpath_engine.modeling.native.NativeKernels.q8a16>`): one sign extension per 32 weights
+instead of five conversions, about the bf16 path's accuracy but not its bits, so never a target's.
 
 The quantised weights *are* the target: speculative decoding verifies against them, so it stays
 lossless with respect to this model (greedy speculative output equals greedy plain output of
@@ -93,6 +97,17 @@ class Int8Linear(_WeightOnlyLinear):
                        and linear.out_features % 16 == 0 and kernels() is not None)
         if self.native:
             self.register_buffer("scales_f32", self.scales.float())
+        self.int16_activations = False
+        """Rows are quantised to int16 and multiplied on AVX512-VNNI (:meth:`use_int16_activations`)."""
+
+    def use_int16_activations(self) -> bool:
+        """Multiply int16-quantised rows from now on (``NativeKernels.q8a16``) where the layer is
+        native and the CPU has AVX512-VNNI: a drafter's layers, whose outputs verification checks
+        (not the bf16 path's bits). Returns whether it does."""
+        self.int16_activations = bool(self.native and kernels().vnni)
+        if self.native:
+            self.native_linear()  # a descriptor built before (a drafter's native form) takes it too
+        return self.int16_activations
 
     def keep_tiles(self) -> int:
         """Keep a copy of the levels as bf16 in the AMX tile layout (exact: ``|q| <= 127``) beside
@@ -119,6 +134,8 @@ class Int8Linear(_WeightOnlyLinear):
         return rows  # any float dtype: the packed matmul takes it as is
 
     def _native_mm(self, rows: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        if self.int16_activations:
+            return kernels().q8a16(self.qweight, self.scales_f32, rows, out)
         return kernels().q8(self.qweight, self.scales_f32, rows, out)
 
     def _torch_mm(self, rows: torch.Tensor) -> torch.Tensor:
@@ -133,7 +150,8 @@ class Int8Linear(_WeightOnlyLinear):
         if not self.native or self.bias is not None:
             return None
         return NativeLinear.cached(self, self.qweight, self.scales_f32, self.BITS,
-                                   tiles=getattr(self, "tiled_levels", None), tiles_from_rows=self.tiles_from_rows)
+                                   tiles=getattr(self, "tiled_levels", None), tiles_from_rows=self.tiles_from_rows,
+                                   int16_activations=self.int16_activations)
 
     def dequantized_weight(self) -> torch.Tensor:
         """The weight this layer multiplies by, in the activation dtype (for tests and reports)."""
@@ -141,7 +159,8 @@ class Int8Linear(_WeightOnlyLinear):
 
     def extra_repr(self) -> str:
         tiles = f", AMX tiles from {self.tiles_from_rows} rows" if self.tiles_from_rows is not None else ""
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8{', native' * self.native}{tiles}"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, int8{', native' * self.native}"
+                f"{', int16 activations' * self.int16_activations}{tiles}")
 
 
 class Int4Linear(_WeightOnlyLinear):
@@ -220,22 +239,27 @@ def layer_class(method: str, name: str) -> type[nn.Module]:
     return {"int8": Int8Linear, "int4": Int4Linear}[method]
 
 
-def quantize_model_(model: nn.Module, method: str, *, int8_where_unfit: bool = False) -> nn.Module:
+def quantize_model_(model: nn.Module, method: str, *, int8_where_unfit: bool = False,
+                    int16_activations: bool = False) -> nn.Module:
     """Replace every ``nn.Linear`` of ``model`` (decoder layers and LM head) in place; a model
     with a layer the method cannot hold is refused before any layer is replaced, unless
     ``int8_where_unfit`` (drafters: a DSpark confidence row, say) gives such layers int8, which
     holds any shape. A bare ``nn.Linear`` comes back quantised as an LM head (a drafter's kept
-    head rows)."""
+    head rows). ``int16_activations`` (drafters): the int8 layers multiply int16-quantised rows
+    where the CPU has AVX512-VNNI (:meth:`Int8Linear.use_int16_activations`)."""
     if method not in QUANTIZATIONS:
         raise ValueError(f"quantization: {method!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}")
 
     def quantized(name: str, linear: nn.Linear) -> nn.Module:
         try:
-            return layer_class(method, name)(linear)
+            layer = layer_class(method, name)(linear)
         except ValueError:
             if not int8_where_unfit:
                 raise
-            return Int8Linear(linear)
+            layer = Int8Linear(linear)
+        if int16_activations and isinstance(layer, Int8Linear):
+            layer.use_int16_activations()
+        return layer
 
     if type(model) is nn.Linear:
         return quantized(HEAD_NAME, model)

@@ -64,6 +64,85 @@ def test_each_row_is_its_dequantised_product_whatever_else_is_in_the_batch(bits,
     assert torch.equal(_rows_alone(layer, x), out)
 
 
+needs_vnni = pytest.mark.skipif(KERNELS is None or not KERNELS.vnni, reason="no AVX512-VNNI (or SPECPATH_VNNI=0)")
+
+
+def _int16_reference(weight, scales, x):
+    """What q8a16 computes, in float64: each row rounded to int16 levels at its own scale (its
+    largest magnitude at the top level the K-long int32 sums allow), times the int8 weight."""
+    k = x.shape[1]
+    top = min(32767, (1 << 31) // (128 * (k // 16 + 1)) - 1)
+    largest = x.double().abs().amax(dim=1, keepdim=True)
+    step = torch.where(largest > 0, largest / top, torch.zeros_like(largest))
+    levels = torch.where(step > 0, torch.round(x.double() / torch.where(step > 0, step, 1)), 0).clamp(-32768, 32767)
+    return (levels * step) @ (weight.double() * scales.double()[:, None]).T
+
+
+@needs_vnni
+@given(pairs=st.integers(1, 8), thirty_twos=st.integers(1, 12), rows=st.integers(1, 2 * native.MAX_ROWS + 3),
+       spread=st.sampled_from([0.0, 1.0, 6.0]), seed=st.integers(0, 2**16))
+@settings(max_examples=40, deadline=None)
+def test_int16_activations_give_each_row_its_product_whatever_else_is_in_the_batch(pairs, thirty_twos, rows,
+                                                                                     spread, seed):
+    """q8a16 (a drafter's int8 layer on AVX512-VNNI): each row quantised to int16 at its own
+    scale, the int8 products summed exactly; within fp32 rounding of that product in float64,
+    within 1e-3 of the largest output of the bf16 path's, a zero row gives zeros, and a row's
+    bits do not depend on the batch (the quad and pair loops sum the same int32 lanes)."""
+    torch.manual_seed(seed)
+    n, k = 16 * pairs, 32 * thirty_twos
+    layer = _q8_layer(n, k, seed)
+    # rows with outliers too (spread: log-normal magnitudes), and an all-zero row
+    x = (torch.randn(rows, k) * torch.exp(spread * torch.randn(rows, k))).bfloat16()
+    x[rows // 2] = 0
+    out = KERNELS.q8a16(layer.qweight, layer.scales_f32, x, torch.empty(rows, n))
+    expected = _int16_reference(layer.qweight, layer.scales_f32, x.float())
+    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5 * float(expected.abs().max()) + 1e-30)
+    bf16 = KERNELS.q8(layer.qweight, layer.scales_f32, x, torch.empty(rows, n))
+    assert float((out - bf16).abs().max()) <= 1e-3 * float(bf16.abs().max()) + 1e-30
+    assert not out[rows // 2].any()
+    alone = torch.cat([KERNELS.q8a16(layer.qweight, layer.scales_f32, x[i:i + 1], torch.empty(1, n))
+                       for i in range(rows)])
+    assert torch.equal(alone, out)
+
+
+@needs_vnni
+def test_int16_activations_stay_inside_int32_over_a_long_row():
+    """The top level shrinks with K so no lane's int32 sum overflows: a 16,384-wide row of equal
+    largest values against weights of -127 everywhere still gives the float product."""
+    n, k = 16, 16384
+    weight = torch.full((n, k), -127, dtype=torch.int8)
+    scales = torch.full((n,), 0.01)
+    x = torch.full((1, k), 3.0).bfloat16()
+    out = KERNELS.q8a16(weight, scales, x, torch.empty(1, n))
+    torch.testing.assert_close(out, torch.full((1, n), -127 * 0.01 * 3.0 * k), rtol=1e-5, atol=0)
+
+
+@needs_vnni
+def test_a_drafter_int8_layer_takes_int16_activations_and_its_descriptor_follows():
+    """``use_int16_activations``: the layer's forward and its native descriptor (what a drafter's
+    native form reads) both switch to q8a16; ``quantize_model_(int16_activations=True)`` sets it
+    on every int8 layer, and a target's layers never have it."""
+    from specpath_engine.quantization import Int8Linear, quantize_model_
+
+    layer = _q8_layer(64, 128, 3)
+    x = torch.randn(3, 128).bfloat16()
+    descriptor = layer.native_linear()
+    assert descriptor.int16_activations == 0
+    with torch.no_grad():
+        before = layer(x)
+        assert layer.use_int16_activations()
+        after = layer(x)
+    assert descriptor.int16_activations == 1 and layer.native_linear() is descriptor
+    assert torch.equal(after, KERNELS.q8a16(layer.qweight, layer.scales_f32, x, torch.empty(3, 64)).bfloat16())
+    assert torch.equal(KERNELS.linear(descriptor, x, torch.empty(3, 64, dtype=torch.bfloat16)), after)
+    torch.testing.assert_close(after.float(), before.float(), rtol=2e-2, atol=1e-2 * float(before.abs().max()))
+    drafter = quantize_model_(nn.Sequential(nn.Linear(128, 64), nn.Linear(64, 32)).bfloat16(), "int8",
+                              int16_activations=True)
+    target = quantize_model_(nn.Sequential(nn.Linear(128, 64)).bfloat16(), "int8")
+    assert all(m.int16_activations for m in drafter) and not target[0].int16_activations
+    assert "int16 activations" in repr(drafter[0]) and isinstance(target[0], Int8Linear)
+
+
 @needs_kernels
 @given(blocks_out=st.integers(1, 5), blocks_in=st.integers(1, 4), seed=st.integers(0, 2**16))
 @settings(max_examples=30, deadline=None)

@@ -58,6 +58,9 @@ ENV_SWITCH = "SPECPATH_NATIVE"
 AMX_SWITCH = "SPECPATH_AMX"
 """Set to ``0`` to keep bf16 matmuls off the AMX tiles (rows_matmul.c's kernel instead)."""
 
+VNNI_SWITCH = "SPECPATH_VNNI"
+"""Set to ``0`` to keep drafters' int8 matmuls on bf16 activations (side-by-side measurements)."""
+
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("rows_matmul.c", "tiled_matmul.c", "layer_ops.c",
                                                              "decoder_layer.c", "attention.c", "draft_chain.c"))
 HEADERS = (Path(__file__).with_name("common.h"),)
@@ -103,39 +106,48 @@ class Linear(ctypes.Structure):
 
     _fields_ = [("weight", ctypes.c_void_p), ("scales", ctypes.c_void_p), ("bits", ctypes.c_int64),
                 ("out_features", ctypes.c_int64), ("in_features", ctypes.c_int64), ("tiled", ctypes.c_int64),
-                ("tiles", ctypes.c_void_p), ("tiles_from_rows", ctypes.c_int64)]
+                ("tiles", ctypes.c_void_p), ("tiles_from_rows", ctypes.c_int64),
+                ("int16_activations", ctypes.c_int64)]
 
     @classmethod
     def of(cls, weight: torch.Tensor, scales: torch.Tensor | None, bits: int, tiled: bool = False,
-           tiles: torch.Tensor | None = None, tiles_from_rows: int | None = None) -> "Linear":
+           tiles: torch.Tensor | None = None, tiles_from_rows: int | None = None,
+           int16_activations: bool = False) -> "Linear":
         """``tiled``: a bf16 weight in the AMX tile layout (:meth:`NativeKernels.tile_pack`).
         ``tiles``: an int8 weight's levels as bf16 in that layout, taken (times the scales) for
-        passes of at least ``tiles_from_rows`` rows (None: never; dual weights)."""
+        passes of at least ``tiles_from_rows`` rows (None: never; dual weights).
+        ``int16_activations``: an int8 weight multiplies int16-quantised rows (:meth:`NativeKernels.q8a16`)."""
         out_features, stored = weight.shape
         in_features = stored * weight.element_size() * 8 // bits
         linear = cls(weight.data_ptr(), None if scales is None else scales.data_ptr(), bits, out_features, in_features,
-                     int(tiled), None if tiles is None else tiles.data_ptr(), tiles_from_rows or 0)
+                     int(tiled), None if tiles is None else tiles.data_ptr(), tiles_from_rows or 0,
+                     int(int16_activations))
         linear.tensors = (weight, scales, tiles)  # kept alive with the pointers
         return linear
 
     @classmethod
     def cached(cls, owner: Any, weight: torch.Tensor, scales: torch.Tensor | None, bits: int,
                tiled: bool = False, tiles: torch.Tensor | None = None,
-               tiles_from_rows: int | None = None) -> "Linear":
+               tiles_from_rows: int | None = None, int16_activations: bool = False) -> "Linear":
         """``owner``'s descriptor, rebuilt when its tensors are no longer the ones pointed to (a
         replaced buffer, or the same tensor holding other memory after a ``.data`` swap): a layer
-        asks every call, so a stale pointer is never used. A new ``tiles_from_rows`` is written
-        into the descriptor in place, so a :class:`DraftHead` holding it takes it too."""
+        asks every call, so a stale pointer is never used. A new ``tiles_from_rows`` or
+        ``int16_activations`` is written into the descriptor in place, so a :class:`DraftHead`
+        holding it takes it too."""
         linear = owner.__dict__.get("_native_linear")
         if (linear is None or linear.tensors[0] is not weight or linear.tensors[1] is not scales
                 or linear.tensors[2] is not tiles or linear.weight != weight.data_ptr()
                 or (scales is not None and linear.scales != scales.data_ptr())
                 or (tiles is not None and linear.tiles != tiles.data_ptr())):
-            linear = owner.__dict__["_native_linear"] = cls.of(weight, scales, bits, tiled, tiles, tiles_from_rows)
+            linear = owner.__dict__["_native_linear"] = cls.of(weight, scales, bits, tiled, tiles, tiles_from_rows,
+                                                               int16_activations)
             linear.owner = weakref.ref(owner)
             """The module whose weights these are (:func:`keep_tile_copies` asks it for a tile copy)."""
-        elif linear.tiles_from_rows != (tiles_from_rows or 0):
-            linear.tiles_from_rows = tiles_from_rows or 0
+        else:
+            if linear.tiles_from_rows != (tiles_from_rows or 0):
+                linear.tiles_from_rows = tiles_from_rows or 0
+            if linear.int16_activations != int(int16_activations):
+                linear.int16_activations = int(int16_activations)
         return linear
 
 
@@ -312,6 +324,10 @@ class NativeKernels:
         P, I = _POINTER, _INT
         self._q4 = _function(library, "specpath_q4_matmul", P, P, P, P, I, I, I, I)
         self._q8 = _function(library, "specpath_q8_matmul", P, P, P, P, I, I, I, I)
+        self._q8a16 = _function(library, "specpath_q8a16_matmul", P, P, P, P, I, I, I, I)
+        self.vnni = os.environ.get(VNNI_SWITCH, "1") != "0" and bool(library.specpath_vnni_supported())
+        """The CPU has AVX512-VNNI (and ``SPECPATH_VNNI`` is not 0): :meth:`q8a16` runs, and a
+        drafter's int8 layers take it (:class:`~specpath_engine.quantization.Int8Linear`)."""
         self._bf16 = _function(library, "specpath_bf16_matmul", P, P, P, I, I, I, I)
         self._tile_pack = _function(library, "specpath_bf16_tile_pack", P, P, I, I)
         self._bf16_tiled = _function(library, "specpath_bf16_tile_matmul", P, P, P, I, I, I, I)
@@ -360,6 +376,16 @@ class NativeKernels:
         and fp32 ``scales [N]``; ``out`` is bf16 or fp32."""
         self._q8(weight.data_ptr(), scales.data_ptr(), x.data_ptr(), out.data_ptr(),
                  out.dtype == torch.float32, x.shape[0], weight.shape[0], x.shape[1])
+        return out
+
+    def q8a16(self, weight: torch.Tensor, scales: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """:meth:`q8` with each row of ``x`` quantised to int16 (one fp32 scale a row) and the
+        products summed exactly in int32 (AVX512-VNNI; only where :attr:`vnni`): about the bf16
+        path's accuracy, not its bits."""
+        if not self.vnni:
+            raise RuntimeError("q8a16 needs AVX512-VNNI, which this CPU lacks")
+        self._q8a16(weight.data_ptr(), scales.data_ptr(), x.data_ptr(), out.data_ptr(),
+                    out.dtype == torch.float32, x.shape[0], weight.shape[0], x.shape[1])
         return out
 
     def tile_pack(self, weight: torch.Tensor) -> torch.Tensor:

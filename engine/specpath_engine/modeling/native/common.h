@@ -38,14 +38,15 @@ static inline __m512 exp_ps(__m512 v) {
 /* A weight: bits 4 (levels [N, K/2], scale_mins [N, K/32, 2]), 8 (int8 [N, K], scales [N]) or
  * 16 (bf16 [N, K], no scales; with tiled, in tiled_matmul.c's tile layout). An int8 weight may
  * also carry tiles: its levels as bf16 in the tile layout (exact: |q| <= 127), multiplied on the
- * AMX tiles (then by the scales) in passes of at least tiles_from_rows rows (<= 0: never);
- * Python's Linear. */
+ * AMX tiles (then by the scales) in passes of at least tiles_from_rows rows (<= 0: never). An int8
+ * weight with int16_activations multiplies int16-quantised rows (specpath_q8a16_matmul: a
+ * drafter's, where the CPU has AVX512-VNNI). Python's Linear. */
 typedef struct {
     const void *weight;
     const float *scales;
     int64_t bits, out_features, in_features, tiled;
     const uint16_t *tiles;
-    int64_t tiles_from_rows;
+    int64_t tiles_from_rows, int16_activations;
 } specpath_linear;
 
 /* out [M, N] (bf16) = x [M, K] @ l's weight.T on the kernel its format takes (decoder_layer.c). */

@@ -17,6 +17,8 @@ void specpath_q4_matmul(const uint8_t *levels, const float *scale_mins, const ui
                         int out_f32, int M, int N, int K);
 void specpath_q8_matmul(const int8_t *weight, const float *scales, const uint16_t *x, void *out,
                         int out_f32, int M, int N, int K);
+void specpath_q8a16_matmul(const int8_t *weight, const float *scales, const uint16_t *x, void *out,
+                           int out_f32, int M, int N, int K);
 void specpath_bf16_matmul(const uint16_t *weight, const uint16_t *x, void *out, int out_f32, int M, int N, int K);
 void specpath_bf16_tile_matmul(const uint16_t *packed, const uint16_t *x, void *out, int out_f32, int M, int N, int K);
 void specpath_q8_tile_matmul(const uint16_t *packed, const float *scales, const uint16_t *x, void *out, int out_f32,
@@ -51,6 +53,8 @@ void specpath_linear_matmul(const specpath_linear *l, const uint16_t *x, uint16_
         specpath_bf16_tile_matmul((const uint16_t *)l->weight, x, out, 0, M, N, K);
     else if (l->bits == 16)
         specpath_bf16_matmul((const uint16_t *)l->weight, x, out, 0, M, N, K);
+    else if (l->int16_activations)
+        specpath_q8a16_matmul((const int8_t *)l->weight, l->scales, x, out, 0, M, N, K);
     else
         specpath_q8_matmul((const int8_t *)l->weight, l->scales, x, out, 0, M, N, K);
 }

@@ -5,6 +5,12 @@
  *       Q4_1's block): w = level * scale + minimum, rounded to bf16. Two groups share 32 bytes:
  *       byte j holds level j of the first in its low nibble, level j of the second in its high.
  *   q8: int8 weights with one fp32 scale per output row: w = q * scale.
+ *   q8a16: the same int8 weights times int16 activations (AVX512-VNNI's vpdpwssd): each row of x
+ *       is quantised to int16 with one fp32 scale (symmetric, its largest magnitude at the top of
+ *       the range), products summed exactly in int32, then scaled. One sign extension per 32
+ *       weights instead of q8's five conversion instructions, which bound q8 with warm weights.
+ *       Not the bf16 path's bits (the activations are rounded differently): for drafters, whose
+ *       drafts verification checks, not for a target's logits.
  *   bf16: the weights as they are.
  *
  * Products are bf16 x bf16 summed in fp32 (vdpbf16ps). Every (row, output) sum runs the same
@@ -12,6 +18,9 @@
  * not depend on what else is in the batch. Threads: the caller's OpenMP runtime (torch's). */
 #include <immintrin.h>
 #include <stdint.h>
+#include <stdlib.h>
+
+#include "common.h"
 
 #define GROUP 32
 #define MAX_ROWS 8
@@ -19,6 +28,11 @@
  * EPYC, 2 KiB ahead took a 4-bit layer from ~190 to ~140 us at one row and ~300 to ~200 at five;
  * the hardware prefetcher alone falls behind once each weight feeds several rows. */
 #define AHEAD 2048
+
+int specpath_vnni_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni");
+}
 
 int specpath_rows_matmul_supported(void) {
     __builtin_cpu_init();
@@ -116,6 +130,53 @@ static inline __attribute__((always_inline)) void q8_pair(
     for (int m = 0; m < M; m++) { part[m][j] = acc0[m]; part[m][j + 1] = acc1[m]; }
 }
 
+/* As q8_pair for int16 activations xq (rows of K): int32 lane sums, converted to fp32 for the
+ * shared reduction (exact in int32; see specpath_q8a16_matmul's range). */
+static inline __attribute__((always_inline)) __attribute__((target("avx512vnni"))) void q8a16_pair(
+    const int8_t *weight, const int16_t *xq, Partials part, int j, int n, int K, const int M) {
+    __m512i acc0[MAX_ROWS], acc1[MAX_ROWS];
+    for (int m = 0; m < M; m++) { acc0[m] = _mm512_setzero_si512(); acc1[m] = _mm512_setzero_si512(); }
+    const int8_t *w0 = weight + (size_t)n * K, *w1 = w0 + K;
+    for (int k = 0; k < K; k += GROUP) {
+        _mm_prefetch((const char *)(w0 + k + AHEAD), _MM_HINT_T0);
+        _mm_prefetch((const char *)(w1 + k + AHEAD), _MM_HINT_T0);
+        __m512i b0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w0 + k)));
+        __m512i b1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w1 + k)));
+        for (int m = 0; m < M; m++) {
+            __m512i xv = _mm512_loadu_si512((const void *)(xq + (size_t)m * K + k));
+            acc0[m] = _mm512_dpwssd_epi32(acc0[m], b0, xv);
+            acc1[m] = _mm512_dpwssd_epi32(acc1[m], b1, xv);
+        }
+    }
+    for (int m = 0; m < M; m++) {
+        part[m][j] = _mm512_cvtepi32_ps(acc0[m]);
+        part[m][j + 1] = _mm512_cvtepi32_ps(acc1[m]);
+    }
+}
+
+/* q8a16_pair for four output rows n..n+3 (four chains per input row: at one to four rows the
+ * pair's two chains wait on vpdpwssd's latency). The same int32 lane sums as the pair's. */
+static inline __attribute__((always_inline)) __attribute__((target("avx512vnni"))) void q8a16_quad(
+    const int8_t *weight, const int16_t *xq, Partials part, int j, int n, int K, const int M) {
+    __m512i acc[4][4];
+    for (int m = 0; m < M; m++)
+        for (int i = 0; i < 4; i++) acc[m][i] = _mm512_setzero_si512();
+    const int8_t *w = weight + (size_t)n * K;
+    for (int k = 0; k < K; k += GROUP) {
+        __m512i b[4];
+        for (int i = 0; i < 4; i++) {
+            _mm_prefetch((const char *)(w + (size_t)i * K + k + AHEAD), _MM_HINT_T0);
+            b[i] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w + (size_t)i * K + k)));
+        }
+        for (int m = 0; m < M; m++) {
+            __m512i xv = _mm512_loadu_si512((const void *)(xq + (size_t)m * K + k));
+            for (int i = 0; i < 4; i++) acc[m][i] = _mm512_dpwssd_epi32(acc[m][i], b[i], xv);
+        }
+    }
+    for (int m = 0; m < M; m++)
+        for (int i = 0; i < 4; i++) part[m][j + i] = _mm512_cvtepi32_ps(acc[m][i]);
+}
+
 static inline __attribute__((always_inline)) void bf16_pair(
     const uint16_t *weight, const uint16_t *x, Partials part, int j, int n, int K, const int M) {
     __m512 acc0[MAX_ROWS], acc1[MAX_ROWS];
@@ -178,6 +239,74 @@ void specpath_q8_matmul(const int8_t *weight, const float *scales, const uint16_
 #define Q8(MM) q8_pair(weight, xr, part, j, n, K, MM)
     PASSES(Q8, scales)
 #undef Q8
+}
+
+/* The largest int16 level of a row quantised for a K-long product with int8 weights (|q| <= 128):
+ * each of the 16 lanes sums K/16 products, which must stay inside int32. */
+static inline int q8a16_top(int K) {
+    const int64_t top = ((int64_t)1 << 31) / ((int64_t)128 * (K / 16 + 1)) - 1;
+    return top < 32767 ? (int)top : 32767;
+}
+
+/* x [M, K] bf16 -> xq [M, K] int16 and xs [M] (x ~ xq * xs): symmetric, per row, round to nearest. */
+static void quantize_rows_i16(const uint16_t *x, int16_t *xq, float *xs, int M, int K) {
+    const float top = (float)q8a16_top(K);
+    for (int m = 0; m < M; m++) {
+        const uint16_t *xm = x + (size_t)m * K;
+        __m512 peak = _mm512_setzero_ps();
+        for (int k = 0; k < K; k += 16) peak = _mm512_max_ps(peak, _mm512_abs_ps(load_bf16(xm + k)));
+        const float largest = _mm512_reduce_max_ps(peak);
+        const float scale = largest > 0.0f ? largest / top : 0.0f, inv = largest > 0.0f ? top / largest : 0.0f;
+        xs[m] = scale;
+        const __m512 vinv = _mm512_set1_ps(inv);
+        for (int k = 0; k < K; k += 16) {
+            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(load_bf16(xm + k), vinv)); /* nearest even */
+            _mm256_storeu_si256((__m256i *)(xq + (size_t)m * K + k), _mm512_cvtsepi32_epi16(q));
+        }
+    }
+}
+
+/* out [M, N] (bf16, or fp32 when out_f32) = x [M, K] (bf16, quantised per row to int16) @ (weight *
+ * scales[:, None]).T on AVX512-VNNI; N a multiple of 16, K of 32. Row-invariant like the others. */
+__attribute__((target("avx512vnni")))
+void specpath_q8a16_matmul(const int8_t *weight, const float *scales, const uint16_t *x, void *out,
+                           int out_f32, int M, int N, int K) {
+    int16_t *xq = malloc(sizeof(int16_t) * (size_t)M * K);
+    float *xs = malloc(sizeof(float) * (size_t)M);
+    quantize_rows_i16(x, xq, xs, M, K);
+    for (int r0 = 0; r0 < M; r0 += MAX_ROWS) {
+        const int rows = M - r0 < MAX_ROWS ? M - r0 : MAX_ROWS;
+        const int16_t *xr = xq + (size_t)r0 * K;
+        _Pragma("omp parallel for schedule(static)")
+        for (int n0 = 0; n0 < N; n0 += 16) {
+            Partials part;
+            if (rows <= 4) {
+                for (int j = 0; j < 16; j += 4) {
+                    const int n = n0 + j;
+                    switch (rows) {
+                    case 1: q8a16_quad(weight, xr, part, j, n, K, 1); break;
+                    case 2: q8a16_quad(weight, xr, part, j, n, K, 2); break;
+                    case 3: q8a16_quad(weight, xr, part, j, n, K, 3); break;
+                    default: q8a16_quad(weight, xr, part, j, n, K, 4); break;
+                    }
+                }
+            } else {
+                for (int j = 0; j < 16; j += 2) {
+                    const int n = n0 + j;
+#define QA(MM) q8a16_pair(weight, xr, part, j, n, K, MM)
+                    DISPATCH(QA)
+#undef QA
+                }
+            }
+            const __m512 row_scales = _mm512_loadu_ps(scales + n0);
+            for (int m = 0; m < rows; m++) {
+                __m512 sums = _mm512_mul_ps(_mm512_mul_ps(hsum16(part[m]), _mm512_set1_ps(xs[r0 + m])), row_scales);
+                store16(out, out_f32, (size_t)(r0 + m) * N + n0, sums);
+            }
+        }
+    }
+    free(xq);
+    free(xs);
 }
 
 void specpath_bf16_matmul(const uint16_t *weight, const uint16_t *x, void *out, int out_f32, int M, int N, int K) {
