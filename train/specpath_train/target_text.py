@@ -479,9 +479,23 @@ def load_dataset(data_dir: str | Path, layers: Sequence[int]) -> dict[str, Any]:
     missing = [i for i in layers if i not in have]
     if missing:
         raise ValueError(f"{data}: the cache holds layers {have}, not {missing}")
-    t = load_file(str(data / "features.safetensors"))
     pick = [have.index(i) for i in layers]
-    taps = t["taps"] if pick == list(range(len(have))) else t["taps"][:, :, pick]
+    if pick == list(range(len(have))):
+        t = load_file(str(data / "features.safetensors"))
+        taps = t["taps"]
+    else:  # a subset of the layers, read a slice of windows at a time: never the whole cache in memory
+        from safetensors import safe_open
+
+        with safe_open(str(data / "features.safetensors"), framework="pt") as f:
+            t = {name: f.get_tensor(name) for name in ("tokens", "topk_ids", "topk_probs")}
+            sliced = f.get_slice("taps")
+            n, w, _, d = sliced.get_shape()
+            taps = None
+            for start in range(0, n, 256):
+                chunk = sliced[start:start + 256][:, :, pick]
+                if taps is None:
+                    taps = torch.empty((n, w, len(pick), d), dtype=chunk.dtype)
+                taps[start:start + chunk.shape[0]] = chunk
     return {"tokens": t["tokens"].long(), "taps": taps, "topk_ids": t["topk_ids"].long(),
             "topk_probs": t["topk_probs"].float(), "heldout": int(meta["heldout"]), "meta": meta}
 
