@@ -16,7 +16,7 @@ goes (ingest input and layer pass, chain LM head, argmax and layer passes, and w
 Python around the call). Not part of the tests.
 
     python benchmarks/draft_cost.py [--methods eagle3,mtp] [--k 4] [--quantization int8|int4|none]
-        [--target-quantization int4] [--per-op-ingest] [--bf16-activations] [--breakdown]
+        [--target-quantization int4] [--per-op-ingest] [--bf16-activations] [--alone] [--breakdown]
 """
 
 from __future__ import annotations
@@ -83,6 +83,9 @@ def main() -> int:
     ap.add_argument("--quantization", default=None,
                     help="speculative_config.quantization for every drafter ('none': as loaded; "
                          "default: the shipped drafter's own default)")
+    ap.add_argument("--alone", action="store_true",
+                    help="each drafter without the model-free companion its shipped config drafts beside it "
+                         "(\"model_free_drafter\": {}): the drafter's own cost")
     ap.add_argument("--bf16-activations", action="store_true",
                     help="also run each drafter with its int8 layers on bf16 activations (the int8 kernel "
                          "before AVX512-VNNI's int16 one), side by side under the same load")
@@ -108,6 +111,8 @@ def main() -> int:
         config = {"method": method, "num_speculative_tokens": args.k, "draft_length_policy": "fixed"}
         if args.quantization is not None:
             config["quantization"] = args.quantization
+        if args.alone:
+            config["model_free_drafter"] = {}
         engines[method] = llm(config)
         samples[method] = []
         if args.per_op_ingest and hasattr(engines[method].speculator, "native_propose"):
