@@ -283,3 +283,21 @@ def test_more_data_trains_on_an_earlier_runs_windows_and_checks_them(capsys, tmp
                          "--more-data", str(other), *TINY)
     assert code == 1 and "made with other target weights" in last_error(err), err
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_data_only_run_trains_from_a_checkpoint_on_resume_and_then_keeps_it(capsys, tmp_path, data_file):  # noqa: F811
+    """The data of a ``--data-only`` run serves any starting drafter: ``--resume --from`` trains
+    on it; once training has begun the start is part of the run (another ``--from`` is refused)."""
+    start = tmp_path / "start"
+    code, _, err = train(capsys, "mtp", "--out", str(start), "--data", str(data_file), *TINY)
+    assert code == 0, err
+    run = tmp_path / "run"
+    code, _, err = train(capsys, "mtp", "--out", str(run), "--data", str(data_file), "--data-only", *TINY)
+    assert code == 0, err
+    code, _, err = train(capsys, "mtp", "--out", str(run), "--data", str(data_file), "--resume", "--from", str(start),
+                         *TINY)
+    assert code == 0, err
+    assert f"initialised from {start.resolve()}" in (run / "run" / "work" / "train.log").read_text()
+    assert json.loads((run / "run" / "run.json").read_text())["from"].startswith(str(start.resolve()))
+    code, _, err = train(capsys, "mtp", "--out", str(run), "--data", str(data_file), "--resume", *TINY)
+    assert code == 1 and "differs in from" in last_error(err), err

@@ -393,6 +393,8 @@ def prepare_out(out: Path, config: dict, *, resume: bool, overwrite: bool) -> No
         shutil.rmtree(out)
         return
     differs = [k for k in CONFIG_KEYS if _recorded(old, k) != config.get(k)]
+    if differs == ["from"] and not (out / RUN / "work" / "resume.pt").exists():
+        differs = []  # the starting drafter matters once training has begun: a --data-only run's data serves any
     if differs:
         raise _error(f"--out {out}: holds a run of another config (differs in {', '.join(differs)}); "
                      "--overwrite to replace it, or another --out")
