@@ -543,7 +543,9 @@ def recipe_argv(recipe: Any, args: argparse.Namespace, target_dir: Path, data_di
     lr = args.lr if args.lr is not None else variant.lr_from if variant is not None and args.init else recipe.lr
     argv = ["--target", str(target_dir), "--data", str(data_dir), "--out", str(work), "--export", str(out),
             "--seed", str(args.seed), "--threads", str(args.threads), "--resume", "--batch", str(args.batch),
-            "--lr", str(lr), "--warmup", str(warmup), "--minutes", str(args.minutes or 0)]
+            "--lr", str(lr), "--warmup", str(warmup), "--minutes", str(args.minutes or 0),
+            # about ten held-out evaluations a clock budget (each reads every held-out window)
+            "--eval-every", str(max(60.0, round((args.minutes or 0) * 6.0, 1)))]
     if args.device != "cpu":
         argv += ["--device", args.device]
     if train_precision(args.precision, args.device) == "bfloat16":
