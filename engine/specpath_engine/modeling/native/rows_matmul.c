@@ -8,7 +8,10 @@
  *   q8a16: the same int8 weights times int16 activations (AVX512-VNNI's vpdpwssd): each row of x
  *       is quantised to int16 with one fp32 scale (symmetric, its largest magnitude at the top of
  *       the range), products summed exactly in int32, then scaled. One sign extension per 32
- *       weights instead of q8's five conversion instructions, which bound q8 with warm weights.
+ *       weights instead of q8's five conversion instructions, which bound q8 with warm weights;
+ *       but vpdpwssd retires at about half vdpbf16ps's rate (an AVX512-BF16 EPYC), so it pays at
+ *       one to three rows (1.7x at one), breaks even at four and loses from five: a drafter's
+ *       chain (one row) and ingest (the accepted tokens), not a verification's rows.
  *       Not the bf16 path's bits (the activations are rounded differently): for drafters, whose
  *       drafts verification checks, not for a target's logits.
  *   bf16: the weights as they are.
@@ -154,11 +157,13 @@ static inline __attribute__((always_inline)) __attribute__((target("avx512vnni")
     }
 }
 
-/* q8a16_pair for four output rows n..n+3 (four chains per input row: at one to four rows the
- * pair's two chains wait on vpdpwssd's latency). The same int32 lane sums as the pair's. */
+/* q8a16_pair for four output rows n..n+3 (four chains per input row: at few rows the pair's two
+ * chains wait on vpdpwssd's latency); up to QUAD_ROWS input rows (4 x 5 accumulators, 4 weight
+ * vectors and a row in the 32 registers). The same int32 lane sums as the pair's. */
+#define QUAD_ROWS 5
 static inline __attribute__((always_inline)) __attribute__((target("avx512vnni"))) void q8a16_quad(
     const int8_t *weight, const int16_t *xq, Partials part, int j, int n, int K, const int M) {
-    __m512i acc[4][4];
+    __m512i acc[QUAD_ROWS][4];
     for (int m = 0; m < M; m++)
         for (int i = 0; i < 4; i++) acc[m][i] = _mm512_setzero_si512();
     const int8_t *w = weight + (size_t)n * K;
@@ -280,14 +285,15 @@ void specpath_q8a16_matmul(const int8_t *weight, const float *scales, const uint
         _Pragma("omp parallel for schedule(static)")
         for (int n0 = 0; n0 < N; n0 += 16) {
             Partials part;
-            if (rows <= 4) {
+            if (rows <= QUAD_ROWS) {
                 for (int j = 0; j < 16; j += 4) {
                     const int n = n0 + j;
                     switch (rows) {
                     case 1: q8a16_quad(weight, xr, part, j, n, K, 1); break;
                     case 2: q8a16_quad(weight, xr, part, j, n, K, 2); break;
                     case 3: q8a16_quad(weight, xr, part, j, n, K, 3); break;
-                    default: q8a16_quad(weight, xr, part, j, n, K, 4); break;
+                    case 4: q8a16_quad(weight, xr, part, j, n, K, 4); break;
+                    default: q8a16_quad(weight, xr, part, j, n, K, 5); break;
                     }
                 }
             } else {
