@@ -163,8 +163,9 @@ def test_bad_variants_and_starts_are_one_line_and_write_nothing(capsys, tmp_path
         (["mtp", "--variant", "pard"], "method 'mtp' has no variants; specpath train has draft_model --variant pard"),
         (["eagle3", "--variant", "peagle"], "eagle3's variants are p-eagle (did you mean 'p-eagle'?)"),
         (["draft_model", "--variant", "p-eagle"], "draft_model's variants are pard"),
-        (["dflash", "--from", str(plain["eagle3"])],
-         "dflash's recipe cannot start from a checkpoint (eagle3, mtp, draft_model can)"),
+        (["eagle", "--from", str(plain["eagle3"])],
+         "eagle's recipe cannot start from a checkpoint (eagle3, mtp, dflash, dspark, draft_model can)"),
+        (["dflash", "--from", str(plain["eagle3"])], "a checkpoint of eagle3, not dflash"),
         (["mtp", "--from", str(plain["eagle3"])], "a checkpoint of eagle3, not mtp"),
         (["eagle3", "--from", str(tmp_path / "nothing")], "not a drafter checkpoint"),
         (["eagle3", "--from", str(not_a_checkpoint)], "not a drafter checkpoint"),
@@ -301,3 +302,42 @@ def test_a_data_only_run_trains_from_a_checkpoint_on_resume_and_then_keeps_it(ca
     assert json.loads((run / "run" / "run.json").read_text())["from"].startswith(str(start.resolve()))
     code, _, err = train(capsys, "mtp", "--out", str(run), "--data", str(data_file), "--resume", *TINY)
     assert code == 1 and "differs in from" in last_error(err), err
+
+
+@pytest.mark.parametrize("method", ["dflash", "dspark"])
+def test_a_block_drafter_fine_tunes_from_its_checkpoint_with_its_taps(capsys, tmp_path, data_file, method):  # noqa: F811
+    """``--from`` a DFlash/DSpark checkpoint: the run keeps the starting drafter's layout (its
+    taps, not the method's default ones, are the features it computes), its weights move, the
+    lineage is recorded; a checkpoint of the other block method or of another layout is one line."""
+    from safetensors.torch import save_file
+
+    first = tmp_path / "first"
+    code, _, err = train(capsys, method, "--out", str(first), "--data", str(data_file), *TINY)
+    assert code == 0, err
+    # the same drafter reading other target layers (as the shipped SmolLM2 ones do: EAGLE-3's taps)
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    config = json.loads((first / "config.json").read_text())
+    taps = [t + 1 for t in config["target_layer_ids"]]
+    (moved / "config.json").write_text(json.dumps({**config, "target_layer_ids": taps}))
+    save_file(load_file(str(first / "model.safetensors")), str(moved / "model.safetensors"))
+    out = tmp_path / "more"
+    code, _, err = train(capsys, method, "--from", str(moved), "--out", str(out), "--data", str(data_file), *TINY)
+    assert code == 0, err
+    layers = json.loads((out / "run" / "data" / "features.json").read_text())["key"]["layers"]
+    assert layers[:-1] == taps
+    assert json.loads((out / "config.json").read_text())["target_layer_ids"] == taps
+    assert f"{method}: initialised from {moved.resolve()}" in (out / "run" / "work" / "train.log").read_text()
+    record = json.loads((out / "config.json").read_text())["specpath_training"]
+    assert record["init"] == config["specpath_training"]
+    before, after = load_file(str(moved / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    assert before.keys() == after.keys() and any(not torch.equal(before[k], after[k]) for k in before)
+    other = "dspark" if method == "dflash" else "dflash"
+    code, _, err = train(capsys, other, "--from", str(first), "--out", str(tmp_path / "bad"), "--data",
+                         str(data_file), *TINY)
+    assert code == 1 and f"a checkpoint of {method}, not {other}" in last_error(err), err
+    (moved / "config.json").write_text(json.dumps({**config, "target_layer_ids": [0, 99, 1]}))
+    code, _, err = train(capsys, method, "--from", str(moved), "--out", str(tmp_path / "bad"), "--data",
+                         str(data_file), *TINY)
+    assert code == 1 and "does not fit the target: target layers [0, 99, 1]" in last_error(err), err
+    assert not (tmp_path / "bad").exists()

@@ -145,6 +145,9 @@ def add_block_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gamma", type=float, default=4.0, help="position-weight decay")
     p.add_argument("--tap-ids", type=int, nargs="+", default=None,
                    help="the target layers to fuse (0-based outputs; default: spaced from 1 to N-3)")
+    p.add_argument("--init", default=None,
+                   help="start from this drafter's weights (a checkpoint of the recipe's kind and of the drafter "
+                        "these flags build: its taps, layers, K; specpath train --from sets them)")
 
 
 def block_parser(doc: str) -> argparse.ArgumentParser:
@@ -174,6 +177,8 @@ class BlockRun:
     vocab_ids: torch.Tensor | None
     """Their ids (None: the whole vocabulary); recorded so serving keeps to them."""
     drafter: DFlashDrafter
+    init: dict | None = None
+    """The ``--init`` checkpoint's own training record (its lineage, for this run's record)."""
 
 
 def prepare_block_run(name: str, args: argparse.Namespace,
@@ -192,8 +197,32 @@ def prepare_block_run(name: str, args: argparse.Namespace,
     drafter = make(config, emb_w, head_w)
     with torch.no_grad():
         drafter.norm.weight.copy_(norm_w)
+    init = start_from(drafter, args.init, log) if getattr(args, "init", None) else None
     return BlockRun(out=out, log=log, config=config, norm_w=norm_w, eps=config.get("rms_norm_eps", 1e-6),
-                    tokens=tokens, taps=taps, head_w=head_w, vocab_ids=vocab_ids, drafter=drafter)
+                    tokens=tokens, taps=taps, head_w=head_w, vocab_ids=vocab_ids, drafter=drafter, init=init)
+
+
+INIT_FIELDS = ("kind", "num_hidden_layers", "target_layer_ids", "num_draft_tokens", "anchor_sampling", "markov_rank")
+"""What a ``--init`` checkpoint must share with the drafter the recipe's flags build (the weights'
+shapes are checked as they load)."""
+
+
+def start_from(drafter: DFlashDrafter, path: str, log: Callable[[str], None]) -> dict | None:
+    """Load ``path``'s weights into ``drafter`` (every tensor, with its shape), after checking it
+    is a drafter of the same kind and layout; returns its training record (None: none kept)."""
+    import json
+    from pathlib import Path
+
+    from specpath_drafting.block.drafter import load_weights, read_config
+
+    theirs, mine = read_config(path), drafter.config
+    differs = [f"{f} {getattr(theirs, f)!r} (this run: {getattr(mine, f)!r})" for f in INIT_FIELDS
+               if getattr(theirs, f) != getattr(mine, f)]
+    if differs:
+        raise ValueError(f"--init {path}: another drafter than these flags build: {', '.join(differs)}")
+    load_weights(drafter, path)
+    log(f"{mine.kind}: initialised from {path}")
+    return json.loads((Path(path) / "config.json").read_text()).get("specpath_training")
 
 
 def setup_run(args: argparse.Namespace):

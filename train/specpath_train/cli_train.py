@@ -69,7 +69,7 @@ def add_subcommands(subparsers: Any) -> None:
                                      "in one pass from mask tokens), eagle3 --variant p-eagle (drafts 2..K from mask "
                                      "slots in the first draft's pass)")
     p.add_argument("--from", dest="init", metavar="CHECKPOINT",
-                   help="start from this drafter (eagle3, mtp, draft_model: e.g. the --out of an earlier run) instead of "
+                   help="start from this drafter (eagle3, mtp, dflash, dspark, draft_model: e.g. the --out of an earlier run) instead of "
                         "from scratch: a variant as a fine-tune of the plain drafter")
     p.add_argument("--out", help="output directory: the checkpoint, metrics.json and run/ (resume state)")
     p.add_argument("--data", help='prompts, one JSON object a line: {"prompt": ...} or {"messages": [...]} '
@@ -651,7 +651,8 @@ def _train(args: argparse.Namespace) -> int:
         raise _error(f"--from {args.init}: inside --out {out}, which this run writes; give the new run another --out")
     if args.more_data and args.data_only:
         raise _error("--more-data with --data-only: the merge feeds training; give --more-data to the run that trains")
-    check_more_data(args.more_data, recipe.layers(target_config) if target_dir is not None else None,
+    init_config = json.loads((Path(args.init) / "config.json").read_text()) if args.init else None
+    check_more_data(args.more_data, recipe.run_layers(target_config, init_config) if target_dir is not None else None,
                     target_dir)
     data_id = _data_id(args.data)
     args.dtype = train_dtype(args.dtype, args.target)  # resolved: the run's config records what ran
@@ -689,7 +690,7 @@ def _train(args: argparse.Namespace) -> int:
     (run_dir / "heldout_prompts.json").write_text(json.dumps(held_ids))
     from specpath_train import selfdistill
 
-    layers = recipe.layers(target_config)
+    layers = recipe.run_layers(target_config, init_config)  # a --from drafter's taps where it has its own
     data_dir = run_dir / "data"
     meta = selfdistill.build(target_dir, data_dir, layers, train=train_ids, heldout=held_ids, window=args.window,
                              max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,

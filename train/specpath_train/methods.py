@@ -89,6 +89,15 @@ class MethodRecipe:
     this target (None: it can)."""
     init_flags: Callable[[Mapping[str, Any]], list[str]] = lambda c: []
     """Recipe flags a ``--from`` checkpoint's config sets (its shape wins over the method's flags)."""
+    init_layers: Callable[[Mapping[str, Any], Mapping[str, Any]], tuple[int, ...]] | None = None
+    """``(checkpoint config, target config)`` -> the target layers a ``--from`` run's features keep
+    (None: :attr:`layers`, the same for every start)."""
+
+    def run_layers(self, target: Mapping[str, Any], init: Mapping[str, Any] | None) -> tuple[int, ...]:
+        """The target layers this run's features keep: a ``--from`` checkpoint's where it says."""
+        if init is not None and self.init_layers is not None:
+            return self.init_layers(init, target)
+        return self.layers(target)
 
 
 def _shape_mismatch(pairs: Mapping[str, tuple[Any, Any]]) -> str | None:
@@ -138,6 +147,37 @@ def _draft_model_init_fits(ckpt: Mapping[str, Any], target: Mapping[str, Any]) -
     if ckpt.get("num_hidden_layers") != layers:
         return f"it has {ckpt.get('num_hidden_layers')} layers, the draft specpath train makes for this target {layers}"
     return _shape_mismatch(_layer_shape(ckpt, target))
+
+
+def _block_init_fits(kind: str) -> Callable[[Mapping[str, Any], Mapping[str, Any]], str | None]:
+    def fits(ckpt: Mapping[str, Any], target: Mapping[str, Any]) -> str | None:
+        """A block drafter of this kind with layers of the target's shape, reading its layers."""
+        n = target["num_hidden_layers"]
+        taps = ckpt.get("target_layer_ids") or []
+        if ckpt.get("model_type") != kind:
+            return f"model_type {ckpt.get('model_type')!r} where the recipe trains {kind!r}"
+        if not taps or not all(isinstance(i, int) and 0 <= i < n for i in taps):
+            return f"target layers {list(taps)} where the target has {n}"
+        return _shape_mismatch({"target layer count": (ckpt.get("target_num_hidden_layers"), n),
+                                "target hidden size": (ckpt.get("target_hidden_size"), target["hidden_size"]),
+                                **_layer_shape(ckpt, target)})
+
+    return fits
+
+
+def _block_init_flags(ckpt: Mapping[str, Any]) -> list[str]:
+    """The starting drafter's layout: its taps, layers and K (and DSpark's Markov rank and layout)."""
+    flags = ["--tap-ids", *map(str, ckpt["target_layer_ids"]), "--taps", str(len(ckpt["target_layer_ids"])),
+             "--layers", str(ckpt["num_hidden_layers"]), "--k", str(ckpt.get("num_draft_tokens", NUM_SPECULATIVE_TOKENS))]
+    if ckpt.get("model_type") == "dspark":
+        flags += ["--markov-rank", str(ckpt.get("markov_rank", 0))]
+        if not ckpt.get("anchor_sampling", True):
+            flags.append("--fill-in")
+    return flags
+
+
+def _block_init_layers(ckpt: Mapping[str, Any], target: Mapping[str, Any]) -> tuple[int, ...]:
+    return (*ckpt["target_layer_ids"], target["num_hidden_layers"] - 1)
 
 
 @attrs.frozen(kw_only=True)
@@ -196,10 +236,12 @@ RECIPES: dict[str, MethodRecipe] = {r.method: r for r in (
                  flags=lambda c: ["--modules", "1", "--depth", "3", *_vocab_flags(c)], init_flag="--init",
                  init_fits=_mtp_init_fits),
     MethodRecipe(method="dflash", module="dflash", layers=_block_layers("dflash"),
-                 flags=lambda c: [*BLOCK, *_vocab_flags(c)]),
+                 flags=lambda c: [*BLOCK, *_vocab_flags(c)], init_flag="--init", init_fits=_block_init_fits("dflash"),
+                 init_flags=_block_init_flags, init_layers=_block_init_layers),
     MethodRecipe(method="dspark", module="dspark", layers=_block_layers("dspark"),
                  flags=lambda c: [*BLOCK, "--markov-rank", "16", "--soft-ce", "--loss-weights", "1.0", "0.9", "1.0",
-                                  *_vocab_flags(c)]),
+                                  *_vocab_flags(c)], init_flag="--init", init_fits=_block_init_fits("dspark"),
+                 init_flags=_block_init_flags, init_layers=_block_init_layers),
     MethodRecipe(method="draft_model", module="draft_model_shared", layers=_last, flags=_draft_model_flags,
                  common=False, lr=1e-3, init_flag="--init", init_fits=_draft_model_init_fits),
 )}

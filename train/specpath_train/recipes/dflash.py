@@ -21,13 +21,17 @@ from specpath_train.trainer import fit, save_and_export, train_vocab_record, tra
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = block_parser(__doc__).parse_args(argv)
-    run = prepare_block_run("dflash", args, lambda config, emb_w, rows: build("dflash", args, config, emb_w, rows))
+    parser = block_parser(__doc__)
+    args = parser.parse_args(argv)
+    try:
+        run = prepare_block_run("dflash", args, lambda config, emb_w, rows: build("dflash", args, config, emb_w, rows))
+    except ValueError as e:  # a --init checkpoint of another drafter
+        parser.error(str(e))
     loss_fn = dflash_loss(run.drafter, run.norm_w, run.head_w, run.eps, k=args.k, anchors_per_window=args.anchors,
                           gamma=args.gamma, seed=args.seed)
     metrics = fit("dflash", run.drafter, loss_fn, run.tokens, run.taps, args, run.log)
     extra = {"specpath_training": training_record("specpath_train.recipes.dflash", args, metrics, argv=argv,
-                                                  **train_vocab_record(run.vocab_ids))}
+                                                  init=run.init, **train_vocab_record(run.vocab_ids))}
     save_and_export(save_drafter, run.drafter, run.out / "drafter", args, run.log, "dflash", extra=extra)
     return 0
 

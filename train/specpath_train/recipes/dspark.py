@@ -38,7 +38,10 @@ def main(argv: list[str] | None = None) -> int:
         return build("dspark", args, config, emb_w, rows, module=DSparkDrafter, markov_rank=args.markov_rank,
                      anchor_sampling=not args.fill_in)
 
-    run = prepare_block_run("dspark", args, make)
+    try:
+        run = prepare_block_run("dspark", args, make)
+    except ValueError as e:  # a --init checkpoint of another drafter
+        p.error(str(e))
     drafter, held = run.drafter, args.heldout_windows
     drafter.markov_columns = run.vocab_ids  # the Markov head scores the same reduced columns while training
     loss_fn = dspark_loss(drafter, run.norm_w, run.head_w, run.eps, k=args.k, anchors_per_window=args.anchors,
@@ -53,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         drafter.confidence_temperatures.copy_(torch.tensor(temps))
     extra = {"confidence_temperatures": temps,
              "specpath_training": training_record("specpath_train.recipes.dspark", args, metrics, argv=argv,
-                                                  calibration_ece=errors, **train_vocab_record(run.vocab_ids))}
+                                                  calibration_ece=errors, init=run.init,
+                                                  **train_vocab_record(run.vocab_ids))}
     save_and_export(save_drafter, drafter, run.out / "drafter", args, run.log, "dspark", extra=extra)
     return 0
 
