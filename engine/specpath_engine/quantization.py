@@ -100,11 +100,12 @@ class Int8Linear(_WeightOnlyLinear):
         self.int16_activations = False
         """Rows are quantised to int16 and multiplied on AVX512-VNNI (:meth:`use_int16_activations`)."""
 
-    def use_int16_activations(self) -> bool:
+    def use_int16_activations(self, on: bool = True) -> bool:
         """Multiply int16-quantised rows from now on (``NativeKernels.q8a16``) where the layer is
         native and the CPU has AVX512-VNNI: a drafter's layers, whose outputs verification checks
-        (not the bf16 path's bits). Returns whether it does."""
-        self.int16_activations = bool(self.native and kernels().vnni)
+        (not the bf16 path's bits); ``on=False``: bf16 rows again (a drafter whose passes run at
+        five rows or more, where q8a16 loses). Returns whether it does."""
+        self.int16_activations = bool(on and self.native and kernels().vnni)
         if self.native:
             self.native_linear()  # a descriptor built before (a drafter's native form) takes it too
         return self.int16_activations

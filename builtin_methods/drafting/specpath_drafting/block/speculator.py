@@ -17,6 +17,7 @@ Each step, for the whole batch at once:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +33,17 @@ from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig, load_w
 from specpath_drafting.block.reference import build_block_queries_reference
 from specpath_drafting.kv import DrafterKV
 from specpath_drafting.vocab import serving_lm_head
+
+
+def _block_prepared(prepare: Any, module: torch.nn.Module) -> torch.nn.Module:
+    """``prepare(module)`` with its int8 layers on bf16 activations: a block pass runs K + 1 rows
+    (and its context ingest the new positions), where the int16-activation kernel a drafter's
+    int8 layers take by default loses to the bf16 one (it pays at one to three rows: a chain's)."""
+    module = prepare(module)
+    for layer in module.modules():
+        if callable(use := getattr(layer, "use_int16_activations", None)):
+            use(False)
+    return module
 
 
 def block_queries_fn(device: torch.device):
@@ -54,13 +66,16 @@ class BlockSpeculator(BaseSpeculator):
         self.k = int(spec.num_speculative_tokens)
         self.anchor_first = bool(flags.anchor_sampling)
         self.random_drafts = spec.draft_sample_method == "random"
+        self.prepare = None if context.prepare_module is None else functools.partial(_block_prepared,
+                                                                                       context.prepare_module)
+        """The engine's ``prepare_module`` for this drafter's passes (:func:`_block_prepared`)."""
         self.drafter = self.build_drafter().to(device=self.device, dtype=self.dtype).eval()
         for p in self.drafter.parameters():
             p.requires_grad_(False)
         for layer in self.drafter.layers:  # q/k/v and gate/up as one matmul each (the native layer halves)
             layer.fuse_projections()
-        if context.prepare_module is not None:  # e.g. pre-packed bf16 linears, like the target's
-            self.drafter = context.prepare_module(self.drafter)
+        if self.prepare is not None:  # e.g. pre-packed bf16 linears, like the target's
+            self.drafter = self.prepare(self.drafter)
         dc = self.drafter.config
         self.check_target(dc, context)
         self.adaptive = bool(spec.enable_adaptive_verification)
@@ -87,8 +102,7 @@ class BlockSpeculator(BaseSpeculator):
         dc = read_config(path)
         if dc.kind != self.kind:
             raise ValueError(f"{path}: a {dc.kind!r} drafter; method {self.kind!r} needs a {self.kind} drafter")
-        lm_head = serving_lm_head(self.context.lm_head, path, self.context.vocab_size,
-                                  prepare=self.context.prepare_module)
+        lm_head = serving_lm_head(self.context.lm_head, path, self.context.vocab_size, prepare=self.prepare)
         drafter = self.drafter_class()(dc, embed_tokens=self.context.embed_tokens, lm_head=lm_head)
         return load_weights(drafter, path)
 
