@@ -28,8 +28,9 @@ AMX tile layout (:meth:`Int8Linear.keep_tiles`, where the CPU has the tiles): pa
 Only drafters: a pass's bits then depend on its row count, which verification must not.
 A drafter's int8 layers also multiply int16-quantised activations where the CPU has AVX512-VNNI
 (``quantize_model_(..., int16_activations=True)``; :meth:`NativeKernels.q8a16
-<specpath_engine.modeling.native.NativeKernels.q8a16>`): one sign extension per 32 weights
-instead of five conversions, about the bf16 path's accuracy but not its bits, so never a target's.
+<specpath_engine.modeling.native.NativeKernels.q8a16>`) in passes of up to
+``INT16_ACTIVATION_ROWS`` rows: one sign extension per 32 weights instead of five conversions,
+about the bf16 path's accuracy but not its bits, so never a target's.
 
 The quantised weights *are* the target: speculative decoding verifies against them, so it stays
 lossless with respect to this model (greedy speculative output equals greedy plain output of
@@ -42,7 +43,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from specpath_engine.modeling.native import TILES_FROM_ROWS, Linear as NativeLinear, kernels
+from specpath_engine.modeling.native import INT16_ACTIVATION_ROWS, TILES_FROM_ROWS, Linear as NativeLinear, kernels
 
 QUANTIZATIONS = ("int8", "int4")
 """The ``quantization`` values the engine accepts."""
@@ -135,7 +136,7 @@ class Int8Linear(_WeightOnlyLinear):
         return rows  # any float dtype: the packed matmul takes it as is
 
     def _native_mm(self, rows: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        if self.int16_activations:
+        if self.int16_activations and rows.shape[0] <= INT16_ACTIVATION_ROWS:  # as the fused calls choose
             return kernels().q8a16(self.qweight, self.scales_f32, rows, out)
         return kernels().q8(self.qweight, self.scales_f32, rows, out)
 

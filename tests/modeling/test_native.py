@@ -120,8 +120,9 @@ def test_int16_activations_stay_inside_int32_over_a_long_row():
 @needs_vnni
 def test_a_drafter_int8_layer_takes_int16_activations_and_its_descriptor_follows():
     """``use_int16_activations``: the layer's forward and its native descriptor (what a drafter's
-    native form reads) both switch to q8a16; ``quantize_model_(int16_activations=True)`` sets it
-    on every int8 layer, and a target's layers never have it."""
+    native form reads) both switch to q8a16 for passes of up to ``INT16_ACTIVATION_ROWS`` rows;
+    ``quantize_model_(int16_activations=True)`` sets it on every int8 layer, and a target's
+    layers never have it."""
     from specpath_engine.quantization import Int8Linear, quantize_model_
 
     layer = _q8_layer(64, 128, 3)
@@ -135,6 +136,12 @@ def test_a_drafter_int8_layer_takes_int16_activations_and_its_descriptor_follows
     assert descriptor.int16_activations == 1 and layer.native_linear() is descriptor
     assert torch.equal(after, KERNELS.q8a16(layer.qweight, layer.scales_f32, x, torch.empty(3, 64)).bfloat16())
     assert torch.equal(KERNELS.linear(descriptor, x, torch.empty(3, 64, dtype=torch.bfloat16)), after)
+    # a pass of more rows than INT16_ACTIVATION_ROWS takes the bf16-activation kernel, on both paths
+    many = torch.randn(native.INT16_ACTIVATION_ROWS + 2, 128).bfloat16()
+    with torch.no_grad():
+        wide = layer(many)
+    assert torch.equal(wide, KERNELS.q8(layer.qweight, layer.scales_f32, many, torch.empty(len(many), 64)).bfloat16())
+    assert torch.equal(KERNELS.linear(descriptor, many, torch.empty(len(many), 64, dtype=torch.bfloat16)), wide)
     torch.testing.assert_close(after.float(), before.float(), rtol=2e-2, atol=1e-2 * float(before.abs().max()))
     drafter = quantize_model_(nn.Sequential(nn.Linear(128, 64), nn.Linear(64, 32)).bfloat16(), "int8",
                               int16_activations=True)

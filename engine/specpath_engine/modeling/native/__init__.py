@@ -58,6 +58,13 @@ ENV_SWITCH = "SPECPATH_NATIVE"
 AMX_SWITCH = "SPECPATH_AMX"
 """Set to ``0`` to keep bf16 matmuls off the AMX tiles (rows_matmul.c's kernel instead)."""
 
+INT16_ACTIVATION_ROWS = 4
+"""The most rows a pass of an int8 layer with int16 activations multiplies on the int16 kernel
+(:meth:`NativeKernels.q8a16`; ``common.h``): ``vpdpwssd`` retires at about half ``vdpbf16ps``'s
+rate, so it pays at one to three rows, breaks even at four and loses from five, where the pass
+takes the bf16-activation kernel (like a dual weight's tiles, a drafter's bits then depend on
+its pass's row count; verification's never do)."""
+
 VNNI_SWITCH = "SPECPATH_VNNI"
 """Set to ``0`` to keep drafters' int8 matmuls on bf16 activations (side-by-side measurements)."""
 

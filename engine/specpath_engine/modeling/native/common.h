@@ -39,8 +39,10 @@ static inline __m512 exp_ps(__m512 v) {
  * 16 (bf16 [N, K], no scales; with tiled, in tiled_matmul.c's tile layout). An int8 weight may
  * also carry tiles: its levels as bf16 in the tile layout (exact: |q| <= 127), multiplied on the
  * AMX tiles (then by the scales) in passes of at least tiles_from_rows rows (<= 0: never). An int8
- * weight with int16_activations multiplies int16-quantised rows (specpath_q8a16_matmul: a
- * drafter's, where the CPU has AVX512-VNNI). Python's Linear. */
+ * weight with int16_activations multiplies int16-quantised rows in passes of at most
+ * INT16_ACTIVATION_ROWS rows (specpath_q8a16_matmul: a drafter's, where the CPU has AVX512-VNNI;
+ * it loses to the bf16 kernel from five rows). Python's Linear. */
+#define INT16_ACTIVATION_ROWS 4
 typedef struct {
     const void *weight;
     const float *scales;

@@ -53,7 +53,7 @@ void specpath_linear_matmul(const specpath_linear *l, const uint16_t *x, uint16_
         specpath_bf16_tile_matmul((const uint16_t *)l->weight, x, out, 0, M, N, K);
     else if (l->bits == 16)
         specpath_bf16_matmul((const uint16_t *)l->weight, x, out, 0, M, N, K);
-    else if (l->int16_activations)
+    else if (l->int16_activations && M <= INT16_ACTIVATION_ROWS)
         specpath_q8a16_matmul((const int8_t *)l->weight, l->scales, x, out, 0, M, N, K);
     else
         specpath_q8_matmul((const int8_t *)l->weight, l->scales, x, out, 0, M, N, K);
