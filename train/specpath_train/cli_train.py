@@ -260,6 +260,11 @@ def check_more_data(dirs: list[str], layers: Any, target_dir: Any) -> None:
     """Every ``--more-data`` directory is a finished data directory holding ``layers`` (when
     known) of ``target_dir``'s weights (when known; a GGUF target is checked once converted, by
     the merge)."""
+    digest = None
+    if dirs and target_dir is not None:
+        from specpath_train.selfdistill import target_digest
+
+        digest = target_digest(target_dir)  # hashes the weights: once for every directory
     for d in dirs:
         meta_path = Path(d) / "features.json"
         if not meta_path.is_file() or not (Path(d) / "features.safetensors").is_file():
@@ -274,12 +279,8 @@ def check_more_data(dirs: list[str], layers: Any, target_dir: Any) -> None:
         have = meta.get("key", {}).get("layers", [])
         if layers is not None and not set(layers) <= set(have):
             raise _error(f"--more-data {d}: holds the target's layers {have}, this method needs {list(layers)}")
-        if target_dir is not None:
-            from specpath_train.selfdistill import target_digest
-
-            digest = target_digest(target_dir)
-            if meta.get("key", {}).get("target") != digest:
-                raise _error(f"--more-data {d}: made with other target weights than {target_dir}")
+        if digest is not None and meta.get("key", {}).get("target") != digest:
+            raise _error(f"--more-data {d}: made with other target weights than {target_dir}")
 
 
 def with_more_data(data_dir: Path, more: list[str], layers: Any, merged: Path, log: Any) -> Path:
