@@ -133,34 +133,10 @@ static inline __attribute__((always_inline)) void q8_pair(
     for (int m = 0; m < M; m++) { part[m][j] = acc0[m]; part[m][j + 1] = acc1[m]; }
 }
 
-/* As q8_pair for int16 activations xq (rows of K): int32 lane sums, converted to fp32 for the
- * shared reduction (exact in int32; see specpath_q8a16_matmul's range). */
-static inline __attribute__((always_inline)) __attribute__((target("avx512vnni"))) void q8a16_pair(
-    const int8_t *weight, const int16_t *xq, Partials part, int j, int n, int K, const int M) {
-    __m512i acc0[MAX_ROWS], acc1[MAX_ROWS];
-    for (int m = 0; m < M; m++) { acc0[m] = _mm512_setzero_si512(); acc1[m] = _mm512_setzero_si512(); }
-    const int8_t *w0 = weight + (size_t)n * K, *w1 = w0 + K;
-    for (int k = 0; k < K; k += GROUP) {
-        _mm_prefetch((const char *)(w0 + k + AHEAD), _MM_HINT_T0);
-        _mm_prefetch((const char *)(w1 + k + AHEAD), _MM_HINT_T0);
-        __m512i b0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w0 + k)));
-        __m512i b1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w1 + k)));
-        for (int m = 0; m < M; m++) {
-            __m512i xv = _mm512_loadu_si512((const void *)(xq + (size_t)m * K + k));
-            acc0[m] = _mm512_dpwssd_epi32(acc0[m], b0, xv);
-            acc1[m] = _mm512_dpwssd_epi32(acc1[m], b1, xv);
-        }
-    }
-    for (int m = 0; m < M; m++) {
-        part[m][j] = _mm512_cvtepi32_ps(acc0[m]);
-        part[m][j + 1] = _mm512_cvtepi32_ps(acc1[m]);
-    }
-}
-
-/* q8a16_pair for four output rows n..n+3 (four chains per input row: at few rows the pair's two
- * chains wait on vpdpwssd's latency); up to QUAD_ROWS input rows (4 x 5 accumulators, 4 weight
- * vectors and a row in the 32 registers). The same int32 lane sums as the pair's. */
-#define QUAD_ROWS 5
+/* Four output rows n..n+3 of up to QUAD_ROWS input rows xq (int16, rows of K): four independent
+ * vpdpwssd chains per input row (two would wait on its latency), int32 lane sums converted to
+ * fp32 for the shared reduction (exact in int32; see specpath_q8a16_matmul's range). */
+#define QUAD_ROWS 4
 static inline __attribute__((always_inline)) __attribute__((target("avx512vnni"))) void q8a16_quad(
     const int8_t *weight, const int16_t *xq, Partials part, int j, int n, int K, const int M) {
     __m512i acc[QUAD_ROWS][4];
@@ -279,29 +255,20 @@ void specpath_q8a16_matmul(const int8_t *weight, const float *scales, const uint
     int16_t *xq = malloc(sizeof(int16_t) * (size_t)M * K);
     float *xs = malloc(sizeof(float) * (size_t)M);
     quantize_rows_i16(x, xq, xs, M, K);
-    for (int r0 = 0; r0 < M; r0 += MAX_ROWS) {
-        const int rows = M - r0 < MAX_ROWS ? M - r0 : MAX_ROWS;
+    /* passes of QUAD_ROWS rows (the engine sends at most INT16_ACTIVATION_ROWS = QUAD_ROWS) */
+    for (int r0 = 0; r0 < M; r0 += QUAD_ROWS) {
+        const int rows = M - r0 < QUAD_ROWS ? M - r0 : QUAD_ROWS;
         const int16_t *xr = xq + (size_t)r0 * K;
         _Pragma("omp parallel for schedule(static)")
         for (int n0 = 0; n0 < N; n0 += 16) {
             Partials part;
-            if (rows <= QUAD_ROWS) {
-                for (int j = 0; j < 16; j += 4) {
-                    const int n = n0 + j;
-                    switch (rows) {
-                    case 1: q8a16_quad(weight, xr, part, j, n, K, 1); break;
-                    case 2: q8a16_quad(weight, xr, part, j, n, K, 2); break;
-                    case 3: q8a16_quad(weight, xr, part, j, n, K, 3); break;
-                    case 4: q8a16_quad(weight, xr, part, j, n, K, 4); break;
-                    default: q8a16_quad(weight, xr, part, j, n, K, 5); break;
-                    }
-                }
-            } else {
-                for (int j = 0; j < 16; j += 2) {
-                    const int n = n0 + j;
-#define QA(MM) q8a16_pair(weight, xr, part, j, n, K, MM)
-                    DISPATCH(QA)
-#undef QA
+            for (int j = 0; j < 16; j += 4) {
+                const int n = n0 + j;
+                switch (rows) {
+                case 1: q8a16_quad(weight, xr, part, j, n, K, 1); break;
+                case 2: q8a16_quad(weight, xr, part, j, n, K, 2); break;
+                case 3: q8a16_quad(weight, xr, part, j, n, K, 3); break;
+                default: q8a16_quad(weight, xr, part, j, n, K, 4); break;
                 }
             }
             const __m512 row_scales = _mm512_loadu_ps(scales + n0);
