@@ -58,6 +58,7 @@ class FeatureStore:
     position. Keeping them by slot means positions reused from the prefix cache, or recomputed
     after a preemption, still have their features: the engine hands the speculator any committed
     positions it has not seen yet, wherever they came from. This is the drafter's paged space.
+    The target writes ``data`` during its forward pass (``LlamaModel.forward``'s ``hidden_store``).
     """
 
     def __init__(
@@ -70,10 +71,6 @@ class FeatureStore:
         device: str | torch.device = "cpu",
     ) -> None:
         self.data = torch.zeros(num_slots, num_layers, hidden_size, dtype=dtype, device=device)
-
-    def write(self, slots: torch.Tensor, features: torch.Tensor) -> None:
-        """``features``: ``[len(slots), num_layers, hidden_size]``."""
-        self.data.index_copy_(0, slots, features.to(self.data.dtype))
 
     def read(self, slots: torch.Tensor) -> torch.Tensor:
         return self.data.index_select(0, slots)

@@ -10,7 +10,7 @@ The interface the engine and the drafters rely on:
 - ``LlamaModel.from_pretrained(path, *, dtype=torch.float32, device="cpu")`` (an HF directory or a
   GGUF file) and ``LlamaModel(config)``.
 - ``model.forward(input_ids [T], positions [T], attention=None, *, hidden_layers=(),
-  logits_indices=None) -> ModelOutput``: tokens of one flattened batch (any number of requests,
+  logits_indices=None, hidden_store=None) -> ModelOutput``: tokens of one flattened batch (any number of requests,
   several query tokens each). ``attention(layer_idx, q, k, v) -> out`` receives q [T, n_heads,
   head_dim] and k/v [T, n_kv_heads, head_dim] after RoPE and returns [T, n_heads, head_dim]; the
   engine passes its paged-KV attention, ``None`` means plain causal attention over the T tokens as
@@ -18,7 +18,10 @@ The interface the engine and the drafters rely on:
   (:class:`RequestKV`: one request in a contiguous bf16 cache) lets the native kernels run every
   layer in one call (``NativeKernels.decoder_stack``), with the same bits as the per-layer path. ``ModelOutput.logits`` is float32 [len(logits_indices) or T, vocab];
   ``ModelOutput.hidden_states`` is [T, len(hidden_layers), hidden]: the outputs of those decoder
-  layers (0-based) before the final norm, i.e. ``transformers``' ``hidden_states[i + 1]``.
+  layers (0-based) before the final norm, i.e. ``transformers``' ``hidden_states[i + 1]``. With
+  ``hidden_store=(data [rows, len(hidden_layers), hidden], slots [T] int64)`` they go to those rows
+  of ``data`` instead (the engine's feature store; ``hidden_states`` is None): the native stack
+  writes them in its call, which spares a step a copy that beside an int4 step is measurable.
 - ``model.embed(ids)``, ``model.final_norm(h)``, ``model.lm_head_logits(normed_h)``: the target's
   embedding and head, for drafters that share them.
 - ``causal_attention`` and ``BlockCausalAttention(block_size)``: reference attention callables;
@@ -96,6 +99,12 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: Any) -> t
         v = v.repeat_interleave(groups, dim=-2)
     out = F.scaled_dot_product_attention(q.transpose(-3, -2), k.transpose(-3, -2), v.transpose(-3, -2), **kwargs)
     return out.transpose(-3, -2)
+
+
+def _store(store: tuple[torch.Tensor, torch.Tensor], hidden: torch.Tensor) -> None:
+    """Write ``hidden [T, L, hidden]`` to rows ``slots`` of ``data`` (``forward``'s ``hidden_store``)."""
+    data, slots = store
+    data.index_copy_(0, slots, hidden.to(data.dtype))
 
 
 def causal_attention(layer_idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -417,6 +426,7 @@ class LlamaModel(nn.Module):
         *,
         hidden_layers: Sequence[int] = (),
         logits_indices: torch.Tensor | None = None,
+        hidden_store: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> ModelOutput:
         """One flattened step of T tokens; see the module docstring for shapes."""
         attention = causal_attention if attention is None else attention
@@ -424,9 +434,12 @@ class LlamaModel(nn.Module):
             self._check_layers(hidden_layers)
         cos, sin = self.model.rotary_emb(positions)
         h = self.model.embed_tokens(input_ids)
-        stacked = self._native_stack(h, cos, sin, attention, tuple(hidden_layers))
+        direct = hidden_store if hidden_store is not None and hidden_store[0].dtype == h.dtype else None
+        stacked = self._native_stack(h, cos, sin, attention, tuple(hidden_layers), direct)
         if stacked is not None:
             h, hidden = stacked
+            if direct is None and hidden_store is not None and hidden is not None:
+                hidden = _store(hidden_store, hidden)
         else:
             captured = []
             for i, layer in enumerate(self.model.layers):
@@ -437,12 +450,15 @@ class LlamaModel(nn.Module):
             if hidden_layers:
                 by_layer = dict(zip(sorted(set(hidden_layers)), captured))
                 hidden = torch.stack([by_layer[i] for i in hidden_layers], dim=-2)
+                if hidden_store is not None:
+                    hidden = _store(hidden_store, hidden)
         if logits_indices is not None:
             h = h.index_select(0, logits_indices)
         return ModelOutput(logits=self.lm_head_logits(self.model.norm(h)), hidden_states=hidden)
 
     def _native_stack(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attention: Any,
-                      hidden_layers: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+                      hidden_layers: tuple[int, ...], store: tuple[torch.Tensor, torch.Tensor] | None = None,
+                      ) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """Every layer in one native call where the per-layer path would run each layer natively
         (:meth:`DecoderLayer.native_linears`, bf16) with the native attention (one request);
         ``None`` elsewhere. A step of a small model on a CPU spends a sixth of its time in
@@ -460,7 +476,7 @@ class LlamaModel(nn.Module):
         attn = self.model.layers[0].self_attn
         return native.decoder_stack(stack, h.contiguous(), cos.contiguous(), sin.contiguous(), attn.n_heads,
                                     attn.n_kv_heads, attn.head_dim, run.kv, run.first_slot, run.length, run.mask,
-                                    hidden_layers, run.slots)
+                                    hidden_layers, run.slots, store)
 
     @property
     def row_block(self) -> int:

@@ -358,10 +358,10 @@ class ModelRunner:
             PagedAttention(self.cache, meta),
             hidden_layers=self.hidden_layers,
             logits_indices=logits_index,
+            # the features go straight to their slots (the native stack writes them in its call)
+            hidden_store=None if self.features is None else (self.features.data, meta.slot_mapping),
         )
         self.num_forward_calls += 1
-        if self.features is not None:
-            self.features.write(meta.slot_mapping, output.hidden_states)
 
         sampling = spec_meta.sampling
         emitted = self._verify(scheduled, spec_meta, draft_probs, output.logits) if sampling else []

@@ -95,6 +95,46 @@ def test_the_stack_is_the_per_layer_path_to_the_bit(weights, history, tokens, hi
     assert torch.equal(stack_cache.data, layer_cache.data)  # the KV the next step reads
 
 
+@given(weights=st.sampled_from(["bf16", "int4"]), history=st.integers(0, 12), tokens=st.integers(1, 5),
+       hidden=st.lists(st.integers(0, 2), min_size=1, max_size=3), float_store=st.booleans(), seed=st.integers(0, 99))
+@settings(max_examples=20, deadline=None)
+def test_a_feature_store_gets_the_captured_rows_at_its_slots(weights, history, tokens, hidden, float_store, seed):
+    """``hidden_store``: the captured layers land in the store's rows at the step's slots (written
+    by the stack in its call, or copied after the per-layer path and for another dtype), the rest
+    of the store untouched, hidden_states None; logits as without a store."""
+    model = _model(weights)
+    blocks = list(range(1, 1 + (history + tokens + BLOCK - 1) // BLOCK))
+    ids = torch.randint(0, 96, (history + tokens,), generator=torch.Generator().manual_seed(seed)).tolist()
+    groups = model.config.num_attention_heads // model.config.num_key_value_heads
+    results = []
+    for use_stack in (True, False):
+        with pytest.MonkeyPatch.context() as patch:
+            if not use_stack:
+                patch.setattr(LlamaModel, "_native_stack", lambda *args: None)
+            store = torch.full((16 * BLOCK, len(hidden), 128), 7.0, dtype=torch.float32 if float_store else torch.bfloat16)
+            plain = []
+            for with_store in (False, True):
+                cache = _cache(model)
+                if history:
+                    _step(model, cache, blocks, 0, ids[:history])
+                meta, positions = build_attention_metadata(block_tables=[blocks], num_computed=[history],
+                                                           num_query_tokens=[tokens], block_size=BLOCK,
+                                                           num_query_groups=groups)
+                with torch.inference_mode():
+                    out = model(torch.tensor(ids[history:]), positions, PagedAttention(cache, meta),
+                                hidden_layers=tuple(hidden),
+                                hidden_store=(store, meta.slot_mapping) if with_store else None)
+                plain.append((out, meta.slot_mapping))
+            (bare, slots), (stored, _) = plain
+            assert stored.hidden_states is None and torch.equal(bare.logits, stored.logits)
+            assert torch.equal(store[slots], bare.hidden_states.to(store.dtype))
+            rest = torch.ones(store.shape[0], dtype=torch.bool)
+            rest[slots] = False
+            assert bool((store[rest] == 7.0).all())
+            results.append(store)
+    assert torch.equal(results[0], results[1])
+
+
 def test_a_token_tree_reads_its_mask_in_the_stack(monkeypatch):
     model = _model("bf16")
     tree = Tree(tokens=[5, 6, 7, 8, 9], parents=[-1, 0, 0, 1, -1])

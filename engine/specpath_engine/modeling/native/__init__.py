@@ -369,7 +369,7 @@ class NativeKernels:
         self._draft_argmax = _function(library, "specpath_draft_argmax", P, P, P, I)
         self._draft_argmax.restype = ctypes.c_int
         self._decoder_stack = _function(library, "specpath_decoder_stack", P, I, P, P, P, I, I, I, I, P, I64, I64, P,
-                                        I, F, P, I, P, P, P)
+                                        I, F, P, I, P, P, P, P)
 
     def q4(self, levels: torch.Tensor, scale_mins: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out [M, N] = x [M, K] (bf16) @ w.T`` for 4-bit ``levels [N, K/2]`` (see the C file's
@@ -664,22 +664,30 @@ class NativeKernels:
     def decoder_stack(self, stack: DecoderStack, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,
                       kv_heads: int, head_dim: int, kv: torch.Tensor, first_slot: int, length: int,
                       mask: torch.Tensor | None = None, capture: tuple[int, ...] = (),
-                      slots: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+                      slots: torch.Tensor | None = None,
+                      store: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``h [T, hidden]`` through every layer of ``stack`` for one request: per layer exactly
         :meth:`layer_pre`, :meth:`attention` and :meth:`layer_post` (the same bits), in one call.
         ``kv [layers, 2, slots, KV, D]`` holds the request's ``length`` positions (counting the T
         new ones, written on the way) as one run from ``first_slot``, or where int64 ``slots
         [length]`` says; ``mask`` as :meth:`attention`'s. Returns the last layer's output and,
-        when ``capture`` names layers, their outputs ``[T, len(capture), hidden]``."""
+        when ``capture`` names layers, their outputs ``[T, len(capture), hidden]``; with ``store``
+        ``(data [rows, len(capture), hidden], int64 rows [T])`` (h's dtype, contiguous) they go to
+        those rows of ``data`` instead (None returned): a feature store written in the call."""
         tokens, hidden = h.shape
         out = torch.empty_like(h)
-        captured = h.new_empty((tokens, len(capture), hidden)) if capture else None
+        rows = None
+        if store is not None and capture:
+            captured, rows = store
+        else:
+            captured = h.new_empty((tokens, len(capture), hidden)) if capture else None
         layers = (ctypes.c_int * len(capture))(*capture)
         self._decoder_stack(stack.layers, stack.num_layers, h.data_ptr(), cos.data_ptr(), sin.data_ptr(), tokens,
                             heads, kv_heads, head_dim, kv.data_ptr(), kv.shape[2], first_slot,
                             None if slots is None else slots.data_ptr(), length, head_dim**-0.5, None if mask is None else mask.data_ptr(), len(capture), layers,
-                            None if captured is None else captured.data_ptr(), out.data_ptr())
-        return out, captured
+                            None if captured is None else captured.data_ptr(),
+                            None if rows is None else rows.data_ptr(), out.data_ptr())
+        return out, None if rows is not None else captured
 
 
 def _compiler() -> str | None:

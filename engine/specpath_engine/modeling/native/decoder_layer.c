@@ -112,13 +112,15 @@ typedef struct {
  * slots[p] where slots is given (a paged request). Each layer is exactly the Python path's three calls
  * (specpath_layer_pre, specpath_attention, specpath_layer_post), so the result is that path's to
  * the bit; what goes is the Python around them. mask: NULL (causal) or bool [T, length].
- * After layer l, h is copied to captured [T, num_captures, hidden] at every j with
- * capture_layers[j] == l. The final h goes to h_out [T, hidden]. */
+ * After layer l, h is copied to captured [rows, num_captures, hidden] at every j with
+ * capture_layers[j] == l: row t of the step to row capture_rows[t] (a feature store's slots, so
+ * the caller copies nothing after the call), or to row t where capture_rows is NULL. The final h
+ * goes to h_out [T, hidden]. */
 void specpath_decoder_stack(const specpath_layer_weights *layers, int num_layers, const uint16_t *h,
                             const uint16_t *cos, const uint16_t *sin, int T, int H, int KV, int D, uint16_t *kv,
                             int64_t num_slots, int64_t first_slot, const int64_t *slots, int length, float scale,
                             const uint8_t *mask, int num_captures, const int *capture_layers, uint16_t *captured,
-                            uint16_t *h_out) {
+                            const int64_t *capture_rows, uint16_t *h_out) {
     const int hidden = (int)layers[0].o_proj->out_features, width = (H + 2 * KV) * D;
     const size_t plane = (size_t)num_slots * KV * D;
     uint16_t *qkv = malloc(sizeof(uint16_t) * (size_t)T * (width + H * D + 2 * (size_t)hidden));
@@ -135,7 +137,8 @@ void specpath_decoder_stack(const specpath_layer_weights *layers, int num_layers
         for (int j = 0; j < num_captures; j++)
             if (capture_layers[j] == l)
                 for (int t = 0; t < T; t++)
-                    memcpy(captured + ((size_t)t * num_captures + j) * hidden, next + (size_t)t * hidden,
+                    memcpy(captured + ((size_t)(capture_rows ? capture_rows[t] : t) * num_captures + j) * hidden,
+                           next + (size_t)t * hidden,
                            sizeof(uint16_t) * hidden);
         x = next;
     }
