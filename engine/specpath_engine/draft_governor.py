@@ -97,6 +97,13 @@ PLAIN_FIT_EVERY, PLAIN_SURPRISE = 4, 0.25
 (the costs changed): alike, they say little new each, and beside a fast target (int4: 7.7 ms a
 step) the fit's work on every one, run with cold caches after the step, cost 1-2% of the time."""
 
+QUIET_EVERY = 4
+"""Of the plain decode steps in which nothing could draft (every request backed off with no probe
+due, or the guard backed off between bursts), one in this many reaches the cost fit and the guard
+once the band's costs are timed: they are alike, and each one's bookkeeping runs right after the target's pass with cold caches
+(SmolLM2 int4, DFlash backed off on chat, a loaded machine: 0.18 ms a step outside the target's
+pass beyond the plain engine's, of which the fit and the guard took half)."""
+
 FILL_DECAY = 0.9
 """Weight of past drafting steps in :attr:`DraftGovernor.fill` (about the last ten count)."""
 
@@ -366,6 +373,9 @@ class DraftGovernor:
         """The last of those steps that drafted (a forced probe waits :data:`MAX_WAIT` after it)."""
         self._plain_steps = 0
         """Plain decode steps observed (one in :data:`PLAIN_FIT_EVERY` reaches the fit)."""
+        self._quiet = False
+        """This step's allocation could draft nothing (see :data:`QUIET_EVERY`)."""
+        self._quiet_steps = 0
         self._fill = (FILL_PRIOR, FILL_PRIOR)
         """Decayed drafts proposed and allotted (from a prior of all proposed)."""
         self._drafting_steps = 0
@@ -450,13 +460,17 @@ class DraftGovernor:
         """
         ks = [0] * len(req_ids)
         self._steps += 1
+        self._quiet = False
         guard = self.guard
         for rid in req_ids:
             if rid not in self._requests:  # new traffic: the guard judges it afresh
                 self._state(rid)
                 guard.admitted()
-        if (not prefill_rows and guard.wants_plain(num_requests)) or not guard.allows(num_requests):
-            return ks  # backed off engine-wide (or a plain step timed for the comparison)
+        if not prefill_rows and guard.wants_plain(num_requests):
+            return ks  # a plain step timed for the comparison
+        if not guard.allows(num_requests):
+            self._quiet = True
+            return ks  # backed off engine-wide, no burst due
         requests = self._requests
         idle = None  # where every request is backed off with no probe due: what the choice reads
         if all(requests[rid].probe_at > pos for rid, pos in zip(req_ids, positions)):
@@ -465,7 +479,7 @@ class DraftGovernor:
                     num_requests, num_sampling, prefill_rows, call_sunk, tuple(costs.target_coefficients),
                     tuple(costs.drafter_coefficients), self._fill, self._observed, guard.exploring(num_requests))
             if idle == self._idle:  # nothing it reads changed since it chose nothing: nothing again
-                self._allotted, self.floors = 0, (0.0, 0.0)
+                self._allotted, self.floors, self._quiet = 0, (0.0, 0.0), True
                 return ks
         idx, reach, states, probes = [], [], [], []
         floor = None  # what a probe's acceptance is weighed at least at, by depth (the engine's recent)
@@ -558,6 +572,7 @@ class DraftGovernor:
                 state.probe_at = pos + state.next_wait
         self._allotted = sum(ks)
         self._idle = idle if not self._allotted else None
+        self._quiet = self._idle is not None
         self.floors = (0.0, 0.0)
         if self._allotted:
             self._drafted_step = self._steps
@@ -610,8 +625,16 @@ class DraftGovernor:
                      target_s: float, tokens: int | None = None) -> None:
         """A step's timings: the drafter's call (``DRAFT_FEATURES``; None: not called) and the
         target step (``TARGET_FEATURES``), in seconds; ``tokens``: what the step emitted (for the
-        guard, decode steps only: None leaves it unfed)."""
+        guard, decode steps only: None leaves it unfed); of the plain decode steps whose allocation
+        could draft nothing, one in :data:`QUIET_EVERY` is taken."""
         costs = self.costs = self.costs_for(int(target[1]))
+        if self._quiet:
+            self._quiet = False
+            # (once timed: a model still learning its unit or the drafter's costs takes every step)
+            if drafter is None and not target[2] and not target[3] and costs.unit and costs.drafter_timed:
+                self._quiet_steps += 1
+                if self._quiet_steps % QUIET_EVERY:
+                    return
         plain = costs.plain_step(int(target[1])) if costs.unit else 0.0  # before this step moves the fit
         if drafter is None and not target[2] and not target[3] and plain > 0:  # a plain decode step
             self._plain_steps += 1

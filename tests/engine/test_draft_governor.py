@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from specpath_engine.drafting_guard import BATCH_GAIN, BURST, FIRST_GAP
-from specpath_engine.draft_governor import (EXPLORE_EVERY, FIRST_WAIT, MAX_FIRST_WAIT, MAX_WAIT, DraftGovernor, allocate,
+from specpath_engine.draft_governor import (EXPLORE_EVERY, FIRST_WAIT, MAX_FIRST_WAIT, MAX_WAIT, QUIET_EVERY, DraftGovernor,
+                                            allocate,
                                             slowest_progress, step_rate)
 from specpath_engine.llm import LLM, SamplingParams
 from specpath_engine.step_costs import StepCosts
@@ -219,6 +220,24 @@ def test_a_backed_off_batch_skips_the_allocation_and_chooses_what_it_would_have(
     forgetting.governor.allocate = afresh
     assert forgetting.run(300) == history
     assert skipped > 50 and sum(map(sum, history)) < 300 * batch
+
+
+def test_steps_that_could_draft_nothing_reach_the_fit_and_guard_one_in_quiet_every():
+    """A backed-off request's plain steps, once the costs are timed, are sampled for the cost fit
+    and the guard (they are alike; their bookkeeping is what a backed-off engine pays beyond plain
+    decoding), and a change of the target's step time is still followed within a few samples."""
+    sim = Simulated(accept=0.0, guarded=True)
+    sim.run(300)
+    seen = []
+    observe = sim.governor.guard.observe
+    sim.governor.guard.observe = lambda *a: seen.append(a) or observe(*a)
+    history = sim.run(400)
+    plain = sum(1 for ks in history if not any(ks))
+    assert plain > 380 and plain / QUIET_EVERY - 5 <= len(seen) <= plain / QUIET_EVERY + 25
+    before = sim.governor.costs.plain_step(1)
+    sim.step *= 2  # the machine got busy
+    sim.run(40 * QUIET_EVERY)
+    assert sim.governor.costs.plain_step(1) == pytest.approx(2 * before, rel=0.1)
 
 
 def test_a_backed_off_request_is_probed_and_comes_back():
