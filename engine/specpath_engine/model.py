@@ -10,8 +10,8 @@ The interface the engine and the drafters rely on:
 - ``LlamaModel.from_pretrained(path, *, dtype=torch.float32, device="cpu")`` (an HF directory or a
   GGUF file) and ``LlamaModel(config)``.
 - ``model.forward(input_ids [T], positions [T], attention=None, *, hidden_layers=(),
-  logits_indices=None, hidden_store=None) -> ModelOutput``: tokens of one flattened batch (any number of requests,
-  several query tokens each). ``attention(layer_idx, q, k, v) -> out`` receives q [T, n_heads,
+  logits_indices=None, hidden_store=None) -> ModelOutput``: tokens of one flattened batch (any
+  number of requests, several query tokens each). ``attention(layer_idx, q, k, v) -> out`` receives q [T, n_heads,
   head_dim] and k/v [T, n_kv_heads, head_dim] after RoPE and returns [T, n_heads, head_dim]; the
   engine passes its paged-KV attention, ``None`` means plain causal attention over the T tokens as
   one sequence. An attention object whose ``one_request()`` returns the step's KV
@@ -21,7 +21,7 @@ The interface the engine and the drafters rely on:
   layers (0-based) before the final norm, i.e. ``transformers``' ``hidden_states[i + 1]``. With
   ``hidden_store=(data [rows, len(hidden_layers), hidden], slots [T] int64)`` they go to those rows
   of ``data`` instead (the engine's feature store; ``hidden_states`` is None): the native stack
-  writes them in its call, which spares a step a copy that beside an int4 step is measurable.
+  writes them in its call, so no copy follows the pass.
 - ``model.embed(ids)``, ``model.final_norm(h)``, ``model.lm_head_logits(normed_h)``: the target's
   embedding and head, for drafters that share them.
 - ``causal_attention`` and ``BlockCausalAttention(block_size)``: reference attention callables;
@@ -437,9 +437,7 @@ class LlamaModel(nn.Module):
         direct = hidden_store if hidden_store is not None and hidden_store[0].dtype == h.dtype else None
         stacked = self._native_stack(h, cos, sin, attention, tuple(hidden_layers), direct)
         if stacked is not None:
-            h, hidden = stacked
-            if direct is None and hidden_store is not None and hidden is not None:
-                hidden = _store(hidden_store, hidden)
+            h, hidden = stacked  # (None where the stack wrote the store itself)
         else:
             captured = []
             for i, layer in enumerate(self.model.layers):
@@ -450,8 +448,9 @@ class LlamaModel(nn.Module):
             if hidden_layers:
                 by_layer = dict(zip(sorted(set(hidden_layers)), captured))
                 hidden = torch.stack([by_layer[i] for i in hidden_layers], dim=-2)
-                if hidden_store is not None:
-                    hidden = _store(hidden_store, hidden)
+        if hidden_store is not None and hidden is not None:
+            _store(hidden_store, hidden)
+            hidden = None
         if logits_indices is not None:
             h = h.index_select(0, logits_indices)
         return ModelOutput(logits=self.lm_head_logits(self.model.norm(h)), hidden_states=hidden)
