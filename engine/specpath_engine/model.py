@@ -11,12 +11,13 @@ The interface the engine and the drafters rely on:
   GGUF file) and ``LlamaModel(config)``.
 - ``model.forward(input_ids [T], positions [T], attention=None, *, hidden_layers=(),
   logits_indices=None, hidden_store=None) -> ModelOutput``: tokens of one flattened batch (any
-  number of requests, several query tokens each). ``attention(layer_idx, q, k, v) -> out`` receives q [T, n_heads,
-  head_dim] and k/v [T, n_kv_heads, head_dim] after RoPE and returns [T, n_heads, head_dim]; the
-  engine passes its paged-KV attention, ``None`` means plain causal attention over the T tokens as
-  one sequence. An attention object whose ``one_request()`` returns the step's KV
-  (:class:`RequestKV`: one request in a contiguous bf16 cache) lets the native kernels run every
-  layer in one call (``NativeKernels.decoder_stack``), with the same bits as the per-layer path. ``ModelOutput.logits`` is float32 [len(logits_indices) or T, vocab];
+  number of requests, several query tokens each). ``attention(layer_idx, q, k, v) -> out``
+  receives q [T, n_heads, head_dim] and k/v [T, n_kv_heads, head_dim] after RoPE and returns
+  [T, n_heads, head_dim]; the engine passes its paged-KV attention, ``None`` means plain causal
+  attention over the T tokens as one sequence. An attention object whose ``one_request()``
+  returns the step's KV (:class:`RequestKV`: one request in a contiguous bf16 cache) lets the
+  native kernels run every layer in one call (``NativeKernels.decoder_stack``), with the same bits
+  as the per-layer path. ``ModelOutput.logits`` is float32 [len(logits_indices) or T, vocab];
   ``ModelOutput.hidden_states`` is [T, len(hidden_layers), hidden]: the outputs of those decoder
   layers (0-based) before the final norm, i.e. ``transformers``' ``hidden_states[i + 1]``. With
   ``hidden_store=(data [rows, len(hidden_layers), hidden], slots [T] int64)`` they go to those rows
@@ -105,6 +106,15 @@ def _store(store: tuple[torch.Tensor, torch.Tensor], hidden: torch.Tensor) -> No
     """Write ``hidden [T, L, hidden]`` to rows ``slots`` of ``data`` (``forward``'s ``hidden_store``)."""
     data, slots = store
     data.index_copy_(0, slots, hidden.to(data.dtype))
+
+
+def _writable_in_place(store: tuple[torch.Tensor, torch.Tensor], h: torch.Tensor, layers: int) -> bool:
+    """Whether the native stack may write ``store`` itself: it writes raw rows, so ``data`` must be
+    contiguous ``[rows, layers, hidden]`` of h's dtype and the slots contiguous int64 (else the
+    pass's outputs are copied in by :func:`_store`)."""
+    data, slots = store
+    return (data.dtype == h.dtype and data.dim() == 3 and data.shape[1:] == (layers, h.shape[-1])
+            and data.is_contiguous() and slots.dtype == torch.int64 and slots.is_contiguous())
 
 
 def causal_attention(layer_idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -434,7 +444,8 @@ class LlamaModel(nn.Module):
             self._check_layers(hidden_layers)
         cos, sin = self.model.rotary_emb(positions)
         h = self.model.embed_tokens(input_ids)
-        direct = hidden_store if hidden_store is not None and hidden_store[0].dtype == h.dtype else None
+        writable = hidden_store is not None and _writable_in_place(hidden_store, h, len(hidden_layers))
+        direct = hidden_store if writable else None
         stacked = self._native_stack(h, cos, sin, attention, tuple(hidden_layers), direct)
         if stacked is not None:
             h, hidden = stacked  # (None where the stack wrote the store itself)

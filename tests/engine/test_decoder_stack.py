@@ -96,12 +96,15 @@ def test_the_stack_is_the_per_layer_path_to_the_bit(weights, history, tokens, hi
 
 
 @given(weights=st.sampled_from(["bf16", "int4"]), history=st.integers(0, 12), tokens=st.integers(1, 5),
-       hidden=st.lists(st.integers(0, 2), min_size=1, max_size=3), float_store=st.booleans(), seed=st.integers(0, 99))
+       hidden=st.lists(st.integers(0, 2), min_size=1, max_size=3), float_store=st.booleans(),
+       strided=st.booleans(), seed=st.integers(0, 99))
 @settings(max_examples=20, deadline=None)
-def test_a_feature_store_gets_the_captured_rows_at_its_slots(weights, history, tokens, hidden, float_store, seed):
+def test_a_feature_store_gets_the_captured_rows_at_its_slots(weights, history, tokens, hidden, float_store, strided,
+                                                             seed):
     """``hidden_store``: the captured layers land in the store's rows at the step's slots (written
-    by the stack in its call, or copied after the per-layer path and for another dtype), the rest
-    of the store untouched, hidden_states None; logits as without a store."""
+    by the stack in its call, or copied after the per-layer path, for another dtype and for a
+    store the stack may not write raw: a strided view), the rest of the store untouched,
+    hidden_states None; logits as without a store."""
     model = _model(weights)
     blocks = list(range(1, 1 + (history + tokens + BLOCK - 1) // BLOCK))
     ids = torch.randint(0, 96, (history + tokens,), generator=torch.Generator().manual_seed(seed)).tolist()
@@ -111,7 +114,9 @@ def test_a_feature_store_gets_the_captured_rows_at_its_slots(weights, history, t
         with pytest.MonkeyPatch.context() as patch:
             if not use_stack:
                 patch.setattr(LlamaModel, "_native_stack", lambda *args: None)
-            store = torch.full((16 * BLOCK, len(hidden), 128), 7.0, dtype=torch.float32 if float_store else torch.bfloat16)
+            dtype = torch.float32 if float_store else torch.bfloat16
+            store = (torch.full((16 * BLOCK, len(hidden), 256), 7.0, dtype=dtype)[:, :, ::2] if strided else
+                     torch.full((16 * BLOCK, len(hidden), 128), 7.0, dtype=dtype))
             plain = []
             for with_store in (False, True):
                 cache = _cache(model)
