@@ -11,9 +11,10 @@ plain bf16 (the reference), each of ``--methods`` with its shipped drafter and c
 ``--int4-methods`` over it. Within each group every batch runs through every engine in turn,
 ``--repeats`` rounds, the order rotated each round (:mod:`specpath_engine.bench.measure`); a
 speedup is the median over rounds of the ratio to the group's plain engine within a round (int4
-plain against bf16 plain: the two groups' medians, measured one after the other). Prints the table (speedup and τ per workload, greedy identity with the engine's own
-plain decoding) and, with ``--out``, writes every row (per-prompt speedups, acceptance by
-position, step costs) as JSON. Waits for a quiet machine first (``--max-load``, as ``specpath bench``).
+plain against bf16 plain: the two groups' medians, measured one after the other). Prints the
+table (speedup and τ per workload, greedy identity with the engine's own plain decoding) and,
+with ``--out``, writes every row (per-prompt speedups, acceptance by position, step costs) as
+JSON. Waits for a quiet machine first (``--max-load``, as ``specpath bench``).
 """
 
 from __future__ import annotations
