@@ -68,14 +68,17 @@ needs_vnni = pytest.mark.skipif(KERNELS is None or not KERNELS.vnni, reason="no 
 
 
 def _int16_reference(weight, scales, x):
-    """What q8a16 computes, in float64: each row rounded to int16 levels at its own scale (its
-    largest magnitude at the top level the K-long int32 sums allow), times the int8 weight."""
+    """What q8a16 computes, the products in float64: each row rounded to int16 levels at its own
+    scale (its largest magnitude at the top level the K-long int32 sums allow) in fp32 as the
+    kernel rounds them (x times top / largest, to nearest even), times the int8 weight."""
     k = x.shape[1]
-    top = min(32767, (1 << 31) // (128 * (k // 16 + 1)) - 1)
-    largest = x.double().abs().amax(dim=1, keepdim=True)
-    step = torch.where(largest > 0, largest / top, torch.zeros_like(largest))
-    levels = torch.where(step > 0, torch.round(x.double() / torch.where(step > 0, step, 1)), 0).clamp(-32768, 32767)
-    return (levels * step) @ (weight.double() * scales.double()[:, None]).T
+    top = torch.tensor(float(min(32767, (1 << 31) // (128 * (k // 16 + 1)) - 1)))
+    x = x.float()
+    largest = x.abs().amax(dim=1, keepdim=True)
+    inv = torch.where(largest > 0, top / torch.where(largest > 0, largest, 1), 0)
+    levels = torch.round(x * inv).clamp(-32768, 32767)
+    step = torch.where(largest > 0, largest / top, 0)
+    return (levels.double() * step.double()) @ (weight.double() * scales.double()[:, None]).T
 
 
 @needs_vnni
@@ -96,7 +99,10 @@ def test_int16_activations_give_each_row_its_product_whatever_else_is_in_the_bat
     x[rows // 2] = 0
     out = KERNELS.q8a16(layer.qweight, layer.scales_f32, x, torch.empty(rows, n))
     expected = _int16_reference(layer.qweight, layer.scales_f32, x.float())
-    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5 * float(expected.abs().max()) + 1e-30)
+    # fp32 rounding of the int32 lanes, their sum and the two scales: relative to the sum of the
+    # products' magnitudes (an output that cancels to near zero keeps its lanes' rounding)
+    magnitude = _int16_reference(layer.qweight.double().abs(), layer.scales_f32.abs(), x.float().abs())
+    assert ((out.double() - expected).abs() <= 8 * 2.0**-24 * magnitude + 1e-30).all()
     bf16 = KERNELS.q8(layer.qweight, layer.scales_f32, x, torch.empty(rows, n))
     assert float((out - bf16).abs().max()) <= 1e-3 * float(bf16.abs().max()) + 1e-30
     assert not out[rows // 2].any()
