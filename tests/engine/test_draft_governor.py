@@ -536,6 +536,46 @@ def test_drafts_that_would_slow_the_batchs_laggard_are_not_made():
     assert fresh().allocate(["good"], [4], [10], [1], num_requests=1, num_sampling=1, generated=[3]) == [4]
 
 
+def test_where_deep_drafts_would_slow_the_laggards_shorter_ones_are_made():
+    """Four requests at 0.9 a depth and four laggards (a batch that arrived together) at 0.5,
+    each draft row 0.04 of a plain step: the best rate drafts four for the first and nothing for
+    the laggards, which slows them to 0.57 of plain decoding; one draft each speeds every request
+    up, so the rule caps the drafts instead of dropping them all."""
+    good, lagging = [0.9, 0.81, 0.729, 0.6561], [0.5, 0.25, 0.125, 0.0625]
+    reach, laggards = [good] * 4 + [lagging] * 4, [False] * 4 + [True] * 4
+    shape = dict(call=0.03, per_request=[0.005] * 8, per_token=0.04, per_pass=0.02, one_pass=False)
+    full = allocate(reach, 8.0, 1.0, **shape, gain=BATCH_GAIN)
+    assert full == [4] * 4 + [0] * 4 and slowest_progress(full, reach, 1.0, **shape, among=laggards) < 0.6
+    got = DraftGovernor._spare_laggards(full, reach, 1.0, 8.0, shape, laggards)
+    assert got == [1] * 8 and slowest_progress(got, reach, 1.0, **shape, among=laggards) > 1.0
+    assert step_rate(got, reach, 8.0, 1.0, **shape) >= 1.2 * 8.0
+    shape["per_token"] = 0.05  # dearer rows: one draft each no longer spares them either
+    assert DraftGovernor._spare_laggards(full, reach, 1.0, 8.0, shape, laggards) == [0] * 8
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches, st.floats(0.05, 5), costs, costs, costs, st.lists(costs, min_size=12, max_size=12),
+       st.lists(st.booleans(), min_size=12, max_size=12))
+def test_sparing_the_laggards_keeps_them_at_plain_speed_or_drafts_nothing(rates, base_cost, call, per_token,
+                                                                         per_pass, reqs, among):
+    """Whatever the costs and chances: the allocation kept (as chosen, or capped) leaves every
+    laggard at least its plain speed, never drafts deeper than chosen, and a choice that already
+    does is kept as it is."""
+    reach = reaches(rates)
+    shape = dict(call=call, per_request=reqs[: len(reach)], per_token=per_token, per_pass=per_pass, one_pass=False)
+    among = among[: len(reach)]
+    chosen = allocate(reach, float(len(reach)), base_cost, **shape, gain=BATCH_GAIN)
+    got = DraftGovernor._spare_laggards(chosen, reach, base_cost, float(len(reach)), shape, among)
+    assert len(got) == len(chosen) and all(0 <= g <= len(r) for g, r in zip(got, reach))
+    if not any(chosen):
+        return
+    if slowest_progress(chosen, reach, base_cost, **shape, among=among) >= 1.0:
+        assert got == chosen
+    elif any(got):
+        assert max(got) < max(chosen)
+        assert slowest_progress(got, reach, base_cost, **shape, among=among) >= 1.0
+
+
 def test_a_new_request_starts_from_the_engines_recent_acceptance():
     g = DraftGovernor(4, pass_cost=0.1)
     fresh = g.prior_rates()
