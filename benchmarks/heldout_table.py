@@ -8,7 +8,10 @@ split of the built-in corpus (``specpath_train.target_text``: stdlib files no dr
 text came from; seed 99 by default), ``--max-tokens`` (128) new tokens with EOS ignored. Engines:
 plain bf16 (the reference), each of ``--methods`` with its shipped drafter and configuration (what
 ``specpath demo`` and ``specpath bench`` run; ngram with K=4); then plain int4 and each of
-``--int4-methods`` over it. Within each group every batch runs through every engine in turn,
+``--int4-methods`` over it; and last in each group its plain engine again, built a second time
+and measured like a method (``--no-control`` leaves it out): plain against plain, its ratio is
+the noise floor of the group's (at batch 8, where every round is one batch of ~4 s, a round's
+ratio swings by +-5%). Within each group every batch runs through every engine in turn,
 ``--repeats`` rounds, the order rotated each round (:mod:`specpath_engine.bench.measure`); a
 speedup is the median over rounds of the ratio to the group's plain engine within a round (int4
 plain against bf16 plain: the two groups' medians, measured one after the other). Prints the
@@ -39,9 +42,11 @@ def workloads(num: int, seed: int):
             Workload(name="chat", items=tuple([{"role": "user", "content": m}] for m in chat)))
 
 
-def engines(model: str, methods: list[str], int4_methods: list[str], threads: int, progress) -> list[list]:
+def engines(model: str, methods: list[str], int4_methods: list[str], threads: int, progress,
+            control: bool = True) -> list[list]:
     """Two groups of ``(label, config, llm)``: bf16 plain (the group's reference) and its methods;
-    int4 plain and its methods."""
+    int4 plain and its methods; with ``control``, each group ends with a second plain engine of its
+    target, measured like a method: its "speedup" is the noise floor of the group's ratios."""
     from specpath.config.model import ModelConfig
     from specpath_engine.bench.measure import build_engines
     from specpath_engine.cli_run import demo_configs
@@ -56,7 +61,7 @@ def engines(model: str, methods: list[str], int4_methods: list[str], threads: in
         if "ngram" in only:  # its K: ngram declares none
             runs = [(m, {**c, "num_speculative_tokens": 4} if m == "ngram" else c) for m, c in runs]
         runs = [(label, None)] + [(m if quantization is None else f"int4 + {m}", c) for m, c in runs
-                                  if m in only]
+                                  if m in only] + ([(f"{label} again", None)] if control else [])
         built, failed = build_engines(runs, model=model, progress=progress, engine_kwargs={
             "dtype": "bfloat16", "num_threads": threads, "quantization": quantization})
         if failed:
@@ -112,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-load", type=float, default=0.5)
     p.add_argument("--wait", type=float, default=120.0)
     p.add_argument("--out", type=Path)
+    p.add_argument("--no-control", dest="control", action="store_false",
+                   help="leave out the second plain engine per group (the noise floor: plain against plain)")
     args = p.parse_args(argv)
 
     from specpath_engine.bench.measure import Setting, measure
@@ -122,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
 
     load = wait_for_quiet(args.max_load, timeout_s=args.wait, log=lambda m: print(m, file=sys.stderr)) \
         if args.wait > 0 else machine_load()
-    groups = engines(args.model, args.methods.split(","), args.int4_methods.split(","), args.threads, progress)
+    groups = engines(args.model, args.methods.split(","), args.int4_methods.split(","), args.threads, progress,
+                     control=args.control)
     rows = []
     for w in workloads(args.num, args.seed):
         for b in args.batch:
