@@ -371,6 +371,9 @@ class DraftGovernor:
         self._requests: dict[str, RequestAcceptance] = {}
         self._allotted = 0
         """Drafts allotted this step (until the step is observed)."""
+        self._backlog = 0
+        """Positions the requests drafting this step hand the drafter beyond a step's worth (a new
+        request's prompt, a back-off's positions): their ingest is taken out of what the guard judges."""
         self._steps = 0
         """Steps :meth:`allocate` was asked about."""
         self._drafted_step = -MAX_WAIT
@@ -464,7 +467,7 @@ class DraftGovernor:
         """
         ks = [0] * len(req_ids)
         self._steps += 1
-        self._quiet = False
+        self._quiet, self._backlog = False, 0
         guard = self.guard
         for rid in req_ids:
             if rid not in self._requests:  # new traffic: the guard judges it afresh
@@ -575,6 +578,7 @@ class DraftGovernor:
                 state.run, state.backed_off = 0, True
                 state.probe_at = pos + state.next_wait
         self._allotted = sum(ks)
+        self._backlog = sum(max(0, p - limit - 1) for k, p, limit in zip(ks, pending, limits) if k)
         self._idle = idle if not self._allotted else None
         self._quiet = self._idle is not None
         self.floors = (0.0, 0.0)
@@ -678,7 +682,12 @@ class DraftGovernor:
             if plain > 0:
                 drafted = drafter is not None and drafter[1] > 0
                 seconds = target_s + (drafter_s if drafter is not None else 0.0)
-                self.guard.observe(int(target[1]), drafted, tokens, seconds / plain)
+                # a backlog's ingest is paid once per request and stretch, as a plain engine's
+                # prefill is, not per step: judged per step, a batch of 8 fresh prompts' catch-up
+                # (~2.5 plain steps) read as drafting that loses, and the band backed off
+                catch_up = min(drafter_s, costs.drafter_coefficients[4] * self._backlog) if drafted else 0.0
+                self.guard.observe(int(target[1]), drafted, tokens, seconds / plain, catch_up=catch_up / plain)
+        self._backlog = 0
 
     def summary(self) -> dict:
         """The fitted costs, the probes, what the guard chose, the share of allotted drafts lately

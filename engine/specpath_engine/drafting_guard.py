@@ -231,14 +231,20 @@ class DraftingGuard:
                 v.wait = max(v.budget, min(v.wait, v.gap))
 
     # ---------------------------------------------------------------------------- observing
-    def observe(self, num_requests: int, drafted: bool, tokens: int, seconds: float) -> None:
+    def observe(self, num_requests: int, drafted: bool, tokens: int, seconds: float, *, catch_up: float = 0.0) -> None:
         """A decode step of ``num_requests`` that ``drafted`` or not: ``tokens`` emitted in
         ``seconds`` (target step plus drafter call) in plain steps of that batch size (the
         governor's: each from the target's cost fit), so the batch sizes of a band pool their
         steps as tokens per request per plain step (a batch that shrinks as requests finish
-        still gathers a verdict); with one batch size, any unit every step uses."""
+        still gathers a verdict); with one batch size, any unit every step uses. ``catch_up``:
+        the part of ``seconds`` the drafter spent ingesting backlogs (a new request's prompt, a
+        back-off's positions; the drafter's cost fit's estimate), paid once per request and
+        stretch, as a prefill is: the step is judged without it (a burst's exploring budget
+        counts it all the same)."""
         if seconds <= 0 or tokens <= 0:
             return
+        catch_up = min(max(catch_up, 0.0), 0.999 * seconds)
+        seconds -= catch_up
         key = band(num_requests)
         tokens = tokens / num_requests
         plain = self._plain.get(key)
@@ -252,7 +258,7 @@ class DraftingGuard:
             return
         v = self._verdict(num_requests)
         if v.backing_off:
-            self._observe_burst(v, key, tokens, seconds, plain)
+            self._observe_burst(v, key, tokens, seconds, plain, seconds + catch_up)
             return
         v.run += 1
         side = self._drafting.get(key)
@@ -272,12 +278,13 @@ class DraftingGuard:
             v.wait, v.backing_off, v.burst = v.gap, True, 0
             self.num_backoffs += 1
 
-    def _observe_burst(self, v: Verdict, key: int, tokens: float, seconds: float, plain: Side | None) -> None:
+    def _observe_burst(self, v: Verdict, key: int, tokens: float, seconds: float, plain: Side | None,
+                       spent: float) -> None:
         if v.burst < BURST:  # the burst's first step catches up: not judged
             v.judged.tokens += tokens
             v.judged.seconds += seconds
         if plain is not None and plain.rate > 0:  # what the step cost beyond plain steps' time for its tokens
-            v.spent += seconds - tokens / plain.rate
+            v.spent += spent - tokens / plain.rate
         v.burst = max(0, v.burst - 1)
         if v.burst:
             return

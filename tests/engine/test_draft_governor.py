@@ -123,15 +123,15 @@ def test_a_gain_drafts_the_best_allocation_or_nothing(rates, base_cost, call, pe
 class Simulated:
     """Decoding steps of ``batch`` requests against simulated costs (seconds): the target's step
     ``step + per_request * B + per_row * draft rows``, the drafter's call ``call + per_pass *
-    passes + per_token * drafts``; each draft at depth j is accepted with ``accept`` (seeded).
+    passes + per_token * drafts + per_position * positions handed over``; each draft at depth j is accepted with ``accept`` (seeded).
     ``guarded``: the steps' tokens reach the governor too (its engine-wide guard judges them)."""
 
     def __init__(self, *, batch=1, k=4, step=0.010, per_request=0.0, per_row=0.0002, call=0.0003, per_pass=0.001,
-                 per_token=0.0, accept=0.8, one_pass=False, pinned=None, seed=0, guarded=False):
+                 per_token=0.0, per_position=0.0, accept=0.8, one_pass=False, pinned=None, seed=0, guarded=False):
         self.guarded = guarded
         self.batch, self.k = batch, k
         self.step, self.per_request, self.per_row = step, per_request, per_row
-        self.call, self.per_pass, self.per_token = call, per_pass, per_token
+        self.call, self.per_pass, self.per_token, self.per_position = call, per_pass, per_token, per_position
         self.accept = accept
         self.rng = random.Random(seed)
         pass_cost = 0.1 if pinned is None else pinned
@@ -152,7 +152,7 @@ class Simulated:
             drafting = [k for k in ks if k]
             passes = (1 if g.one_pass else max(drafting)) if drafting else 0
             features = (1.0, len(drafting), passes, sum(drafting), sum(p for p, k in zip(self.pending, ks) if k))
-            drafter = self.call + self.per_pass * passes + self.per_token * sum(drafting)
+            drafter = self.call + self.per_pass * passes + self.per_token * sum(drafting) + self.per_position * features[4]
             target = self.step + self.per_request * self.batch + self.per_row * sum(ks)
             accepted = []
             for k in ks:
@@ -222,6 +222,29 @@ def test_a_backed_off_batch_skips_the_allocation_and_chooses_what_it_would_have(
     assert skipped > 50 and sum(map(sum, history)) < 300 * batch
 
 
+def test_the_guard_judges_a_step_without_the_drafters_catch_up_on_backlogs():
+    """A request handing the drafter a backlog (a prompt, a back-off's positions) pays its ingest
+    once: the guard is told that part of the step's time (positions beyond a step's worth at the
+    drafter's fitted cost per position, at most the drafter's call), and nothing where every
+    drafting request hands over a step's worth."""
+    sim = Simulated(accept=0.9, per_position=0.0002, guarded=True)
+    sim.run(200)  # (the costs timed: positions vary a little with acceptance)
+    g, seen = sim.governor, []
+    observe = g.guard.observe
+    # (what the fit says as the step reaches the guard: the step itself has moved it)
+    g.guard.observe = lambda *a, **kw: seen.append((kw["catch_up"], g.costs.drafter_coefficients[4],
+                                                    g.costs.plain_step(1))) or observe(*a, **kw)
+    for backlog, drafter_s in ((3, 0.002), (60, 0.02), (60, 0.001)):
+        assert g.allocate(["r0"], [4], [1000], [backlog], num_requests=1, num_sampling=1) == [4]
+        features = (1.0, 1, 4, 4, backlog)
+        g.observe_step(features, drafter_s, (1.0, 1, 4, 0), 0.010, 3)
+    assert seen[0][0] == 0.0
+    catch_up, per_position, plain = seen[1]
+    assert per_position > 0 and catch_up == pytest.approx(per_position * (60 - 5) / plain)
+    catch_up, per_position, plain = seen[2]
+    assert per_position * 55 > 0.001 and catch_up == pytest.approx(0.001 / plain)  # at most the drafter's call
+
+
 def test_steps_that_could_draft_nothing_reach_the_fit_and_guard_one_in_quiet_every():
     """A backed-off request's plain steps, once the costs are timed, are sampled for the cost fit
     and the guard (they are alike; their bookkeeping is what a backed-off engine pays beyond plain
@@ -230,7 +253,7 @@ def test_steps_that_could_draft_nothing_reach_the_fit_and_guard_one_in_quiet_eve
     sim.run(300)
     seen = []
     observe = sim.governor.guard.observe
-    sim.governor.guard.observe = lambda *a: seen.append(a) or observe(*a)
+    sim.governor.guard.observe = lambda *a, **kw: seen.append(a) or observe(*a, **kw)
     history = sim.run(400)
     plain = sum(1 for ks in history if not any(ks))
     assert plain > 380 and plain / QUIET_EVERY - 5 <= len(seen) <= plain / QUIET_EVERY + 25

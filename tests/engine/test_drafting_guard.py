@@ -247,3 +247,45 @@ def test_at_batch_1_a_losing_drafter_resumes_only_on_a_burst_that_gains():
         assert guard.num_backoffs >= 1
         resumes += guard.num_resumes
     assert resumes <= 1
+
+
+def test_a_drafters_catch_up_on_backlogs_is_not_judged_as_a_drafting_steps_cost():
+    """At batch 8 the first drafting step of a fresh batch catches the drafter up on eight prompts
+    (~2.5 plain steps more; the next two, requests that start drafting later, ~1 more), once per
+    request: judged per step, drafting steps that deliver 1.2x a plain step's rate read as a
+    loss and the band backed off. Given as ``catch_up``, it is taken out of the judged time (the
+    steps between catch-ups keep drafting), while a burst's exploring budget still counts it."""
+    def batches(guard, catch_up):
+        drafted = []
+        for i in range(512):  # closed batches of 64 steps: each starts with catch-ups
+            drafts = not guard.wants_plain(8) and guard.allows(8)
+            if drafts:
+                extra = 2.5 if i % 64 == 0 else 1.0 if i % 64 in (1, 2) else 0.0
+                guard.observe(8, True, 14.4, 1.5 + extra, catch_up=extra if catch_up else 0.0)
+            else:
+                guard.observe(8, False, 8, 1.0)
+            drafted.append(drafts)
+        return drafted
+
+    judged = DraftingGuard()
+    assert sum(batches(judged, catch_up=True)) >= 480 and judged.num_backoffs == 0
+    assert judged.summary()["guard_drafting_vs_plain"] > 1 + BATCH_GAIN
+    naive = DraftingGuard()
+    assert sum(batches(naive, catch_up=False)) < 400 and naive.num_backoffs >= 1
+
+
+def test_a_bursts_budget_counts_its_catch_up():
+    """Backed off, a burst whose steps were mostly catch-up waits as long as one whose steps were
+    that slow: the budget is the time the burst cost, whatever part of it was catch-up."""
+    waits = []
+    for catch_up in (0.0, 3.0):
+        guard = DraftingGuard()
+        run(guard, 100, batch=8, plain_s=1.0, drafting_s=1.2, drafting_tokens=8.0, noise=0.0)
+        assert guard.backing_off
+        while guard.allows(8) is False or not guard.exploring(8):
+            guard.observe(8, False, 8, 1.0)
+        for _ in range(BURST):
+            guard.observe(8, True, 8, 1.2 + catch_up, catch_up=catch_up)
+            guard.allows(8)
+        waits.append(guard.summary()["guard_budget_steps"])
+    assert waits[1] > 2 * waits[0] > 0
