@@ -246,7 +246,7 @@ class ModelRunner:
             return [s.max_draft_tokens for s in scheduled]
         feeding = self.features is not None
         skips = self.skips_backed_off
-        ids, limits, positions, pending, generated = [], [], [], [], []
+        ids, limits, positions, pending, generated, sampled = [], [], [], [], [], []
         sampling = prefill = 0
         sunk = False
         for s in scheduled:
@@ -259,11 +259,12 @@ class ModelRunner:
                 limits.append(s.max_draft_tokens)
                 positions.append(len(r.token_ids))
                 generated.append(len(r.token_ids) - r.num_prompt_tokens)
+                sampled.append(r.params.temperature > 0)
                 pending.append(behind if skips or not feeding else 0)
             sunk = sunk or (feeding and behind > 0 and not skips)
         chosen = governor.allocate(ids, limits, positions, pending, num_requests=len(scheduled),
                                    num_sampling=sampling, prefill_rows=prefill, call_sunk=sunk,
-                                   generated=generated) if ids else []
+                                   generated=generated, sampled=sampled) if ids else []
         budget, it = [], iter(chosen)
         for s in scheduled:
             k = next(it) if s.max_draft_tokens > 0 else 0

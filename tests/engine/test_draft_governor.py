@@ -608,6 +608,24 @@ def test_a_new_request_starts_from_the_engines_recent_acceptance():
     assert g.allocate(["new"], [4], [10], [1], num_requests=1, num_sampling=1) == [0]
 
 
+def test_greedy_and_sampled_requests_start_from_their_own_kinds_acceptance():
+    """Sampled requests accept less than greedy ones with the same drafter: a run of sampled
+    requests that accepted nothing leaves a new greedy request the prior of greedy ones (here
+    untouched, the optimistic one: it drafts), and a new sampled one theirs (priced out)."""
+    g = DraftGovernor(4, pass_cost=0.1)
+    fresh = g.prior_rates()
+    g.allocate([f"s{i}" for i in range(40)], [4] * 40, [10] * 40, [1] * 40, num_requests=40, num_sampling=40,
+               sampled=[True] * 40)
+    for i in range(40):
+        g.observe(f"s{i}", 4, 0)
+    assert g.prior_rates(sampled=True)[0] < 0.2 and g.prior_rates() == fresh
+    assert g.allocate(["greedy"], [4], [10], [1], num_requests=1, num_sampling=1, sampled=[False]) == [4]
+    assert g.allocate(["sampled"], [4], [10], [1], num_requests=1, num_sampling=1, sampled=[True]) == [0]
+    for _ in range(20):  # greedy verifications feed the greedy prior only
+        g.observe("greedy", 4, 4)
+    assert g.prior_rates()[0] > fresh[0] and g.prior_rates(sampled=True)[0] < 0.2
+
+
 # --------------------------------------------------------------------------------- in the engine
 PROMPTS = ["def fibonacci(n):\n", "class Stack:\n    def __init__(self):\n"]
 FIXED = {"draft_length_policy": "fixed"}
