@@ -36,8 +36,9 @@ for all ``m`` at once); ``lam`` becomes the rate of the best allocation and two 
 settle it.
 
 ``P_i(j)`` comes from the request's own recent verifications (conditional acceptance at each
-depth, decayed so it follows the text), starting from the engine's recent acceptance over all
-requests (itself from an optimistic prior, so the first requests try drafting). A request the allocation gives no drafts is backed off; it is still weighed every
+depth, decayed so it follows the text), starting from the engine's recent acceptance over the
+requests of its kind, greedy or sampled (itself from an optimistic prior, so the first requests
+try drafting). A request the allocation gives no drafts is backed off; it is still weighed every
 step at its last estimate (when the batch shrinks or costs fall it drafts again at once), and
 now and then, after a wait in output positions that doubles while probes keep failing, it is
 probed: weighed as if its acceptance were at least the engine's recent acceptance (what a new
