@@ -500,7 +500,7 @@ class DraftGovernor:
                 self._allotted, self.floors, self._quiet = 0, (0.0, 0.0), True
                 return ks
         idx, reach, states, probes = [], [], [], []
-        floors = {}  # what a probe's acceptance is weighed at least at, by depth (the engine's recent), by kind
+        probe_floors = {}  # what a probe's acceptance is weighed at least at, by depth (the engine's recent), by kind
         for i, (rid, limit, pos) in enumerate(zip(req_ids, limits, positions)):
             limit = min(limit, self.max_k)
             if limit <= 0:
@@ -508,9 +508,9 @@ class DraftGovernor:
             state = self._state(rid)
             probe = 0 <= state.probe_at <= pos
             if probe:
-                floor = floors.get(state.sampled)
+                floor = probe_floors.get(state.sampled)
                 if floor is None:
-                    floor = floors[state.sampled] = self.prior_rates(state.sampled)
+                    floor = probe_floors[state.sampled] = self.prior_rates(state.sampled)
             r, acc = [], 1.0
             for j, c in enumerate(state.rates[:limit]):
                 acc *= max(c, floor[j]) if probe else c
