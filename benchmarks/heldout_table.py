@@ -11,8 +11,10 @@ plain bf16 (the reference), each of ``--methods`` with its shipped drafter and c
 ``--int4-methods`` over it; and last in each group its plain engine again, built a second time
 and measured like a method (``--no-control`` leaves it out): plain against plain, its ratio is
 the noise floor of the group's (at batch 8, where every round is one batch of ~4 s, a round's
-ratio swings by +-5%). Within each group every batch runs through every engine in turn,
-``--repeats`` rounds, the order rotated each round (:mod:`specpath_engine.bench.measure`); a
+ratio swings by +-5% when the engines run it one after another). Within each group every batch
+runs in every engine at once, one engine step each in turn (``--interleave step``; ``batch``: one
+engine after another), ``--repeats`` rounds, the order rotated each round
+(:mod:`specpath_engine.bench.measure`); a
 speedup is the median over rounds of the ratio to the group's plain engine within a round (int4
 plain against bf16 plain: the two groups' medians, measured one after the other). Prints the
 table (speedup and τ per workload, greedy identity with the engine's own plain decoding) and,
@@ -116,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--max-load", type=float, default=0.5)
     p.add_argument("--wait", type=float, default=120.0)
+    p.add_argument("--interleave", choices=("step", "batch"), default="step",
+                   help="step: every engine runs each batch at once, a step each in turn; batch: one after another")
     p.add_argument("--out", type=Path)
     p.add_argument("--no-control", dest="control", action="store_false",
                    help="leave out the second plain engine per group (the noise floor: plain against plain)")
@@ -137,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             for t in args.temperature:
                 for group in groups:
                     rows += measure(group, Setting(workload=w, batch_size=b, temperature=t,
-                                                   max_tokens=args.max_tokens), repeats=args.repeats, progress=progress)
+                                                   max_tokens=args.max_tokens), repeats=args.repeats, progress=progress,
+                                                   interleave=args.interleave)
     print(f"\nload per core {load:.2f} at start, {machine_load():.2f} at the end")
     print(table(rows))
     if args.out:

@@ -43,6 +43,9 @@ def add_subcommands(subparsers: Any) -> None:
                    help="K for every method in --methods (default: each method's own, its shipped drafter's K and "
                         "draft tree, else 4)")
     p.add_argument("--repeats", type=int, default=2, help="interleaved rounds (default 2)")
+    p.add_argument("--interleave", choices=("step", "batch"), default="step",
+                   help="step (default): every engine runs each batch at once, one step each in turn, so the "
+                        "machine's load falls on all alike; batch: one engine after another")
     p.add_argument("--max-load", type=float, default=0.5, help="quiet-machine gate: load average per core (default 0.5)")
     p.add_argument("--wait", type=float, default=120.0, help="seconds to wait for the gate (default 120; 0: no gate)")
     p.add_argument("--seed", type=int, default=0, help="request i samples with seed+i in every engine (default 0)")
@@ -136,7 +139,8 @@ def run_bench(args: argparse.Namespace, *, progress: bool = True) -> dict:
                         ignore_eos=not args.honour_eos, seed=args.seed)
                 for w in workloads for b in args.batch for t in args.temperature]
     def total(engines: int) -> int:
-        return len(runs) + sum(runs_per_batch(engines) * args.repeats * -(-len(s.workload.items) // s.batch_size)
+        return len(runs) + sum(runs_per_batch(engines, args.interleave) * args.repeats
+                               * -(-len(s.workload.items) // s.batch_size)
                                for s in settings)
 
     bar = tqdm(total=total(len(runs)), desc="specpath bench", unit="run", disable=not progress, file=sys.stderr)
@@ -151,7 +155,7 @@ def run_bench(args: argparse.Namespace, *, progress: bool = True) -> dict:
         bar.total = total(len(engines))
         rows: list[dict] = []
         for s in settings:
-            rows += measure(engines, s, repeats=args.repeats, progress=step)
+            rows += measure(engines, s, repeats=args.repeats, progress=step, interleave=args.interleave)
     finally:
         bar.close()
     llm = engines[0][2]
@@ -164,7 +168,8 @@ def run_bench(args: argparse.Namespace, *, progress: bool = True) -> dict:
         "settings": {"model": model or "embedded", "dtype": str(llm.engine_config.model_config.dtype),
                      "quantization": args.quantization, "threads": _threads_used(),
                      "workloads": specs, "batch": args.batch, "temperature": args.temperature,
-                     "max_tokens": args.max_tokens, "ignore_eos": not args.honour_eos, "repeats": args.repeats},
+                     "max_tokens": args.max_tokens, "ignore_eos": not args.honour_eos, "repeats": args.repeats,
+                     "interleave": args.interleave},
         "rows": rows,
         "skipped": skipped,
     }
@@ -183,6 +188,8 @@ def _command(args: argparse.Namespace, specs: list[str]) -> str:
         parts += ["--workload", w]
     parts += ["--batch", *map(str, args.batch), "--temperature", *(f"{t:g}" for t in args.temperature),
               "--max-tokens", str(args.max_tokens), "--repeats", str(args.repeats)]
+    if args.interleave != "step":
+        parts += ["--interleave", args.interleave]
     for flag, value in (("--dtype", args.dtype if args.dtype != "auto" else None), ("--quantization", args.quantization),
                         ("--threads", args.threads)):
         if value is not None:

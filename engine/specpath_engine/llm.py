@@ -454,21 +454,17 @@ class LLM:
         dicts) or to each of several, through the checkpoint's chat template. Generation stops at
         the model's EOS unless ``ignore_eos`` is set; ``RequestOutput.prompt`` is the rendered text.
         ``stream=True``: an iterator of :class:`StreamChunk` (see :meth:`generate_stream`)."""
+        return self.generate(self.chat_prompts(messages, add_generation_prompt=add_generation_prompt),
+                             sampling_params, stream=stream)
+
+    def chat_prompts(self, messages: Sequence[Any], *, add_generation_prompt: bool = True) -> list[str]:
+        """The prompt text :meth:`chat` generates from, one per conversation in ``messages``."""
         from specpath_engine.chat import render_chat, split_conversations
 
-        conversations = split_conversations(messages)
         tok = self.tokenizer
-        prompts = [
-            render_chat(
-                tok.chat_template,
-                conversation,
-                bos_token=tok.bos_token,
-                eos_token=tok.eos_token,
-                add_generation_prompt=add_generation_prompt,
-            )
-            for conversation in conversations
-        ]
-        return self.generate(prompts, sampling_params, stream=stream)
+        return [render_chat(tok.chat_template, conversation, bos_token=tok.bos_token, eos_token=tok.eos_token,
+                            add_generation_prompt=add_generation_prompt)
+                for conversation in split_conversations(messages)]
 
     def _output(self, r: Any, prompt: str | None) -> RequestOutput:
         text = self.tokenizer.decode(r.output_token_ids)

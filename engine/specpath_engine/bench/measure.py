@@ -6,7 +6,11 @@ One row per (workload, batch size, temperature, method), against the baseline of
 round: speedups are ratios of tokens/s measured minutes apart at most, and the row keeps every
 round's ratio (the spread) beside the median.
 
-Within a round the baseline runs every batch several times among the others
+Two ways to interleave (``interleave``). ``"step"`` (the default): every engine runs the same
+batch at once, one engine step each in turn, and an engine's time is the sum of its own steps, so
+a burst of another job's work lands on every engine alike; a batch of 8 takes ~4 s, and timed one
+engine after another (``"batch"``), plain against plain read 0.90-1.07x a round on a 2-vCPU VM.
+``"batch"``: each engine runs the whole batch in turn, the baseline several times among the others
 (:data:`REFERENCE_EVERY`), its median the reference. Each round starts with every drafter's memory
 of finished responses dropped
 (``BaseSpeculator.forget_responses``): a workload's prompts come back in every round and setting,
@@ -101,9 +105,42 @@ def run_batch(llm: Any, items: Sequence[Item], setting: Setting) -> tuple[list[A
     return outputs, time.perf_counter() - start
 
 
+def _token_lists(llm: Any, items: Sequence[Item]) -> list[list[int]]:
+    """The token ids ``run_batch`` would generate from: prompts as they are, chats rendered."""
+    texts = [it if isinstance(it, str) else llm.chat_prompts(it)[0] for it in items]
+    return llm._prepare(texts, None)[1]
+
+
+def run_lockstep(engines: Sequence[tuple[str, Any, Any]], items: Sequence[Item], setting: Setting,
+                 done: Callable[[str], None] = lambda name: None) -> dict[str, tuple[list[Any], float]]:
+    """``{name: (outputs in item order, seconds)}``: every engine runs ``items`` as one batch of
+    concurrent requests, the engines taking one step each in turn (``engines``' order), and an
+    engine's seconds are the sum of its own steps (what it took, whatever ran between them);
+    ``done(name)`` as each engine finishes."""
+    from types import SimpleNamespace
+
+    params = _params(setting, len(items))
+    running = {name: llm.engine.stream(_token_lists(llm, items), params) for name, _, llm in engines}
+    seconds = dict.fromkeys(running, 0.0)
+    last: dict[str, list[Any]] = {}
+    while running:
+        for name in list(running):
+            start = time.perf_counter()
+            try:
+                last[name] = next(running[name])
+            except StopIteration:
+                del running[name]
+                done(name)
+            seconds[name] += time.perf_counter() - start
+    return {name: ([SimpleNamespace(metrics=r.metrics, token_ids=list(r.output_token_ids)) for r in last[name]],
+                   seconds[name]) for name, _, _ in engines}
+
+
 def measure(engines: Sequence[tuple[str, Any, Any]], setting: Setting, *, repeats: int,
-            progress: Callable[[str], None]) -> list[dict]:
+            progress: Callable[[str], None], interleave: str = "step") -> list[dict]:
     """Rows (see the module docstring) for one setting."""
+    if interleave not in ("step", "batch"):
+        raise ValueError(f"interleave: 'step' or 'batch', got {interleave!r}")
     from specpath_engine.metrics import SpecMetrics
 
     groups = batches(setting.workload, setting.batch_size)
@@ -117,6 +154,12 @@ def measure(engines: Sequence[tuple[str, Any, Any]], setting: Setting, *, repeat
         loads.append(_load())
         forget_responses(llm for _, _, llm in engines)  # (an earlier round or setting saw these prompts)
         for items in groups:  # batch-major: each batch runs through every engine before the next
+            if interleave == "step":
+                for name, (outs, seconds) in run_lockstep(order, items, setting, done=progress).items():
+                    this[name]["seconds"].append(seconds)
+                    this[name]["metrics"].extend(o.metrics for o in outs)
+                    this[name]["tokens"].extend(o.token_ids for o in outs)
+                continue
             reference: list[float] = []
             for name, _, llm in _with_references(order, engines[0]):
                 progress(name)
@@ -173,8 +216,10 @@ def measure(engines: Sequence[tuple[str, Any, Any]], setting: Setting, *, repeat
     return rows
 
 
-def runs_per_batch(num_engines: int) -> int:
+def runs_per_batch(num_engines: int, interleave: str = "step") -> int:
     """``generate`` calls a batch takes in one round (the baseline's re-runs included)."""
+    if interleave == "step":
+        return num_engines
     others = num_engines - 1
     return num_engines + -(-others // REFERENCE_EVERY) if others > 0 else num_engines
 

@@ -45,7 +45,8 @@ def test_the_baseline_runs_among_the_others_and_its_median_is_the_reference(monk
     order = [(n, None, None) for n in ("m3", "baseline", *names[:3], *names[4:])]
     sequence = [name for name, _, _ in m._with_references(order, ("baseline", None, None))]
     assert sequence == ["baseline", "m3", "m0", "m1", "baseline", "m2", "m4", "m5", "baseline", "m6", "baseline"]
-    assert m.runs_per_batch(8) == len(sequence) and m.runs_per_batch(1) == 1 and m.runs_per_batch(2) == 3
+    assert m.runs_per_batch(8, "batch") == len(sequence) and m.runs_per_batch(1, "batch") == 1
+    assert m.runs_per_batch(2, "batch") == 3 and m.runs_per_batch(8) == 8
 
     times = {"baseline": [1.0, 3.0, 1.2, 0.9], **{f"f{i}": [0.5] for i in range(4)}}  # its 2nd run stalled
 
@@ -60,9 +61,51 @@ def test_the_baseline_runs_among_the_others_and_its_median_is_the_reference(monk
 
     engines = [engine("baseline", None), *(engine(f"f{i}", {"method": "x"}) for i in range(4))]
     rows = m.measure(engines, Setting(workload=Workload(name="w", items=("a",)), batch_size=1, temperature=0.0,
-                                      max_tokens=4), repeats=1, progress=lambda _: None)
+                                      max_tokens=4), repeats=1, progress=lambda _: None, interleave="batch")
     assert times["baseline"] == [0.9]  # B f f f B f B: three runs of it
     assert all(r["speedup"] == pytest.approx(1.2 / 0.5) for r in rows[1:])  # the median, not the stall (3.0)
+
+
+def test_step_interleaving_times_each_engine_by_its_own_steps(monkeypatch):
+    """Every engine runs the batch at once, a step each in turn; an engine's seconds are its own
+    steps' (a clock that only its steps advance), not the wall time the others' steps fill."""
+    from types import SimpleNamespace
+
+    from specpath_engine.bench import measure as m
+    from specpath_engine.metrics import SpecMetrics
+
+    clock, calls = [0.0], []
+    monkeypatch.setattr(m.time, "perf_counter", lambda: clock[0])
+
+    def engine(name, steps, cost):
+        def stream(token_lists, params):
+            assert len(token_lists) == len(params) == 2 and token_lists[1] == [7, 7]  # the chat, rendered
+            requests = [SimpleNamespace(metrics=SpecMetrics(num_generated_tokens=4, num_steps=steps),
+                                        output_token_ids=[1, 2, 3, 4]) for _ in token_lists]
+            for _ in range(steps):
+                calls.append(name)
+                clock[0] += cost
+                yield requests
+
+        llm = SimpleNamespace(engine=SimpleNamespace(stream=stream), chat_prompts=lambda chat: ["chat"],
+                              _prepare=lambda texts, _: (texts, [[5] if t == "prompt" else [7, 7] for t in texts], None))
+        return name, None, llm
+
+    engines = [engine("plain", 4, 0.5), engine("fast", 2, 0.75)]
+    out = m.run_lockstep(engines, ["prompt", [{"role": "user", "content": "hi"}]],
+                         Setting(workload=WORKLOAD, batch_size=2, temperature=0.0, max_tokens=4))
+    assert calls == ["plain", "fast", "plain", "fast", "plain", "plain"]
+    assert out["plain"][1] == pytest.approx(2.0) and out["fast"][1] == pytest.approx(1.5)
+    assert [o.token_ids for o in out["fast"][0]] == [[1, 2, 3, 4]] * 2
+
+
+def test_step_and_batch_interleaving_generate_the_same_tokens(engines):
+    setting = Setting(workload=WORKLOAD, batch_size=2, temperature=0.0, max_tokens=10)
+    step, batch = (measure(engines, setting, repeats=1, progress=lambda _: None, interleave=i) for i in ("step", "batch"))
+    assert all(r["greedy_identical"] and r["identical_requests"] == 2 for r in step + batch)
+    assert [r["num_requests"] for r in step] == [r["num_requests"] for r in batch] == [2, 2]
+    with pytest.raises(ValueError, match="interleave"):
+        measure(engines, setting, repeats=1, progress=lambda _: None, interleave="prompt")
 
 
 def test_batched_and_sampled_settings(engines):
@@ -153,6 +196,16 @@ def test_cli_json(capsys):
     result = json.loads(capsys.readouterr().out)
     assert {r["method"] for r in result["rows"]} == {"baseline", "ngram"}
     assert result["settings"]["model"] == "embedded" and result["machine"]["gated"] is False
+    assert result["settings"]["interleave"] == "step" and "--interleave" not in result["command"]
+
+
+def test_cli_engines_one_after_another(capsys):
+    code = main(["bench", "--model", "embedded", "--wait", "0", "--methods", "ngram", "--workload", "code",
+                 "--max-tokens", "4", "--repeats", "1", "--interleave", "batch", "--json"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["settings"]["interleave"] == "batch" and result["command"].endswith("--interleave batch")
+    assert all(r["greedy_identical"] for r in result["rows"])
 
 
 def test_the_page_names_quantised_weights():
