@@ -361,8 +361,9 @@ def test_new_requests_are_explored_by_the_guard_within_a_few_replies():
             if not guard.backing_off and drafted(history[-20:]) >= 8 * 20:
                 resumed[-1] = reply
                 break
-    # seen: 6-14 replies, one seed beyond 16 (its bursts' single drafts never lifted the estimates)
-    assert sum(r < 16 for r in resumed) >= 8 and sorted(resumed)[4] <= 9
+    # seen: 5-12 replies, one seed beyond 16 (its bursts' single drafts never lifted the estimates);
+    # 6-14 with batch 1's exploring share at batch 8 too
+    assert sum(r < 16 for r in resumed) >= 8 and sorted(resumed)[4] <= 11
 
 
 @settings(max_examples=200, deadline=None)

@@ -5,8 +5,8 @@ import random
 
 from hypothesis import example, given, settings, strategies as st
 
-from specpath_engine.drafting_guard import (BATCH_GAIN, BURST, EXPLORE_SHARE, FIRST_GAP, MAX_BUDGET_WAIT, MAX_GAP,
-                                           DraftingGuard, band)
+from specpath_engine.drafting_guard import (BATCH_EXPLORE_SHARE, BATCH_GAIN, BURST, EXPLORE_SHARE, FIRST_GAP,
+                                           MARGIN, MAX_BUDGET_WAIT, MAX_GAP, DraftingGuard, band)
 
 
 def run(guard, steps, *, batch, plain_s, drafting_s, drafting_tokens, noise=0.05, seed=0, every=1):
@@ -59,14 +59,14 @@ def test_a_change_of_workload_is_noticed_by_a_burst_and_drafting_resumes():
     guard = DraftingGuard()
     run(guard, 200, batch=8, plain_s=0.02, drafting_s=0.025, drafting_tokens=8.5)
     assert guard.backing_off
-    gap = guard.summary()["guard_gap_steps"]
-    drafted = run(guard, gap + 3 * BURST + 2, batch=8, plain_s=0.02, drafting_s=0.025, drafting_tokens=16)
+    wait = max(guard.summary()["guard_gap_steps"], guard.summary()["guard_budget_steps"])
+    drafted = run(guard, wait + 3 * BURST + 2, batch=8, plain_s=0.02, drafting_s=0.025, drafting_tokens=16)
     assert not guard.backing_off and guard.num_resumes == 1 and drafted[-1]
 
 
 def test_bursts_that_keep_losing_double_their_gap_up_to_the_cap():
     guard = DraftingGuard()
-    drafted = run(guard, 6000, batch=4, plain_s=0.01, drafting_s=0.02, drafting_tokens=4.4, noise=0.0)
+    drafted = run(guard, 6000, batch=1, plain_s=0.01, drafting_s=0.02, drafting_tokens=1.1, noise=0.0)
     starts = [i for i in range(1, len(drafted)) if drafted[i] and not drafted[i - 1]]
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     assert gaps[-1] == MAX_GAP + BURST and all(b >= a for a, b in zip(gaps, gaps[1:]))
@@ -212,15 +212,15 @@ def test_bursts_cost_at_most_their_share_of_the_time_backed_off(batch, catch_up,
 
 
 def test_an_expensive_burst_sets_a_wait_that_arrivals_do_not_shorten():
-    """A burst that cost ~3 plain steps beyond plain (a batch-8 catch-up) waits ~150 steps
-    before the next, though a request arrives every 16; a burst that cost nothing keeps the
+    """A burst that cost ~3 plain steps beyond plain (a batch-8 catch-up) waits ~600 steps
+    before the next (BATCH_EXPLORE_SHARE), though a request arrives every 16; a burst that cost nothing keeps the
     halving gaps (new traffic is judged again soon)."""
     guard = DraftingGuard()
     run_catching_up(guard, 60, batch=8, plain_s=0.02, drafting_s=0.024, drafting_tokens=8.4, catch_up_s=0.06)
-    drafted, _ = run_catching_up(guard, 1200, batch=8, plain_s=0.02, drafting_s=0.024, drafting_tokens=8.4,
+    drafted, _ = run_catching_up(guard, 4000, batch=8, plain_s=0.02, drafting_s=0.024, drafting_tokens=8.4,
                                  catch_up_s=0.06, arrive_every=16)
     gaps = burst_gaps(drafted)
-    assert gaps and min(gaps) >= 3.0 / EXPLORE_SHARE  # the catch-up alone is 3 plain steps
+    assert gaps and min(gaps) >= 3.0 / BATCH_EXPLORE_SHARE  # the catch-up alone is 3 plain steps
     assert guard.summary()["guard_budget_steps"] <= MAX_BUDGET_WAIT
 
     cheap = DraftingGuard()
@@ -289,3 +289,34 @@ def test_a_bursts_budget_counts_its_catch_up():
             guard.allows(8)
         waits.append(guard.summary()["guard_budget_steps"])
     assert waits[1] > 2 * waits[0] > 0
+
+
+def test_above_batch_1_bursts_spend_a_smaller_share_and_resume_on_a_clearer_gain():
+    """A batch-8 band's losing bursts wait for their cost over BATCH_EXPLORE_SHARE (a quarter of
+    batch 1's share), and a burst whose judged steps beat the bar by half MARGIN, which resumes
+    drafting at batch 1's bar, does not resume it at batch 8; by a whole MARGIN it does."""
+    waits = {}
+    for batch in (1, 8):
+        guard = DraftingGuard()
+        run(guard, 100, batch=batch, plain_s=1.0, drafting_s=1.5, drafting_tokens=batch * 1.0, noise=0.0)
+        assert guard.backing_off
+        while not (guard.allows(batch) and guard.exploring(batch)):
+            guard.observe(batch, False, batch, 1.0)
+        for _ in range(BURST):  # each judged step costs half a plain step beyond what it delivers
+            guard.observe(batch, True, batch, 1.5)
+            guard.allows(batch)
+        waits[batch] = guard.summary()["guard_budget_steps"]
+    assert waits[8] >= 3.5 * waits[1] > 0 and EXPLORE_SHARE / BATCH_EXPLORE_SHARE == 4
+
+    def burst(batch, gain):
+        guard = DraftingGuard()
+        run(guard, 100, batch=batch, plain_s=1.0, drafting_s=1.5, drafting_tokens=batch * 1.0, noise=0.0)
+        while not (guard.allows(batch) and guard.exploring(batch)):
+            guard.observe(batch, False, batch, 1.0)
+        for _ in range(BURST):
+            guard.observe(batch, True, batch * gain, 1.0)
+            guard.allows(batch)
+        return not guard.backing_off
+
+    half = 1 + BATCH_GAIN + 0.75 * MARGIN  # beats batch 8's bar by more than half MARGIN, less than MARGIN
+    assert burst(1, 1 + 0.75 * MARGIN) and not burst(8, half) and burst(8, 1 + BATCH_GAIN + 1.25 * MARGIN)
