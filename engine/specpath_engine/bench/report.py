@@ -108,7 +108,8 @@ def markdown(result: dict, items: dict[str, Sequence[Any]] | None = None) -> str
     s = result["settings"]
     weights = f", {s['quantization']} weights" if s.get("quantization") else ""
     out = [f"Model {s['model']} ({s['dtype']}{weights}), {s['max_tokens']} new tokens a request"
-           f"{' (EOS ignored)' if s['ignore_eos'] else ''}, {s['repeats']} interleaved rounds; "
+           f"{' (EOS ignored)' if s['ignore_eos'] else ''}, {s['repeats']} "
+           f"{'rounds, the engines interleaved step by step' if s.get('interleave') == 'step' else 'interleaved rounds'}; "
            f"{m['cpu']}, {m['cores']} cores, {s['threads']} thread{'s' if s['threads'] != 1 else ''}; load per core at the start "
            f"{m['load_at_start']:.2f}; {result['date']}.", "", NOTES]
     for key, rows in groups(result["rows"]).items():

@@ -208,6 +208,12 @@ def test_cli_engines_one_after_another(capsys):
     assert all(r["greedy_identical"] for r in result["rows"])
 
 
+def test_the_page_says_how_the_engines_were_interleaved():
+    step = {**RESULT, "settings": {**RESULT["settings"], "interleave": "step"}}
+    assert "2 rounds, the engines interleaved step by step;" in report.markdown(step)
+    assert "2 interleaved rounds;" in report.markdown(RESULT)  # results written before the option
+
+
 def test_the_page_names_quantised_weights():
     quantised = {**RESULT, "settings": {**RESULT["settings"], "quantization": "int4"}}
     assert "Model embedded (float32, int4 weights)," in report.markdown(quantised)
