@@ -421,6 +421,10 @@ class LLM:
 
         return chunks()
 
+    def encode_prompts(self, prompts: str | Sequence[int] | Sequence[str | Sequence[int]]) -> list[list[int]]:
+        """The token ids :meth:`generate` would run for ``prompts`` (checked as it checks them)."""
+        return self._prepare(prompts, None)[1]
+
     def _prepare(self, prompts: Any, sampling_params: Any) -> tuple[list[Any], list[list[int]], Any]:
         """Prompts as given, as token lists, and the sampling params (default: greedy)."""
         from specpath_engine.arguments import EngineArgumentError, check_prompt_text, check_token_ids

@@ -108,7 +108,7 @@ def run_batch(llm: Any, items: Sequence[Item], setting: Setting) -> tuple[list[A
 def _token_lists(llm: Any, items: Sequence[Item]) -> list[list[int]]:
     """The token ids ``run_batch`` would generate from: prompts as they are, chats rendered."""
     texts = [it if isinstance(it, str) else llm.chat_prompts(it)[0] for it in items]
-    return llm._prepare(texts, None)[1]
+    return llm.encode_prompts(texts)
 
 
 def run_lockstep(engines: Sequence[tuple[str, Any, Any]], items: Sequence[Item], setting: Setting,

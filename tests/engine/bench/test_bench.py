@@ -88,7 +88,7 @@ def test_step_interleaving_times_each_engine_by_its_own_steps(monkeypatch):
                 yield requests
 
         llm = SimpleNamespace(engine=SimpleNamespace(stream=stream), chat_prompts=lambda chat: ["chat"],
-                              _prepare=lambda texts, _: (texts, [[5] if t == "prompt" else [7, 7] for t in texts], None))
+                              encode_prompts=lambda texts: [[5] if t == "prompt" else [7, 7] for t in texts])
         return name, None, llm
 
     engines = [engine("plain", 4, 0.5), engine("fast", 2, 0.75)]
