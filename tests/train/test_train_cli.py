@@ -176,6 +176,9 @@ def test_bad_targets_methods_and_budgets_are_one_line(capsys, tmp_path, data_fil
         (["eagle3", "--target", str(tmp_path / "nothing")], "not a checkpoint directory"),
         (["ngram", "--target", "embedded"], "method 'ngram' has no trainer; specpath train trains eagle, eagle3"),
         (["eagel3", "--target", "embedded"], "did you mean 'eagle3'"),
+        (["dflash", "--target", "embedded", "--draft-vocab", "64"],
+         "--draft-vocab: dflash's drafter has no vocabulary of its own (only eagle3 takes it)"),
+        (["eagle3", "--target", "embedded", "--draft-vocab", "1"], "--draft-vocab must be at least 2 (got 1)"),
     ]
     for argv, expected in cases:
         code, _, err = train(capsys, *argv, "--out", str(out), "--data", str(data_file), "--steps", "1", "--no-progress")

@@ -155,6 +155,45 @@ def test_a_head_from_elsewhere_keeps_its_draft_vocabulary(capsys, tmp_path, data
     assert "--draft-vocab 64" in (out / "run" / "train.log").read_text()
 
 
+def test_draft_vocab_with_from_chooses_the_vocabulary_again_from_the_data(capsys, tmp_path, data_file):  # noqa: F811
+    """``--draft-vocab N --from HEAD``: the head's vocabulary is chosen again, the data's N most
+    frequent tokens (a head chosen on other text misses tokens this text needs)."""
+    from specpath_drafting.testing import random_head
+    from specpath_eagle3.head import Eagle3Head
+    from specpath_engine.model import LlamaModel
+
+    head = random_head(Eagle3Head, LlamaModel.from_pretrained(_embedded()), tmp_path / "eagle3-head", seed=1,
+                       draft_vocab_size=64)
+    out = tmp_path / "regrown"
+    code, _, err = train(capsys, "eagle3", "--from", str(head), "--draft-vocab", "96", "--out", str(out),
+                         "--data", str(data_file), *TINY)
+    assert code == 0, err
+    assert json.loads((out / "config.json").read_text())["draft_vocab_size"] == 96
+    log = (out / "run" / "train.log").read_text()
+    assert "--draft-vocab 96" in log and "--revocab" in log
+    assert "ids keep the --init head's rows" in (out / "run" / "work" / "train.log").read_text()
+    assert json.loads((out / "run" / "run.json").read_text())["draft_vocab"] == 96
+    d2t = load_file(str(out / "model.safetensors"))["d2t"]
+    ids = torch.arange(96) + d2t.long()
+    assert bool((ids.diff() > 0).all())  # a strictly increasing map: 96 distinct target ids
+
+
+@given(old=st.sets(st.integers(0, 199), min_size=1, max_size=60), new=st.sets(st.integers(0, 199), min_size=1, max_size=60))
+@settings(max_examples=40, deadline=None)
+def test_revocab_keeps_the_rows_of_ids_the_head_had(old, new):
+    from specpath_train.recipes.eagle3 import revocab
+
+    old_ids, new_ids = torch.tensor(sorted(old)), torch.tensor(sorted(new))
+    start = {"d2t": old_ids - torch.arange(len(old_ids)), "t2d": torch.zeros(200, dtype=torch.bool),
+             "lm_head.weight": old_ids[:, None].float() * torch.ones(1, 3), "fc.weight": torch.ones(2)}
+    fresh = -new_ids[:, None].float() * torch.ones(1, 3) - 1  # [V', 3] the target's rows, told apart by sign
+    kept = revocab(start, new_ids, fresh)
+    assert kept == len(old & new) and "d2t" not in start and "t2d" not in start and "fc.weight" in start
+    rows = start["lm_head.weight"]
+    for i, t in enumerate(new_ids.tolist()):
+        assert rows[i, 0].item() == (t if t in old else -t - 1)
+
+
 def test_bad_variants_and_starts_are_one_line_and_write_nothing(capsys, tmp_path, data_file, plain):  # noqa: F811
     out = tmp_path / "out"
     not_a_checkpoint = tmp_path / "empty"

@@ -39,7 +39,7 @@ RUN = "run"
 """The run's own files, inside the output (checkpoint) directory."""
 
 CONFIG_KEYS = ("method", "variant", "from", "target", "data", "corpus", "prompts", "heldout", "max_new_tokens",
-               "temperature", "seed", "window", "dtype", "max_prompt_tokens")
+               "temperature", "seed", "window", "dtype", "max_prompt_tokens", "draft_vocab")
 """What makes two runs the same run (budget, threads and progress may change on --resume)."""
 
 COMPANION_GAIN = 0.03
@@ -98,6 +98,10 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--generations", metavar="DIR",
                    help="keep the target's responses here, shared by runs of other methods on the same prompts "
                         "(default: inside --out)")
+    p.add_argument("--draft-vocab", type=int, default=None, metavar="N",
+                   help="eagle3: the head's draft vocabulary, the N most frequent target tokens of the data "
+                        "(default 4096 for a large vocabulary; with --from the head's own, and given, chosen "
+                        "again from this run's data: ids the head had keep their rows)")
     p.add_argument("--minutes", type=float, default=None, help="training budget by the clock")
     p.add_argument("--steps", type=int, default=None, help="training budget in optimizer steps (repeatable runs)")
     p.add_argument("--batch", type=int, default=8, help="windows per step (default 8)")
@@ -153,6 +157,19 @@ def check_method(method: str) -> Any:
     text = (f"method {method!r} has no trainer" if known else f"unknown method {method!r}")
     text += f"; specpath train trains {', '.join(RECIPES)}"
     raise _error(text + (f" (did you mean {hint!r}?)" if hint and not known else ""))
+
+
+def check_draft_vocab(recipe: Any, size: int | None) -> None:
+    """``--draft-vocab``: a size of at least 2, for a method whose drafter has its own vocabulary."""
+    if size is None:
+        return
+    if not recipe.draft_vocab:
+        from specpath_train.methods import RECIPES
+
+        having = ", ".join(m for m, r in RECIPES.items() if r.draft_vocab)
+        raise _error(f"--draft-vocab: {recipe.method}'s drafter has no vocabulary of its own (only {having} takes it)")
+    if size < 2:
+        raise _error(f"--draft-vocab must be at least 2 (got {size})")
 
 
 def check_variant(method: str, variant: str | None) -> Any:
@@ -561,6 +578,8 @@ def recipe_argv(recipe: Any, args: argparse.Namespace, target_dir: Path, data_di
     if args.init:
         argv += [recipe.init_flag, str(Path(args.init).resolve())]
         flags = with_flags(flags, recipe.init_flags(json.loads((Path(args.init) / "config.json").read_text())))
+    if args.draft_vocab is not None:
+        flags = with_flags(flags, ["--draft-vocab", str(args.draft_vocab)] + (["--revocab"] if args.init else []))
     return argv + flags
 
 
@@ -625,6 +644,7 @@ def _train(args: argparse.Namespace) -> int:
     variant = check_variant(args.method, args.variant)
     if not args.data_only:
         check_budget(args)
+    check_draft_vocab(recipe, args.draft_vocab)
     if args.device != "cpu" and not recipe.common:
         raise _error(f"--device {args.device}: {args.method}'s recipe trains on the CPU only (its data has no live "
                      "features); leave --device out")
@@ -662,7 +682,7 @@ def _train(args: argparse.Namespace) -> int:
               "data": data_id, "corpus": corpus, "prompts": None if args.data else args.prompts,
               "heldout": args.heldout, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
               "seed": args.seed, "window": args.window, "dtype": args.dtype, "max_prompt_tokens": args.max_prompt_tokens,
-              "more_data": [str(Path(d).resolve()) for d in args.more_data]}
+              "more_data": [str(Path(d).resolve()) for d in args.more_data], "draft_vocab": args.draft_vocab}
     prepare_out(out, config, resume=args.resume, overwrite=args.overwrite)
     run_dir = out / RUN
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -89,6 +89,9 @@ class MethodRecipe:
     this target (None: it can)."""
     init_flags: Callable[[Mapping[str, Any]], list[str]] = lambda c: []
     """Recipe flags a ``--from`` checkpoint's config sets (its shape wins over the method's flags)."""
+    draft_vocab: bool = False
+    """The drafter has a reduced vocabulary of its own (``--draft-vocab`` sizes it; with ``--from``
+    the recipe's ``--revocab`` chooses it again from this run's data instead of keeping the head's)."""
     init_layers: Callable[[Mapping[str, Any], Mapping[str, Any]], tuple[int, ...]] | None = None
     """``(checkpoint config, target config)`` -> the target layers a ``--from`` run's features keep
     (None: :attr:`layers`, the same for every start)."""
@@ -231,7 +234,7 @@ def with_flags(base: list[str], extra: list[str]) -> list[str]:
 RECIPES: dict[str, MethodRecipe] = {r.method: r for r in (
     MethodRecipe(method="eagle", module="eagle", layers=_last, flags=lambda c: []),
     MethodRecipe(method="eagle3", module="eagle3", layers=_eagle3_layers, flags=_eagle3_flags, init_flag="--init",
-                 init_fits=_eagle3_init_fits, init_flags=_eagle3_init_flags),
+                 init_fits=_eagle3_init_fits, init_flags=_eagle3_init_flags, draft_vocab=True),
     MethodRecipe(method="mtp", module="mtp", layers=_last,
                  flags=lambda c: ["--modules", "1", "--depth", "3", *_vocab_flags(c)], init_flag="--init",
                  init_fits=_mtp_init_fits),

@@ -6,7 +6,10 @@ Recipe:
 
 - **Taps**: a low, middle and high target layer (``default_aux_layer_ids``), fused by ``fc``.
 - **Draft vocabulary**: the ``--draft-vocab`` most frequent target tokens of the training text;
-  ``d2t``/``t2d`` map it onto the target's. ``lm_head`` starts from the target head's rows.
+  ``d2t``/``t2d`` map it onto the target's. ``lm_head`` starts from the target head's rows. An
+  ``--init`` head keeps its own vocabulary, or with ``--revocab`` takes this data's (a head chosen
+  on other text misses tokens this text needs, which it can never draft): ids it had keep their
+  trained rows, new ones start from the target head's.
 - **Training-time test** (EAGLE-3): depth 0 reads the real fused feature; depth j reads the
   head's own depth j-1 output at the previous position (the chain it will run), attending to
   the real keys up to its chain's start and to its chain's earlier keys
@@ -47,6 +50,24 @@ from specpath_eagle3.head import Eagle3Head
 def draft_vocabulary(tokens: torch.Tensor, vocab_size: int, size: int) -> torch.Tensor:
     """The ``size`` most frequent ids of ``tokens``, ascending (ties: lower id first)."""
     return vocab_by_frequency(tokens, vocab_size, size)
+
+
+def revocab(start: dict[str, torch.Tensor], ids: torch.Tensor, fresh_rows: torch.Tensor) -> int:
+    """Point a saved head's state ``start`` at the draft vocabulary ``ids`` [V'] (ascending target
+    ids), in place: an id the head had keeps its trained ``lm_head`` row, a new one takes its row
+    of ``fresh_rows`` [V', d] (the target head's); ``d2t``/``t2d`` are the head's own (set from
+    ``ids``), so they leave ``start``. Returns how many ids kept their row."""
+    old_ids = torch.arange(start["d2t"].shape[0]) + start["d2t"].long()  # [V] target id of each old row
+    where = torch.full((int(max(old_ids.max(), ids.max())) + 1,), -1, dtype=torch.long)
+    where[old_ids] = torch.arange(old_ids.shape[0])
+    old_row = where[ids]  # [V'] the old row of each new id, -1 where new
+    rows = fresh_rows.detach().clone().to(start["lm_head.weight"].dtype)
+    have = old_row >= 0
+    rows[have] = start["lm_head.weight"][old_row[have]]
+    start["lm_head.weight"] = rows
+    for key in ("d2t", "t2d"):
+        start.pop(key, None)
+    return int(have.sum())
 
 
 def eagle3_loss(head: Eagle3Head, norm_w: torch.Tensor, head_w: torch.Tensor, eps: float, *,
@@ -135,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parallel-depths", type=int, default=4, help="P-EAGLE: train drafts 1..N-1 from mask slots (0: off)")
     p.add_argument("--parallel-weight", type=float, default=0.5)
     p.add_argument("--init", default=None, help="start from this EAGLE-3 head (e.g. train P-EAGLE on a chain head)")
+    p.add_argument("--revocab", action="store_true",
+                   help="with --init: the draft vocabulary from this data (--draft-vocab ids), not the head's")
     p.add_argument("--train-only", choices=("all", "mask"), default="all",
                    help="mask: train only P-EAGLE's mask parameters, the --init chain head frozen")
     args = p.parse_args(argv)
@@ -164,9 +187,14 @@ def main(argv: list[str] | None = None) -> int:
         from safetensors.torch import load_file
 
         start = load_file(str(Path(args.init) / "model.safetensors"))
+        if args.revocab:
+            kept = revocab(start, ids, head.lm_head.weight)
+            log(f"eagle3: --revocab: {kept} of {len(ids)} ids keep the --init head's rows")
         missing = head.load_state_dict(start, strict=False).missing_keys
         ids = head.draft_ids
         log(f"eagle3: initialised from {args.init} (new: {missing or 'none'})")
+    elif args.revocab:
+        p.error("--revocab needs --init (a head whose vocabulary is replaced)")
     if args.train_only == "mask":
         if not (head_config.parallel_drafting and args.init):
             p.error("--train-only mask needs --init (a chain head) and --parallel-depths > 1")
