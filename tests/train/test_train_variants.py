@@ -192,6 +192,9 @@ def test_revocab_keeps_the_rows_of_ids_the_head_had(old, new):
     rows = start["lm_head.weight"]
     for i, t in enumerate(new_ids.tolist()):
         assert rows[i, 0].item() == (t if t in old else -t - 1)
+    whole = {"lm_head.weight": torch.arange(200)[:, None].float() * torch.ones(1, 3)}  # no map: row i is id i
+    assert revocab(whole, new_ids, fresh) == len(new_ids)
+    assert whole["lm_head.weight"][:, 0].tolist() == new_ids.float().tolist()
 
 
 def test_bad_variants_and_starts_are_one_line_and_write_nothing(capsys, tmp_path, data_file, plain):  # noqa: F811

@@ -57,7 +57,9 @@ def revocab(start: dict[str, torch.Tensor], ids: torch.Tensor, fresh_rows: torch
     ids), in place: an id the head had keeps its trained ``lm_head`` row, a new one takes its row
     of ``fresh_rows`` [V', d] (the target head's); ``d2t``/``t2d`` are the head's own (set from
     ``ids``), so they leave ``start``. Returns how many ids kept their row."""
-    old_ids = torch.arange(start["d2t"].shape[0]) + start["d2t"].long()  # [V] target id of each old row
+    old_ids = torch.arange(start["lm_head.weight"].shape[0])  # [V] target id of each old row
+    if "d2t" in start:  # a head over the whole vocabulary has no map: row i is id i
+        old_ids = old_ids + start["d2t"].long()
     where = torch.full((int(max(old_ids.max(), ids.max())) + 1,), -1, dtype=torch.long)
     where[old_ids] = torch.arange(old_ids.shape[0])
     old_row = where[ids]  # [V'] the old row of each new id, -1 where new
