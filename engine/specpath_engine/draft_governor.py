@@ -557,8 +557,13 @@ class DraftGovernor:
         # drafter through the target's head over an int4 target, several times too dear): a probe
         # priced out then drafts all the same, one a step, so the guess is replaced by a measurement.
         timed = costs.drafter_timed
-        forced = (self._steps - self._drafted_step >= MAX_WAIT and not costs.pinned) or not timed
-        for i, k, state, probe in zip(idx, chosen, states, probes):
+        # (of the probes due and priced out, the one whose catch-up is shortest: above batch 1 that
+        # is most of what it costs)
+        forced = -1
+        if (self._steps - self._drafted_step >= MAX_WAIT and not costs.pinned) or not timed:
+            due = [j for j, (k, probe) in enumerate(zip(chosen, probes)) if probe and not k]
+            forced = min(due, key=lambda j: pending[idx[j]]) if due else -1
+        for j, (i, k, state, probe) in enumerate(zip(idx, chosen, states, probes)):
             ks[i] = k
             pos = positions[i]
             if k:
@@ -568,12 +573,11 @@ class DraftGovernor:
                     self.num_probes += 1
                 else:
                     state.probe_at = -1
-            elif probe and forced:
+            elif probe and j == forced:
                 # priced out while the drafter has not drafted for the longest wait (or was never
                 # timed): one draft, so stale (or guessed) drafter costs get measured; the wait is
                 # the engine's, not the request's (a request's own reaches MAX_WAIT only after 124
                 # positions: a run of shorter replies would never measure the drafter again)
-                forced = False
                 ks[i] = 1
                 state.run += 1
                 state.probing = True

@@ -245,6 +245,26 @@ def test_the_guard_judges_a_step_without_the_drafters_catch_up_on_backlogs():
     assert per_position * 55 > 0.001 and catch_up == pytest.approx(0.001 / plain)  # at most the drafter's call
 
 
+def test_a_forced_probe_drafts_for_the_request_with_the_shortest_catch_up():
+    """Where a probe is forced (the drafter has not drafted for the longest wait) and several
+    priced-out probes are due, the one with the fewest positions to hand the drafter drafts."""
+    sim = Simulated(batch=3, per_pass=0.030, accept=0.9)
+    sim.run(300)  # backed off: every probe priced out
+    g = sim.governor
+    ids = [f"r{i}" for i in range(3)]
+    pending = [50, 5, 30]
+    probes = []
+    for step in range(4 * MAX_WAIT):
+        ks = g.allocate(ids, [4] * 3, [10_000 + step] * 3, pending, num_requests=3, num_sampling=3)
+        if any(ks):
+            probes.append(ks)
+            for rid, k in zip(ids, ks):
+                g.observe(rid, k, 0)
+    # the first forced probe finds all three due alike (they backed off together): the cheapest drafts,
+    # not the first in the batch; each later one drafts one token for one request
+    assert probes and probes[0] == [0, 1, 0] and all(sorted(ks) == [0, 0, 1] for ks in probes)
+
+
 def test_steps_that_could_draft_nothing_reach_the_fit_and_guard_one_in_quiet_every():
     """A backed-off request's plain steps, once the costs are timed, are sampled for the cost fit
     and the guard (they are alike; their bookkeeping is what a backed-off engine pays beyond plain
