@@ -115,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, nargs="+", default=[1])
     p.add_argument("--temperature", type=float, nargs="+", default=[0.0])
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--batched-repeats", type=int, default=None,
+                   help="rounds at batch sizes above 1 (default --repeats): a batch of 8 is a few seconds an "
+                        "engine and its rounds spread by a few percent, so more of them are cheap and tell more")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--max-load", type=float, default=0.5)
     p.add_argument("--wait", type=float, default=120.0)
@@ -140,9 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         for b in args.batch:
             for t in args.temperature:
                 for group in groups:
+                    repeats = args.batched_repeats if b > 1 and args.batched_repeats else args.repeats
                     rows += measure(group, Setting(workload=w, batch_size=b, temperature=t,
-                                                   max_tokens=args.max_tokens), repeats=args.repeats, progress=progress,
-                                                   interleave=args.interleave)
+                                                   max_tokens=args.max_tokens), repeats=repeats, progress=progress,
+                                    interleave=args.interleave)
     print(f"\nload per core {load:.2f} at start, {machine_load():.2f} at the end")
     print(table(rows))
     if args.out:
