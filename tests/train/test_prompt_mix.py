@@ -89,6 +89,43 @@ def test_self_instruct_keeps_the_steering_system_message_and_draws_again_when_sh
     assert len(llm.calls) == 2  # the first round gave nothing usable
 
 
+class StoppingLLM(FakeLLM):
+    """A FakeLLM whose run is stopped (Ctrl-C) at its ``stop_at``-th generate call."""
+
+    def __init__(self, samples, stop_at):
+        super().__init__(samples)
+        self.stop_at = stop_at
+
+    def generate(self, prompts, params):
+        if len(self.calls) + 1 == self.stop_at:
+            raise KeyboardInterrupt
+        return super().generate(prompts, params)
+
+
+def distinct(n):
+    return [(f"Request number {i}: please explain something useful.", "stop") for i in range(n)]
+
+
+def test_self_instruct_with_a_cache_resumes_a_stopped_run_and_generates_only_the_rest(tmp_path, monkeypatch):
+    """Kept a chunk at a time: a run stopped in its third chunk keeps the first two, and the same
+    call again reads them and generates only what was left, giving the rows a run that was never
+    stopped gives; a run over a whole cache generates nothing."""
+    monkeypatch.setattr(pm, "SELF_INSTRUCT_CHUNK", 3)
+    whole = pm.self_instruct(FakeLLM(distinct(40)), CHATML, 8, seed=4, systems=(None,))  # 8 * 1.4 + 8 = 19 asked
+    with pytest.raises(KeyboardInterrupt):
+        pm.self_instruct(StoppingLLM(distinct(40), stop_at=3), CHATML, 8, seed=4, systems=(None,), cache=tmp_path)
+    assert len(list(tmp_path.glob("self-0-*.json"))) == 2 and not list(tmp_path.glob("*.tmp"))
+    rest = FakeLLM(distinct(40)[6:])  # what the first two chunks did not take
+    assert pm.self_instruct(rest, CHATML, 8, seed=4, systems=(None,), cache=tmp_path) == whole
+    assert sum(len(prompts) for prompts, _ in rest.calls) == 19 - 6
+    again = FakeLLM([])
+    assert pm.self_instruct(again, CHATML, 8, seed=4, systems=(None,), cache=tmp_path) == whole and not again.calls
+    # another seed asks other requests: nothing of this cache is read for it
+    other = FakeLLM(distinct(40))
+    pm.self_instruct(other, CHATML, 8, seed=5, systems=(None,), cache=tmp_path)
+    assert sum(len(prompts) for prompts, _ in other.calls) == 19
+
+
 def test_self_instruct_without_a_user_turn_is_one_clear_error():
     with pytest.raises(ValueError, match="no user turn"):
         pm.self_instruct(FakeLLM([]), "{{ messages[0]['content'] }}", 3, seed=0, systems=(None,))

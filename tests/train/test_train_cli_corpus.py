@@ -96,6 +96,7 @@ def test_a_wide_run_draws_its_prompts_once_and_a_resumed_run_never_writes_them_a
     assert len(selfs) == 8 + 1  # 16/44 of 22, and the larger share of the 2 held out
     assert any(r["messages"][0]["role"] == "system" for r in selfs)  # a steering system message is kept
     assert json.loads((out / "run" / "run.json").read_text())["corpus"] == "wide"
+    assert list((out / "run" / "self-instruct").glob("self-0-*.json"))  # the target's requests, kept as written
 
     monkeypatch.setattr(selfdistill, "generate_split", real)
     code, _, err = train(capsys, *argv, "--resume")

@@ -55,6 +55,10 @@ CORPORA = ("builtin", "wide")
 WIDE_PROMPTS = ("prompts-train.jsonl", "prompts-heldout.jsonl")
 """The wide corpus's (training, held-out) prompts in the run directory, as ``--data`` files."""
 
+SELF_INSTRUCT_DIR = "self-instruct"
+"""Where, in the run directory, the wide corpus's self-instructed requests are kept as the target
+writes them (a stopped run resumes them: :func:`~specpath_train.prompt_mix.self_instruct`)."""
+
 
 def add_subcommands(subparsers: Any) -> None:
     """Register ``train`` on the ``specpath`` CLI."""
@@ -458,9 +462,11 @@ def generation_llm(target_dir: Path, args: argparse.Namespace) -> Any:
                num_threads=args.threads)
 
 
-def wide_rows(args: argparse.Namespace, target_dir: Path, tokenizer: Any, log: Any) -> tuple[list[dict], list[dict]]:
+def wide_rows(args: argparse.Namespace, target_dir: Path, tokenizer: Any, log: Any,
+              cache: Path | None = None) -> tuple[list[dict], list[dict]]:
     """The wide corpus's (training, held-out) ``--data`` rows (:func:`~specpath_train.prompt_mix.wide_corpus`),
-    the self-instructed ones written by the target where its chat template opens a user turn."""
+    the self-instructed ones written by the target where its chat template opens a user turn
+    (kept in ``cache`` as they are written, where given: a stopped run resumes them)."""
     from specpath_train import prompt_mix
 
     template, bos = getattr(tokenizer, "chat_template", None), getattr(tokenizer, "bos_token", None)
@@ -474,7 +480,8 @@ def wide_rows(args: argparse.Namespace, target_dir: Path, tokenizer: Any, log: A
             "(the other kinds take their share)")
     t0 = time.time()
     train, held = prompt_mix.wide_corpus(args.prompts, n_held, seed=args.seed, template=template, bos_token=bos,
-                                         llm=(lambda: generation_llm(target_dir, args)) if able else None)
+                                         llm=(lambda: generation_llm(target_dir, args)) if able else None,
+                                         cache=cache)
     log(f"wide corpus: {len(train)} training + {len(held)} held-out prompts in {time.time() - t0:.1f}s")
     if not train or not held:
         raise _error(f"--corpus wide: drew {len(train)} training and {len(held)} held-out prompts; give more --prompts")
@@ -491,7 +498,7 @@ def wide_split(args: argparse.Namespace, run_dir: Path, target_dir: Path, tokeni
     if train_file.is_file():
         log(f"wide corpus: the prompts drawn before, {train_file} and {held_file}")
     else:
-        train, held = wide_rows(args, target_dir, tokenizer, log)
+        train, held = wide_rows(args, target_dir, tokenizer, log, cache=run_dir / SELF_INSTRUCT_DIR)
         write_rows(held_file, held)
         write_rows(train_file, train)  # last: its presence says both are whole
     return read_prompts(train_file), read_prompts(held_file)

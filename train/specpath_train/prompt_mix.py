@@ -28,8 +28,11 @@ Example::
 from __future__ import annotations
 
 import ast
+import json
+import os
 import random
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 EDIT_TASKS = (
@@ -175,15 +178,25 @@ def can_self_instruct(template: str | None, *, bos_token: str | None = None) -> 
     return bool(template) and any(user_turn_prefix(template, s, bos_token=bos_token) for s in SELF_INSTRUCT_SYSTEMS)
 
 
+SELF_INSTRUCT_CHUNK = 96
+"""Samples per generate call where :func:`self_instruct` keeps its work in a directory: a stopped
+run loses at most one chunk (a SmolLM2 run writes ~2,300 samples, ~40 minutes on one CPU thread)."""
+
+
 def self_instruct(llm: Any, template: str, n: int, *, seed: int, systems: Sequence[str | None] = SELF_INSTRUCT_SYSTEMS,
                   weights: Sequence[float] | None = None, end_text: str | None = None, temperature: float = 1.0,
                   top_p: float = 0.95, max_tokens: int = 160, min_chars: int = 20,
-                  bos_token: str | None = None) -> list[dict]:
+                  bos_token: str | None = None, cache: str | Path | None = None) -> list[dict]:
     """At most ``n`` user requests the target writes itself (see the module docstring), as
     ``{"messages": [...]}`` rows (the steering system message kept, so the response is written
     under it). A sample that runs out of ``max_tokens`` before ``end_text`` (None: what the
     template closes a user turn with, :func:`user_turn_end`) or the model's EOS, or is shorter
-    than ``min_chars`` or a repeat, is dropped, and more are drawn (at most 4 rounds)."""
+    than ``min_chars`` or a repeat, is dropped, and more are drawn (at most 4 rounds).
+
+    ``cache``: a directory that keeps the samples, :data:`SELF_INSTRUCT_CHUNK` at a time, each
+    chunk in a file named by its round, its place and a digest of what it asked, so a stopped run
+    started again reads what it had (each sample has its own seed: the same requests) and
+    generates only the rest."""
     from specpath_engine.request import SamplingParams
 
     rng = random.Random(seed)
@@ -203,15 +216,45 @@ def self_instruct(llm: Any, template: str, n: int, *, seed: int, systems: Sequen
         params = [SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                                  stop=(end_text,) if end_text else (),
                                  seed=seed * 1_000_003 + round_ * 100_000 + i) for i in range(len(ask))]
-        for system, res in zip(ask, llm.generate([prefixes[s] for s in ask], params)):
-            text = res.text.strip()
-            if res.finish_reason != "stop" or len(text) < min_chars or text in seen:
+        prompts = [prefixes[s] for s in ask]
+        samples = (_cached_generate(llm, prompts, params, Path(cache), f"{round_}", (temperature, top_p, max_tokens))
+                   if cache is not None else [(r.text, r.finish_reason) for r in llm.generate(prompts, params)])
+        for system, (text, reason) in zip(ask, samples):
+            text = text.strip()
+            if reason != "stop" or len(text) < min_chars or text in seen:
                 continue
             seen.add(text)
             messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
             out.append({"messages": messages})
             if len(out) == n:
                 break
+    return out
+
+
+def _cached_generate(llm: Any, prompts: Sequence[str], params: Sequence[Any], cache: Path, tag: str,
+                     sampling: tuple) -> list[tuple[str, str]]:
+    """``(text, finish reason)`` of every prompt, generated :data:`SELF_INSTRUCT_CHUNK` at a time
+    and kept in ``cache`` (one JSON file a chunk, written whole or not at all); a chunk whose file
+    holds the same prompts, seeds and sampling is read, not generated."""
+    import hashlib
+
+    cache.mkdir(parents=True, exist_ok=True)
+    out: list[tuple[str, str]] = []
+    for start in range(0, len(prompts), SELF_INSTRUCT_CHUNK):
+        chunk, chunk_params = prompts[start:start + SELF_INSTRUCT_CHUNK], params[start:start + SELF_INSTRUCT_CHUNK]
+        asked = json.dumps([list(chunk), [p.seed for p in chunk_params], list(sampling)])
+        digest = hashlib.sha256(asked.encode()).hexdigest()[:16]
+        path = cache / f"self-{tag}-{start:06d}-{digest}.json"
+        if path.is_file():
+            kept = json.loads(path.read_text())
+            if len(kept) == len(chunk):
+                out += [(text, reason) for text, reason in kept]
+                continue
+        made = [(r.text, r.finish_reason) for r in llm.generate(list(chunk), list(chunk_params))]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(made))
+        os.replace(tmp, path)
+        out += made
     return out
 
 
@@ -243,19 +286,21 @@ def template_rows(split: str, counts: dict[str, int], *, seed: int) -> list[dict
 
 
 def wide_corpus(n_train: int, n_heldout: int, *, seed: int, llm: Callable[[], Any] | None = None,
-                template: str | None = None, bos_token: str | None = None) -> tuple[list[dict], list[dict]]:
+                template: str | None = None, bos_token: str | None = None,
+                cache: str | Path | None = None) -> tuple[list[dict], list[dict]]:
     """(training, held-out) ``--data`` rows of every kind in :data:`WIDE_SHARES`' proportions,
     each set shuffled. The model-free kinds come from the stdlib split of their set; the
     self-instructed requests of both sets from one :func:`self_instruct` call (so no held-out
     request is also trained on), written by ``llm()`` (called only then). Without ``llm`` or a
-    ``template`` a user turn can be opened in, the other kinds fill the sets."""
+    ``template`` a user turn can be opened in, the other kinds fill the sets. ``cache``: where
+    :func:`self_instruct` keeps its samples (a stopped run resumes them)."""
     able = llm is not None and can_self_instruct(template, bos_token=bos_token)
     counts = {"train": wide_counts(n_train, self_instructed=able), "heldout": wide_counts(n_heldout, self_instructed=able)}
     rows = {"train": template_rows("train", counts["train"], seed=seed),
             "heldout": template_rows("heldout", counts["heldout"], seed=seed + 7)}
     n_self = counts["train"].get("self", 0) + counts["heldout"].get("self", 0)
     if able and n_self:
-        made = self_instruct(llm(), template, n_self, seed=seed + 5, bos_token=bos_token)
+        made = self_instruct(llm(), template, n_self, seed=seed + 5, bos_token=bos_token, cache=cache)
         held = counts["heldout"]["self"]
         rows["heldout"] += made[:held]
         rows["train"] += made[held:]
