@@ -180,7 +180,8 @@ def can_self_instruct(template: str | None, *, bos_token: str | None = None) -> 
 
 SELF_INSTRUCT_CHUNK = 96
 """Samples per generate call where :func:`self_instruct` keeps its work in a directory: a stopped
-run loses at most one chunk (a SmolLM2 run of 4,000 prompts writes ~2,300 samples: 18 minutes on one thread of an AMD EPYC)."""
+run loses at most one chunk (a SmolLM2 run of 4,000 prompts writes ~2,300 samples: 18 minutes on
+one thread of an AMD EPYC)."""
 
 
 def self_instruct(llm: Any, template: str, n: int, *, seed: int, systems: Sequence[str | None] = SELF_INSTRUCT_SYSTEMS,
