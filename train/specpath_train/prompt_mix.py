@@ -28,6 +28,7 @@ Example::
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import random
@@ -237,8 +238,6 @@ def _cached_generate(llm: Any, prompts: Sequence[str], params: Sequence[Any], ca
     """``(text, finish reason)`` of every prompt, generated :data:`SELF_INSTRUCT_CHUNK` at a time
     and kept in ``cache`` (one JSON file a chunk, written whole or not at all); a chunk whose file
     holds the same prompts, seeds and sampling is read, not generated."""
-    import hashlib
-
     cache.mkdir(parents=True, exist_ok=True)
     out: list[tuple[str, str]] = []
     for start in range(0, len(prompts), SELF_INSTRUCT_CHUNK):
