@@ -368,6 +368,12 @@ def _draft_length(spec: Any) -> str:
     else:
         cost = ("drafter and target costs measured (prior: the drafter's weight bytes over the target's, "
                 "scaled by the measured plain step)")
+    from specpath.catch_up import catch_up_window
+
+    window = catch_up_window(spec)
+    if window:
+        cost += (f"; a drafter catching up on a request after a back-off is handed at most its newest "
+                 f"{window} positions (catch_up_window; a prompt is handed over whole)")
     return (f"adaptive: from measured costs per batch: 0..{k} per request and step, chosen for the "
             f"whole batch to maximise expected tokens per second from each request's running acceptance, "
             f"plain decoding where drafting does not pay (lossless); drafts {shape}; {cost}; "

@@ -41,8 +41,14 @@ def resolve_qualname(qualname: str, field: str = "speculator_class") -> object:
 
 def create_speculator(spec_config: SpeculativeConfig, context: SpeculatorContext) -> BaseSpeculator:
     """Instantiate ``spec_config.speculator_config.speculator_class(spec_config, context)``; with
-    a ``model_free_drafter``, that method's speculator beside it (:mod:`specpath.hybrid`)."""
+    a ``model_free_drafter``, that method's speculator beside it (:mod:`specpath.hybrid`). A drafter
+    with weights fed lazily is wrapped in its catch-up window (:mod:`specpath.catch_up`)."""
+    from specpath.catch_up import CatchUpWindow, catch_up_window
+
     speculator = _instantiate(spec_config, context)
+    window = catch_up_window(spec_config)
+    if window:
+        speculator = CatchUpWindow(speculator, window)
     if spec_config.model_free_config is None:
         return speculator
     from specpath.hybrid import HybridSpeculator

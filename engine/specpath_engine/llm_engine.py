@@ -25,6 +25,7 @@ from specpath_engine.request import Request, SamplingParams
 from specpath_engine.runner import ModelRunner
 from specpath.config.model import CacheConfig, SchedulerConfig
 from specpath_engine.scheduler import Scheduler, SchedulerSettings
+from specpath.catch_up import catch_up_window
 from specpath.speculator import BaseSpeculator, SpeculatorContext
 
 
@@ -76,6 +77,8 @@ class SpeculationSettings:
     """Chooses each request's draft length per step (``draft_length_policy: adaptive``); None: K."""
     skips_backed_off: bool = False
     """A backed-off request is left out of the drafter's step (``tolerates_skipped_steps``)."""
+    catch_up_window: int = 0
+    """The most positions one hand-over gives the drafter (:mod:`specpath.catch_up`; 0: all)."""
 
 
 def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
@@ -193,6 +196,7 @@ def speculation_settings(engine_config: Any, speculator: BaseSpeculator, *,
         verify_trees=verify_trees,
         governor=draft_governor(spec, speculator, engine_config.num_speculative_tokens, target) if proposes else None,
         skips_backed_off=flags.tolerates_skipped_steps,
+        catch_up_window=catch_up_window(spec),
     )
 
 
@@ -366,6 +370,7 @@ class LLMEngine:
             verify_trees=speculation.verify_trees if speculation else False,
             governor=speculation.governor if speculation else None,
             skips_backed_off=speculation.skips_backed_off if speculation else False,
+            catch_up_window=speculation.catch_up_window if speculation else 0,
             tokenizer=tokenizer,
             device=self.device,
         )

@@ -56,6 +56,9 @@ class ModelRunner:
         skips_backed_off: hand a request to the drafter only in steps where it drafts, prefill
             steps and back-offs included (the speculator's ``tolerates_skipped_steps``); it then
             catches up on every position since in one call. Else it ingests every step, drafting 0.
+        catch_up_window: the most positions such a catch-up hands over (the speculator is wrapped
+            in :class:`specpath.catch_up.CatchUpWindow`; a prompt is handed over whole); 0: all of
+            them. The cost model prices what is handed over.
         tokenizer: decodes output for stop strings (optional).
     """
 
@@ -72,6 +75,7 @@ class ModelRunner:
         verify_trees: bool = True,
         governor: DraftGovernor | None = None,
         skips_backed_off: bool = False,
+        catch_up_window: int = 0,
         tokenizer: Any = None,
         device: str | torch.device = "cpu",
     ) -> None:
@@ -100,6 +104,7 @@ class ModelRunner:
         whether they are a tree's nodes), or None: for the governor's calibration."""
         self.governor = governor
         self.skips_backed_off = skips_backed_off
+        self.catch_up_window = catch_up_window if skips_backed_off else 0
         self._draft_budget: list[int] = []
         """This step's draft length per scheduled request, after the governor."""
         self._drafter_features: tuple[float, ...] | None = None
@@ -197,7 +202,10 @@ class ModelRunner:
             # what it drafted (a drafter may stop short of its budget where its drafts stop paying)
             ks = [b if t is not None else min(n, b) for n, b, t in zip(counts, budgets, trees) if b > 0]
             passes = (1 if governor.one_pass else max(ks)) if ks else 0
-            self._drafter_features = (1.0, len(ks), passes, sum(ks), sum(e.num_new_positions for e in entries))
+            window = self.catch_up_window  # a catch-up is cut to it (a prompt's hand-over is whole)
+            handed = sum(e.num_new_positions if not window or e.num_new_positions == len(e.token_ids) - 1
+                         else min(e.num_new_positions, window) for e in entries)
+            self._drafter_features = (1.0, len(ks), passes, sum(ks), handed)
         # The runner trims drafts to each request's budget itself (a per-step K needs nothing
         # from the speculator): keep the first max_draft_tokens of each request, and of a chain
         # the drafter estimated, those worth their rows (draft_worth). A request with a tree puts
@@ -246,6 +254,7 @@ class ModelRunner:
             return [s.max_draft_tokens for s in scheduled]
         feeding = self.features is not None
         skips = self.skips_backed_off
+        window = self.catch_up_window
         ids, limits, positions, pending, generated, sampled = [], [], [], [], [], []
         sampling = prefill = 0
         sunk = False
@@ -260,6 +269,8 @@ class ModelRunner:
                 positions.append(len(r.token_ids))
                 generated.append(len(r.token_ids) - r.num_prompt_tokens)
                 sampled.append(r.params.temperature > 0)
+                if window and r.num_delivered_positions:  # a catch-up: cut to the window
+                    behind = min(behind, window)
                 pending.append(behind if skips or not feeding else 0)
             sunk = sunk or (feeding and behind > 0 and not skips)
         chosen = governor.allocate(ids, limits, positions, pending, num_requests=len(scheduled),

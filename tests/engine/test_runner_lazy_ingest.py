@@ -165,3 +165,55 @@ def test_catching_up_in_one_call_drafts_what_ingesting_every_step_drafts(name, e
     if eager_calls["fed"]:  # (a drafter of its own tokens is handed nothing on a backed-off step either way)
         assert lazy_calls["calls"] < eager_calls["calls"]
     assert lazy_calls["handed"] == len(lazy)  # only drafting requests (a prompt reaches it with its first draft)
+
+
+@pytest.mark.parametrize("name", ["eagle3", "mtp", "dflash", "draft_model"])
+def test_a_catch_up_window_caps_every_catch_up_and_keeps_the_output(name, plain_output):
+    """``catch_up_window`` 3: the drafter behind the window catches up on at most 3 positions at
+    once (a longer catch-up restarts the request there; a prompt is handed over whole), the cost
+    model counts what it got, and the output stays plain decoding's."""
+    llm = LLM(None, {**CONFIGS[name], "draft_pass_cost": 0.0, "catch_up_window": 3}, dtype="float32")
+    runner = llm.engine.runner
+    runner.governor.clock = JitteryClock(4)
+    window = runner.speculator
+    assert runner.catch_up_window == 3 and window.window == 3
+    calls = []  # per drafter call: (what the engine handed over, what the drafter behind the window got)
+    outer, inner = window.propose, window.inner.propose
+
+    def propose(batch):
+        calls.append(([(r.num_new_positions, len(r.token_ids) - 1) for r in batch.requests], []))
+        return outer(batch)
+
+    def behind(batch):
+        calls[-1][1].extend((r.num_new_positions, len(r.token_ids) - 1) for r in batch.requests)
+        return inner(batch)
+
+    window.propose, window.inner.propose = propose, behind
+    execute, priced = runner._propose, []
+
+    def counted(scheduled):
+        out = execute(scheduled)
+        priced.append(runner._drafter_features[4] if runner.step_drafted and runner._drafter_features else None)
+        return out
+
+    runner._propose = counted
+    outputs = [o.token_ids for o in llm.generate(PROMPTS, PARAMS)]
+    assert outputs == plain_output
+    cut = 0
+    for handed, got in calls:
+        for (n, length), (m, _) in zip(handed, got):
+            assert m == (n if n == length else min(n, 3))  # a prompt whole, a catch-up cut to 3
+            cut += n != m
+    assert cut > 0 and window.num_restarts == cut
+    expected = [sum(m for m, _ in got) for _, got in calls]
+    assert [p for p in priced if p is not None] == expected  # the cost model prices what was handed on
+
+
+def test_the_window_is_the_default_for_drafters_with_weights_and_none_for_model_free_ones():
+    from specpath.config.speculative import DEFAULT_CATCH_UP_WINDOW
+
+    assert LLM(None, {"method": "eagle3"}, dtype="float32").engine.runner.catch_up_window == DEFAULT_CATCH_UP_WINDOW
+    assert LLM(None, {"method": "eagle3", "catch_up_window": 0}, dtype="float32").engine.runner.catch_up_window == 0
+    assert LLM(None, {"method": "suffix"}, dtype="float32").engine.runner.catch_up_window == 0
+    with pytest.raises(Exception, match="catch_up_window"):
+        LLM(None, {"method": "ngram", "catch_up_window": 8}, dtype="float32")
