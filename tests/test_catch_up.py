@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specpath.catch_up import CatchUpWindow, ShiftedNoise, catch_up_window
+from specpath.catch_up import CatchUpWindow, ShiftedNoise, catch_up_window, handed_over
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, DraftRequest, SpeculatorContext
 
 CONTEXT = SpeculatorContext(vocab_size=50, max_model_len=4096, max_num_seqs=4)
@@ -172,3 +172,9 @@ def test_a_model_free_method_has_no_window():
 
     assert catch_up_window(SpeculativeConfig(method="suffix")) == 0
     assert catch_up_window(SpeculativeConfig(method="ngram", num_speculative_tokens=3)) == 0
+
+
+@given(st.integers(0, 500), st.integers(0, 500), st.integers(0, 100))
+def test_handed_over_is_the_whole_prompt_or_at_most_the_window(first, n, window):
+    got = handed_over(first, n, window)
+    assert got == (n if window == 0 or first == 0 else min(n, window))

@@ -60,6 +60,13 @@ def catch_up_window(spec: Any) -> int:
     return DEFAULT_CATCH_UP_WINDOW if spec.catch_up_window is None else int(spec.catch_up_window)
 
 
+def handed_over(first: int, num_positions: int, window: int) -> int:
+    """How many of a request's ``num_positions`` pending positions, the first at position
+    ``first``, its drafter is handed with this window (0: no window): a prompt (``first`` 0) whole,
+    a catch-up at most ``window``."""
+    return num_positions if not window or first == 0 else min(num_positions, window)
+
+
 class CatchUpWindow(BaseSpeculator):
     """``inner`` fed at most ``window`` positions of a request at once (see the module docstring).
     Anything else is the inner speculator's: other attributes are read from it and set on it."""
@@ -113,7 +120,7 @@ class CatchUpWindow(BaseSpeculator):
     def propose(self, batch: DraftBatch) -> DraftProposal:
         window, starts = self.window, self._starts
         if not starts and all(r.num_new_positions <= window or r.num_new_positions == len(r.token_ids) - 1
-                              for r in batch.requests):
+                              for r in batch.requests):  # (handed_over would hand each its all)
             return self.inner.propose(batch)  # nothing restarted, nothing to cut: the batch as it is
         views: list[DraftRequest] = []
         keep: list[int] = []  # rows of batch.hidden_states handed on
@@ -121,16 +128,15 @@ class CatchUpWindow(BaseSpeculator):
         for r in batch.requests:
             n = r.num_new_positions
             start = starts.get(r.req_id, 0)
-            if window < n < len(r.token_ids) - 1:  # a catch-up (the first hand-over, the prompt, is whole)
+            handed = handed_over(len(r.token_ids) - 1 - n, n, window)
+            if handed < n:  # a catch-up cut: the drafter's view restarts at its newest positions
                 self.inner.remove_request(self._alias(r.req_id, start))  # (a no-op where it held none)
-                start = starts[r.req_id] = len(r.token_ids) - 1 - window
+                start = starts[r.req_id] = len(r.token_ids) - 1 - handed
                 self.num_restarts += 1
-                self.positions_skipped += n - window
-                keep.extend(range(row + n - window, row + n))
-                n = window
-            else:
-                keep.extend(range(row, row + n))
-            row += r.num_new_positions
+                self.positions_skipped += n - handed
+            keep.extend(range(row + n - handed, row + n))
+            row += n
+            n = handed
             if start == 0:
                 views.append(r)
                 continue

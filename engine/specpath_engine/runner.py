@@ -34,6 +34,7 @@ from specpath_engine.sample.randomness import draft_generator, position_generato
 from specpath_engine.scheduler import ScheduledRequest, Scheduler, SchedulerOutput
 from specpath_engine.spec_decode_metadata import SpecDecodeMetadata
 from specpath_engine import tree_layout
+from specpath.catch_up import handed_over
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftRequest
 
 
@@ -202,9 +203,9 @@ class ModelRunner:
             # what it drafted (a drafter may stop short of its budget where its drafts stop paying)
             ks = [b if t is not None else min(n, b) for n, b, t in zip(counts, budgets, trees) if b > 0]
             passes = (1 if governor.one_pass else max(ks)) if ks else 0
-            window = self.catch_up_window  # a catch-up is cut to it (a prompt's hand-over is whole)
-            handed = sum(e.num_new_positions if not window or e.num_new_positions == len(e.token_ids) - 1
-                         else min(e.num_new_positions, window) for e in entries)
+            window = self.catch_up_window
+            handed = sum(handed_over(len(e.token_ids) - 1 - e.num_new_positions, e.num_new_positions, window)
+                         for e in entries)
             self._drafter_features = (1.0, len(ks), passes, sum(ks), handed)
         # The runner trims drafts to each request's budget itself (a per-step K needs nothing
         # from the speculator): keep the first max_draft_tokens of each request, and of a chain
@@ -269,9 +270,7 @@ class ModelRunner:
                 positions.append(len(r.token_ids))
                 generated.append(len(r.token_ids) - r.num_prompt_tokens)
                 sampled.append(r.params.temperature > 0)
-                if window and r.num_delivered_positions:  # a catch-up: cut to the window
-                    behind = min(behind, window)
-                pending.append(behind if skips or not feeding else 0)
+                pending.append(handed_over(r.num_delivered_positions, behind, window) if skips or not feeding else 0)
             sunk = sunk or (feeding and behind > 0 and not skips)
         chosen = governor.allocate(ids, limits, positions, pending, num_requests=len(scheduled),
                                    num_sampling=sampling, prefill_rows=prefill, call_sunk=sunk,
