@@ -119,8 +119,8 @@ class CatchUpWindow(BaseSpeculator):
 
     def propose(self, batch: DraftBatch) -> DraftProposal:
         window, starts = self.window, self._starts
-        if not starts and all(r.num_new_positions <= window or r.num_new_positions == len(r.token_ids) - 1
-                              for r in batch.requests):  # (handed_over would hand each its all)
+        if not starts and all(handed_over(len(r.token_ids) - 1 - r.num_new_positions, r.num_new_positions, window)
+                              == r.num_new_positions for r in batch.requests):
             return self.inner.propose(batch)  # nothing restarted, nothing to cut: the batch as it is
         views: list[DraftRequest] = []
         keep: list[int] = []  # rows of batch.hidden_states handed on
