@@ -15,7 +15,13 @@ set -uo pipefail
 TARGET=${1:?target .gguf or checkpoint directory}; ROWS=${2:?template rows}; N_SELF=${3:-11000}
 OUT=${OUT:?set OUT}; BUDGET=${BUDGET:-540}; W=${WORK:-${TMPDIR:-/tmp}/specpath-gpu}
 MAX_NEW=${MAX_NEW:-384}; SEQS=${SEQS:-2048}; BATCH=${BATCH:-64}; SEED=${SEED:-0}; DEVICE=${DEVICE:-cuda}
-HELDOUT=${HELDOUT:-0.02}; EAGLE3_FROM=${EAGLE3_FROM-builtin_methods/eagle3/specpath_eagle3/heads/eagle3-smollm2}
+HELDOUT=${HELDOUT:-0.02}
+# each drafter starts from its shipped checkpoint where one is given (empty: from scratch), at its LR
+EAGLE3_FROM=${EAGLE3_FROM-builtin_methods/eagle3/specpath_eagle3/heads/eagle3-smollm2}
+MTP_FROM=${MTP_FROM-builtin_methods/mtp/specpath_mtp/checkpoints/mtp1-smollm2}
+DFLASH_FROM=${DFLASH_FROM-builtin_methods/dflash/specpath_dflash/checkpoints/dflash-smollm2}
+DSPARK_FROM=${DSPARK_FROM-builtin_methods/dspark/specpath_dspark/checkpoints/dspark-smollm2}
+LR_FROM=${LR_FROM:-6e-4}
 T0=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 say() { echo "[$(date +%H:%M:%S) +$(( $(date +%s) - T0 ))s] $*"; }
@@ -78,11 +84,11 @@ say "responses generated"
 # 4. four drafters side by side, each for what is left (minus the packing at the end)
 MIN=$(python3 -c "print(max(0.5, ($(left) - 75) / 60))")
 say "training for $MIN minutes each"
-declare -A FROM=([eagle3]="${EAGLE3_FROM:+--from $EAGLE3_FROM --lr 1e-3}")
+declare -A FROM=([eagle3]="$EAGLE3_FROM" [mtp]="$MTP_FROM" [dflash]="$DFLASH_FROM" [dspark]="$DSPARK_FROM")
 for m in ${METHODS:-eagle3 mtp dflash dspark}; do
   # shellcheck disable=SC2086
   python3 train/gpu/train_on.py "$m" --target "$W/target" --data "$W/data" --out "$W/$m" --minutes "$MIN" \
-    --device "$DEVICE" --batch "$BATCH" --seed "$SEED" ${FROM[$m]:-} > "$W/$m.log" 2>&1 &
+    --device "$DEVICE" --batch "$BATCH" --seed "$SEED" ${FROM[$m]:+--from ${FROM[$m]} --lr $LR_FROM} > "$W/$m.log" 2>&1 &
 done
 wait
 say "trained"
@@ -96,20 +102,23 @@ for m in ${METHODS:-eagle3 mtp dflash dspark}; do
     cp "$W/$m.log" "$OUT/$m.log"
   fi
 done
-python3 - "$W" "$OUT/responses.npz" <<'PY'
+python3 - "$W" "$OUT" <<'PY'
 import glob, io, json, sys, numpy as np
 files = sorted(glob.glob(f"{sys.argv[1]}/slice-*.run/run/data/gen-*.json"))
 seqs = [s for f in files for s in json.load(open(f))]
-total = sum(map(len, seqs))
-while seqs:  # a file comes back only under 16 MB: keep the first sequences that fit
-    buf = io.BytesIO()
-    np.savez_compressed(buf, ids=np.concatenate([np.asarray(s, dtype=np.uint16) for s in seqs]),
-                        lengths=np.asarray([len(s) for s in seqs], dtype=np.int32))
-    if buf.tell() < 12_000_000:
-        break
-    seqs = seqs[: len(seqs) * 3 // 4]
-open(sys.argv[2], "wb").write(buf.getvalue())
-print(f"responses: {total} tokens generated; {len(seqs)} sequences, {sum(map(len, seqs))} tokens kept in {buf.tell()} bytes")
+total, kept, part = sum(map(len, seqs)), 0, 0
+while seqs and part < 2:  # a file comes back only under 16 MB: as many sequences as fit, two files at most
+    n = len(seqs)
+    while True:
+        buf = io.BytesIO()
+        np.savez_compressed(buf, ids=np.concatenate([np.asarray(s, dtype=np.uint16) for s in seqs[:n]]),
+                            lengths=np.asarray([len(s) for s in seqs[:n]], dtype=np.int32))
+        if buf.tell() < 15_000_000 or n == 1:
+            break
+        n = n * 3 // 4
+    open(f"{sys.argv[2]}/responses-{part}.npz", "wb").write(buf.getvalue())
+    kept += sum(map(len, seqs[:n])); seqs = seqs[n:]; part += 1
+print(f"responses: {total} tokens generated; {kept} kept in {part} files")
 PY
 ls -la "$OUT"
 say "done"
