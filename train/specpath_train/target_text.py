@@ -372,8 +372,6 @@ def build_dataset(target_path: str | Path, data_dir: str | Path, layers: Sequenc
     cost per token). The recipes' labels are the target's own distributions at every position,
     so these still teach the target's predictions, on human-written inputs. ``max_chunks``
     generates only the first chunks of the (shuffled) training prompts: a time budget."""
-    from safetensors.torch import save_file
-
     from specpath_engine.model import LlamaModel
     from specpath_train.trainer import file_digest
 
@@ -412,8 +410,7 @@ def build_dataset(target_path: str | Path, data_dir: str | Path, layers: Sequenc
     log(f"data: {held.shape[0]} held-out + {train.shape[0]} training windows x {window} tokens")
     del generator
     target = LlamaModel.from_pretrained(target_path, dtype=dtype)
-    merged = _feature_chunks(target, windows, layers, data, top_k=top_k, log=log)
-    save_file({"tokens": windows.to(torch.int32), **merged}, str(data / "features.safetensors"))
+    _feature_chunks(target, windows, layers, data, top_k=top_k, log=log)
     key = {"target": file_digest(Path(target_path) / "model.safetensors"), "layers": list(layers)}
     meta = {"key": key, "target_path": str(target_path), "heldout": int(held.shape[0]), "window": window,
             "top_k": top_k, "seed": seed, "dtype": str(dtype).removeprefix("torch."),
@@ -450,12 +447,15 @@ def _generated_chunks(target: Any, prompts: list[list[int]], data: Path, split: 
 
 
 def _feature_chunks(target: Any, windows: torch.Tensor, layers: Sequence[int], data: Path, *, top_k: int,
-                    log: Callable[[str], None]) -> dict[str, torch.Tensor]:
+                    log: Callable[[str], None]) -> None:
     """The target's taps and top-k distributions over ``windows``, 64 windows per file
-    ``feat-NNNN.safetensors`` (resumable like the generation), merged."""
-    from safetensors.torch import load_file, save_file
+    ``feat-NNNN.safetensors`` (resumable like the generation), then written with the windows as
+    one ``features.safetensors``, a chunk at a time (never the whole cache in memory)."""
+    from safetensors.torch import save_file
 
-    feats = []
+    from specpath_train.tensorfile import mapped, write_streamed
+
+    paths = []
     for c in range(0, windows.shape[0], 64):
         path = data / f"feat-{c // 64:04d}.safetensors"
         if not path.is_file():
@@ -464,14 +464,21 @@ def _feature_chunks(target: Any, windows: torch.Tensor, layers: Sequence[int], d
             save_file({"taps": taps.contiguous(), "topk_ids": ids.contiguous(), "topk_probs": probs.contiguous()}, str(path))
             n = windows[c:c + 64].numel()
             log(f"data: features {c // 64}: {n} tokens in {time.time() - t0:.0f}s ({n / (time.time() - t0):.0f} tok/s)")
-        feats.append(load_file(str(path)))
-    return {name: torch.cat([f[name] for f in feats]) for name in ("taps", "topk_ids", "topk_probs")}
+        paths.append(path)
+    first = mapped(paths[0])
+    tensors = {"tokens": (torch.int32, tuple(windows.shape), lambda: iter([windows.to(torch.int32)]))}
+    for name in ("taps", "topk_ids", "topk_probs"):
+        shape = (windows.shape[0], *first[name].shape[1:])
+        tensors[name] = (first[name].dtype, shape, lambda name=name: (mapped(p)[name] for p in paths))
+    write_streamed(data / "features.safetensors", tensors)
 
 
 def load_dataset(data_dir: str | Path, layers: Sequence[int]) -> dict[str, Any]:
     """``tokens``, ``taps`` (the asked ``layers``, in order), ``topk_ids``, ``topk_probs`` and
-    ``heldout`` (how many leading windows are held out) from :func:`build_dataset`'s cache."""
-    from safetensors.torch import load_file
+    ``heldout`` (how many leading windows are held out) from :func:`build_dataset`'s cache. The
+    taps of every layer stay in the file (:func:`specpath_train.tensorfile.mapped`), so caches
+    larger than memory train; a subset of the layers is copied out."""
+    from specpath_train.tensorfile import mapped
 
     data = Path(data_dir)
     meta = json.loads((data / "features.json").read_text())
@@ -480,22 +487,14 @@ def load_dataset(data_dir: str | Path, layers: Sequence[int]) -> dict[str, Any]:
     if missing:
         raise ValueError(f"{data}: the cache holds layers {have}, not {missing}")
     pick = [have.index(i) for i in layers]
-    if pick == list(range(len(have))):
-        t = load_file(str(data / "features.safetensors"))
-        taps = t["taps"]
-    else:  # a subset of the layers, read a slice of windows at a time: never the whole cache in memory
-        from safetensors import safe_open
-
-        with safe_open(str(data / "features.safetensors"), framework="pt") as f:
-            t = {name: f.get_tensor(name) for name in ("tokens", "topk_ids", "topk_probs")}
-            sliced = f.get_slice("taps")
-            n, w, _, d = sliced.get_shape()
-            taps = None
-            for start in range(0, n, 256):
-                chunk = sliced[start:start + 256][:, :, pick]
-                if taps is None:
-                    taps = torch.empty((n, w, len(pick), d), dtype=chunk.dtype)
-                taps[start:start + chunk.shape[0]] = chunk
+    t = mapped(data / "features.safetensors")
+    taps = t["taps"]  # [N, W, layers, d], a view of the file: read as training indexes it
+    if pick != list(range(len(have))):  # a subset of the layers, copied a slice of windows at a time
+        n, w, _, d = taps.shape
+        sub = torch.empty((n, w, len(pick), d), dtype=taps.dtype)
+        for start in range(0, n, 256):
+            sub[start:start + 256] = taps[start:start + 256][:, :, pick]
+        taps = sub
     return {"tokens": t["tokens"].long(), "taps": taps, "topk_ids": t["topk_ids"].long(),
             "topk_probs": t["topk_probs"].float(), "heldout": int(meta["heldout"]), "meta": meta}
 
@@ -507,10 +506,10 @@ def merge_datasets(parts: Sequence[str | Path], out: str | Path, *, layers: Sequ
     then the training windows, part by part. ``layers``: keep these taps (every part must hold
     them; default: the parts' common layer list). ``heldout``: ``"all"`` keeps every part's
     held-out windows held out; ``"first"`` keeps only the first part's and leaves the others'
-    out (they measured earlier runs, not this one). Tensors are copied part by part into one
-    preallocated buffer, so the peak memory is the merged cache plus one part's tensor."""
-    from safetensors import safe_open
-    from safetensors.torch import save_file
+    out (they measured earlier runs, not this one). The merged file is written 128 windows at a
+    time (:func:`specpath_train.tensorfile.write_streamed`): its size is bounded by the disk, not
+    by memory."""
+    from specpath_train.tensorfile import mapped, write_streamed
 
     if heldout not in ("all", "first"):
         raise ValueError(f"heldout={heldout!r}: 'all' or 'first'")
@@ -533,37 +532,31 @@ def merge_datasets(parts: Sequence[str | Path], out: str | Path, *, layers: Sequ
             raise ValueError(f"{d}: holds layers {h}, not {sorted(set(keep) - set(h))}")
     held = [int(m["heldout"]) if heldout == "all" or i == 0 else 0 for i, m in enumerate(metas)]
     start = [int(m["heldout"]) for m in metas]  # where each part's training windows begin
-    files = [safe_open(str(Path(d) / "features.safetensors"), framework="pt") for d in parts]
-    counts = [f.get_slice("tokens").get_shape()[0] for f in files]
+    files = [mapped(Path(d) / "features.safetensors") for d in parts]
+    counts = [f["tokens"].shape[0] for f in files]
     total = sum(held) + sum(c - s for c, s in zip(counts, start))
-    merged: dict[str, torch.Tensor] = {}
-    for name in ("tokens", "taps", "topk_ids", "topk_probs"):
-        first = files[0].get_slice(name)
-        shape = list(first.get_shape())
-        if name == "taps":
-            shape[2] = len(keep)
-        buf = None
-        row = 0
-        # the held-out windows of the parts that keep theirs, then every part's training windows
+
+    def slices(name: str):
+        """The merged tensor's rows in order: the held-out windows of the parts that keep
+        theirs, then every part's training windows, 128 windows at a time."""
         for phase in ("heldout", "train"):
             for f, h, s, c, have_i in zip(files, held, start, counts, have):
                 lo, hi = (0, h) if phase == "heldout" else (s, c)
-                if hi <= lo:
-                    continue
-                t = f.get_slice(name)[lo:hi]
-                if name == "taps":
-                    pick = [have_i.index(i) for i in keep]
-                    if pick != list(range(len(have_i))):
-                        t = t[:, :, pick]
-                if buf is None:
-                    buf = torch.empty([total, *shape[1:]], dtype=t.dtype)
-                buf[row:row + t.shape[0]] = t
-                row += t.shape[0]
-                del t
-        merged[name] = buf
+                pick = [have_i.index(i) for i in keep]
+                for a in range(lo, hi, 128):
+                    t = f[name][a:min(a + 128, hi)]
+                    yield t[:, :, pick] if name == "taps" and pick != list(range(len(have_i))) else t
+
+    shapes = {}
+    for name in ("tokens", "taps", "topk_ids", "topk_probs"):
+        shape = list(files[0][name].shape)
+        shape[0] = total
+        if name == "taps":
+            shape[2] = len(keep)
+        shapes[name] = (files[0][name].dtype, shape, lambda name=name: slices(name))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    save_file(merged, str(out / "features.safetensors"))
+    write_streamed(out / "features.safetensors", shapes)
     meta = {**metas[0], "key": {**metas[0]["key"], "layers": keep}, "heldout": sum(held),
             "parts": [{"path": str(d), "windows": c, **m} for d, c, m in zip(parts, counts, metas)],
             "parts_heldout": heldout}
