@@ -80,7 +80,8 @@ def test_pack_splits_the_gguf_and_reassembles_it(repo, tmp_path, capsys):
     (whl / "x.whl").write_bytes(b"w" * 100)
     head = tmp_path / "eagle3-smollm2"
     head.mkdir()
-    (head / "model.safetensors").write_bytes(b"h" * 3000)
+    (head / "model.safetensors").write_bytes(b"h" * 2980)
+    (head / "config.json").write_text('{"model_type": "eagle3"}')  # 24 bytes
     args = pack.main.__globals__["argparse"].Namespace(
         gguf=str(gguf), rows=str(rows), tokenizer=str(tok), wheels=str(whl), head=[str(head)],
         out=str(tmp_path / "gpu"), limit=pack.tree_bytes(repo) + pack.SLACK + 6000)

@@ -133,12 +133,13 @@ def pack(args: argparse.Namespace, root: Path) -> int:
 
 
 def _env(head: str) -> str:
-    """The train_drafters.sh variable a starting checkpoint goes in, from its directory's name."""
-    name = Path(head).name
-    for method in ("eagle3", "mtp", "dflash", "dspark"):
-        if name.startswith(method):
-            return f"{method.upper()}_FROM"
-    raise SystemExit(f"pack: {head}: a starting checkpoint's directory is named after its method (eagle3-..., mtp...)")
+    """The train_drafters.sh variable a starting checkpoint goes in: its config's model_type."""
+    import json
+
+    kind = json.loads((Path(head) / "config.json").read_text()).get("model_type")
+    if kind not in ("eagle3", "mtp", "dflash", "dspark"):
+        raise SystemExit(f"pack: {head}: model_type {kind!r}; the GPU job trains eagle3, mtp, dflash and dspark")
+    return f"{kind.upper()}_FROM"
 
 
 def main(argv: list[str]) -> int:
