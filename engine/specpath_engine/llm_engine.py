@@ -79,6 +79,10 @@ class SpeculationSettings:
     """A backed-off request is left out of the drafter's step (``tolerates_skipped_steps``)."""
     catch_up_window: int = 0
     """The most positions one hand-over gives the drafter (:mod:`specpath.catch_up`; 0: all)."""
+    races_unseeded: bool = True
+    """An unseeded sampled request races on noise of the seed the engine gives it, as a seeded one
+    does (its drafts coupled to its samples); False under ``draft_sample_method: random``, whose
+    unseeded drafts are sampled and verified with their probabilities."""
 
 
 def speculator_context(model: Any, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
@@ -197,6 +201,7 @@ def speculation_settings(engine_config: Any, speculator: BaseSpeculator, *,
         governor=draft_governor(spec, speculator, engine_config.num_speculative_tokens, target) if proposes else None,
         skips_backed_off=flags.tolerates_skipped_steps,
         catch_up_window=catch_up_window(spec),
+        races_unseeded=spec.draft_sample_method != "random",
     )
 
 
@@ -335,6 +340,7 @@ class LLMEngine:
         self.tokenizer = tokenizer
         self.eos_token_ids = tuple(eos_token_ids)
         self.seed = seed
+        self.races_unseeded = speculation.races_unseeded if speculation is not None else True
         self.device = torch.device(device)
         self.blocks = BlockManager(
             num_blocks,
@@ -452,7 +458,9 @@ class LLMEngine:
         noise = None
         if params.samples:
             generator = torch.Generator(device=self.device).manual_seed(seed)
-            if params.seed is not None:
+            # the race (specpath_engine.sample.race): its noise a function of the seed and the
+            # position, so drafts couple to the sample; unseeded, of the seed given above
+            if params.seed is not None or self.races_unseeded:
                 from specpath_engine.sample.noise import SeededNoise
 
                 noise = SeededNoise(seed, self.model.config.vocab_size, self.device)

@@ -155,9 +155,10 @@ class Request:
     """The request's seed; the verifier's random numbers at a step depend only on it and the
     step's first position (``specpath_engine.sample.randomness.position_generator``)."""
     noise: Any = None
-    """A :class:`~specpath_engine.sample.noise.SeededNoise` when the request samples with a seed
-    of its own (``SamplingParams.seed``): its tokens are then the race winners on that noise, the
-    same whatever drafted them (``specpath_engine.sample.race``); None otherwise."""
+    """A :class:`~specpath_engine.sample.noise.SeededNoise` of ``seed`` when the request samples
+    (with a seed of its own, or, unless the drafts are random, the engine's): its tokens are then
+    the race winners on that noise, the same whatever drafted them
+    (``specpath_engine.sample.race``); None otherwise."""
     stop_token_ids: frozenset[int] = frozenset()
     arrival_time: float = 0.0
     finish_time: float = 0.0

@@ -12,7 +12,7 @@ from reliability_helpers import Boom, assert_clean, fail_on_call
 PROMPTS = ["def main():\n    return ", "import os\nimport sys\n", "class A:\n    def f(self):\n"]
 GREEDY = SamplingParams(max_tokens=24)
 SAMPLED = SamplingParams(max_tokens=24, temperature=0.9, seed=5)  # seeded: verified by the race
-UNSEEDED = SamplingParams(max_tokens=24, temperature=0.9)  # sample_tokens and rejection_sample
+UNSEEDED = SamplingParams(max_tokens=24, temperature=0.9)  # under random drafts: sample_tokens and rejection_sample
 
 
 @pytest.fixture(scope="module")
@@ -20,6 +20,13 @@ def ngram_llm():
     # fixed: the speculator proposes every step, so "fail on call N" lands mid-generation whatever
     # the machine's speed (the adaptive policy's choices follow measured step costs)
     return LLM(None, {"method": "ngram", "num_speculative_tokens": 4, "draft_length_policy": "fixed"})
+
+
+@pytest.fixture(scope="module")
+def random_drafts_llm():
+    # random drafts: an unseeded request is verified by rejection sampling (else it races)
+    return LLM(None, {"method": "ngram", "num_speculative_tokens": 4, "draft_length_policy": "fixed",
+                      "draft_sample_method": "random"})
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +52,9 @@ def test_speculator_failure_mid_step_aborts_and_recovers(ngram_llm, expected, mo
 
 
 @pytest.mark.parametrize("target", ["sample_tokens", "rejection_sample", "race", "forward"])
-def test_sampler_and_model_failures_abort_and_recover(ngram_llm, expected, monkeypatch, target):
+def test_sampler_and_model_failures_abort_and_recover(ngram_llm, random_drafts_llm, expected, monkeypatch, target):
+    if target in ("sample_tokens", "rejection_sample"):
+        ngram_llm = random_drafts_llm
     if target == "sample_tokens":
         monkeypatch.setattr(runner_module, "sample_tokens", fail_on_call(4, runner_module.sample_tokens))
         params = UNSEEDED

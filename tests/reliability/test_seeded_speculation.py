@@ -43,7 +43,7 @@ def _mixed() -> list[SamplingParams]:
         dict(temperature=0.8, seed=1),
         dict(temperature=0.0),
         dict(temperature=1.2, top_k=8, seed=2),
-        dict(temperature=0.9),  # unseeded: distribution-exact, its tokens depend on the drafts
+        dict(temperature=0.9),  # unseeded: races on the engine's seed for it (random drafts: rejection sampling)
         dict(temperature=0.6, top_p=0.9, seed=3),
         dict(temperature=1.0, top_k=20, top_p=0.8, seed=4),
         dict(temperature=0.8, seed=5),
@@ -99,6 +99,9 @@ def test_seeded_speculation_gives_plain_tokens(name, config, plain, trees_verifi
     assert all(len(got[i]) == 32 for i in range(16))  # the unseeded rows ran to the end too
     assert llm.metrics.num_draft_tokens > 0
     if name.endswith(" tree"):
+        # again: suffix trees branch once the global tree holds the first round's responses
+        again = [o.token_ids for o in llm.generate(PROMPTS, MIXED)]
+        assert [again[i] for i in COMPARED] == [plain["mixed"][i] for i in COMPARED]
         assert trees_verified[0] > 0
 
 
@@ -129,3 +132,23 @@ def test_the_measured_draft_length_policy_keeps_seeded_tokens(name, config, plai
         assert llm.generate([PROMPTS[1]], params)[0].token_ids == want
     got = [o.token_ids for o in llm.generate(PROMPTS, MIXED)]
     assert [got[i] for i in COMPARED] == [plain["mixed"][i] for i in COMPARED]
+
+
+UNSEEDED = [SamplingParams(max_tokens=24, ignore_eos=True, **kind) for kind in (
+    dict(temperature=0.8), dict(temperature=1.1, top_k=12), dict(temperature=0.7, top_p=0.9))]
+
+
+@pytest.mark.parametrize(("name", "config"), METHODS, ids=[n for n, _ in METHODS])
+def test_unseeded_sampled_requests_race_and_repeat_plain_decoding(name, config):
+    """An unseeded sampled request races on noise of the seed the engine gives it (the LLM's seed
+    and the request's number): with the same engine seed, speculation gives plain decoding's
+    tokens whatever the drafts; under random drafts it is verified by rejection sampling (no noise)."""
+    params = UNSEEDED * 2
+    want = [o.token_ids for o in LLM(None, None, seed=7, max_num_seqs=6).generate(PROMPTS[:6], params)]
+    llm = LLM(None, {**config, **FIXED}, seed=7, max_num_seqs=6)
+    assert [o.token_ids for o in llm.generate(PROMPTS[:6], params)] == want
+    assert llm.metrics.num_draft_tokens > 0
+    if name in RANDOM_DRAFTS:
+        random_drafts = LLM(None, {**config, **FIXED, "draft_sample_method": "random"}, seed=7)
+        assert random_drafts.engine.add_request([1, 2, 3], UNSEEDED[0]).noise is None
+        assert llm.engine.add_request([1, 2, 3], UNSEEDED[0]).noise is not None

@@ -265,7 +265,8 @@ class SpeculativeConfig:
         "greedy",
         group="verification",
         doc="greedy drafts (one-hot for verification) or random drafts sampled from the draft distribution; "
-        "a seeded sampling request's drafts race on its sampling noise either way, where the engine lends it.",
+        "a sampled request's drafts race on its sampling noise where the engine lends it (seeded: under either; "
+        "unseeded: under greedy, on noise of the seed the engine gives it).",
     )
     enable_adaptive_verification: bool = _field(
         False,
