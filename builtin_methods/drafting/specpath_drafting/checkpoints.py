@@ -17,6 +17,29 @@ from torch import nn
 Config = TypeVar("Config")
 Module = TypeVar("Module", bound=nn.Module)
 
+TEMPERATURE_SCALE_KEY = "specpath_temperature_scale"
+"""A drafter's temperature calibration in its ``config.json``: a sampled request at temperature T
+drafts at ``T * scale`` (a head trained to imitate the target is softer than it: its races with
+the target's sample agree most below 1; fitted by ``python -m specpath_train.calibrate``)."""
+
+
+def recorded_temperature_scale(path: str | Path | None) -> float:
+    """The checkpoint's :data:`TEMPERATURE_SCALE_KEY` (1.0 without one, or without a directory);
+    a one-line error where it is not a positive finite number."""
+    import math
+
+    config_path = Path(path) / "config.json" if path else None
+    if config_path is None or not config_path.is_file():
+        return 1.0
+    try:
+        raw = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 1.0  # the checkpoint's own loader reports an unreadable config
+    value = raw.get(TEMPERATURE_SCALE_KEY, 1.0) if isinstance(raw, Mapping) else 1.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{config_path}: {TEMPERATURE_SCALE_KEY} must be a positive number, got {value!r}")
+    return float(value)
+
 
 def read_drafter_config(path: str | Path, parse: Callable[[Mapping[str, Any]], Config], what: str) -> Config:
     """``parse(config.json)``; ``what`` names the kind of checkpoint in errors."""

@@ -44,6 +44,7 @@ from specpath_engine.modeling.dtypes import torch_dtype
 from specpath_engine.modeling.native import keep_tile_copies, native_kernels, registrations
 from specpath.speculator import BaseSpeculator, DraftBatch, DraftProposal, DraftTree, SpeculatorContext
 from specpath_drafting import coupling
+from specpath_drafting.checkpoints import recorded_temperature_scale
 from specpath_drafting.heads import HiddenStateHead
 from specpath_drafting.kv import DrafterKV
 from specpath_drafting.numerics import sharded_argmax
@@ -81,6 +82,8 @@ class HiddenStateSpeculator(BaseSpeculator):
         self.k = int(spec.num_speculative_tokens)
         self.parallel = bool(spec.parallel_drafting)
         self.random_drafts = spec.draft_sample_method == "random"
+        self.temperature_scale = recorded_temperature_scale(getattr(spec, "model", None))
+        """A sampled request drafts at its temperature times this (the checkpoint's calibration)."""
         self.num_argmax_shards = int(spec.draft_tensor_parallel_size or 1) if spec.use_local_argmax_reduction else 1
         self.head = self.build_head().to(device=self.device, dtype=self.dtype).eval()
         for p in self.head.parameters():
@@ -127,6 +130,11 @@ class HiddenStateSpeculator(BaseSpeculator):
             with torch.inference_mode():
                 self.mask_embed = self.head.mask_embeds(1).to(self.dtype).clone()
                 self.mask_feature = self.head.mask_features(1).to(self.dtype).clone()
+
+    def draft_temperature(self, request: Any) -> float:
+        """The temperature ``request``'s drafts are drawn (or raced) at: its own times the
+        checkpoint's calibration (0 stays 0: greedy)."""
+        return request.temperature * self.temperature_scale
 
     # -- what subclasses provide ------------------------------------------------------------
     def build_head(self) -> HiddenStateHead:
@@ -227,7 +235,7 @@ class HiddenStateSpeculator(BaseSpeculator):
             return DraftProposal(token_ids=torch.zeros(0, dtype=torch.int32, device=dev), num_draft_tokens=[0] * len(reqs))
 
         d_idx = torch.tensor([rows[i] for i in drafting], dtype=torch.int64, device=dev)
-        temps = [reqs[i].temperature for i in drafting]
+        temps = [self.draft_temperature(reqs[i]) for i in drafting]
         gens = [reqs[i].generator for i in drafting]
         noise = coupling.request_noise([reqs[i] for i in drafting], k_max)  # [k_max, V] per coupled request
         a = self.last_hidden[d_idx]
@@ -363,7 +371,7 @@ class HiddenStateSpeculator(BaseSpeculator):
             cos, sin = (t.contiguous() for t in self.head.rope(torch.arange(start, end, device=self.device)))
         keys, values = self.kv.row_span(0, row)  # [row_len, KV, D]
         # [K, Vd]: T G in the head's row order, draft j at position length + j (the per-op chain's)
-        noise = coupling.scaled_noise(r.noise.gumbel(length, k), [r.temperature] * k, head.row_ids) if race else None
+        noise = coupling.scaled_noise(r.noise.gumbel(length, k), [self.draft_temperature(r)] * k, head.row_ids) if race else None
         logps = torch.empty(k, dtype=torch.float64)  # each draft's log-probability under the head
         tokens = native.draft_propose(head, taps, ids, self.last_hidden[row], k, hc.num_attention_heads,
                                       hc.num_key_value_heads, hc.head_dim, keys, values, start, cos, sin, noise,
@@ -420,7 +428,8 @@ class HiddenStateSpeculator(BaseSpeculator):
             end = max(end, start + n + k)
             plan[:, i] = (n, row, k, row * row_len, start, noise_rows if races[i] else -1)
             if races[i]:  # [K, Vd]: T G in the head's row order, draft j at position length + j
-                noise.append(coupling.scaled_noise(r.noise.gumbel(length, k), [r.temperature] * k, head.row_ids))
+                noise.append(coupling.scaled_noise(r.noise.gumbel(length, k), [self.draft_temperature(r)] * k,
+                                                   head.row_ids))
                 noise_rows += k
         if rotary.cache_len < end:  # past the table built at start-up (row_len): not reached
             return None

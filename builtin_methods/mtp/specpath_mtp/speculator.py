@@ -148,7 +148,7 @@ class MultiModuleMTPSpeculator(MTPSpeculator):
         slot_of = {i: j for j, i in enumerate(drafting)}
         drafts = torch.zeros(len(drafting), k_max, dtype=torch.int64, device=dev)
         probs: list[torch.Tensor | None] = [None] * k_max
-        temps = [reqs[i].temperature for i in drafting]
+        temps = [self.draft_temperature(reqs[i]) for i in drafting]
         gens = [reqs[i].generator for i in drafting]
         noise = coupling.request_noise([reqs[i] for i in drafting], k_max)  # [k_max, V] per coupled request
         d_rows = torch.tensor([rows[i] for i in drafting], dtype=torch.int64, device=dev)

@@ -1,0 +1,65 @@
+"""specpath_train.calibrate: the temperature scale at which a drafter's races agree most with the
+target's, fitted from held-out windows and written where the engine reads it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specpath_drafting.checkpoints import TEMPERATURE_SCALE_KEY, recorded_temperature_scale
+from specpath_train import calibrate
+from test_target_text import byte_target  # noqa: F401  (the embedded target with a byte tokenizer)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 2**16), st.sampled_from([0.6, 0.75, 0.9, 1.0, 1.2]))
+def test_a_uniformly_softer_drafter_is_fitted_its_softness(seed, k):
+    """Draft logits k * l: its race at T s is the target's race at T s / k, so at s = k they
+    agree on every position and every draw, and the fit finds k."""
+    g = torch.Generator().manual_seed(seed)
+    target = torch.randn(300, 24, generator=g) * 3
+    ids = torch.arange(24)
+    scale, table = calibrate.fit_scale(target * k, ids, target, temperatures=(0.8, 1.0))
+    assert scale == k
+    assert all(row[calibrate.SCALES.index(k)] == 1.0 for row in table.values())
+
+
+def test_a_reduced_vocabulary_races_over_its_target_ids():
+    target = torch.randn(200, 16, generator=torch.Generator().manual_seed(3))
+    ids = torch.tensor([0, 2, 3, 7, 9, 15])
+    got = calibrate.race_agreement(target[:, ids], ids, target, 0.8, [1.0])[0]
+    masked = torch.full_like(target, float("-inf"))
+    masked[:, ids] = target[:, ids]
+    assert got == calibrate.race_agreement(masked, torch.arange(16), target, 0.8, [1.0])[0]
+
+
+@pytest.fixture(scope="module")
+def data(byte_target, tmp_path_factory):
+    """Held-out windows of the embedded target with the taps of its shipped EAGLE-3 head and MTP module."""
+    from specpath_train import target_text as tt
+
+    out = tt.build_dataset(byte_target, tmp_path_factory.mktemp("data"), [1, 2, 4, 5], num_code=2, num_chat=1,
+                           heldout_code=2, heldout_chat=1, window=32, max_new_tokens=12, chunk=2,
+                           dtype=torch.float32, seed=3, log=lambda s: None)
+    return byte_target, out
+
+
+@pytest.mark.parametrize("head", ["eagle3/specpath_eagle3/heads/eagle3-byte-llama", "mtp/specpath_mtp/checkpoints/mtp1"])
+def test_the_cli_fits_a_shipped_drafter_and_writes_its_scale(data, tmp_path, capsys, head):
+    target, out = data
+    d = tmp_path / "head"
+    shutil.copytree(ROOT / "builtin_methods" / head, d)
+    assert calibrate.main(["--head", str(d), "--target", str(target), "--data", str(out), "--windows", "4",
+                           "--write"]) == 0
+    report = json.loads([line for line in capsys.readouterr().out.splitlines() if line.startswith("{")][0])
+    assert report["scale"] in calibrate.SCALES and report["positions"] > 0
+    assert recorded_temperature_scale(d) == report["scale"]
+    assert json.loads((d / "config.json").read_text())[TEMPERATURE_SCALE_KEY] == report["scale"]

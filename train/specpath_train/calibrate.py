@@ -1,0 +1,144 @@
+"""A drafter's temperature calibration: the scale at which its races with the target agree most.
+
+A sampled request's drafts race on the request's sampling noise (:mod:`specpath_drafting.coupling`):
+at temperature T the target emits ``argmax(l_t + T G)`` and the drafter drafts
+``argmax(l_q + T s G)`` on the same Gumbel noise ``G``. A head trained to imitate the target ends
+softer than it (a small model spreads probability where the target is sure), so the two agree
+most at some ``s < 1``. This fits ``s`` on held-out windows of a data directory, from the head's
+teacher-forced first draft against the target's distribution (race agreement averaged over a few
+temperatures, a grid of scales, fixed noise), and writes it into the checkpoint's ``config.json``
+(``specpath_temperature_scale``), where the engine reads it. Greedy decoding is untouched.
+
+    python -m specpath_train.calibrate --head DIR --data DATA [--windows 48] [--write]
+
+EAGLE-3 heads and MTP modules (their first draft: the state of the target's last layer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+SCALES = tuple(round(0.5 + 0.05 * i, 2) for i in range(17))  # 0.50 .. 1.30
+TEMPERATURES = (0.6, 0.8, 1.0)
+
+
+def race_agreement(draft_logits: torch.Tensor, draft_ids: torch.Tensor, target_logits: torch.Tensor,
+                   temperature: float, scales: Sequence[float], *, draws: int = 3, seed: int = 0,
+                   chunk: int = 1024) -> list[float]:
+    """Per scale, how often the draft's race (``draft_logits`` [P, Vd] over the target ids
+    ``draft_ids`` [Vd]) picks the target's race winner (``target_logits`` [P, V]) on the same
+    noise at ``temperature``: ``draws`` noise draws per position, the same for every scale."""
+    gen = torch.Generator().manual_seed(seed)
+    hits = [0.0] * len(scales)
+    for c in range(0, target_logits.shape[0], chunk):
+        t, q = target_logits[c:c + chunk].float(), draft_logits[c:c + chunk].float()
+        for _ in range(draws):
+            g = -torch.log(-torch.log(torch.rand(t.shape, generator=gen).clamp_min(1e-20)))  # [P, V]
+            win = (t + temperature * g).argmax(-1)
+            gq = g[:, draft_ids]
+            for i, s in enumerate(scales):
+                hits[i] += float((draft_ids[(q + temperature * s * gq).argmax(-1)] == win).sum()) / draws
+    return [h / target_logits.shape[0] for h in hits]
+
+
+def fit_scale(draft_logits: torch.Tensor, draft_ids: torch.Tensor, target_logits: torch.Tensor, *,
+              temperatures: Sequence[float] = TEMPERATURES, scales: Sequence[float] = SCALES,
+              seed: int = 0) -> tuple[float, dict[str, list[float]]]:
+    """(the scale with the highest race agreement averaged over ``temperatures``, the agreement
+    per temperature and scale)."""
+    table = {f"{t:g}": race_agreement(draft_logits, draft_ids, target_logits, t, scales, seed=seed) for t in temperatures}
+    mean = [sum(row[i] for row in table.values()) / len(table) for i in range(len(scales))]
+    return float(scales[max(range(len(scales)), key=mean.__getitem__)]), table
+
+
+def first_draft_logits(head_dir: str | Path, target_dir: str | Path, data_dir: str | Path,
+                       windows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(draft logits [P, Vd], their target ids [Vd], target logits [P, V]) of the first draft
+    at every position of the first ``windows`` held-out windows, teacher-forced."""
+    from specpath_drafting.rollout import depth_pass
+    from specpath_train.target_text import load_dataset
+    from specpath_train.trainer import load_target_parts
+
+    config, emb_w, norm_w, head_w = load_target_parts(str(target_dir))
+    n = config["num_hidden_layers"]
+    eps = config.get("rms_norm_eps", 1e-6)
+    kind = json.loads((Path(head_dir) / "config.json").read_text()).get("model_type")
+    embed = lambda ids: F.embedding(ids, emb_w)  # noqa: E731
+    if kind == "eagle3":
+        from specpath_drafting.config import default_aux_layer_ids, engine_layers
+        from specpath_drafting.heads import load_head_weights, read_head_config
+        from specpath_eagle3.head import Eagle3Head
+
+        head = load_head_weights(Eagle3Head(read_head_config(head_dir, "eagle3"), embed_tokens=embed), head_dir)
+        layers = (*engine_layers(default_aux_layer_ids(n)), n - 1)
+        ids = head.draft_ids
+    elif kind == "mtp":
+        from specpath_drafting.vocab import checkpoint_train_vocab
+        from specpath_mtp.module import load_mtp_modules
+
+        # served over the ids its training scored (specpath_drafting.vocab.serving_lm_head), as here
+        ids = checkpoint_train_vocab(head_dir, config["vocab_size"])
+        ids = torch.arange(config["vocab_size"]) if ids is None else ids
+        rows = head_w[ids]
+        head = load_mtp_modules(head_dir, embed_tokens=embed, lm_head=lambda x: x.float() @ rows.T)[0]
+        layers = (n - 1,)
+    else:
+        raise ValueError(f"{head_dir}: model_type {kind!r}; calibrate fits EAGLE-3 heads and MTP modules")
+    data = load_dataset(data_dir, layers)
+    held = min(windows, data["heldout"])
+    tokens, taps = data["tokens"][:held], data["taps"][:held].float()
+    head = head.float().eval()
+    with torch.no_grad():
+        final = taps[:, :, -1]
+        p = tokens.shape[1] - 2
+        cos, sin = head.rope(torch.arange(p))
+        if kind == "eagle3":  # reads the states entering the taps, predicts position q+2
+            a = depth_pass(head, head.embed(tokens[:, 1:p + 1]), head.fuse(taps[:, :p, :-1]), cos, sin, [])
+        else:  # reads the target's last state at q and the token at q+1, predicts q+2
+            a = depth_pass(head, head.embed(tokens[:, 1:p + 1]), final[:, :p], cos, sin, [])
+        draft = head.logits(a).reshape(-1, ids.shape[0])
+        x = final[:, 1:p + 1].reshape(-1, final.shape[-1])
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * norm_w
+        target = x @ head_w.T
+    return draft.float(), ids, target.float()
+
+
+def main(argv: list[str] | None = None) -> int:
+    from specpath_drafting.checkpoints import TEMPERATURE_SCALE_KEY
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--head", required=True, help="the drafter checkpoint (EAGLE-3 head or MTP modules)")
+    p.add_argument("--target", default=None, help="the target's checkpoint directory (default: the data's)")
+    p.add_argument("--data", required=True, help="a data directory of the same target (its held-out windows)")
+    p.add_argument("--windows", type=int, default=48, help="held-out windows read (default 48)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--write", action="store_true", help=f"write the scale into the head's config.json ({TEMPERATURE_SCALE_KEY})")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    target = args.target or json.loads((Path(args.data) / "features.json").read_text())["target_path"]
+    draft, ids, target_logits = first_draft_logits(args.head, target, args.data, args.windows)
+    scale, table = fit_scale(draft, ids, target_logits)
+    one = SCALES.index(1.0)
+    best = SCALES.index(scale)
+    for t, row in table.items():
+        print(f"T={t}: race agreement {row[one]:.4f} at scale 1, {row[best]:.4f} at {scale}")
+    print(json.dumps({"head": str(args.head), "scale": scale, "positions": int(draft.shape[0]),
+                      "agreement": {t: {f"{s:g}": round(v, 4) for s, v in zip(SCALES, row)} for t, row in table.items()}}))
+    if args.write:
+        path = Path(args.head) / "config.json"
+        config = json.loads(path.read_text())
+        config[TEMPERATURE_SCALE_KEY] = scale
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        print(f"{path}: {TEMPERATURE_SCALE_KEY} = {scale}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
