@@ -109,14 +109,14 @@ def generate_split(target: Callable[[], Any], prompts: Sequence[Sequence[int]], 
 
 @torch.inference_mode()
 def capture(target: Any, windows: torch.Tensor, layers: Sequence[int], data: Path, *, top_k: int, batch: int,
-            progress: bool, log: Callable[[str], None]) -> dict[str, torch.Tensor]:
-    """``taps`` [N, W, len(layers), d] float16, ``topk_ids`` / ``topk_probs`` [N, W, k]: one
-    forward per ``batch`` windows, each batch's result a resumable file."""
-    from safetensors.torch import load_file, save_file
+            progress: bool, log: Callable[[str], None]) -> list[Path]:
+    """The target's ``taps`` [n, W, len(layers), d] float16 and ``topk_ids`` / ``topk_probs``
+    [n, W, k] of every ``batch`` windows, one forward and one resumable file each; their paths."""
+    from safetensors.torch import save_file
 
     from specpath_train.target_text import features_with_topk
 
-    parts = []
+    paths = []
     t0, done = time.time(), 0
     with _bar(progress, windows.numel(), "features", "tok") as bar:
         for c in range(0, windows.shape[0], batch):
@@ -129,11 +129,11 @@ def capture(target: Any, windows: torch.Tensor, layers: Sequence[int], data: Pat
                           str(tmp))
                 os.replace(tmp, path)
                 done += rows.numel()
-            parts.append(load_file(str(path)))
+            paths.append(path)
             bar.update(rows.numel())
     if done:
         log(f"data: features of {done} tokens in {time.time() - t0:.1f}s ({done / max(time.time() - t0, 1e-9):.0f} tok/s)")
-    return {name: torch.cat([p[name] for p in parts]) for name in ("taps", "topk_ids", "topk_probs")}
+    return paths
 
 
 def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *, train: Sequence[Sequence[int]],
@@ -148,11 +148,9 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
     several methods (only the features depend on the method). On another ``device`` than the CPU
     the target answers there (:mod:`specpath_train.device_generate`, ``max_num_seqs`` prompts a
     chunk) and the directory is a live one (:mod:`specpath_train.live`): windows, no features."""
-    from safetensors.torch import save_file
-
     from specpath_engine.model import LlamaModel
     from specpath_engine.packed_linear import packing_enabled
-    from specpath_train.target_text import generation_model, pack_windows
+    from specpath_train.target_text import generation_model, pack_windows, write_features
 
     data = Path(data_dir)
     meta_path = data / "features.json"
@@ -216,11 +214,9 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
             "max_new_tokens": max_new_tokens, "sequences": {k: len(v) for k, v in seqs.items()}})
     target = LlamaModel.from_pretrained(target_dir, dtype=dtype)
     log(f"data: {held.shape[0]} held-out + {rest.shape[0]} training windows x {window} tokens")
-    feats = capture(target, windows, layers, data, top_k=min(top_k, config["vocab_size"]), batch=feature_batch,
+    parts = capture(target, windows, layers, data, top_k=min(top_k, config["vocab_size"]), batch=feature_batch,
                     progress=progress, log=log)
-    tmp = data / "features.safetensors.tmp"
-    save_file({"tokens": windows.to(torch.int32), **{k: v.contiguous() for k, v in feats.items()}}, str(tmp))
-    os.replace(tmp, data / "features.safetensors")
+    write_features(data / "features.safetensors", windows, parts)  # a part at a time, then renamed
     meta = {"key": {"target": target_digest(target_dir), "layers": list(layers)}, "heldout": int(held.shape[0]),
             "window": window, "top_k": top_k, "seed": seed, "dtype": str(dtype).removeprefix("torch."),
             "temperature": temperature, "max_new_tokens": max_new_tokens,

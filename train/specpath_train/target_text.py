@@ -453,8 +453,6 @@ def _feature_chunks(target: Any, windows: torch.Tensor, layers: Sequence[int], d
     one ``features.safetensors``, a chunk at a time (never the whole cache in memory)."""
     from safetensors.torch import save_file
 
-    from specpath_train.tensorfile import mapped, write_streamed
-
     paths = []
     for c in range(0, windows.shape[0], 64):
         path = data / f"feat-{c // 64:04d}.safetensors"
@@ -465,12 +463,20 @@ def _feature_chunks(target: Any, windows: torch.Tensor, layers: Sequence[int], d
             n = windows[c:c + 64].numel()
             log(f"data: features {c // 64}: {n} tokens in {time.time() - t0:.0f}s ({n / (time.time() - t0):.0f} tok/s)")
         paths.append(path)
-    first = mapped(paths[0])
+    write_features(data / "features.safetensors", windows, paths)
+
+
+def write_features(out: Path, windows: torch.Tensor, parts: Sequence[Path]) -> None:
+    """The feature cache ``out``: ``windows`` as ``tokens`` and the ``parts``' taps and top-k,
+    concatenated in order, written a part at a time (never the whole cache in memory)."""
+    from specpath_train.tensorfile import mapped, write_streamed
+
+    first = mapped(parts[0])
     tensors = {"tokens": (torch.int32, tuple(windows.shape), lambda: iter([windows.to(torch.int32)]))}
     for name in ("taps", "topk_ids", "topk_probs"):
         shape = (windows.shape[0], *first[name].shape[1:])
-        tensors[name] = (first[name].dtype, shape, lambda name=name: (mapped(p)[name] for p in paths))
-    write_streamed(data / "features.safetensors", tensors)
+        tensors[name] = (first[name].dtype, shape, lambda name=name: (mapped(p)[name] for p in parts))
+    write_streamed(out, tensors)
 
 
 def load_dataset(data_dir: str | Path, layers: Sequence[int]) -> dict[str, Any]:
