@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -82,7 +83,7 @@ def test_pack_splits_the_gguf_and_reassembles_it(repo, tmp_path, capsys):
     head.mkdir()
     (head / "model.safetensors").write_bytes(b"h" * 2980)
     (head / "config.json").write_text('{"model_type": "eagle3"}')  # 24 bytes
-    args = pack.main.__globals__["argparse"].Namespace(
+    args = argparse.Namespace(
         gguf=str(gguf), rows=str(rows), tokenizer=str(tok), wheels=str(whl), head=[str(head)],
         out=str(tmp_path / "gpu"), limit=pack.tree_bytes(repo) + pack.SLACK + 6000)
     assert pack.pack(args, repo) == 0
