@@ -121,10 +121,11 @@ def pack(args: argparse.Namespace, root: Path) -> int:
                 else:
                     f.seek(offset)
                     (folder / f"{GGUF_PART}{offset:012d}").write_bytes(f.read(length))
-    aside = "mkdir -p /tmp/gpu && cp -r {d}/. /tmp/gpu/ && ls -la /tmp/gpu"
-    job = ("cat /tmp/gpu/" + GGUF_PART + "* > /tmp/gpu/target.gguf && H=/tmp/gpu/heads && OUT=$OUT WORK=/tmp/job "
-           "WHL=/tmp/gpu/whl BUDGET=<seconds> " + " ".join(f"{_env(h)}=$H/{Path(h).name}" for h in args.head) +
-           " train/gpu/train_drafters.sh /tmp/gpu/target.gguf /tmp/gpu/rows.jsonl.gz 2>&1 | tee $OUT/job.log")
+    # every call's command sets G, the machine's folder the inputs are copied aside to
+    aside = "G=${{TMPDIR:-/tmp}}/specpath-inputs && mkdir -p $G && cp -r {d}/. $G/ && ls -la $G"
+    job = ("cat $G/" + GGUF_PART + "* > $G/target.gguf && H=$G/heads && OUT=$OUT WORK=$G/job "
+           "WHL=$G/whl BUDGET=<seconds> " + " ".join(f"{_env(h)}=$H/{Path(h).name}" for h in args.head) +
+           " train/gpu/train_drafters.sh $G/target.gguf $G/rows.jsonl.gz 2>&1 | tee $OUT/job.log")
     for c in range(len(calls)):
         d = f"{out}/{letters[c]}"
         print(f"call {c + 1}: carry [{d!r}] ({sum(n for _, _, n in calls[c])} bytes)\n  {aside.format(d=d)}"
