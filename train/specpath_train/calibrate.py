@@ -35,16 +35,18 @@ def race_agreement(draft_logits: torch.Tensor, draft_ids: torch.Tensor, target_l
     """Per scale, how often the draft's race (``draft_logits`` [P, Vd] over the target ids
     ``draft_ids`` [Vd]) picks the target's race winner (``target_logits`` [P, V]) on the same
     noise at ``temperature``: ``draws`` noise draws per position, the same for every scale."""
+    from specpath_drafting.coupling import race
+
     gen = torch.Generator().manual_seed(seed)
     hits = [0.0] * len(scales)
     for c in range(0, target_logits.shape[0], chunk):
         t, q = target_logits[c:c + chunk].float(), draft_logits[c:c + chunk].float()
         for _ in range(draws):
             g = -torch.log(-torch.log(torch.rand(t.shape, generator=gen).clamp_min(1e-20)))  # [P, V]
-            win = (t + temperature * g).argmax(-1)
-            gq = g[:, draft_ids]
-            for i, s in enumerate(scales):
-                hits[i] += float((draft_ids[(q + temperature * s * gq).argmax(-1)] == win).sum()) / draws
+            win = race(t, [temperature] * t.shape[0], g)  # the target's sample
+            for i, s in enumerate(scales):  # the drafter's, by the rule it drafts with
+                drafted = race(q, [temperature * s] * q.shape[0], g, vocab_ids=draft_ids)
+                hits[i] += float((draft_ids[drafted] == win).sum()) / draws
     return [h / target_logits.shape[0] for h in hits]
 
 
