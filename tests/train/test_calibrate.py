@@ -52,7 +52,9 @@ def data(byte_target, tmp_path_factory):
     return byte_target, out
 
 
-@pytest.mark.parametrize("head", ["eagle3/specpath_eagle3/heads/eagle3-byte-llama", "mtp/specpath_mtp/checkpoints/mtp1"])
+@pytest.mark.parametrize("head", ["eagle3/specpath_eagle3/heads/eagle3-byte-llama", "mtp/specpath_mtp/checkpoints/mtp1",
+                                  "dflash/specpath_dflash/checkpoints/dflash-byte-llama",
+                                  "dspark/specpath_dspark/checkpoints/dspark-byte-llama"])
 def test_the_cli_fits_a_shipped_drafter_and_writes_its_scale(data, tmp_path, capsys, head):
     target, out = data
     d = tmp_path / "head"
@@ -63,3 +65,28 @@ def test_the_cli_fits_a_shipped_drafter_and_writes_its_scale(data, tmp_path, cap
     assert report["scale"] in calibrate.SCALES and report["positions"] > 0
     assert recorded_temperature_scale(d) == report["scale"]
     assert json.loads((d / "config.json").read_text())[TEMPERATURE_SCALE_KEY] == report["scale"]
+
+
+def test_a_block_drafter_is_fitted_on_a_block_at_every_anchor(data):
+    """Every held-out position with room for the block's K labels anchors one first draft, read
+    with the target's distribution of the token after the anchor."""
+    from specpath_train.trainer import load_target_parts
+
+    target, out = data
+    head = ROOT / "builtin_methods/dspark/specpath_dspark/checkpoints/dspark-byte-llama"
+    config, emb_w, norm_w, head_w = load_target_parts(str(target))
+    draft, ids, target_logits = calibrate.block_first_draft_logits(head, config, emb_w, norm_w, head_w, out, 2, chunk=1)
+    k = json.loads((head / "config.json").read_text())["num_draft_tokens"]
+    assert draft.shape == (2 * (32 - 1 - k), ids.shape[0]) and target_logits.shape == (draft.shape[0], config["vocab_size"])
+    assert torch.isfinite(draft).all() and torch.isfinite(target_logits).all()
+    # better than chance: the shipped drafter agrees with the target's greedy token well above 1/V
+    agree = (ids[draft.argmax(-1)] == target_logits.argmax(-1)).float().mean()
+    assert agree > 0.2
+
+
+def test_an_unknown_drafter_kind_is_one_line(data, tmp_path):
+    target, out = data
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    with pytest.raises(ValueError, match="model_type 'llama'; calibrate fits") as e:
+        calibrate.first_draft_logits(tmp_path, target, out, 2)
+    assert "\n" not in str(e.value)

@@ -11,7 +11,9 @@ temperatures, a grid of scales, fixed noise), and writes it into the checkpoint'
 
     python -m specpath_train.calibrate --head DIR --data DATA [--windows 48] [--write]
 
-EAGLE-3 heads and MTP modules (their first draft: the state of the target's last layer).
+EAGLE-3 heads and MTP modules (their first draft: from the states of the target's taps or last
+layer), DFlash and DSpark drafters (the first draft of a block, anchored at every position: what
+the block's walk starts from; DSpark's with the Markov bias of its anchor).
 """
 
 from __future__ import annotations
@@ -91,8 +93,11 @@ def first_draft_logits(head_dir: str | Path, target_dir: str | Path, data_dir: s
         rows = head_w[ids]
         head = load_mtp_modules(head_dir, embed_tokens=embed, lm_head=lambda x: x.float() @ rows.T)[0]
         layers = (n - 1,)
+    elif kind in ("dflash", "dspark"):
+        return block_first_draft_logits(head_dir, config, emb_w, norm_w, head_w, data_dir, windows)
     else:
-        raise ValueError(f"{head_dir}: model_type {kind!r}; calibrate fits EAGLE-3 heads and MTP modules")
+        raise ValueError(f"{head_dir}: model_type {kind!r}; calibrate fits EAGLE-3 heads, MTP modules and "
+                         "DFlash / DSpark drafters")
     data = load_dataset(data_dir, layers)
     held = min(windows, data["heldout"])
     tokens, taps = data["tokens"][:held], data["taps"][:held].float()
@@ -112,11 +117,54 @@ def first_draft_logits(head_dir: str | Path, target_dir: str | Path, data_dir: s
     return draft.float(), ids, target.float()
 
 
+def block_first_draft_logits(head_dir: str | Path, config: dict, emb_w: torch.Tensor, norm_w: torch.Tensor,
+                             head_w: torch.Tensor, data_dir: str | Path, windows: int, *,
+                             chunk: int = 4) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`first_draft_logits` of a DFlash or DSpark drafter: a block anchored at every position
+    of the held-out windows that leaves room for its K labels (``chunk`` windows a pass)."""
+    from specpath_drafting.block.drafter import DFlashDrafter, load_weights, read_config
+    from specpath_drafting.vocab import checkpoint_train_vocab
+    from specpath_train.block import block_batch
+    from specpath_train.target_text import load_dataset
+
+    dc = read_config(head_dir)
+    if dc.kind == "dspark":
+        from specpath_dspark.drafter import DSparkDrafter as module
+    else:
+        module = DFlashDrafter
+    ids = checkpoint_train_vocab(head_dir, config["vocab_size"])  # served over these ids, as here
+    ids = torch.arange(config["vocab_size"]) if ids is None else ids
+    rows = head_w[ids]
+    drafter = module(dc, embed_tokens=lambda t: F.embedding(t, emb_w), lm_head=lambda h: h.float() @ rows.T)
+    drafter = load_weights(drafter, head_dir).float().eval()
+    if dc.kind == "dspark":
+        drafter.markov_columns = ids
+    k, n = dc.num_draft_tokens, config["num_hidden_layers"]
+    data = load_dataset(data_dir, (*dc.target_layer_ids, n - 1))
+    held = min(windows, data["heldout"])
+    eps = config.get("rms_norm_eps", 1e-6)
+    draft, target = [], []
+    with torch.no_grad():
+        for c in range(0, held, chunk):
+            tokens, taps = data["tokens"][c:min(held, c + chunk)], data["taps"][c:min(held, c + chunk)].float()
+            s, w = tokens.shape
+            anchors = torch.arange(1, w - k).expand(s, -1).contiguous()  # [S, A]: every anchor with K labels
+            b = block_batch(drafter, tokens, taps, anchors, k)
+            logits = drafter.logits(b.hidden[:, :, 0])  # [S, A, n]: the first draft
+            if dc.kind == "dspark":
+                logits = logits + drafter.markov_bias(b.prev[:, :, 0])
+            x = b.target_final[:, :, 0].float()
+            x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * norm_w
+            draft.append(logits.reshape(-1, ids.shape[0]))
+            target.append((x @ head_w.T).reshape(-1, head_w.shape[0]))
+    return torch.cat(draft), ids, torch.cat(target)
+
+
 def main(argv: list[str] | None = None) -> int:
     from specpath_drafting.checkpoints import TEMPERATURE_SCALE_KEY
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--head", required=True, help="the drafter checkpoint (EAGLE-3 head or MTP modules)")
+    p.add_argument("--head", required=True, help="the drafter checkpoint (EAGLE-3 head, MTP modules, DFlash or DSpark drafter)")
     p.add_argument("--target", default=None, help="the target's checkpoint directory (default: the data's)")
     p.add_argument("--data", required=True, help="a data directory of the same target (its held-out windows)")
     p.add_argument("--windows", type=int, default=48, help="held-out windows read (default 48)")

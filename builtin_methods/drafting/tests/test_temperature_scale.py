@@ -62,3 +62,34 @@ def test_sampled_requests_draft_at_the_scaled_temperature_and_keep_plain_tokens(
     assert seen and all(t == pytest.approx(0.4) for t in seen)  # 0.8 x 0.5, every sampled draft
     greedy = SamplingParams(max_tokens=16)
     assert [o.token_ids for o in llm.generate(PROMPTS, greedy)] == [o.token_ids for o in LLM(None, None).generate(PROMPTS, greedy)]
+
+
+BLOCK_CHECKPOINTS = {"dflash": HEADS / "dflash" / "specpath_dflash" / "checkpoints" / "dflash-byte-llama",
+                     "dspark": HEADS / "dspark" / "specpath_dspark" / "checkpoints" / "dspark-byte-llama"}
+
+
+@pytest.mark.parametrize("method", sorted(BLOCK_CHECKPOINTS))
+def test_block_drafters_draft_at_the_scaled_temperature_and_keep_plain_tokens(tmp_path, monkeypatch, method):
+    """DFlash and DSpark read the same key: every sampled block is chosen at T x scale."""
+    plain = [o.token_ids for o in LLM(None, None).generate(PROMPTS, SEEDED)]
+    d = tmp_path / method
+    shutil.copytree(BLOCK_CHECKPOINTS[method], d)
+    config = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**config, TEMPERATURE_SCALE_KEY: 0.5}))
+    llm = LLM(None, {"method": method, "model": str(d), "num_speculative_tokens": 4, "draft_length_policy": "fixed"})
+    speculator = llm.speculator
+    assert speculator.temperature_scale == 0.5
+    seen: list[float] = []
+    original = speculator.choose
+
+    def choose_spy(hidden, anchors, temps, gens, noise):
+        seen.extend(temps)
+        return original(hidden, anchors, temps, gens, noise)
+
+    monkeypatch.setattr(speculator, "choose", choose_spy)
+    assert [o.token_ids for o in llm.generate(PROMPTS, SEEDED)] == plain
+    assert seen and all(t == pytest.approx(0.4) for t in seen)  # 0.8 x 0.5, every sampled block
+    seen.clear()
+    greedy = SamplingParams(max_tokens=16)
+    assert [o.token_ids for o in llm.generate(PROMPTS, greedy)] == [o.token_ids for o in LLM(None, None).generate(PROMPTS, greedy)]
+    assert seen and all(t == 0 for t in seen)  # greedy stays greedy

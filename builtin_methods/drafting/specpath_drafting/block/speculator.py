@@ -31,6 +31,7 @@ from specpath_drafting import coupling
 from specpath_drafting.block.adaptive import VerifyCost, schedule
 from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig, load_weights, read_config
 from specpath_drafting.block.reference import build_block_queries_reference
+from specpath_drafting.checkpoints import recorded_temperature_scale
 from specpath_drafting.kv import DrafterKV
 from specpath_drafting.vocab import serving_lm_head
 
@@ -66,6 +67,9 @@ class BlockSpeculator(BaseSpeculator):
         self.k = int(spec.num_speculative_tokens)
         self.anchor_first = bool(flags.anchor_sampling)
         self.random_drafts = spec.draft_sample_method == "random"
+        self.temperature_scale = recorded_temperature_scale(spec.model)
+        """A sampled request drafts (or races) at its temperature times this (the checkpoint's
+        calibration, ``specpath_temperature_scale``); greedy stays greedy."""
         self.prepare = None if context.prepare_module is None else functools.partial(_block_prepared,
                                                                                        context.prepare_module)
         """The engine's ``prepare_module`` for this drafter's passes (:func:`_block_prepared`)."""
@@ -149,7 +153,7 @@ class BlockSpeculator(BaseSpeculator):
         anchors = [int(reqs[i].token_ids[-1]) for i in drafting]
         anchor_pos = [len(reqs[i].token_ids) - 1 for i in drafting]
         hidden = self.draft_block(anchors, anchor_pos, [rows[i] for i in drafting], k_max)
-        temps = [float(reqs[i].temperature) for i in drafting]
+        temps = [float(reqs[i].temperature) * self.temperature_scale for i in drafting]
         gens = [reqs[i].generator for i in drafting]
         noise = coupling.request_noise([reqs[i] for i in drafting], width)
         tokens, probs, conf = self.choose(hidden[:, :width], anchors, temps, gens, noise)
