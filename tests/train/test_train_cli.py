@@ -57,6 +57,18 @@ def test_each_method_trains_and_serves_by_inference(capsys, tmp_path, data_file,
     assert metrics["steps"] == 3 and metrics["heldout"]["method_inferred"] == method
     assert metrics["heldout"]["tau"] >= 1.0 and len(metrics["heldout"]["acceptance_by_position"]) == 4
     assert "held-out tau" in stdout
+    # the drafter's temperature calibration: fitted on the held-out windows and recorded where the engine reads it
+    from specpath_drafting.checkpoints import recorded_temperature_scale
+    from specpath_train.calibrate import CALIBRATED_KINDS, SCALES
+
+    kind = json.loads((out / "config.json").read_text())["model_type"]
+    fit = metrics["temperature_calibration"]
+    if kind in CALIBRATED_KINDS:
+        assert fit["scale"] in SCALES and fit["positions"] > 0 and recorded_temperature_scale(out) == fit["scale"]
+        assert set(fit["agreement"]) == set(fit["agreement_at_1"]) == {"0.6", "0.8", "1"}
+    else:
+        assert fit is None and "specpath_temperature_scale" not in json.loads((out / "config.json").read_text())
+        assert f"calibrate: skipped (a {kind} drafter has no fit)" in (out / "run" / "train.log").read_text()
     # the checkpoint is served by {"model": DIR} with no method given (what evaluation did), and explain shows it
     code = main(["explain", "--model", str(Path(metrics["target"]) if Path(metrics["target"]).exists() else
                                           _embedded()), "--speculative-config",
@@ -65,6 +77,14 @@ def test_each_method_trains_and_serves_by_inference(capsys, tmp_path, data_file,
     assert code == 0, err
     infer = next(line for line in shown.splitlines() if line.lstrip().startswith("2. infer"))
     assert infer.endswith(f"{method!r}") or f"recognised {method!r}" in infer
+
+
+def test_no_calibrate_leaves_the_scale_out(capsys, tmp_path, data_file):
+    out = tmp_path / "mtp"
+    code, _, err = train(capsys, "mtp", "--out", str(out), "--data", str(data_file), *TINY, "--no-calibrate")
+    assert code == 0, err
+    assert json.loads((out / "metrics.json").read_text())["temperature_calibration"] is None
+    assert "specpath_temperature_scale" not in json.loads((out / "config.json").read_text())
 
 
 def _embedded() -> str:

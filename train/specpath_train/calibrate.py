@@ -160,6 +160,31 @@ def block_first_draft_logits(head_dir: str | Path, config: dict, emb_w: torch.Te
     return torch.cat(draft), ids, torch.cat(target)
 
 
+CALIBRATED_KINDS = ("eagle3", "mtp", "dflash", "dspark")
+"""The drafters' ``model_type`` values a scale is fitted for (what :func:`first_draft_logits` reads)."""
+
+
+def calibrate_checkpoint(head: str | Path, target: str | Path, data: str | Path, *, windows: int = 48,
+                         write: bool = False) -> dict:
+    """Fit ``head``'s scale on the first ``windows`` held-out windows of ``data`` (and, with
+    ``write``, record it in its ``config.json``); returns ``scale``, ``positions`` and the race
+    agreement per temperature at scale 1 and at the fitted scale."""
+    from specpath_drafting.checkpoints import TEMPERATURE_SCALE_KEY
+
+    draft, ids, target_logits = first_draft_logits(head, target, data, windows)
+    scale, table = fit_scale(draft, ids, target_logits)
+    one, best = SCALES.index(1.0), SCALES.index(scale)
+    if write:
+        path = Path(head) / "config.json"
+        config = json.loads(path.read_text())
+        config[TEMPERATURE_SCALE_KEY] = scale
+        path.write_text(json.dumps(config, indent=2) + "\n")
+    return {"scale": scale, "positions": int(draft.shape[0]),
+            "agreement_at_1": {t: round(row[one], 4) for t, row in table.items()},
+            "agreement": {t: round(row[best], 4) for t, row in table.items()},
+            "table": {t: {f"{s:g}": round(v, 4) for s, v in zip(SCALES, row)} for t, row in table.items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
     from specpath_drafting.checkpoints import TEMPERATURE_SCALE_KEY
 
@@ -173,20 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     target = args.target or json.loads((Path(args.data) / "features.json").read_text())["target_path"]
-    draft, ids, target_logits = first_draft_logits(args.head, target, args.data, args.windows)
-    scale, table = fit_scale(draft, ids, target_logits)
-    one = SCALES.index(1.0)
-    best = SCALES.index(scale)
-    for t, row in table.items():
-        print(f"T={t}: race agreement {row[one]:.4f} at scale 1, {row[best]:.4f} at {scale}")
-    print(json.dumps({"head": str(args.head), "scale": scale, "positions": int(draft.shape[0]),
-                      "agreement": {t: {f"{s:g}": round(v, 4) for s, v in zip(SCALES, row)} for t, row in table.items()}}))
+    fit = calibrate_checkpoint(args.head, target, args.data, windows=args.windows, write=args.write)
+    scale = fit["scale"]
+    for t in fit["table"]:
+        print(f"T={t}: race agreement {fit['agreement_at_1'][t]:.4f} at scale 1, {fit['agreement'][t]:.4f} at {scale}")
+    print(json.dumps({"head": str(args.head), "scale": scale, "positions": fit["positions"], "agreement": fit["table"]}))
     if args.write:
-        path = Path(args.head) / "config.json"
-        config = json.loads(path.read_text())
-        config[TEMPERATURE_SCALE_KEY] = scale
-        path.write_text(json.dumps(config, indent=2) + "\n")
-        print(f"{path}: {TEMPERATURE_SCALE_KEY} = {scale}")
+        print(f"{Path(args.head) / 'config.json'}: {TEMPERATURE_SCALE_KEY} = {scale}")
     return 0
 
 

@@ -10,7 +10,8 @@ Four stages, each resumable from the run directory (``DIR/run/``):
    target's top-k (``specpath_train.selfdistill``);
 3. **train**: the method's recipe (``specpath_train.recipes.*``, flags from
    ``specpath_train.methods``; a ``--variant``'s on top, ``--from`` as its start), its state in ``DIR/run/work/resume.pt`` saved every two
-   minutes and on SIGINT/SIGTERM;
+   minutes and on SIGINT/SIGTERM; then the drafter's temperature calibration for sampled
+   requests (:mod:`specpath_train.calibrate`, on held-out windows; ``--no-calibrate`` skips it);
 4. **evaluate**: ``DIR`` (the checkpoint, written at the end) served as ``{"model": DIR}`` on
    the held-out prompts; τ and acceptance by position printed and written to ``DIR/metrics.json``;
    then with a model-free method beside it (``--model-free``, suffix by default): where that
@@ -54,6 +55,14 @@ CORPORA = ("builtin", "wide")
 
 WIDE_PROMPTS = ("prompts-train.jsonl", "prompts-heldout.jsonl")
 """The wide corpus's (training, held-out) prompts in the run directory, as ``--data`` files."""
+
+CALIBRATION_POSITIONS = 2**28
+"""The most (held-out position x vocabulary) logits the calibration holds at once (1 GiB of
+float32): its windows are as many of :data:`CALIBRATION_WINDOWS` as fit."""
+
+CALIBRATION_WINDOWS = 16
+"""Held-out windows the temperature calibration reads (4,080 first drafts of 256-token windows:
+SmolLM2's EAGLE-3 head fits the same scale on them as on 48)."""
 
 SELF_INSTRUCT_DIR = "self-instruct"
 """Where, in the run directory, the wide corpus's self-instructed requests are kept as the target
@@ -135,6 +144,9 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out (after Ctrl-C or a kill)")
     p.add_argument("--overwrite", action="store_true", help="replace the run in --out (of any config)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-calibrate", dest="calibrate", action="store_false",
+                   help="leave the drafter's temperature calibration out (specpath_temperature_scale: what "
+                        "sampled requests draft at, fitted on held-out windows after training)")
     p.set_defaults(func=cmd_train)
 
 
@@ -744,6 +756,7 @@ def _train(args: argparse.Namespace) -> int:
     finally:  # a --device recipe sets torch's default device: the process gets its own back
         torch.set_default_device(default_device)
     timings["train_s"] = round(time.time() - t0, 2)
+    calibration = calibrate_trained(out, Path(target_dir), data_dir, meta, log) if args.calibrate else None
 
     # 4. evaluate
     t0 = time.time()
@@ -764,7 +777,8 @@ def _train(args: argparse.Namespace) -> int:
                "windows": {"heldout": meta["heldout"], "window": meta["window"]},
                "heldout": served, "heldout_with_model_free": beside,
                "model_free": declared_companion(out),
-               "heldout_teacher_forced": heldout_record(ckpt_config), "timings": timings}
+               "heldout_teacher_forced": heldout_record(ckpt_config), "temperature_calibration": calibration,
+               "timings": timings}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     name = f"{args.method} ({variant.summary})" if variant is not None else args.method
     if served is None:
@@ -781,6 +795,35 @@ def _train(args: argparse.Namespace) -> int:
                    if companion else f"under the {round(COMPANION_GAIN * 100)}% bar: the drafter drafts alone by default")
         print(f"{out}: with {beside['model_free']} beside it, held-out tau {beside['tau']:.2f}: {verdict}")
     return 0
+
+
+def calibrate_trained(out: Path, target_dir: Path, data_dir: Path, meta: dict, log: Any) -> dict | None:
+    """Fit and write the new drafter's temperature scale (:func:`specpath_train.calibrate.calibrate_checkpoint`)
+    on the run's held-out windows; None, said in the log, where its kind has no fit or there are none."""
+    from specpath_train import calibrate
+
+    kind = json.loads((out / "config.json").read_text()).get("model_type")
+    why = (f"a {kind} drafter has no fit" if kind not in calibrate.CALIBRATED_KINDS else
+           "no held-out windows" if not meta.get("heldout") else
+           "features computed live: no cached held-out windows (python -m specpath_train.calibrate fits it on a "
+           "data directory)" if not (data_dir / "features.safetensors").is_file() else None)
+    if why is not None:
+        log(f"calibrate: skipped ({why}); sampled requests draft at their own temperature")
+        return None
+    vocab = json.loads((target_dir / "config.json").read_text()).get("vocab_size") or 1
+    windows = max(1, min(CALIBRATION_WINDOWS, CALIBRATION_POSITIONS // (int(meta["window"]) * int(vocab))))
+    t0 = time.time()
+    try:
+        fit = calibrate.calibrate_checkpoint(out, target_dir, data_dir, windows=windows, write=True)
+    except (ValueError, RuntimeError, KeyError) as e:  # a drafter layout the fit does not read
+        log(f"calibrate: skipped ({e}); sampled requests draft at their own temperature")
+        return None
+    fit.pop("table")
+    t = "0.8" if "0.8" in fit["agreement"] else next(iter(fit["agreement"]))
+    log(f"calibrate: specpath_temperature_scale {fit['scale']} on {fit['positions']} held-out first drafts "
+        f"(race agreement at T={t}: {fit['agreement_at_1'][t]:.3f} at scale 1, {fit['agreement'][t]:.3f} at "
+        f"{fit['scale']}) in {time.time() - t0:.0f} s")
+    return fit
 
 
 def measure_companion(method: str, target_dir: Any, out: Path, prompts: list, served: dict, *,
