@@ -59,8 +59,7 @@ def test_the_cli_fits_a_shipped_drafter_and_writes_its_scale(data, tmp_path, cap
     target, out = data
     d = tmp_path / "head"
     shutil.copytree(ROOT / "builtin_methods" / head, d)
-    assert calibrate.main(["--head", str(d), "--target", str(target), "--data", str(out), "--windows", "4",
-                           "--write"]) == 0
+    assert calibrate.main(["--head", str(d), "--data", str(out), "--windows", "4", "--write"]) == 0  # the data names its target
     report = json.loads([line for line in capsys.readouterr().out.splitlines() if line.startswith("{")][0])
     assert report["scale"] in calibrate.SCALES and report["positions"] > 0
     assert recorded_temperature_scale(d) == report["scale"]
@@ -90,3 +89,24 @@ def test_an_unknown_drafter_kind_is_one_line(data, tmp_path):
     with pytest.raises(ValueError, match="model_type 'llama'; calibrate fits") as e:
         calibrate.first_draft_logits(tmp_path, target, out, 2)
     assert "\n" not in str(e.value)
+
+
+def test_bad_input_is_one_line(data, tmp_path, capsys):
+    """A missing head or data directory, a target the data was not made with, a run without a
+    run.json to name its target: one line each, exit 2, nothing written."""
+    target, out = data
+    head = ROOT / "builtin_methods/mtp/specpath_mtp/checkpoints/mtp1"
+    (tmp_path / "bare").mkdir()  # a data directory whose features.json names no target, and no run.json beside it
+    meta = json.loads((out / "features.json").read_text())
+    meta.pop("target_path")
+    (tmp_path / "bare" / "features.json").write_text(json.dumps(meta))
+    cases = [(["--head", str(tmp_path / "none"), "--data", str(out), "--target", str(target)], "not a drafter checkpoint"),
+             (["--head", str(head), "--data", str(tmp_path), "--target", str(target)], "not a finished data directory"),
+             (["--head", str(head), "--data", str(tmp_path / "bare")], "names the target; give --target"),
+             (["--head", str(head), "--data", str(out), "--target", "smollm2-135m"], "made with other target weights"),
+             (["--head", str(head), "--data", str(out), "--target", str(target), "--windows", "0"], "--windows 0")]
+    for argv, expected in cases:
+        with pytest.raises(SystemExit) as e:
+            calibrate.main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and expected in err and len(err.strip().splitlines()) == 1, err

@@ -185,20 +185,60 @@ def calibrate_checkpoint(head: str | Path, target: str | Path, data: str | Path,
             "table": {t: {f"{s:g}": round(v, 4) for s, v in zip(SCALES, row)} for t, row in table.items()}}
 
 
+def data_target(data: str | Path, target: str | None) -> Path:
+    """The target's checkpoint directory: ``target`` (a directory, a named model or a GGUF file,
+    as ``specpath train --target`` takes it), else the one the data names (``target_path`` in its
+    ``features.json``, or its run's ``run.json``); a one-line ``ValueError`` where there is none or
+    it is not the target the data was made with."""
+    from specpath_train.cli_train import resolve_target
+    from specpath_train.selfdistill import target_digest
+    from specpath_train.trainer import file_digest
+
+    data = Path(data)
+    meta_path = data / "features.json"
+    if not meta_path.is_file():
+        raise ValueError(f"{data}: not a finished data directory (no features.json)")
+    meta = json.loads(meta_path.read_text())
+    run = data.parent / "run.json"
+    if target is None:
+        target = meta.get("target_path") or (json.loads(run.read_text())["target"] if run.is_file() else None)
+        if target is None:
+            raise ValueError(f"{data}: neither its features.json nor a run.json beside it names the target; give --target")
+    try:
+        path, _ = resolve_target(str(target), data.parent, lambda _: None)
+    except Exception as e:  # noqa: BLE001 - the train CLI's one-line error
+        raise ValueError(str(e).removeprefix("--target ")) from None
+    made_with = meta.get("key", {}).get("target")
+    weights = path / "model.safetensors"
+    # specpath train's data key the whole checkpoint (selfdistill), target_text.build_dataset's its weights file
+    if made_with is not None and made_with != target_digest(path) and not (
+            weights.is_file() and made_with == file_digest(weights)):
+        raise ValueError(f"{data}: made with other target weights than {target}")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     from specpath_drafting.checkpoints import TEMPERATURE_SCALE_KEY
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m specpath_train.calibrate", description=__doc__.splitlines()[0])
     p.add_argument("--head", required=True, help="the drafter checkpoint (EAGLE-3 head, MTP modules, DFlash or DSpark drafter)")
-    p.add_argument("--target", default=None, help="the target's checkpoint directory (default: the data's)")
+    p.add_argument("--target", default=None,
+                   help="the target (checkpoint directory, named model or GGUF file; default: the one the data's run names)")
     p.add_argument("--data", required=True, help="a data directory of the same target (its held-out windows)")
     p.add_argument("--windows", type=int, default=48, help="held-out windows read (default 48)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--write", action="store_true", help=f"write the scale into the head's config.json ({TEMPERATURE_SCALE_KEY})")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    target = args.target or json.loads((Path(args.data) / "features.json").read_text())["target_path"]
-    fit = calibrate_checkpoint(args.head, target, args.data, windows=args.windows, write=args.write)
+    try:
+        if args.windows < 1:
+            raise ValueError(f"--windows {args.windows}: at least 1")
+        if not (Path(args.head) / "config.json").is_file():
+            raise ValueError(f"--head {args.head}: not a drafter checkpoint (no config.json)")
+        target = data_target(args.data, args.target)
+        fit = calibrate_checkpoint(args.head, target, args.data, windows=args.windows, write=args.write)
+    except (ValueError, KeyError, OSError) as e:
+        p.exit(2, f"{p.prog}: error: {' '.join(str(e).split())}\n")
     scale = fit["scale"]
     for t in fit["table"]:
         print(f"T={t}: race agreement {fit['agreement_at_1'][t]:.4f} at scale 1, {fit['agreement'][t]:.4f} at {scale}")
