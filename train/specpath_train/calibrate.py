@@ -62,6 +62,13 @@ def fit_scale(draft_logits: torch.Tensor, draft_ids: torch.Tensor, target_logits
     return float(scales[max(range(len(scales)), key=mean.__getitem__)]), table
 
 
+def target_logits(final: torch.Tensor, norm_w: torch.Tensor, head_w: torch.Tensor, eps: float) -> torch.Tensor:
+    """float32 ``[..., V]``: the target's next-token logits from its last layer's output ``final``
+    (final norm, head)."""
+    x = final.float()
+    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * norm_w) @ head_w.T
+
+
 def first_draft_logits(head_dir: str | Path, target_dir: str | Path, data_dir: str | Path,
                        windows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(draft logits [P, Vd], their target ids [Vd], target logits [P, V]) of the first draft
@@ -111,10 +118,8 @@ def first_draft_logits(head_dir: str | Path, target_dir: str | Path, data_dir: s
         else:  # reads the target's last state at q and the token at q+1, predicts q+2
             a = depth_pass(head, head.embed(tokens[:, 1:p + 1]), final[:, :p], cos, sin, [])
         draft = head.logits(a).reshape(-1, ids.shape[0])
-        x = final[:, 1:p + 1].reshape(-1, final.shape[-1])
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * norm_w
-        target = x @ head_w.T
-    return draft.float(), ids, target.float()
+        target = target_logits(final[:, 1:p + 1].reshape(-1, final.shape[-1]), norm_w, head_w, eps)
+    return draft.float(), ids, target
 
 
 def block_first_draft_logits(head_dir: str | Path, config: dict, emb_w: torch.Tensor, norm_w: torch.Tensor,
@@ -153,10 +158,8 @@ def block_first_draft_logits(head_dir: str | Path, config: dict, emb_w: torch.Te
             logits = drafter.logits(b.hidden[:, :, 0])  # [S, A, n]: the first draft
             if dc.kind == "dspark":
                 logits = logits + drafter.markov_bias(b.prev[:, :, 0])
-            x = b.target_final[:, :, 0].float()
-            x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * norm_w
             draft.append(logits.reshape(-1, ids.shape[0]))
-            target.append((x @ head_w.T).reshape(-1, head_w.shape[0]))
+            target.append(target_logits(b.target_final[:, :, 0], norm_w, head_w, eps).reshape(-1, head_w.shape[0]))
     return torch.cat(draft), ids, torch.cat(target)
 
 
