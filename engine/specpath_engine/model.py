@@ -491,7 +491,7 @@ class LlamaModel(nn.Module):
     @property
     def row_block(self) -> int:
         """Query rows a step multiplies per pass over each weight: the AMX tiles' 16, the native
-        rows kernels' 8 (int4, int8, bf16 without tiles), 0 on torch's matmuls (no blocks to
+        rows kernels' 16 (int4, int8, bf16 without tiles), 0 on torch's matmuls (no blocks to
         speak of). A step's rows past a multiple of it cost another pass (the draft governor's
         cost model takes them as blocks)."""
         linears = self.model.layers[0].native_linears() if len(self.model.layers) else None

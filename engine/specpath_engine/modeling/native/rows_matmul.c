@@ -26,7 +26,22 @@
 #include "common.h"
 
 #define GROUP 32
-#define MAX_ROWS 8
+/* Rows one pass over the weights multiplies (more run in passes of this many). A pass of up to
+ * PAIR_ROWS rows runs two output rows at a time (two accumulator chains per input row hide
+ * vdpbf16ps's latency when rows are few); a wider one either one output row at a time (the rows'
+ * own chains hide it; 16 accumulators fit the 32 registers where 32 would not) or, for a 16-output
+ * block, its rows in chunks of PAIR_ROWS as pairs while the block's weights sit in the caches.
+ * Every (row, output) chain runs the same instructions in each layout, so no layout changes a
+ * row's bits. Why passes of 16: a batch of 8 requests with a draft row each is 9-16 rows, which
+ * in passes of 8 read every weight twice. Measured on an AVX512-BF16 EPYC (2 threads, 30 SmolLM2
+ * layers streamed, us per layer), passes of 8 against these: bf16 9 rows 514-537 -> 418-438, 12
+ * rows 545-548 -> 481-488, 16 rows 609-643 -> 602-608; int4 9 rows 400-404 -> 332-340, 12 rows
+ * 445-450 -> 422-425 (one output at a time), int4 and int8 at 16 rows lost that way (515-561 ->
+ * 586-594), so past WIDE rows they take the chunks. */
+#define PAIR_ROWS 8
+#define MAX_ROWS 16
+#define WIDE_BF16 16
+#define WIDE_QUANT 12
 /* Software prefetch distance (bytes ahead in each weight row's stream): measured on an AVX512-BF16
  * EPYC, 2 KiB ahead took a 4-bit layer from ~190 to ~140 us at one row and ~300 to ~200 at five;
  * the hardware prefetcher alone falls behind once each weight feeds several rows. */
@@ -84,7 +99,7 @@ static inline __attribute__((always_inline)) void q4_pair(
     const int M) {
     const int G = K / GROUP;
     const __m512i nibble = _mm512_set1_epi16(0xF);
-    __m512 acc0[MAX_ROWS], acc1[MAX_ROWS];
+    __m512 acc0[PAIR_ROWS], acc1[PAIR_ROWS];
     for (int m = 0; m < M; m++) { acc0[m] = _mm512_setzero_ps(); acc1[m] = _mm512_setzero_ps(); }
     const uint8_t *w0 = levels + (size_t)n * (K / 2), *w1 = w0 + K / 2;
     const float *sm0 = scale_mins + (size_t)n * G * 2, *sm1 = sm0 + G * 2;
@@ -108,10 +123,35 @@ static inline __attribute__((always_inline)) void q4_pair(
     for (int m = 0; m < M; m++) { part[m][j] = acc0[m]; part[m][j + 1] = acc1[m]; }
 }
 
+/* One output row n of up to MAX_ROWS input rows: q4_pair's chain for that output, alone. */
+static inline __attribute__((always_inline)) void q4_one(
+    const uint8_t *levels, const float *scale_mins, const uint16_t *x, Partials part, int j, int n, int K,
+    const int M) {
+    const int G = K / GROUP;
+    const __m512i nibble = _mm512_set1_epi16(0xF);
+    __m512 acc[MAX_ROWS];
+    for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
+    const uint8_t *w0 = levels + (size_t)n * (K / 2);
+    const float *sm0 = scale_mins + (size_t)n * G * 2;
+    for (int g = 0; g < G; g += 2) {
+        _mm_prefetch((const char *)(w0 + g * 16 + AHEAD), _MM_HINT_T0);
+        __m512i v0 = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(w0 + g * 16)));
+        __m512bh a0 = q4_lookup(_mm512_and_si512(v0, nibble), sm0 + 2 * g);
+        __m512bh b0 = q4_lookup(_mm512_srli_epi16(v0, 4), sm0 + 2 * g + 2);
+        for (int m = 0; m < M; m++) {
+            const uint16_t *xm = x + (size_t)m * K + g * GROUP;
+            __m512bh xa = (__m512bh)_mm512_loadu_si512((const void *)xm);
+            __m512bh xb = (__m512bh)_mm512_loadu_si512((const void *)(xm + GROUP));
+            acc[m] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[m], a0, xa), b0, xb);
+        }
+    }
+    for (int m = 0; m < M; m++) part[m][j] = acc[m];
+}
+
 static inline __attribute__((always_inline)) void q8_pair(
     const int8_t *weight, const uint16_t *x, Partials part, int j, int n, int K, const int M) {
     const int G = K / GROUP;
-    __m512 acc0[MAX_ROWS], acc1[MAX_ROWS];
+    __m512 acc0[PAIR_ROWS], acc1[PAIR_ROWS];
     for (int m = 0; m < M; m++) { acc0[m] = _mm512_setzero_ps(); acc1[m] = _mm512_setzero_ps(); }
     const int8_t *w0 = weight + (size_t)n * K, *w1 = w0 + K;
     for (int g = 0; g < G; g++) {
@@ -131,6 +171,27 @@ static inline __attribute__((always_inline)) void q8_pair(
         }
     }
     for (int m = 0; m < M; m++) { part[m][j] = acc0[m]; part[m][j + 1] = acc1[m]; }
+}
+
+/* One output row n of up to MAX_ROWS input rows: q8_pair's chain for that output, alone. */
+static inline __attribute__((always_inline)) void q8_one(
+    const int8_t *weight, const uint16_t *x, Partials part, int j, int n, int K, const int M) {
+    const int G = K / GROUP;
+    __m512 acc[MAX_ROWS];
+    for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
+    const int8_t *w0 = weight + (size_t)n * K;
+    for (int g = 0; g < G; g++) {
+        const int8_t *p0 = w0 + g * GROUP;
+        _mm_prefetch((const char *)(p0 + AHEAD), _MM_HINT_T0);
+        __m512bh b0 = _mm512_cvtne2ps_pbh(
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p0 + 16)))),
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p0))));
+        for (int m = 0; m < M; m++) {
+            __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + (size_t)m * K + g * GROUP));
+            acc[m] = _mm512_dpbf16_ps(acc[m], b0, xv);
+        }
+    }
+    for (int m = 0; m < M; m++) part[m][j] = acc[m];
 }
 
 /* Four output rows n..n+3 of up to QUAD_ROWS input rows xq (int16, rows of K): four independent
@@ -160,7 +221,7 @@ static inline __attribute__((always_inline)) __attribute__((target("avx512vnni")
 
 static inline __attribute__((always_inline)) void bf16_pair(
     const uint16_t *weight, const uint16_t *x, Partials part, int j, int n, int K, const int M) {
-    __m512 acc0[MAX_ROWS], acc1[MAX_ROWS];
+    __m512 acc0[PAIR_ROWS], acc1[PAIR_ROWS];
     for (int m = 0; m < M; m++) { acc0[m] = _mm512_setzero_ps(); acc1[m] = _mm512_setzero_ps(); }
     const uint16_t *w0 = weight + (size_t)n * K, *w1 = w0 + K;
     for (int k = 0; k < K; k += GROUP) {
@@ -177,31 +238,71 @@ static inline __attribute__((always_inline)) void bf16_pair(
     for (int m = 0; m < M; m++) { part[m][j] = acc0[m]; part[m][j + 1] = acc1[m]; }
 }
 
+/* One output row n of up to MAX_ROWS input rows: bf16_pair's chain for that output, alone. */
+static inline __attribute__((always_inline)) void bf16_one(
+    const uint16_t *weight, const uint16_t *x, Partials part, int j, int n, int K, const int M) {
+    __m512 acc[MAX_ROWS];
+    for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
+    const uint16_t *w0 = weight + (size_t)n * K;
+    for (int k = 0; k < K; k += GROUP) {
+        _mm_prefetch((const char *)(w0 + k) + 4 * AHEAD, _MM_HINT_T0);
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)(w0 + k));
+        for (int m = 0; m < M; m++) {
+            __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + (size_t)m * K + k));
+            acc[m] = _mm512_dpbf16_ps(acc[m], b0, xv);
+        }
+    }
+    for (int m = 0; m < M; m++) part[m][j] = acc[m];
+}
+
 #define DISPATCH(CALL)                                                                   \
     switch (rows) {                                                                      \
     case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break;              \
     case 4: CALL(4); break; case 5: CALL(5); break; case 6: CALL(6); break;              \
     case 7: CALL(7); break; default: CALL(8); break;                                     \
     }
+#define DISPATCH_WIDE(CALL)                                                              \
+    switch (rows) {                                                                      \
+    case 9: CALL(9); break; case 10: CALL(10); break; case 11: CALL(11); break;          \
+    case 12: CALL(12); break; case 13: CALL(13); break; case 14: CALL(14); break;        \
+    case 15: CALL(15); break; default: CALL(16); break;                                  \
+    }
 
 /* The loop every format shares: rows in passes of MAX_ROWS (same instructions per row), blocks
- * of 16 output rows spread over the threads, each block as 8 pairs; PAIR(MM) multiplies one pair
- * for MM rows, then the block's sums are formed and stored (times per-row scales if any). */
-#define PASSES(PAIR, SCALES)                                                                          \
+ * of 16 output rows spread over the threads. A pass of up to PAIR_ROWS rows runs each block as 8
+ * pairs (PAIR(MM)); a pass of up to WIDE rows as 16 single outputs (ONE(MM)); a wider one as 8
+ * pairs per chunk of PAIR_ROWS rows, the chunks inside the block. Then each row's sums are formed
+ * and stored (times per-row scales if any). */
+#define STORE_ROWS(FIRST, COUNT, SCALES)                                                              \
+    for (int m = 0; m < (COUNT); m++) {                                                               \
+        __m512 sums = hsum16(part[m]);                                                                \
+        if (SCALES) sums = _mm512_mul_ps(sums, _mm512_loadu_ps((const float *)(SCALES) + n0));         \
+        store16(out, out_f32, (size_t)(r0 + (FIRST) + m) * N + n0, sums);                             \
+    }
+#define PASSES(PAIR, ONE, SCALES, WIDE)                                                               \
     for (int r0 = 0; r0 < M; r0 += MAX_ROWS) {                                                        \
-        const int rows = M - r0 < MAX_ROWS ? M - r0 : MAX_ROWS;                                       \
-        const uint16_t *xr = x + (size_t)r0 * K;                                                      \
+        const int pass = M - r0 < MAX_ROWS ? M - r0 : MAX_ROWS;                                       \
         _Pragma("omp parallel for schedule(static)")                                                  \
         for (int n0 = 0; n0 < N; n0 += 16) {                                                          \
             Partials part;                                                                            \
-            for (int j = 0; j < 16; j += 2) {                                                         \
-                const int n = n0 + j;                                                                 \
-                DISPATCH(PAIR)                                                                        \
-            }                                                                                         \
-            for (int m = 0; m < rows; m++) {                                                          \
-                __m512 sums = hsum16(part[m]);                                                        \
-                if (SCALES) sums = _mm512_mul_ps(sums, _mm512_loadu_ps((const float *)(SCALES) + n0)); \
-                store16(out, out_f32, (size_t)(r0 + m) * N + n0, sums);                               \
+            if (pass > PAIR_ROWS && pass <= (WIDE)) {                                                 \
+                const int rows = pass;                                                                \
+                const uint16_t *xr = x + (size_t)r0 * K;                                              \
+                for (int j = 0; j < 16; j++) {                                                        \
+                    const int n = n0 + j;                                                             \
+                    DISPATCH_WIDE(ONE)                                                                \
+                }                                                                                     \
+                STORE_ROWS(0, rows, SCALES)                                                           \
+            } else {                                                                                  \
+                for (int c0 = 0; c0 < pass; c0 += PAIR_ROWS) {                                        \
+                    const int rows = pass - c0 < PAIR_ROWS ? pass - c0 : PAIR_ROWS;                   \
+                    const uint16_t *xr = x + (size_t)(r0 + c0) * K;                                   \
+                    for (int j = 0; j < 16; j += 2) {                                                 \
+                        const int n = n0 + j;                                                         \
+                        DISPATCH(PAIR)                                                                \
+                    }                                                                                 \
+                    STORE_ROWS(c0, rows, SCALES)                                                      \
+                }                                                                                     \
             }                                                                                         \
         }                                                                                             \
     }
@@ -211,14 +312,18 @@ static inline __attribute__((always_inline)) void bf16_pair(
 void specpath_q4_matmul(const uint8_t *levels, const float *scale_mins, const uint16_t *x, void *out,
                         int out_f32, int M, int N, int K) {
 #define Q4(MM) q4_pair(levels, scale_mins, xr, part, j, n, K, MM)
-    PASSES(Q4, (const float *)0)
+#define Q4_ONE(MM) q4_one(levels, scale_mins, xr, part, j, n, K, MM)
+    PASSES(Q4, Q4_ONE, (const float *)0, WIDE_QUANT)
+#undef Q4_ONE
 #undef Q4
 }
 
 void specpath_q8_matmul(const int8_t *weight, const float *scales, const uint16_t *x, void *out,
                         int out_f32, int M, int N, int K) {
 #define Q8(MM) q8_pair(weight, xr, part, j, n, K, MM)
-    PASSES(Q8, scales)
+#define Q8_ONE(MM) q8_one(weight, xr, part, j, n, K, MM)
+    PASSES(Q8, Q8_ONE, scales, WIDE_QUANT)
+#undef Q8_ONE
 #undef Q8
 }
 
@@ -284,6 +389,8 @@ void specpath_q8a16_matmul(const int8_t *weight, const float *scales, const uint
 
 void specpath_bf16_matmul(const uint16_t *weight, const uint16_t *x, void *out, int out_f32, int M, int N, int K) {
 #define B16(MM) bf16_pair(weight, xr, part, j, n, K, MM)
-    PASSES(B16, (const float *)0)
+#define B16_ONE(MM) bf16_one(weight, xr, part, j, n, K, MM)
+    PASSES(B16, B16_ONE, (const float *)0, WIDE_BF16)
+#undef B16_ONE
 #undef B16
 }
