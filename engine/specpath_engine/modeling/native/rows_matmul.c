@@ -80,12 +80,11 @@ static inline void store16(void *out, int out_f32, size_t index, __m512 sums) {
     else _mm256_storeu_si256((__m256i *)((uint16_t *)out + index), (__m256i)_mm512_cvtneps_pbh(sums));
 }
 
-/* Each pair function leaves its accumulators in part[m][pair slot]: part[m][j] is output row
+/* Each *_rows function leaves its accumulators in part[m][output slot]: part[m][j] is output row
  * n0 + j's 16-lane partial sums for input row m; PASSES sums and stores them sixteen at a time. */
 typedef __m512 Partials[MAX_ROWS][16];
 
-/* Two output rows n, n+1 at a time: two independent accumulator chains per input row.
- * Levels come in pairs of groups: byte j of a 32-byte chunk holds level j of the first group in
+/* 4-bit levels come in pairs of groups: byte j of a 32-byte chunk holds level j of the first group in
  * its low nibble and level j of the second in its high nibble. Each group's 16 possible weights
  * are made once (fp32 fma, rounded to bf16) and looked up with vpermw. */
 static inline __attribute__((always_inline)) __m512bh q4_lookup(__m512i index, const float *sm) {
@@ -94,104 +93,62 @@ static inline __attribute__((always_inline)) __m512bh q4_lookup(__m512i index, c
     return (__m512bh)_mm512_permutexvar_epi16(index, _mm512_castsi256_si512((__m256i)table));
 }
 
-static inline __attribute__((always_inline)) void q4_pair(
+/* OUTS (1 or 2) output rows n.. of M input rows, one accumulator chain per (output, input row):
+ * two outputs at a time where rows are few (two chains per row hide vdpbf16ps's latency), one at a
+ * time for up to MAX_ROWS rows (their 16 chains fit the registers, 32 would not). A chain runs the
+ * same instructions either way, so its bits do not depend on OUTS or M. */
+static inline __attribute__((always_inline)) void q4_rows(
     const uint8_t *levels, const float *scale_mins, const uint16_t *x, Partials part, int j, int n, int K,
-    const int M) {
+    const int OUTS, const int M) {
     const int G = K / GROUP;
     const __m512i nibble = _mm512_set1_epi16(0xF);
-    __m512 acc0[PAIR_ROWS], acc1[PAIR_ROWS];
-    for (int m = 0; m < M; m++) { acc0[m] = _mm512_setzero_ps(); acc1[m] = _mm512_setzero_ps(); }
-    const uint8_t *w0 = levels + (size_t)n * (K / 2), *w1 = w0 + K / 2;
-    const float *sm0 = scale_mins + (size_t)n * G * 2, *sm1 = sm0 + G * 2;
+    __m512 acc[2][MAX_ROWS];
+    for (int o = 0; o < OUTS; o++)
+        for (int m = 0; m < M; m++) acc[o][m] = _mm512_setzero_ps();
     for (int g = 0; g < G; g += 2) {
-        _mm_prefetch((const char *)(w0 + g * 16 + AHEAD), _MM_HINT_T0);
-        _mm_prefetch((const char *)(w1 + g * 16 + AHEAD), _MM_HINT_T0);
-        __m512i v0 = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(w0 + g * 16)));
-        __m512i v1 = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(w1 + g * 16)));
-        __m512bh a0 = q4_lookup(_mm512_and_si512(v0, nibble), sm0 + 2 * g);
-        __m512bh b0 = q4_lookup(_mm512_srli_epi16(v0, 4), sm0 + 2 * g + 2);
-        __m512bh a1 = q4_lookup(_mm512_and_si512(v1, nibble), sm1 + 2 * g);
-        __m512bh b1 = q4_lookup(_mm512_srli_epi16(v1, 4), sm1 + 2 * g + 2);
+        __m512bh a[2], b[2];
+        for (int o = 0; o < OUTS; o++) {
+            const uint8_t *w = levels + (size_t)(n + o) * (K / 2) + g * 16;
+            const float *sm = scale_mins + ((size_t)(n + o) * G + g) * 2;
+            _mm_prefetch((const char *)(w + AHEAD), _MM_HINT_T0);
+            __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)w));
+            a[o] = q4_lookup(_mm512_and_si512(v, nibble), sm);
+            b[o] = q4_lookup(_mm512_srli_epi16(v, 4), sm + 2);
+        }
         for (int m = 0; m < M; m++) {
             const uint16_t *xm = x + (size_t)m * K + g * GROUP;
             __m512bh xa = (__m512bh)_mm512_loadu_si512((const void *)xm);
             __m512bh xb = (__m512bh)_mm512_loadu_si512((const void *)(xm + GROUP));
-            acc0[m] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc0[m], a0, xa), b0, xb);
-            acc1[m] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc1[m], a1, xa), b1, xb);
+            for (int o = 0; o < OUTS; o++) acc[o][m] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[o][m], a[o], xa), b[o], xb);
         }
     }
-    for (int m = 0; m < M; m++) { part[m][j] = acc0[m]; part[m][j + 1] = acc1[m]; }
+    for (int m = 0; m < M; m++)
+        for (int o = 0; o < OUTS; o++) part[m][j + o] = acc[o][m];
 }
 
-/* One output row n of up to MAX_ROWS input rows: q4_pair's chain for that output, alone. */
-static inline __attribute__((always_inline)) void q4_one(
-    const uint8_t *levels, const float *scale_mins, const uint16_t *x, Partials part, int j, int n, int K,
-    const int M) {
+/* q4_rows for int8 weights (each 32 converted to bf16 once per output and pass). */
+static inline __attribute__((always_inline)) void q8_rows(
+    const int8_t *weight, const uint16_t *x, Partials part, int j, int n, int K, const int OUTS, const int M) {
     const int G = K / GROUP;
-    const __m512i nibble = _mm512_set1_epi16(0xF);
-    __m512 acc[MAX_ROWS];
-    for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
-    const uint8_t *w0 = levels + (size_t)n * (K / 2);
-    const float *sm0 = scale_mins + (size_t)n * G * 2;
-    for (int g = 0; g < G; g += 2) {
-        _mm_prefetch((const char *)(w0 + g * 16 + AHEAD), _MM_HINT_T0);
-        __m512i v0 = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(w0 + g * 16)));
-        __m512bh a0 = q4_lookup(_mm512_and_si512(v0, nibble), sm0 + 2 * g);
-        __m512bh b0 = q4_lookup(_mm512_srli_epi16(v0, 4), sm0 + 2 * g + 2);
-        for (int m = 0; m < M; m++) {
-            const uint16_t *xm = x + (size_t)m * K + g * GROUP;
-            __m512bh xa = (__m512bh)_mm512_loadu_si512((const void *)xm);
-            __m512bh xb = (__m512bh)_mm512_loadu_si512((const void *)(xm + GROUP));
-            acc[m] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[m], a0, xa), b0, xb);
-        }
-    }
-    for (int m = 0; m < M; m++) part[m][j] = acc[m];
-}
-
-static inline __attribute__((always_inline)) void q8_pair(
-    const int8_t *weight, const uint16_t *x, Partials part, int j, int n, int K, const int M) {
-    const int G = K / GROUP;
-    __m512 acc0[PAIR_ROWS], acc1[PAIR_ROWS];
-    for (int m = 0; m < M; m++) { acc0[m] = _mm512_setzero_ps(); acc1[m] = _mm512_setzero_ps(); }
-    const int8_t *w0 = weight + (size_t)n * K, *w1 = w0 + K;
+    __m512 acc[2][MAX_ROWS];
+    for (int o = 0; o < OUTS; o++)
+        for (int m = 0; m < M; m++) acc[o][m] = _mm512_setzero_ps();
     for (int g = 0; g < G; g++) {
-        const int8_t *p0 = w0 + g * GROUP, *p1 = w1 + g * GROUP;
-        _mm_prefetch((const char *)(p0 + AHEAD), _MM_HINT_T0);
-        _mm_prefetch((const char *)(p1 + AHEAD), _MM_HINT_T0);
-        __m512bh b0 = _mm512_cvtne2ps_pbh(
-            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p0 + 16)))),
-            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p0))));
-        __m512bh b1 = _mm512_cvtne2ps_pbh(
-            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p1 + 16)))),
-            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p1))));
+        __m512bh b[2];
+        for (int o = 0; o < OUTS; o++) {
+            const int8_t *p = weight + (size_t)(n + o) * K + g * GROUP;
+            _mm_prefetch((const char *)(p + AHEAD), _MM_HINT_T0);
+            b[o] = _mm512_cvtne2ps_pbh(
+                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 16)))),
+                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p))));
+        }
         for (int m = 0; m < M; m++) {
             __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + (size_t)m * K + g * GROUP));
-            acc0[m] = _mm512_dpbf16_ps(acc0[m], b0, xv);
-            acc1[m] = _mm512_dpbf16_ps(acc1[m], b1, xv);
+            for (int o = 0; o < OUTS; o++) acc[o][m] = _mm512_dpbf16_ps(acc[o][m], b[o], xv);
         }
     }
-    for (int m = 0; m < M; m++) { part[m][j] = acc0[m]; part[m][j + 1] = acc1[m]; }
-}
-
-/* One output row n of up to MAX_ROWS input rows: q8_pair's chain for that output, alone. */
-static inline __attribute__((always_inline)) void q8_one(
-    const int8_t *weight, const uint16_t *x, Partials part, int j, int n, int K, const int M) {
-    const int G = K / GROUP;
-    __m512 acc[MAX_ROWS];
-    for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
-    const int8_t *w0 = weight + (size_t)n * K;
-    for (int g = 0; g < G; g++) {
-        const int8_t *p0 = w0 + g * GROUP;
-        _mm_prefetch((const char *)(p0 + AHEAD), _MM_HINT_T0);
-        __m512bh b0 = _mm512_cvtne2ps_pbh(
-            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p0 + 16)))),
-            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p0))));
-        for (int m = 0; m < M; m++) {
-            __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + (size_t)m * K + g * GROUP));
-            acc[m] = _mm512_dpbf16_ps(acc[m], b0, xv);
-        }
-    }
-    for (int m = 0; m < M; m++) part[m][j] = acc[m];
+    for (int m = 0; m < M; m++)
+        for (int o = 0; o < OUTS; o++) part[m][j + o] = acc[o][m];
 }
 
 /* Four output rows n..n+3 of up to QUAD_ROWS input rows xq (int16, rows of K): four independent
@@ -219,40 +176,26 @@ static inline __attribute__((always_inline)) __attribute__((target("avx512vnni")
         for (int i = 0; i < 4; i++) part[m][j + i] = _mm512_cvtepi32_ps(acc[m][i]);
 }
 
-static inline __attribute__((always_inline)) void bf16_pair(
-    const uint16_t *weight, const uint16_t *x, Partials part, int j, int n, int K, const int M) {
-    __m512 acc0[PAIR_ROWS], acc1[PAIR_ROWS];
-    for (int m = 0; m < M; m++) { acc0[m] = _mm512_setzero_ps(); acc1[m] = _mm512_setzero_ps(); }
-    const uint16_t *w0 = weight + (size_t)n * K, *w1 = w0 + K;
+/* q4_rows for bf16 weights, as they are. */
+static inline __attribute__((always_inline)) void bf16_rows(
+    const uint16_t *weight, const uint16_t *x, Partials part, int j, int n, int K, const int OUTS, const int M) {
+    __m512 acc[2][MAX_ROWS];
+    for (int o = 0; o < OUTS; o++)
+        for (int m = 0; m < M; m++) acc[o][m] = _mm512_setzero_ps();
     for (int k = 0; k < K; k += GROUP) {
-        _mm_prefetch((const char *)(w0 + k) + 4 * AHEAD, _MM_HINT_T0);
-        _mm_prefetch((const char *)(w1 + k) + 4 * AHEAD, _MM_HINT_T0);
-        __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)(w0 + k));
-        __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(w1 + k));
+        __m512bh b[2];
+        for (int o = 0; o < OUTS; o++) {
+            const uint16_t *w = weight + (size_t)(n + o) * K + k;
+            _mm_prefetch((const char *)w + 4 * AHEAD, _MM_HINT_T0);
+            b[o] = (__m512bh)_mm512_loadu_si512((const void *)w);
+        }
         for (int m = 0; m < M; m++) {
             __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + (size_t)m * K + k));
-            acc0[m] = _mm512_dpbf16_ps(acc0[m], b0, xv);
-            acc1[m] = _mm512_dpbf16_ps(acc1[m], b1, xv);
+            for (int o = 0; o < OUTS; o++) acc[o][m] = _mm512_dpbf16_ps(acc[o][m], b[o], xv);
         }
     }
-    for (int m = 0; m < M; m++) { part[m][j] = acc0[m]; part[m][j + 1] = acc1[m]; }
-}
-
-/* One output row n of up to MAX_ROWS input rows: bf16_pair's chain for that output, alone. */
-static inline __attribute__((always_inline)) void bf16_one(
-    const uint16_t *weight, const uint16_t *x, Partials part, int j, int n, int K, const int M) {
-    __m512 acc[MAX_ROWS];
-    for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
-    const uint16_t *w0 = weight + (size_t)n * K;
-    for (int k = 0; k < K; k += GROUP) {
-        _mm_prefetch((const char *)(w0 + k) + 4 * AHEAD, _MM_HINT_T0);
-        __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)(w0 + k));
-        for (int m = 0; m < M; m++) {
-            __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + (size_t)m * K + k));
-            acc[m] = _mm512_dpbf16_ps(acc[m], b0, xv);
-        }
-    }
-    for (int m = 0; m < M; m++) part[m][j] = acc[m];
+    for (int m = 0; m < M; m++)
+        for (int o = 0; o < OUTS; o++) part[m][j + o] = acc[o][m];
 }
 
 #define DISPATCH(CALL)                                                                   \
@@ -311,8 +254,8 @@ static inline __attribute__((always_inline)) void bf16_one(
  * (q4) or 32 (q8, bf16); scale_mins [N, K/32, 2]. */
 void specpath_q4_matmul(const uint8_t *levels, const float *scale_mins, const uint16_t *x, void *out,
                         int out_f32, int M, int N, int K) {
-#define Q4(MM) q4_pair(levels, scale_mins, xr, part, j, n, K, MM)
-#define Q4_ONE(MM) q4_one(levels, scale_mins, xr, part, j, n, K, MM)
+#define Q4(MM) q4_rows(levels, scale_mins, xr, part, j, n, K, 2, MM)
+#define Q4_ONE(MM) q4_rows(levels, scale_mins, xr, part, j, n, K, 1, MM)
     PASSES(Q4, Q4_ONE, (const float *)0, WIDE_QUANT)
 #undef Q4_ONE
 #undef Q4
@@ -320,8 +263,8 @@ void specpath_q4_matmul(const uint8_t *levels, const float *scale_mins, const ui
 
 void specpath_q8_matmul(const int8_t *weight, const float *scales, const uint16_t *x, void *out,
                         int out_f32, int M, int N, int K) {
-#define Q8(MM) q8_pair(weight, xr, part, j, n, K, MM)
-#define Q8_ONE(MM) q8_one(weight, xr, part, j, n, K, MM)
+#define Q8(MM) q8_rows(weight, xr, part, j, n, K, 2, MM)
+#define Q8_ONE(MM) q8_rows(weight, xr, part, j, n, K, 1, MM)
     PASSES(Q8, Q8_ONE, scales, WIDE_QUANT)
 #undef Q8_ONE
 #undef Q8
@@ -388,8 +331,8 @@ void specpath_q8a16_matmul(const int8_t *weight, const float *scales, const uint
 }
 
 void specpath_bf16_matmul(const uint16_t *weight, const uint16_t *x, void *out, int out_f32, int M, int N, int K) {
-#define B16(MM) bf16_pair(weight, xr, part, j, n, K, MM)
-#define B16_ONE(MM) bf16_one(weight, xr, part, j, n, K, MM)
+#define B16(MM) bf16_rows(weight, xr, part, j, n, K, 2, MM)
+#define B16_ONE(MM) bf16_rows(weight, xr, part, j, n, K, 1, MM)
     PASSES(B16, B16_ONE, (const float *)0, WIDE_BF16)
 #undef B16_ONE
 #undef B16
