@@ -623,8 +623,8 @@ class DraftGovernor:
                         shape: dict, laggards: Sequence[bool]) -> list[int]:
         """``chosen``, or where it would slow the batch's laggards below :data:`SLOWEST` the best
         allocation with every draft capped shorter that does not (and still clears the batch's
-        gain bar), or none. A batch-8 step's rows cost most at depth (each 8 drafts open another
-        row block) while the first drafts are the likeliest: where drafting 3 slows the last
+        gain bar), or none. A batch-8 step's rows cost most at depth (the drafts past the room its
+        first row block leaves open another pass over every weight) while the first drafts are the likeliest: where drafting 3 slows the last
         request, drafting 1 often speeds it up. (SmolLM2 bf16 on an AMD EPYC, EAGLE-3, 8 held-out
         code requests: K=1 and K=2 fixed ran at 1.11x and 1.18-1.21x of plain decoding; the rule
         dropping every draft instead, at 1.02-1.08x, drafting in ~80 of ~900 steps; capping,

@@ -95,7 +95,8 @@ static inline __attribute__((always_inline)) __m512bh q4_lookup(__m512i index, c
 
 /* OUTS (1 or 2) output rows n.. of M input rows, one accumulator chain per (output, input row):
  * two outputs at a time where rows are few (two chains per row hide vdpbf16ps's latency), one at a
- * time for up to MAX_ROWS rows (their 16 chains fit the registers, 32 would not). A chain runs the
+ * time for a pass of up to WIDE_BF16 / WIDE_QUANT rows (their chains fit the registers, twice as
+ * many would not). A chain runs the
  * same instructions either way, so its bits do not depend on OUTS or M. */
 static inline __attribute__((always_inline)) void q4_rows(
     const uint8_t *levels, const float *scale_mins, const uint16_t *x, Partials part, int j, int n, int K,
