@@ -61,6 +61,11 @@ realised tokens per second of the steps that drafted with those of plain steps, 
 drafting steps are measurably slower it backs the whole engine off (no drafts, probes or
 exploration) but for a short burst every so many steps, whatever the cost model says.
 
+From :data:`~specpath_engine.batch_arms.ARMS_FROM` requests the allocation above is one of three
+arms (:mod:`specpath_engine.batch_arms`): each decode step runs no drafts, one draft a request, or
+the allocation, whichever has delivered most lately (the others tried now and then); there the
+arms stand in for the guard.
+
 Decisions depend on timings, so they vary from run to run; greedy output never depends on them
 (any K verifies to the same tokens).
 
@@ -79,6 +84,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from specpath_engine.batch_arms import ARMS_FROM, Arm, BatchArms
 from specpath_engine.draft_calibration import Calibration
 from specpath_engine.drafting_guard import BATCH_GAIN, DraftingGuard, band
 from specpath_engine.step_costs import Clock, StepCosts
@@ -355,7 +361,8 @@ class DraftGovernor:
     """
 
     def __init__(self, max_k: int, pass_cost: float = 0.0, *, one_pass: bool = False, pinned: bool = False,
-                 row_block: int = 0, costs: StepCosts | None = None, clock: Clock = time.perf_counter) -> None:
+                 row_block: int = 0, costs: StepCosts | None = None, clock: Clock = time.perf_counter,
+                 arms_from: int | None = ARMS_FROM) -> None:
         self.max_k = max_k
         self._template = costs if costs is not None else StepCosts(pass_cost, one_pass=one_pass, pinned=pinned,
                                                                    row_block=row_block)
@@ -368,6 +375,13 @@ class DraftGovernor:
         """Read around the drafter's call and around the target step (one pair each, per step)."""
         self.guard = DraftingGuard()
         """The engine-wide back-off from realised throughput (fed by ``observe_step``'s ``tokens``)."""
+        self.arms = BatchArms()
+        """From :data:`~specpath_engine.batch_arms.ARMS_FROM` requests, which way of drafting a decode
+        step runs (no drafts, one each, or the allocation's), from what each delivered."""
+        self.arms_from = arms_from
+        """Batch sizes from which steps run arms (None: never; tests of the allocation alone)."""
+        self._arm: Arm | None = None
+        """The arm of the step allocated last (until it is observed)."""
         self.num_probes = 0
         """Probes that drafted."""
         self.num_declined_probes = 0
@@ -480,22 +494,35 @@ class DraftGovernor:
         self._steps += 1
         self._quiet, self._backlog = False, 0
         guard = self.guard
+        self._arm = None
         for i, rid in enumerate(req_ids):
             if rid not in self._requests:  # new traffic: the guard judges it afresh
                 self._state(rid, bool(sampled[i]) if sampled else False)
                 guard.admitted()
-        if not prefill_rows and guard.wants_plain(num_requests):
-            return ks  # a plain step timed for the comparison
-        if not guard.allows(num_requests):
-            self._quiet = True
-            return ks  # backed off engine-wide, no burst due
+                self.arms.admitted()
+        # from ARMS_FROM requests the arms choose (their plain arm is the guard's reference and
+        # back-off); below, and for prefill steps, the guard judges the allocation's drafting
+        armed = self.arms_from is not None and num_requests >= self.arms_from and not prefill_rows
+        if armed:
+            arm = self._arm = self.arms.pick(num_requests)
+            if arm is Arm.PLAIN:
+                return ks
+            if arm is Arm.ONE:
+                return self._draft_one(ks, limits, pending)
+        else:
+            if not prefill_rows and guard.wants_plain(num_requests):
+                return ks  # a plain step timed for the comparison
+            if not guard.allows(num_requests):
+                self._quiet = True
+                return ks  # backed off engine-wide, no burst due
+        exploring = not armed and guard.exploring(num_requests)
         requests = self._requests
         idle = None  # where every request is backed off with no probe due: what the choice reads
         if all(requests[rid].probe_at > pos for rid, pos in zip(req_ids, positions)):
             costs = self.costs_for(num_requests)
             idle = (tuple(req_ids), tuple(limits), tuple(min(p, k + 1) for p, k in zip(pending, limits)),
                     num_requests, num_sampling, prefill_rows, call_sunk, tuple(costs.target_coefficients),
-                    tuple(costs.drafter_coefficients), self._fill, self._observed, guard.exploring(num_requests))
+                    tuple(costs.drafter_coefficients), self._fill, self._observed, exploring)
             if idle == self._idle:  # nothing it reads changed since it chose nothing: nothing again
                 self._allotted, self.floors, self._quiet = 0, (0.0, 0.0), True
                 return ks
@@ -529,7 +556,6 @@ class DraftGovernor:
                      per_request=[d[1] + d[4] * min(pending[i], limits[i] + 1) for i in idx], rows=rows,
                      row_block=costs.row_block, per_block=t[4], fill=self.fill)
         weighed = dict(zip(idx, zip(reach, shape["per_request"])))  # (chances, cost per request) of each i
-        exploring = guard.exploring(num_requests)
         bar = num_requests > 1 and not exploring  # (a burst drafts what pays at all: the guard judges it)
         chosen = allocate(reach, float(num_sampling), base, **shape, gain=BATCH_GAIN if bar else 0.0)
         if bar and generated and len(idx) > 1 and any(chosen):
@@ -602,6 +628,18 @@ class DraftGovernor:
         if self._allotted:
             self._drafted_step = self._steps
             self.floors = self._floors(ks, weighed, float(num_sampling), base, shape, t[2])
+        return ks
+
+    def _draft_one(self, ks: list[int], limits: Sequence[int], pending: Sequence[int]) -> list[int]:
+        """The ``one`` arm: one draft for every request that may draft (back-offs and probes
+        untouched: they are the ``chosen`` arm's)."""
+        for i, limit in enumerate(limits):
+            ks[i] = 1 if min(limit, self.max_k) > 0 else 0
+        self._allotted = sum(ks)
+        self._backlog = sum(max(0, p - limit - 1) for k, p, limit in zip(ks, pending, limits) if k)
+        self._idle, self.floors = None, (0.0, 0.0)
+        if self._allotted:
+            self._drafted_step = self._steps
         return ks
 
     @staticmethod
@@ -705,6 +743,9 @@ class DraftGovernor:
                 # (~2.5 plain steps) read as drafting that loses, and the band backed off
                 catch_up = min(drafter_s, costs.drafter_coefficients[4] * self._backlog) if drafted else 0.0
                 self.guard.observe(int(target[1]), drafted, tokens, seconds / plain, catch_up=catch_up / plain)
+                if self._arm is not None:
+                    self.arms.observe(int(target[1]), self._arm, tokens, (seconds - catch_up) / plain, catch_up / plain)
+        self._arm = None
         self._backlog = 0
 
     def summary(self) -> dict:
@@ -713,7 +754,7 @@ class DraftGovernor:
         proposes none where nothing matches) and how the drafter's estimates came true, for metrics."""
         return {**self.main_costs.summary(), "num_probes": self.num_probes, "num_declined_probes": self.num_declined_probes,
                 "probe_wait": self.probe_wait,
-                **self.guard.summary(), "fill": round(self.fill, 3), "draft_calibration": self.calibration.summary()}
+                **self.guard.summary(), "batch_arms": self.arms.summary(), "fill": round(self.fill, 3), "draft_calibration": self.calibration.summary()}
 
     def remove(self, req_id: str) -> None:
         self._requests.pop(req_id, None)

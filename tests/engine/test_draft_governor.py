@@ -124,10 +124,13 @@ class Simulated:
     """Decoding steps of ``batch`` requests against simulated costs (seconds): the target's step
     ``step + per_request * B + per_row * draft rows``, the drafter's call ``call + per_pass *
     passes + per_token * drafts + per_position * positions handed over``; each draft at depth j is accepted with ``accept`` (seeded).
-    ``guarded``: the steps' tokens reach the governor too (its engine-wide guard judges them)."""
+    ``guarded``: the steps' tokens reach the governor too (its engine-wide guard judges them, and
+    its arms); ``arms_from``: the governor's (default None: the allocation alone, which most tests
+    here examine)."""
 
     def __init__(self, *, batch=1, k=4, step=0.010, per_request=0.0, per_row=0.0002, call=0.0003, per_pass=0.001,
-                 per_token=0.0, per_position=0.0, accept=0.8, one_pass=False, pinned=None, seed=0, guarded=False):
+                 per_token=0.0, per_position=0.0, accept=0.8, one_pass=False, pinned=None, seed=0, guarded=False,
+                 arms_from=None):
         self.guarded = guarded
         self.batch, self.k = batch, k
         self.step, self.per_request, self.per_row = step, per_request, per_row
@@ -135,7 +138,8 @@ class Simulated:
         self.accept = accept
         self.rng = random.Random(seed)
         pass_cost = 0.1 if pinned is None else pinned
-        self.governor = DraftGovernor(k, costs=StepCosts(pass_cost, one_pass=one_pass, pinned=pinned is not None))
+        self.governor = DraftGovernor(k, costs=StepCosts(pass_cost, one_pass=one_pass, pinned=pinned is not None),
+                                      arms_from=arms_from)
         self.positions = [100] * batch
         self.pending = [1] * batch
         self.stall_next = 1.0
@@ -414,7 +418,7 @@ def test_at_batch_8_a_small_expected_gain_does_not_draft_and_at_batch_1_it_does(
     """Costs where drafting is expected to beat a plain step by 3%: below the bar above batch 1
     (a closed batch's tail and misjudged costs turn that into a loss), drafted at batch 1."""
     for batch in (8, 1):
-        g = DraftGovernor(1, costs=StepCosts(0.0))
+        g = DraftGovernor(1, costs=StepCosts(0.0), arms_from=None)  # the allocation alone
         ids = [f"r{i}" for i in range(batch)]
         for rid in ids:
             g.observe(rid, 1, 0)  # conditional acceptance about 0.5 (from the prior 0.7)
@@ -803,7 +807,7 @@ def test_a_drafter_priced_out_by_its_byte_prior_is_timed_by_a_probe_and_then_dra
     included, so the drafter would never be timed; while it is untimed a probe drafts one token all
     the same, the measurement replaces the guess, and a drafter that pays then drafts."""
     sim = Simulated(per_pass=0.0005, accept=0.9)
-    sim.governor = DraftGovernor(4, costs=StepCosts(8.0))
+    sim.governor = DraftGovernor(4, costs=StepCosts(8.0), arms_from=None)
     replies = []
     for reply in range(4):  # replies of 64 tokens: a probe at the longest wait would never come
         sim.prefix = f"r{reply}-"
@@ -864,3 +868,36 @@ def test_each_band_of_batch_sizes_fits_its_own_costs():
     assert drafted(history[-100:]) >= 100  # it drafts at batch 1 (with one fit for both: nothing at all)
     assert sim.governor.costs_for(1) is not sim.governor.costs_for(8)
     assert sim.governor.costs_for(1).summary()["per_row"] < 0.1 and sim.governor.costs_for(8).summary()["per_row"] == dear
+
+
+# ------------------------------------------------------------------ arms (batch_arms), through the governor
+def test_a_batch_whose_rows_are_dear_runs_one_draft_each_where_that_pays():
+    """Batch 8, a draft row at 5% of a plain step, 70% of drafts accepted: one draft each yields
+    1.7 tokens a request for ~1.45 plain steps' time, so the arms settle on a drafting arm; a
+    ``one`` step drafts exactly one token a request."""
+    sim = Simulated(batch=8, k=4, step=0.010, per_row=0.0005, call=0.0003, per_pass=0.0005, accept=0.7,
+                    guarded=True, arms_from=4)
+    history = sim.run(400)
+    summary = sim.governor.summary()["batch_arms"]["8"]
+    assert summary["best"] in ("one", "chosen")
+    assert summary["one"][0] > summary["plain"][0]
+    late = history[200:]
+    assert sum(1 for ks in late if any(ks)) > 0.8 * len(late)
+    assert [1] * 8 in history
+
+
+def test_a_batch_where_drafts_do_not_pay_runs_plain_steps():
+    """Batch 8, rows at 10% of a step, 15% of first drafts accepted: the arms settle on plain
+    steps (the losing arms tried now and then, at the longest wait)."""
+    sim = Simulated(batch=8, k=4, step=0.010, per_row=0.001, call=0.0005, per_pass=0.0005, accept=0.15,
+                    guarded=True, arms_from=4)
+    history = sim.run(600)
+    late = history[300:]
+    assert sum(1 for ks in late if any(ks)) <= 0.06 * len(late)
+    assert sim.governor.summary()["batch_arms"]["8"]["plain"][0] >= sim.governor.summary()["batch_arms"]["8"]["one"][0]
+
+
+def test_batch_1_runs_no_arms():
+    sim = Simulated(batch=1, accept=0.9, guarded=True, arms_from=4)
+    sim.run(100)
+    assert sim.governor.summary()["batch_arms"] == {}

@@ -1,0 +1,211 @@
+"""Which way of drafting a batch of several requests runs, chosen from what each way delivered.
+
+A batch-8 step on a CPU reads the weights once for eight rows; every draft is one more row, and
+past the first few rows a row is compute (SmolLM2-135M bf16 on an AVX512-BF16 EPYC: ~21 us a
+layer a row at 2 threads, near ``vdpbf16ps``'s peak; a drafting step with one draft a request
+cost ~1.5x a plain step for 1.6 tokens a request). So at batch 8 drafting pays only where first
+drafts are accepted more than about half the time, by a few to twenty percent, and the per-request
+allocation (:mod:`specpath_engine.draft_governor`), which prices each request's drafts from a
+handful of its own verifications, misjudged it both ways: with some requests' estimates dipping
+below the break-even, it drafted for a few of them, which slowed the batch's laggards, then for
+none, its back-offs and probes out of step across the batch. Measured side by side under
+competing load (EAGLE-3, 8 requests, 128 tokens each): one draft for every request 1.10-1.20x of
+plain decoding on code, code-writing chat and edits, where the allocation ran at 0.97-1.05x.
+
+So from :data:`ARMS_FROM` requests each decode step runs one of three arms, and the realised
+rate of each (tokens a request per plain step of its batch, the guard's unit: the cost fit's
+plain step, so load and context growth tilt no arm) picks the next:
+
+- ``plain``: no request drafts;
+- ``one``: every request that may draft drafts one token (the requests stay in step, so a closed
+  batch does not end on a tail of laggards);
+- ``chosen``: the governor's per-request allocation (long drafts where they pay: a match-based
+  drafter on repeated text, or a shrinking batch whose rows are nearly free).
+
+Each arm is tried :data:`MIN_TRIES` times in turn; then the best runs, and each other arm runs
+once after a wait in steps (:data:`FIRST_WAIT`) that doubles while it stays behind (at most
+:data:`MAX_WAIT`, so trying a losing arm costs little) and starts over when the best arm changes
+or new requests arrive (other text may favour another arm: the past then counts at half its
+weight). Where arms run they stand in for the engine-wide guard
+(:mod:`specpath_engine.drafting_guard`): the ``plain`` arm is its reference and its back-off
+(the guard, gating the arms, had kept a batch of edits from drafting at all after a batch of
+everyday chat had lost: 1.00x where one draft each ran at 1.14x); it still judges smaller
+batches.
+
+Worked example: after the first nine steps the rates read ``one`` 1.14, ``chosen`` 1.02,
+``plain`` 1.00 (tokens a request per plain step); ``one`` runs, ``chosen`` runs again after 8
+steps, ``plain`` after 9; still behind, their next waits are 16 and 18 steps, and so on up to 96.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+
+import attrs
+
+from specpath_engine.drafting_guard import band
+
+
+class Arm(enum.Enum):
+    PLAIN = "plain"
+    ONE = "one"
+    CHOSEN = "chosen"
+
+
+ORDER = (Arm.ONE, Arm.CHOSEN, Arm.PLAIN)
+"""The order of the first tries (and of ties)."""
+
+ARMS_FROM = 4
+"""Batch sizes from which steps run arms (below, a draft row is nearly free and the per-request
+allocation alone decides)."""
+
+MIN_TRIES = 3
+"""Steps each arm runs, in turn, before the rates choose (one step of a batch is noisy)."""
+
+DECAY = 0.85
+"""Weight of an arm's past steps after each new one of that arm (about the last seven count)."""
+
+FIRST_WAIT, MAX_WAIT = 8, 96
+"""Steps a non-best arm waits before it runs again; doubled each time it stays behind."""
+
+EXPLORE_SHARE = 0.02
+"""The most a losing arm's tries may cost, as a share of the steps between them: a try's cost
+beyond the best arm's rate, the drafter's catch-up on the positions it skipped included (8
+everyday-chat requests sampled at T=0.8, EAGLE-3: each try after a stretch of plain steps first
+ingests every request's skipped positions; tried on every arrival they held the batch at 0.97x),
+keeps the next try at least 1 / EXPLORE_SHARE times that many steps away."""
+
+ARRIVAL_AGE = 0.5
+"""The weight an arm's past keeps when new requests arrive (new text: the arms judge it afresh
+within a few steps, yet one odd step of it does not decide)."""
+
+
+@attrs.define(kw_only=True, slots=True)
+class ArmRecord:
+    """One arm's decayed realised tokens and cost (in plain steps), and when it runs again."""
+
+    tokens: float = 0.0
+    cost: float = 0.0
+    weight: float = 0.0
+    tries: int = 0
+    """Steps it was picked for (the first tries go by it)."""
+    wait: int = FIRST_WAIT
+    """Steps it waits, while not the best, before it runs again."""
+    due: int = 0
+    """The band's step from which it runs again (while not the best)."""
+    budget: int = 0
+    """The band's step before which it does not run again as a try, whatever new requests arrive:
+    its last try's cost beyond the best arm's rate (catch-up included) over :data:`EXPLORE_SHARE`."""
+
+    def add(self, tokens: float, cost: float) -> None:
+        self.tokens = DECAY * self.tokens + tokens
+        self.cost = DECAY * self.cost + cost
+        self.weight = DECAY * self.weight + 1.0
+
+    def age(self, keep: float) -> None:
+        self.tokens *= keep
+        self.cost *= keep
+        self.weight *= keep
+
+    @property
+    def rate(self) -> float:
+        return self.tokens / self.cost if self.cost > 0 else 0.0
+
+
+@attrs.define(kw_only=True, slots=True)
+class BandArms:
+    """The arms of one band of batch sizes."""
+
+    records: dict[Arm, ArmRecord] = attrs.field(factory=lambda: {a: ArmRecord() for a in ORDER})
+    steps: int = 0
+    best: Arm | None = None
+    aged: int = -1
+    """The step arrivals last aged the records at (-1: never)."""
+
+    def choose_best(self) -> Arm:
+        """The arm of the best rate (of those timed; none timed: ``chosen``, the allocation)."""
+        timed = [a for a in ORDER if self.records[a].weight > 0]
+        best = max(timed, key=lambda a: self.records[a].rate) if timed else Arm.CHOSEN
+        if best is not self.best:
+            self.best = best
+            for arm, rec in self.records.items():  # a new leader: the others are tried again soon
+                rec.wait, rec.due = FIRST_WAIT, self.steps + FIRST_WAIT + ORDER.index(arm)
+        return best
+
+
+class BatchArms:
+    """Per band of batch sizes, the arm each decode step runs (:meth:`pick`) and what it
+    delivered (:meth:`observe`)."""
+
+    def __init__(self) -> None:
+        self._bands: dict[int, BandArms] = {}
+
+    def _band(self, num_requests: int) -> BandArms:
+        key = band(num_requests)
+        arms = self._bands.get(key)
+        if arms is None:
+            arms = self._bands[key] = BandArms()
+        return arms
+
+    def pick(self, num_requests: int) -> Arm:
+        """The arm of this decode step of ``num_requests`` (counts the step)."""
+        arms = self._band(num_requests)
+        arms.steps += 1
+        records = arms.records
+        fewest = min(ORDER, key=lambda a: records[a].tries)
+        if records[fewest].tries < MIN_TRIES:
+            records[fewest].tries += 1
+            return fewest
+        best = arms.choose_best()
+        due = [a for a in ORDER if a is not best and max(records[a].due, records[a].budget) <= arms.steps]
+        if not due or not any(records[a].weight for a in ORDER):  # (nothing timed: nothing to learn)
+            return best
+        arm = min(due, key=lambda a: records[a].due)
+        rec = records[arm]
+        rec.tries += 1
+        rec.wait = min(MAX_WAIT, 2 * rec.wait)
+        rec.due = arms.steps + rec.wait
+        return arm
+
+    def observe(self, num_requests: int, arm: Arm, tokens: float, cost: float, catch_up: float = 0.0) -> None:
+        """A decode step of ``num_requests`` that ran ``arm``: ``tokens`` emitted, ``cost`` its
+        time in plain steps of its batch without ``catch_up``, the drafter's ingest of backlogs
+        (a prompt, the positions skipped while another arm ran), which the arm's rate leaves out
+        as the guard does (a prefill's cost, paid once per request) but its next try pays for
+        (:data:`EXPLORE_SHARE`)."""
+        if cost <= 0 or tokens <= 0:
+            return
+        arms = self._band(num_requests)
+        rec = arms.records[arm]
+        per_request = tokens / num_requests
+        rec.add(per_request, cost)
+        best = arms.records[arms.best] if arms.best is not None else None
+        if best is not None and arm is not arms.best and best.rate > 0:
+            spent = cost + max(catch_up, 0.0) - per_request / best.rate  # beyond the best arm, in plain steps
+            if spent > 0:
+                rec.budget = arms.steps + math.ceil(spent / EXPLORE_SHARE)
+
+    def admitted(self) -> None:
+        """A new request arrived: other text may favour another arm, so every band's past counts
+        at :data:`ARRIVAL_AGE` of its weight and each arm is tried again soon (a batch arriving at
+        once, or arrivals closer than :data:`FIRST_WAIT` steps, age it once)."""
+        for arms in self._bands.values():
+            if arms.steps - arms.aged < FIRST_WAIT and arms.aged >= 0:
+                continue
+            arms.aged = arms.steps
+            for arm in ORDER:
+                rec = arms.records[arm]
+                rec.age(ARRIVAL_AGE)
+                if arm is not arms.best:
+                    rec.wait = FIRST_WAIT
+                    rec.due = min(rec.due, arms.steps + FIRST_WAIT + ORDER.index(arm))
+
+    def summary(self) -> dict:
+        """Per band with steps (its smallest batch size), the best arm and each arm's rate and steps."""
+        out = {}
+        for key, arms in sorted(self._bands.items()):
+            out[str(1 << (key - 1))] = {
+                "best": arms.best.value if arms.best else None,
+                **{a.value: [round(arms.records[a].rate, 3), arms.records[a].tries] for a in ORDER}}
+        return out

@@ -1,0 +1,103 @@
+"""The arms a batch's decode steps run (no drafts, one draft each, the allocation's), chosen from
+what each delivered."""
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specpath_engine.batch_arms import EXPLORE_SHARE, FIRST_WAIT, MAX_WAIT, MIN_TRIES, ORDER, Arm, BatchArms
+
+
+def run(arms, steps, rates, *, batch=8, noise=0.0, seed=0):
+    """Pick and observe ``steps`` steps where arm ``a`` delivers ``rates[a]`` tokens a request per
+    plain step (times 1 +- ``noise``); the arms picked, in order."""
+    rng = random.Random(seed)
+    picked = []
+    for _ in range(steps):
+        arm = arms.pick(batch)
+        picked.append(arm)
+        rate = rates[arm] * (1 + rng.uniform(-noise, noise))
+        arms.observe(batch, arm, tokens=rate * batch, cost=1.0)
+    return picked
+
+
+def test_each_arm_is_tried_in_turn_before_the_rates_choose():
+    arms = BatchArms()
+    picked = run(arms, 3 * MIN_TRIES, {Arm.ONE: 1.2, Arm.CHOSEN: 1.0, Arm.PLAIN: 1.0})
+    assert picked == list(ORDER) * MIN_TRIES
+
+
+@pytest.mark.parametrize("best", list(Arm))
+def test_the_best_arm_runs_nearly_every_step_and_the_others_now_and_then(best):
+    rates = {a: (1.15 if a is best else 0.97) for a in Arm}
+    arms = BatchArms()
+    picked = run(arms, 600, rates, noise=0.05)
+    tail = picked[100:]
+    assert tail.count(best) / len(tail) > 0.95
+    for other in set(Arm) - {best}:
+        assert 0 < tail.count(other) <= len(tail) / MAX_WAIT + 2  # tried, at the longest wait
+    assert arms.summary()["8"]["best"] == best.value
+
+
+def test_a_change_of_which_arm_pays_is_followed():
+    arms = BatchArms()
+    run(arms, 300, {Arm.ONE: 1.15, Arm.CHOSEN: 1.0, Arm.PLAIN: 1.0})
+    assert arms.summary()["8"]["best"] == "one"
+    picked = run(arms, 400, {Arm.ONE: 0.8, Arm.CHOSEN: 0.95, Arm.PLAIN: 1.0})
+    assert picked[-100:].count(Arm.PLAIN) > 90  # (the losing arms waited at most MAX_WAIT steps)
+
+
+def test_new_requests_have_the_other_arms_tried_again_soon():
+    arms = BatchArms()
+    run(arms, 400, {Arm.ONE: 1.15, Arm.CHOSEN: 1.0, Arm.PLAIN: 1.0})
+    arms.admitted()
+    picked = run(arms, FIRST_WAIT + 2, {Arm.ONE: 1.15, Arm.CHOSEN: 1.0, Arm.PLAIN: 1.0})
+    assert Arm.CHOSEN in picked and Arm.PLAIN in picked
+
+
+def test_untimed_arms_leave_the_choice_to_the_allocation():
+    arms = BatchArms()
+    picked = [arms.pick(8) for _ in range(40)]
+    assert picked[3 * MIN_TRIES:] == [Arm.CHOSEN] * (40 - 3 * MIN_TRIES)
+
+
+def test_bands_of_batch_sizes_keep_their_own_arms():
+    arms = BatchArms()
+    run(arms, 200, {Arm.ONE: 1.15, Arm.CHOSEN: 1.0, Arm.PLAIN: 1.0}, batch=8)
+    run(arms, 200, {Arm.ONE: 0.9, Arm.CHOSEN: 1.3, Arm.PLAIN: 1.0}, batch=4)
+    summary = arms.summary()
+    assert summary["8"]["best"] == "one" and summary["4"]["best"] == "chosen"
+
+
+@settings(max_examples=60, deadline=None)
+@given(rates=st.lists(st.floats(0.5, 2.0), min_size=3, max_size=3), seed=st.integers(0, 1000))
+def test_the_share_of_steps_off_the_best_arm_is_small(rates, seed):
+    """Whatever the rates (the best ahead by more than the noise), each other arm runs after waits
+    of 8, 16, 32, 64 steps, then every MAX_WAIT: about 800 / MAX_WAIT + 5 times in 800 steps."""
+    by_arm = dict(zip(ORDER, rates))
+    best = max(by_arm, key=by_arm.get)
+    if sorted(rates)[-1] - sorted(rates)[-2] < 0.05:
+        return
+    picked = run(BatchArms(), 800, by_arm, noise=0.01, seed=seed)
+    assert sum(a is not best for a in picked[3 * MIN_TRIES:]) <= 2 * (800 // MAX_WAIT + 6)
+
+
+def test_a_losing_arm_whose_tries_pay_a_catch_up_is_tried_within_the_explore_share():
+    """Each try of ``one`` first ingests 3 plain steps' worth of skipped positions and its steps
+    lose anyway: however often requests arrive, its tries (their catch-up included) cost at most
+    about EXPLORE_SHARE of the steps."""
+    arms = BatchArms()
+    tries = 0
+    for step in range(2000):
+        if step % 50 == 0:
+            arms.admitted()
+        arm = arms.pick(8)
+        if arm is Arm.ONE:
+            tries += 1
+            arms.observe(8, arm, tokens=8 * 1.4, cost=1.5, catch_up=3.0)
+        else:
+            arms.observe(8, arm, tokens=8.0, cost=1.0)
+    spent = tries * (1.5 + 3.0 - 1.4)
+    assert tries >= 3 and spent <= EXPLORE_SHARE * 2000 + 3 * (1.5 + 3.0)
