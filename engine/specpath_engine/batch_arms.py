@@ -69,12 +69,14 @@ DECAY = 0.85
 FIRST_WAIT, MAX_WAIT = 8, 96
 """Steps a non-best arm waits before it runs again; doubled each time it stays behind."""
 
-EXPLORE_SHARE = 0.02
+EXPLORE_SHARE = 0.005
 """The most a losing arm's tries may cost, as a share of the steps between them: a try's cost
-beyond the best arm's rate, the drafter's catch-up on the positions it skipped included (8
-everyday-chat requests sampled at T=0.8, EAGLE-3: each try after a stretch of plain steps first
-ingests every request's skipped positions; tried on every arrival they held the batch at 0.97x),
-keeps the next try at least 1 / EXPLORE_SHARE times that many steps away."""
+beyond the best arm's rate, the drafter's catch-up on the positions it skipped included, keeps the
+next try at least 1 / EXPLORE_SHARE times that many steps away (the guard's share above batch 1,
+:data:`~specpath_engine.drafting_guard.BATCH_EXPLORE_SHARE`). 8 everyday-chat requests sampled at
+T=0.8, EAGLE-3: one draft each delivered ~0.9 of a plain step's rate, its tries after a stretch of
+plain steps first ingesting every request's skipped positions (up to a plain step's time); tried
+4-12 times a batch, they held it at 0.97-0.98x of plain decoding."""
 
 ARRIVAL_AGE = 0.5
 """The weight an arm's past keeps when new requests arrive (new text: the arms judge it afresh
@@ -128,9 +130,10 @@ class BandArms:
         timed = [a for a in ORDER if self.records[a].weight > 0]
         best = max(timed, key=lambda a: self.records[a].rate) if timed else Arm.CHOSEN
         if best is not self.best:
+            if self.best is not None:  # the old leader is tried again soon; the others keep their waits
+                old = self.records[self.best]
+                old.wait, old.due = FIRST_WAIT, self.steps + FIRST_WAIT
             self.best = best
-            for arm, rec in self.records.items():  # a new leader: the others are tried again soon
-                rec.wait, rec.due = FIRST_WAIT, self.steps + FIRST_WAIT + ORDER.index(arm)
         return best
 
 
