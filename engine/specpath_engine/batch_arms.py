@@ -24,17 +24,18 @@ plain step, so load and context growth tilt no arm) picks the next:
 
 Each arm is tried :data:`MIN_TRIES` times in turn; then the best runs, and each other arm runs
 once after a wait in steps (:data:`FIRST_WAIT`) that doubles while it stays behind (at most
-:data:`MAX_WAIT`, so trying a losing arm costs little) and starts over when the best arm changes
-or new requests arrive (other text may favour another arm: the past then counts at half its
-weight). Where arms run they stand in for the engine-wide guard
-(:mod:`specpath_engine.drafting_guard`): the ``plain`` arm is its reference and its back-off
-(the guard, gating the arms, had kept a batch of edits from drafting at all after a batch of
-everyday chat had lost: 1.00x where one draft each ran at 1.14x); it still judges smaller
-batches.
+:data:`MAX_WAIT`) and never sooner than its last try's cost allows (:data:`EXPLORE_SHARE`); the
+old leader's wait starts over when the leader changes, and every arm's when new requests arrive
+(other text may favour another arm: the past then counts at half its weight). Where arms run
+they stand in for the engine-wide guard (:mod:`specpath_engine.drafting_guard`): the ``plain``
+arm is its reference and its back-off (the guard, gating the arms, had kept a batch of edits from
+drafting at all after a batch of everyday chat had lost: 1.00x where one draft each ran at
+1.14x); it still judges smaller batches.
 
-Worked example: after the first nine steps the rates read ``one`` 1.14, ``chosen`` 1.02,
-``plain`` 1.00 (tokens a request per plain step); ``one`` runs, ``chosen`` runs again after 8
-steps, ``plain`` after 9; still behind, their next waits are 16 and 18 steps, and so on up to 96.
+Worked example: after the first six steps the rates read ``one`` 1.14, ``chosen`` 1.02, ``plain``
+1.00 (tokens a request per plain step); ``one`` runs, ``chosen`` runs again 8 steps later and
+``plain`` 9 (or later, where a try's cost so requires); still behind, each waits 16 steps more,
+then 32, 64, and 96 at most.
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ ARMS_FROM = 4
 """Batch sizes from which steps run arms (below, a draft row is nearly free and the per-request
 allocation alone decides)."""
 
-MIN_TRIES = 3
-"""Steps each arm runs, in turn, before the rates choose (one step of a batch is noisy)."""
+MIN_TRIES = 2
+"""Steps each arm runs, in turn, before the rates choose (one step of a batch is noisy; each losing
+try of a fresh engine costs up to a plain step)."""
 
 DECAY = 0.85
 """Weight of an arm's past steps after each new one of that arm (about the last seven count)."""
@@ -130,7 +132,10 @@ class BandArms:
         timed = [a for a in ORDER if self.records[a].weight > 0]
         best = max(timed, key=lambda a: self.records[a].rate) if timed else Arm.CHOSEN
         if best is not self.best:
-            if self.best is not None:  # the old leader is tried again soon; the others keep their waits
+            if self.best is None:  # the first choice: the others wait their first wait
+                for arm in ORDER:
+                    self.records[arm].due = self.steps + FIRST_WAIT + ORDER.index(arm)
+            else:  # the old leader is tried again soon; the others keep their waits
                 old = self.records[self.best]
                 old.wait, old.due = FIRST_WAIT, self.steps + FIRST_WAIT
             self.best = best
