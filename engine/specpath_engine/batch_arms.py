@@ -65,6 +65,13 @@ MIN_TRIES = 2
 """Steps each arm runs, in turn, before the rates choose (one step of a batch is noisy; each losing
 try of a fresh engine costs up to a plain step)."""
 
+GAIN = 0.03
+"""A drafting arm leads only where its rate beats plain steps' by this share: the rates are a few
+decayed steps each, timed at different moments of a batch (its context growing, other arms'
+catch-ups between), so a drafting arm within a few percent of plain is a coin toss whose tries
+cost (SmolLM2, DFlash on 8 code completions, where one draft each delivers about plain steps'
+rate: led by the noise's winner, 0.96x of plain decoding)."""
+
 DECAY = 0.85
 """Weight of an arm's past steps after each new one of that arm (about the last seven count)."""
 
@@ -128,9 +135,14 @@ class BandArms:
     """The step arrivals last aged the records at (-1: never)."""
 
     def choose_best(self) -> Arm:
-        """The arm of the best rate (of those timed; none timed: ``chosen``, the allocation)."""
-        timed = [a for a in ORDER if self.records[a].weight > 0]
-        best = max(timed, key=lambda a: self.records[a].rate) if timed else Arm.CHOSEN
+        """The drafting arm of the best rate where it beats plain steps' by :data:`GAIN`, else
+        ``plain`` (none timed: ``chosen``, the allocation)."""
+        records = self.records
+        timed = [a for a in ORDER if records[a].weight > 0]
+        best = max(timed, key=lambda a: records[a].rate) if timed else Arm.CHOSEN
+        plain = records[Arm.PLAIN]
+        if best is not Arm.PLAIN and plain.weight > 0 and records[best].rate < (1 + GAIN) * plain.rate:
+            best = Arm.PLAIN
         if best is not self.best:
             if self.best is None:  # the first choice: the others wait their first wait
                 for arm in ORDER:
@@ -181,7 +193,8 @@ class BatchArms:
         time in plain steps of its batch without ``catch_up``, the drafter's ingest of backlogs
         (a prompt, the positions skipped while another arm ran), which the arm's rate leaves out
         as the guard does (a prefill's cost, paid once per request) but its next try pays for
-        (:data:`EXPLORE_SHARE`)."""
+        (:data:`EXPLORE_SHARE`). A step that drafted nothing is a plain step, whatever its arm
+        (the caller says so: the allocation often drafts nothing)."""
         if cost <= 0 or tokens <= 0:
             return
         arms = self._band(num_requests)

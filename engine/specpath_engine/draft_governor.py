@@ -744,7 +744,8 @@ class DraftGovernor:
                 catch_up = min(drafter_s, costs.drafter_coefficients[4] * self._backlog) if drafted else 0.0
                 self.guard.observe(int(target[1]), drafted, tokens, seconds / plain, catch_up=catch_up / plain)
                 if self._arm is not None:
-                    self.arms.observe(int(target[1]), self._arm, tokens, (seconds - catch_up) / plain, catch_up / plain)
+                    self.arms.observe(int(target[1]), self._arm if drafted else Arm.PLAIN, tokens, (seconds - catch_up) / plain,
+                                     catch_up / plain)
         self._arm = None
         self._backlog = 0
 

@@ -901,3 +901,17 @@ def test_batch_1_runs_no_arms():
     sim = Simulated(batch=1, accept=0.9, guarded=True, arms_from=4)
     sim.run(100)
     assert sim.governor.summary()["batch_arms"] == {}
+
+
+def test_an_armed_step_that_drafted_nothing_is_timed_as_a_plain_step():
+    """The allocation's arm often drafts nothing (every request backed off): such a step is a
+    plain step's sample, not the allocation's."""
+    sim = Simulated(batch=8, k=4, step=0.010, per_row=0.002, call=0.001, per_pass=0.001, accept=0.05,
+                    guarded=True, arms_from=4)
+    history = sim.run(300)
+    summary = sim.governor.summary()["batch_arms"]["8"]
+    chosen_steps = summary["chosen"][1]
+    assert summary["best"] == "plain"
+    # the allocation's record holds only steps that drafted: its rate is below plain's
+    assert summary["chosen"][0] < summary["plain"][0]
+    assert sum(1 for ks in history if any(ks)) <= chosen_steps + summary["one"][1]
