@@ -66,13 +66,17 @@ def test_the_drafter_is_handed_exactly_the_positions_it_needs(name, batch, plain
     assert llm.metrics.num_backoff_steps > 0  # back-offs (and catch-ups after them) were exercised
 
 
+@pytest.mark.parametrize("arms", [False, True], ids=["guard", "arms"])
 @pytest.mark.parametrize("name", ["eagle3", "dflash"])
-def test_the_guards_back_off_and_bursts_keep_the_output(name, plain_output):
-    """Drafting steps timed as far slower than plain ones: the guard backs the engine off, bursts
-    catch up on long stretches of skipped positions, and the output stays plain decoding's.
-    (The drafter is priced free, pinned: the cost model keeps drafting, only the guard sees it lose.)"""
+def test_the_guards_back_off_and_bursts_keep_the_output(name, arms, plain_output):
+    """Drafting steps timed as far slower than plain ones: the guard backs the engine off (or, at
+    this batch of 4, the batch arms settle on plain steps), tries catch up on long stretches of
+    skipped positions, and the output stays plain decoding's. (The drafter is priced free, pinned:
+    the cost model keeps drafting, only the realised rates show it losing.)"""
     llm = LLM(None, {**CONFIGS[name], "draft_pass_cost": 0.0}, dtype="float32")
     governor = llm.engine.runner.governor
+    if not arms:
+        governor.arms_from = None  # the guard alone
     state = {"now": 0.0}
     governor.clock = lambda: state["now"]
     inner = llm.engine.runner.speculator.propose
@@ -93,9 +97,12 @@ def test_the_guards_back_off_and_bursts_keep_the_output(name, plain_output):
     for _ in range(3):
         assert [o.token_ids for o in llm.generate(PROMPTS, PARAMS)] == plain_output
         drafts.append(llm.metrics.num_draft_tokens)
-    assert governor.guard.num_backoffs >= 1 and governor.guard.num_explorations >= 1
     assert drafts[-1] < drafts[0] / 2
-    assert llm.metrics.step_costs["guard_backoffs"] == governor.guard.num_backoffs
+    if arms:
+        assert llm.metrics.step_costs["batch_arms"]["4"]["best"] == "plain"
+    else:
+        assert governor.guard.num_backoffs >= 1 and governor.guard.num_explorations >= 1
+        assert llm.metrics.step_costs["guard_backoffs"] == governor.guard.num_backoffs
 
 
 def test_a_failing_drafter_call_poisons_nothing(plain_output):
