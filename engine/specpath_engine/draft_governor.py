@@ -743,9 +743,9 @@ class DraftGovernor:
                 # (~2.5 plain steps) read as drafting that loses, and the band backed off
                 catch_up = min(drafter_s, costs.drafter_coefficients[4] * self._backlog) if drafted else 0.0
                 self.guard.observe(int(target[1]), drafted, tokens, seconds / plain, catch_up=catch_up / plain)
-                if self._arm is not None:
-                    self.arms.observe(int(target[1]), self._arm if drafted else Arm.PLAIN, tokens, (seconds - catch_up) / plain,
-                                     catch_up / plain)
+                if self._arm is not None:  # (a step that drafted nothing is a plain step's sample)
+                    arm = self._arm if drafted else Arm.PLAIN
+                    self.arms.observe(int(target[1]), arm, tokens, (seconds - catch_up) / plain, catch_up / plain)
         self._arm = None
         self._backlog = 0
 
@@ -755,7 +755,8 @@ class DraftGovernor:
         proposes none where nothing matches) and how the drafter's estimates came true, for metrics."""
         return {**self.main_costs.summary(), "num_probes": self.num_probes, "num_declined_probes": self.num_declined_probes,
                 "probe_wait": self.probe_wait,
-                **self.guard.summary(), "batch_arms": self.arms.summary(), "fill": round(self.fill, 3), "draft_calibration": self.calibration.summary()}
+                **self.guard.summary(), "batch_arms": self.arms.summary(), "fill": round(self.fill, 3),
+                "draft_calibration": self.calibration.summary()}
 
     def remove(self, req_id: str) -> None:
         self._requests.pop(req_id, None)

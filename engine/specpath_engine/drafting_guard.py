@@ -26,6 +26,11 @@ plain steps; above batch 1, over the bar) resumes drafting. That catch-up grows 
 requests, not with the gap, so whatever the gap, the wait after a losing burst is at least what
 keeps the burst's whole measured cost under :data:`EXPLORE_SHARE` of it.
 
+From :data:`~specpath_engine.batch_arms.ARMS_FROM` requests the governor's batch arms decide
+instead (:mod:`specpath_engine.batch_arms`: their plain arm is the reference and the back-off);
+the guard still sees every decode step there (its verdict is reported) but gates only smaller
+batches.
+
 At batch sizes above 1 drafting must pay, not merely not lose (:data:`BATCH_GAIN`): a batch's
 requests accept differently, so they finish at different steps and a closed batch ends on a tail
 of steps at a smaller batch, which the per-step rates do not see; and a batch-8 drafting step
