@@ -45,7 +45,7 @@ import math
 
 import attrs
 
-from specpath_engine.drafting_guard import band
+from specpath_engine.drafting_guard import Side, band
 
 
 class Arm(enum.Enum):
@@ -93,12 +93,11 @@ within a few steps, yet one odd step of it does not decide)."""
 
 
 @attrs.define(kw_only=True, slots=True)
-class ArmRecord:
-    """One arm's decayed realised tokens and cost (in plain steps), and when it runs again."""
+class ArmRecord(Side):
+    """One arm's decayed realised tokens and cost (``seconds``: in plain steps), and when it runs
+    again."""
 
-    tokens: float = 0.0
-    cost: float = 0.0
-    weight: float = 0.0
+    decay: float = DECAY
     tries: int = 0
     """Steps it was picked for (the first tries go by it)."""
     wait: int = FIRST_WAIT
@@ -108,20 +107,6 @@ class ArmRecord:
     budget: int = 0
     """The band's step before which it does not run again as a try, whatever new requests arrive:
     its last try's cost beyond the best arm's rate (catch-up included) over :data:`EXPLORE_SHARE`."""
-
-    def add(self, tokens: float, cost: float) -> None:
-        self.tokens = DECAY * self.tokens + tokens
-        self.cost = DECAY * self.cost + cost
-        self.weight = DECAY * self.weight + 1.0
-
-    def age(self, keep: float) -> None:
-        self.tokens *= keep
-        self.cost *= keep
-        self.weight *= keep
-
-    @property
-    def rate(self) -> float:
-        return self.tokens / self.cost if self.cost > 0 else 0.0
 
 
 @attrs.define(kw_only=True, slots=True)

@@ -121,16 +121,20 @@ SHORT_RUN = 8
 
 @attrs.define(kw_only=True, slots=True)
 class Side:
-    """Decayed tokens, seconds and weight of one kind of step at one batch size."""
+    """Decayed tokens, seconds and weight of one kind of step at one batch size (the seconds in
+    any unit every step uses: the governor hands over plain steps)."""
 
     tokens: float = 0.0
     seconds: float = 0.0
     weight: float = 0.0
+    decay: float = DECAY
+    """Weight of the past after each new step (the batch arms keep a shorter memory)."""
 
     def add(self, tokens: float, seconds: float) -> None:
-        self.tokens = DECAY * self.tokens + tokens
-        self.seconds = DECAY * self.seconds + seconds
-        self.weight = DECAY * self.weight + 1.0
+        decay = self.decay
+        self.tokens = decay * self.tokens + tokens
+        self.seconds = decay * self.seconds + seconds
+        self.weight = decay * self.weight + 1.0
 
     def age(self, keep: float) -> None:
         """Count the past at ``keep`` of its weight (steps of the other kind went by)."""
