@@ -712,6 +712,7 @@ class DraftGovernor:
         guard, decode steps only: None leaves it unfed); of the plain decode steps whose allocation
         could draft nothing, one in :data:`QUIET_EVERY` is taken."""
         costs = self.costs = self.costs_for(int(target[1]))
+        arm, self._arm = self._arm, None  # (this step's, whichever way this returns)
         if self._quiet:
             self._quiet = False
             # (once timed: a model still learning its unit or the drafter's costs takes every step)
@@ -743,10 +744,9 @@ class DraftGovernor:
                 # (~2.5 plain steps) read as drafting that loses, and the band backed off
                 catch_up = min(drafter_s, costs.drafter_coefficients[4] * self._backlog) if drafted else 0.0
                 self.guard.observe(int(target[1]), drafted, tokens, seconds / plain, catch_up=catch_up / plain)
-                if self._arm is not None:  # (a step that drafted nothing is a plain step's sample)
-                    arm = self._arm if drafted else Arm.PLAIN
-                    self.arms.observe(int(target[1]), arm, tokens, (seconds - catch_up) / plain, catch_up / plain)
-        self._arm = None
+                if arm is not None:  # (a step that drafted nothing is a plain step's sample)
+                    self.arms.observe(int(target[1]), arm if drafted else Arm.PLAIN, tokens,
+                                      (seconds - catch_up) / plain, catch_up / plain)
         self._backlog = 0
 
     def summary(self) -> dict:
