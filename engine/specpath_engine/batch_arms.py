@@ -24,7 +24,10 @@ plain step, so load and context growth tilt no arm) picks the next:
 
 Each arm is tried :data:`MIN_TRIES` times in turn; then the best runs, and each other arm runs
 once after a wait in steps (:data:`FIRST_WAIT`) that doubles while it stays behind (at most
-:data:`MAX_WAIT`) and never sooner than its last try's cost allows (:data:`EXPLORE_SHARE`); the
+:data:`MAX_WAIT`) and never sooner than its last try's cost allows (:data:`EXPLORE_SHARE`: the
+first tries too, priced against the best other arm timed: MTP over an int4 target at batch 8 lost
+0.4-1.2 plain steps a try of one draft each, and its second first try and a wait of 8 steps cost a
+round 3% of its time); the
 old leader's wait starts over when the leader changes, and every arm's when new requests arrive
 (other text may favour another arm: the past then counts at half its weight). Where arms run
 they stand in for the engine-wide guard (:mod:`specpath_engine.drafting_guard`): the ``plain``
@@ -158,8 +161,9 @@ class BatchArms:
         arms = self._band(num_requests)
         arms.steps += 1
         records = arms.records
-        fewest = min(ORDER, key=lambda a: records[a].tries)
-        if records[fewest].tries < MIN_TRIES:
+        first = [a for a in ORDER if records[a].tries < MIN_TRIES and records[a].budget <= arms.steps]
+        if first:  # (an arm whose first try lost waits out that try's cost like any other)
+            fewest = min(first, key=lambda a: records[a].tries)
             records[fewest].tries += 1
             return fewest
         best = arms.choose_best()
@@ -186,11 +190,19 @@ class BatchArms:
         rec = arms.records[arm]
         per_request = tokens / num_requests
         rec.add(per_request, cost)
-        best = arms.records[arms.best] if arms.best is not None else None
-        if best is not None and arm is not arms.best and best.rate > 0:
-            spent = cost + max(catch_up, 0.0) - per_request / best.rate  # beyond the best arm, in plain steps
-            if spent > 0:
-                rec.budget = arms.steps + math.ceil(spent / EXPLORE_SHARE)
+        if arm is arms.best:
+            return
+        # what the step cost beyond the best arm, in plain steps (before the first choice: beyond
+        # the best other arm timed or, plain steps untimed, their rate by the unit: 1)
+        records = arms.records
+        if arms.best is not None and records[arms.best].weight > 0:
+            reference = records[arms.best].rate
+        else:
+            reference = max([records[a].rate for a in ORDER if a is not arm and records[a].weight > 0]
+                            + ([] if records[Arm.PLAIN].weight > 0 else [1.0]), default=1.0)
+        spent = cost + max(catch_up, 0.0) - per_request / reference if reference > 0 else 0.0
+        if spent > 0:
+            rec.budget = arms.steps + math.ceil(spent / EXPLORE_SHARE)
 
     def admitted(self) -> None:
         """A new request arrived: other text may favour another arm, so every band's past counts

@@ -1,6 +1,7 @@
 """The arms a batch's decode steps run (no drafts, one draft each, the allocation's), chosen from
 what each delivered."""
 
+import math
 import random
 
 import pytest
@@ -10,23 +11,46 @@ from hypothesis import strategies as st
 from specpath_engine.batch_arms import EXPLORE_SHARE, FIRST_WAIT, GAIN, MAX_WAIT, MIN_TRIES, ORDER, Arm, BatchArms
 
 
-def run(arms, steps, rates, *, batch=8, noise=0.0, seed=0):
+def run(arms, steps, rates, *, batch=8, noise=0.0, seed=0, costs=None):
     """Pick and observe ``steps`` steps where arm ``a`` delivers ``rates[a]`` tokens a request per
-    plain step (times 1 +- ``noise``); the arms picked, in order."""
+    plain step (times 1 +- ``noise``) at ``costs[a]`` plain steps a step (default 1); the arms
+    picked, in order."""
     rng = random.Random(seed)
     picked = []
     for _ in range(steps):
         arm = arms.pick(batch)
         picked.append(arm)
         rate = rates[arm] * (1 + rng.uniform(-noise, noise))
-        arms.observe(batch, arm, tokens=rate * batch, cost=1.0)
+        cost = (costs or {}).get(arm, 1.0)
+        arms.observe(batch, arm, tokens=rate * cost * batch, cost=cost)
     return picked
 
 
 def test_each_arm_is_tried_in_turn_before_the_rates_choose():
     arms = BatchArms()
-    picked = run(arms, 3 * MIN_TRIES, {Arm.ONE: 1.2, Arm.CHOSEN: 1.0, Arm.PLAIN: 1.0})
+    picked = run(arms, 3 * MIN_TRIES, {Arm.ONE: 1.0, Arm.CHOSEN: 1.0, Arm.PLAIN: 1.0})
     assert picked == list(ORDER) * MIN_TRIES
+
+
+def test_an_arm_whose_first_try_lost_waits_out_its_cost_before_its_second():
+    """``one``'s first try delivers 1.6 tokens a request at 2.5 plain steps, 0.9 of a plain step
+    lost: its second first try comes no sooner than 0.9 / EXPLORE_SHARE steps later (the others
+    run meanwhile)."""
+    arms = BatchArms()
+    picked = run(arms, 250, {Arm.ONE: 1.6 / 2.5, Arm.CHOSEN: 1.0, Arm.PLAIN: 1.0}, costs={Arm.ONE: 2.5})
+    assert picked[0] is Arm.ONE
+    again = picked.index(Arm.ONE, 1)
+    assert again >= math.ceil(0.9 / EXPLORE_SHARE)
+    assert set(picked[1:again]) == {Arm.CHOSEN, Arm.PLAIN}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_first_tries_that_lose_cost_no_more_than_one_each_and_the_explore_share(seed):
+    """A fresh engine at batch 8 whose drafting arms lose about a third of a plain step a try
+    (+-10%): over a batch's 125 steps, one first try of each and then each losing arm's share."""
+    picked = run(BatchArms(), 125, {Arm.ONE: 0.7, Arm.CHOSEN: 0.75, Arm.PLAIN: 1.0}, noise=0.1, seed=seed)
+    lost = sum(1 - (0.7 if a is Arm.ONE else 0.75) for a in picked if a is not Arm.PLAIN)
+    assert lost <= 2 * (1 - 0.7) * 1.1 + 2 * EXPLORE_SHARE * 125
 
 
 @pytest.mark.parametrize("best", list(Arm))
