@@ -200,7 +200,10 @@ class BatchArms:
         else:
             reference = max([records[a].rate for a in ORDER if a is not arm and records[a].weight > 0]
                             + ([] if records[Arm.PLAIN].weight > 0 else [1.0]), default=1.0)
-        spent = cost + max(catch_up, 0.0) - per_request / reference if reference > 0 else 0.0
+        # (a first try's catch-up is mostly the requests' prompts, paid once whichever arm drafts:
+        # charged, it kept one draft each from its second first try on code at batch 8)
+        catch = max(catch_up, 0.0) if rec.tries >= MIN_TRIES else 0.0
+        spent = cost + catch - per_request / reference if reference > 0 else 0.0
         if spent > 0:
             rec.budget = arms.steps + math.ceil(spent / EXPLORE_SHARE)
 

@@ -138,3 +138,18 @@ def test_a_drafting_arm_within_the_gain_of_plain_steps_does_not_lead(drafting):
     rates[drafting] = 1.0 + 2 * GAIN
     picked = run(arms, 400, rates)
     assert arms.summary()["8"]["best"] == drafting.value
+
+
+def test_a_first_tries_catch_up_does_not_keep_it_from_its_second():
+    """The first try of one draft each ingests the batch's prompts (3 plain steps' worth, paid
+    once whichever arm drafts) and its step reads a little under plain (noise; later steps pay):
+    it is tried again within a few steps, not after the prompts' cost over EXPLORE_SHARE."""
+    arms = BatchArms()
+    picked = []
+    for step in range(40):
+        arm = arms.pick(8)
+        picked.append(arm)
+        first = arm is Arm.ONE and Arm.ONE not in picked[:-1]
+        rate = (0.97 if first else 1.2) if arm is Arm.ONE else 1.0
+        arms.observe(8, arm, tokens=8 * rate, cost=1.0, catch_up=3.0 if first else 0.0)
+    assert picked.count(Arm.ONE) >= 20  # (tried again, it leads)
