@@ -169,11 +169,11 @@ def test_a_template_that_refuses_a_system_message_self_instructs_without_one():
     assert len(rows) == 3 and all(r["messages"][0]["role"] == "user" for r in rows)
 
 
-@given(n=st.integers(0, 5000), self_instructed=st.booleans())
-def test_wide_counts_sum_to_n_in_the_documented_shares(n, self_instructed):
-    counts = pm.wide_counts(n, self_instructed=self_instructed)
+@given(n=st.integers(0, 5000), self_instructed=st.booleans(), corpus=st.sampled_from(sorted(pm.CORPUS_SHARES)))
+def test_wide_counts_sum_to_n_in_the_documented_shares(n, self_instructed, corpus):
+    counts = pm.wide_counts(n, self_instructed=self_instructed, shares=pm.CORPUS_SHARES[corpus])
     assert sum(counts.values()) == n and ("self" in counts) == self_instructed
-    shares = {k: w for k, w in pm.WIDE_SHARES if self_instructed or k != "self"}
+    shares = {k: w for k, w in pm.CORPUS_SHARES[corpus] if self_instructed or k != "self"}
     total = sum(shares.values())
     for kind, count in counts.items():  # each within one of its exact share
         assert abs(count - n * shares[kind] / total) < 1
@@ -182,6 +182,44 @@ def test_wide_counts_sum_to_n_in_the_documented_shares(n, self_instructed):
 def test_wide_counts_of_the_first_wide_set():
     assert pm.wide_counts(4400, self_instructed=True) == {"code": 700, "headers": 500, "chat": 700, "general": 500,
                                                          "edits": 400, "self": 1600}
+
+
+def test_the_wide_write_set_adds_code_writing_requests_and_keeps_the_wide_sets_shares():
+    assert pm.wide_counts(5000, self_instructed=True, shares=pm.WIDE_WRITE_SHARES) == {
+        "code": 700, "headers": 500, "chat": 700, "general": 500, "edits": 400, "self": 1600, "write": 600}
+    assert dict(pm.CORPUS_SHARES["wide"]) == dict(pm.WIDE_SHARES)  # the shipped heads' seeds draw what they drew
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 2**16))
+def test_write_requests_ask_to_implement_a_real_function_seeded_and_distinct(seed):
+    out = pm.write_requests("train", 12, seed=seed)
+    assert out == pm.write_requests("train", 12, seed=seed) and len(out) == 12 and len(set(out)) == 12
+    for text in out:
+        assert "{" + "header}" not in text and "{" + "summary}" not in text and "{" + "name}" not in text
+        if "```python\n" in text:  # a header to implement: a function whose only statement is its docstring
+            code = text.split("```python\n", 1)[1].split("```", 1)[0]
+            fn = ast.parse(code + "    pass\n").body[0]
+            assert ast.get_docstring(fn) and len(fn.body) == 2
+        elif text.endswith("Write a Python function for the signature and docstring above."):
+            ast.parse(text.rsplit("\n", 1)[0] + "\n    pass\n")
+        else:  # a one-line request that names the function
+            assert "`" in text and "Python function" in text
+
+
+def test_write_requests_of_the_two_splits_never_share_a_request():
+    held = pm.write_requests("heldout", 20, seed=4)
+    assert len(held) == 20
+    train = set(pm.write_requests("train", 200, seed=4))
+    assert not set(held) & train
+
+
+def test_wide_corpus_with_the_wide_write_shares_has_code_writing_requests():
+    train, held = pm.wide_corpus(50, 10, seed=2, shares=pm.WIDE_WRITE_SHARES)
+    asked = {r["messages"][0]["content"] for r in train if "messages" in r}
+    assert (len(train), len(held)) == (50, 10)
+    assert set(pm.write_requests("train", 9, seed=2 + 6)) <= asked  # 6/34 of 50 without self: 9 (seeded + 6)
+    assert pm.wide_corpus(50, 10, seed=2) != (train, held)
 
 
 def test_wide_corpus_without_a_model_is_seeded_shuffled_rows_of_the_other_kinds():

@@ -115,6 +115,22 @@ def test_a_wide_run_draws_its_prompts_once_and_a_resumed_run_never_writes_them_a
     assert "22 training + 2 held-out prompts of the wide corpus" in shown
 
 
+def test_write_prompts_of_the_wide_write_corpus_add_code_writing_requests(capsys, tmp_path, gguf_target, llms):
+    from specpath_train import prompt_mix
+
+    wide, write = tmp_path / "wide.jsonl", tmp_path / "write.jsonl"
+    for corpus, file in (("wide", wide), ("wide-write", write)):
+        code, shown, err = train(capsys, "--target", str(gguf_target), "--corpus", corpus, "--prompts", "45",
+                                 "--seed", "3", "--write-prompts", str(file))
+        assert code == 0, err
+        assert f"45 training + 5 held-out prompts of the {corpus} corpus" in shown
+    asked = {r["messages"][-1]["content"] for r in rows(write) if "messages" in r}
+    # 6/50 of the 45 training prompts (seed 3 + 6) and none in the wide set
+    assert set(prompt_mix.write_requests("train", 5, seed=3 + 6)) <= asked
+    assert not {r["messages"][-1]["content"] for r in rows(wide) if "messages" in r} & \
+        set(prompt_mix.write_requests("train", 5, seed=3 + 6))
+
+
 def test_a_target_without_a_chat_template_gets_the_other_kinds_and_says_so_once(capsys, tmp_path, llms):
     out = tmp_path / "wide"
     code, _, err = train(capsys, "eagle", "--target", "embedded", "--out", str(out), "--corpus", "wide",

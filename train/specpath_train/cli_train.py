@@ -50,7 +50,7 @@ checkpoint to name it as its default companion (``--model-free``)."""
 PRECISIONS = ("auto", "float32", "bfloat16")
 """``--precision``: the training steps' arithmetic (``auto``: :func:`train_precision`)."""
 
-CORPORA = ("builtin", "wide")
+CORPORA = ("builtin", "wide", "wide-write")
 """``--corpus``: where a run without ``--data`` takes its prompts."""
 
 WIDE_PROMPTS = ("prompts-train.jsonl", "prompts-heldout.jsonl")
@@ -90,8 +90,9 @@ def add_subcommands(subparsers: Any) -> None:
                                   "(default: --corpus)")
     p.add_argument("--corpus", choices=CORPORA, default=None,
                    help="without --data, the prompts: builtin (default; stdlib code to continue, chat about stdlib "
-                        "functions, everyday requests) or wide (also function headers to complete, edits of code, "
-                        "and requests the target writes itself from an open user turn of its chat template)")
+                        "functions, everyday requests), wide (also function headers to complete, edits of code, "
+                        "and requests the target writes itself from an open user turn of its chat template) or "
+                        "wide-write (wide plus requests to implement a function from its signature and docstring)")
     p.add_argument("--prompts", type=int, default=240,
                    help="--corpus: training prompts (default 240); the held-out ones (--heldout) come on top")
     p.add_argument("--write-prompts", metavar="FILE",
@@ -484,9 +485,10 @@ def wide_rows(args: argparse.Namespace, target_dir: Path, tokenizer: Any, log: A
 
     template, bos = getattr(tokenizer, "chat_template", None), getattr(tokenizer, "bos_token", None)
     able = prompt_mix.can_self_instruct(template, bos_token=bos)
+    shares = prompt_mix.CORPUS_SHARES[args.corpus]
     n_held = heldout_count(args)
     if able:
-        n_self = sum(prompt_mix.wide_counts(n, self_instructed=True)["self"] for n in (args.prompts, n_held))
+        n_self = sum(prompt_mix.wide_counts(n, self_instructed=True, shares=shares)["self"] for n in (args.prompts, n_held))
         log(f"wide corpus: the target writes {n_self} self-instructed requests ({args.dtype}, batch {args.max_num_seqs})")
     else:
         log("wide corpus: the target has no chat template that opens a user turn, so no self-instructed requests "
@@ -494,10 +496,10 @@ def wide_rows(args: argparse.Namespace, target_dir: Path, tokenizer: Any, log: A
     t0 = time.time()
     train, held = prompt_mix.wide_corpus(args.prompts, n_held, seed=args.seed, template=template, bos_token=bos,
                                          llm=(lambda: generation_llm(target_dir, args)) if able else None,
-                                         cache=cache)
+                                         cache=cache, shares=shares)
     log(f"wide corpus: {len(train)} training + {len(held)} held-out prompts in {time.time() - t0:.1f}s")
     if not train or not held:
-        raise _error(f"--corpus wide: drew {len(train)} training and {len(held)} held-out prompts; give more --prompts")
+        raise _error(f"--corpus {args.corpus}: drew {len(train)} training and {len(held)} held-out prompts; give more --prompts")
     return train, held
 
 
@@ -533,7 +535,7 @@ def write_prompts(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:  # a GGUF target is converted there
         target_dir, _ = resolve_target(args.target, Path(tmp), log)
         _, tokenizer = load_target_checked(Path(target_dir), args.target)
-        if corpus == "wide":
+        if corpus != "builtin":
             train, held = wide_rows(args, Path(target_dir), tokenizer, log)
         else:
             train, held = ([p.as_row() for p in part] for part in builtin_split(args))

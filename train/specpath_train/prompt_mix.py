@@ -9,6 +9,10 @@ to 870k tokens of the *same* few templates. This module adds kinds the built-in 
   function, the body left to the target): the shape of a code-completion request;
 - **edits** of real code (type hints, renames, comprehension rewrites, JSON descriptions of a
   signature): the editing/JSON kind of work;
+- **code-writing requests** (``--corpus wide-write`` only): a stdlib function's signature and
+  docstring as a chat request to implement it, the shape of a code-writing chat (the wide set
+  had them only as a one-line task among the stdlib chat, 2% of it, and EAGLE-3's τ on such
+  chats trailed its τ on completions of the same functions by ~0.6);
 - **self-instructed requests** (:func:`self_instruct`): the target is given its chat template up
   to an open user turn and samples the user's message itself, so the requests follow the
   distribution the instruct model was tuned on rather than anyone's templates (the idea of
@@ -50,6 +54,17 @@ EDIT_TASKS = (
 """Editing requests over a stdlib function (its ``bare`` source without docstring, or its
 ``signature``)."""
 
+WRITE_TASKS = (
+    "Complete this Python function:\n\n```python\n{header}```",
+    "Implement the following function in Python:\n\n```python\n{header}```",
+    "Write the body of this function and explain how it works:\n\n```python\n{header}```",
+    "{header}\nWrite a Python function for the signature and docstring above.",
+    "Write a Python function `{signature}` that does the following: {summary}",
+    "I need a Python function that does this: {summary} Name it `{name}`. Include a short example of calling it.",
+)
+"""Code-writing requests over a stdlib function's ``header`` (signature and docstring, as
+:func:`function_headers` draws them), its ``signature`` line, ``name`` and docstring ``summary``."""
+
 SELF_INSTRUCT_SYSTEMS = (
     None,  # the template's own default system message
     "You are an expert Python programmer. Users ask you to write, explain and fix code.",
@@ -65,6 +80,13 @@ continue, 11% function headers, 16% chat about stdlib functions, 11% everyday re
 36% self-instructed requests): the proportions the wide SmolLM2 prompt set was first made with.
 A target without a chat template has no self-instructed kind; the others keep their
 proportions."""
+
+WIDE_WRITE_SHARES = WIDE_SHARES + (("write", 6),)
+"""``--corpus wide-write``: the wide set plus code-writing requests (:data:`WRITE_TASKS`), in
+50ths (12%); the wide set's own shares stay as they were, so its seeds draw the prompts they drew."""
+
+CORPUS_SHARES = {"wide": WIDE_SHARES, "wide-write": WIDE_WRITE_SHARES}
+"""The shares of each model-made prompt corpus, by its ``--corpus`` name."""
 
 
 def _headers(text: str) -> list[str]:
@@ -129,6 +151,22 @@ def edit_instructions(split: str, n: int, *, seed: int, max_lines: int = 25) -> 
         f = rng.choice(funcs)
         signature = f["source"].split(":\n", 1)[0] + ":"
         out.append(rng.choice(EDIT_TASKS).format(signature=signature, **f))
+    return out
+
+
+def write_requests(split: str, n: int, *, seed: int) -> list[str]:
+    """``n`` distinct code-writing requests (:data:`WRITE_TASKS`) over ``split``'s documented
+    stdlib functions (fewer only where the split runs out)."""
+    heads = function_headers(split, n, seed=seed)
+    rng = random.Random(seed + 1)
+    out: list[str] = []
+    for header in heads:
+        fn = ast.parse(header + "    pass\n").body[0]  # (function_headers' own check: it parses)
+        signature = f"{fn.name}({ast.unparse(fn.args)})" + (f" -> {ast.unparse(fn.returns)}" if fn.returns else "")
+        summary = (ast.get_docstring(fn) or "").strip().split("\n\n")[0].replace("\n", " ").strip()
+        name = fn.name
+        task = rng.choice(WRITE_TASKS if len(summary) >= 15 else WRITE_TASKS[:4])
+        out.append(task.format(header=header, signature=signature, name=name, summary=summary))
     return out
 
 
@@ -259,10 +297,10 @@ def _cached_generate(llm: Any, prompts: Sequence[str], params: Sequence[Any], ca
     return out
 
 
-def wide_counts(n: int, *, self_instructed: bool) -> dict[str, int]:
-    """``n`` split among the kinds by :data:`WIDE_SHARES` (largest remainders, ties to the
-    kind listed first), without the self-instructed kind unless ``self_instructed``."""
-    shares = [(k, w) for k, w in WIDE_SHARES if self_instructed or k != "self"]
+def wide_counts(n: int, *, self_instructed: bool, shares: Sequence[tuple[str, int]] = WIDE_SHARES) -> dict[str, int]:
+    """``n`` split among the kinds by ``shares`` (largest remainders, ties to the kind listed
+    first), without the self-instructed kind unless ``self_instructed``."""
+    shares = [(k, w) for k, w in shares if self_instructed or k != "self"]
     total = sum(w for _, w in shares)
     counts = {k: n * w // total for k, w in shares}
     by_remainder = sorted(range(len(shares)), key=lambda i: (-(n * shares[i][1] % total), i))
@@ -282,21 +320,24 @@ def template_rows(split: str, counts: dict[str, int], *, seed: int) -> list[dict
     rows += [{"prompt": t} for t in function_headers(split, counts.get("headers", 0), seed=seed + 1)]
     user = (chat_instructions(split, counts.get("chat", 0), seed=seed + 2)
             + general_instructions(split, counts.get("general", 0), seed=seed + 3, wider=True)
-            + edit_instructions(split, counts.get("edits", 0), seed=seed + 4))
+            + edit_instructions(split, counts.get("edits", 0), seed=seed + 4)
+            + write_requests(split, counts.get("write", 0), seed=seed + 6))
     return rows + [{"messages": [{"role": "user", "content": t}]} for t in user]
 
 
 def wide_corpus(n_train: int, n_heldout: int, *, seed: int, llm: Callable[[], Any] | None = None,
                 template: str | None = None, bos_token: str | None = None,
-                cache: str | Path | None = None) -> tuple[list[dict], list[dict]]:
-    """(training, held-out) ``--data`` rows of every kind in :data:`WIDE_SHARES`' proportions,
+                cache: str | Path | None = None,
+                shares: Sequence[tuple[str, int]] = WIDE_SHARES) -> tuple[list[dict], list[dict]]:
+    """(training, held-out) ``--data`` rows of every kind in ``shares``' proportions,
     each set shuffled. The model-free kinds come from the stdlib split of their set; the
     self-instructed requests of both sets from one :func:`self_instruct` call (so no held-out
     request is also trained on), written by ``llm()`` (called only then). Without ``llm`` or a
     ``template`` a user turn can be opened in, the other kinds fill the sets. ``cache``: where
     :func:`self_instruct` keeps its samples (a stopped run resumes them)."""
     able = llm is not None and can_self_instruct(template, bos_token=bos_token)
-    counts = {"train": wide_counts(n_train, self_instructed=able), "heldout": wide_counts(n_heldout, self_instructed=able)}
+    counts = {"train": wide_counts(n_train, self_instructed=able, shares=shares),
+              "heldout": wide_counts(n_heldout, self_instructed=able, shares=shares)}
     rows = {"train": template_rows("train", counts["train"], seed=seed),
             "heldout": template_rows("heldout", counts["heldout"], seed=seed + 7)}
     n_self = counts["train"].get("self", 0) + counts["heldout"].get("self", 0)
