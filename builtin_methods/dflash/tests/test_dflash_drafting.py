@@ -119,6 +119,44 @@ def test_one_requests_block_on_the_native_kernels_equals_the_torch_pass(tmp_path
             torch.testing.assert_close(got.float(), want.float(), rtol=3e-2, atol=3e-2)
 
 
+@pytest.mark.skipif(native_kernels_missing() is not None, reason=str(native_kernels_missing()))
+def test_several_requests_blocks_run_in_one_native_pass_each_as_its_own(tmp_path, monkeypatch):
+    """bf16 on a CPU with the native kernels: the blocks of several requests (context rows of
+    different lengths, some beyond others' ends) run in one batched native attention call per
+    layer and give each request what its own native block pass gives, bit for bit, and the
+    batched torch pass's outputs within bf16 rounding."""
+    import torch
+
+    from specpath_engine.modeling import native
+    from specpath_drafting.testing import drafting_target, tiny_llm
+    from specpath_drafting.testing import greedy as greedy_params
+
+    drafting_target(tmp_path / "target", hidden_size=128, num_layers=3)
+    drafter = tiny_drafter("dflash", tmp_path / "target", tmp_path / "drafter", seed=5, num_layers=2)
+    llm = tiny_llm(tmp_path / "target", {"method": "dflash", "model": drafter, "num_speculative_tokens": 4},
+                   dtype="bfloat16", max_num_seqs=4)
+    llm.generate([list(p) for p in (PROMPTS * 2)[:4]], greedy_params())  # fills rows 0-3's context KV
+    spec = llm.speculator
+    kernels = type(native.kernels())
+    batched, original = [0], kernels.attention_batch
+
+    def counted(self, *args, **kwargs):
+        batched[0] += 1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(kernels, "attention_batch", counted)
+    anchors, anchor_pos, rows = [5, 9, 2, 7], [3, 11, 6, 1], [0, 1, 2, 3]
+    with torch.inference_mode():
+        got = spec.draft_block(anchors, anchor_pos, rows, 4)
+        assert batched == [len(spec.drafter.layers)]
+        own = torch.cat([spec.draft_block([a], [p], [r], 4) for a, p, r in zip(anchors, anchor_pos, rows)])
+        spec.draft_blocks_native = lambda *args: None  # the batched torch pass (same linears)
+        want = spec.draft_block(anchors, anchor_pos, rows, 4)
+        del spec.draft_blocks_native
+    assert torch.equal(got, own)
+    torch.testing.assert_close(got.float(), want.float(), rtol=3e-2, atol=3e-2)
+
+
 @pytest.mark.parametrize("method", ["int8", "int4"])
 def test_a_quantized_drafter_keeps_the_output(setup, method):
     from specpath_drafting.testing import quantized_drafting_keeps_the_output
