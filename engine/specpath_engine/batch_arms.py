@@ -14,13 +14,21 @@ plain decoding on code, code-writing chat and edits, where the allocation ran at
 
 So from :data:`ARMS_FROM` requests each decode step runs one of three arms, and the realised
 rate of each (tokens a request per plain step of its batch, the guard's unit: the cost fit's
-plain step, so load and context growth tilt no arm) picks the next:
+plain step, which follows load and context growth, if slowly) picks the next:
 
 - ``plain``: no request drafts;
 - ``one``: every request that may draft drafts one token (the requests stay in step, so a closed
   batch does not end on a tail of laggards);
 - ``chosen``: the governor's per-request allocation (long drafts where they pay: a match-based
   drafter on repeated text, or a shrinking batch whose rows are nearly free).
+
+Once an arm leads, another arm's try is judged against the leader's steps on either side of it
+(:meth:`BandArms.pair`), not against the leader's running rate: a shared VM's speed drifts in
+stretches of several steps (SmolLM2 bf16 at batch 8, plain decoding on a quiet 2-vCPU EPYC:
+21-39 ms a step within one batch, runs of 22s then of 30s, and the cost fit's plain step lags the
+context's growth), so a try's rate set beside a leader's rate taken at another stretch misjudged
+them both ways: plain steps read at 0.88 of the unit kept an allocation that drafted in 5 steps
+of 126 in the lead, and one draft each led an EAGLE-3 chat batch at 0.94x of plain decoding.
 
 Each arm is tried :data:`MIN_TRIES` times in turn; then the best runs, and each other arm runs
 once after a wait in steps (:data:`FIRST_WAIT`) that doubles while it stays behind (at most
@@ -90,6 +98,13 @@ T=0.8, EAGLE-3: one draft each delivered ~0.9 of a plain step's rate, its tries 
 plain steps first ingesting every request's skipped positions (up to a plain step's time); tried
 4-12 times a batch, they held it at 0.97-0.98x of plain decoding."""
 
+CARRIED = 0.25
+"""The weight, in paired steps, an arm's score keeps when the leader changes (restated against the
+new one): the first choice rests on unpaired first tries, each timed against a cost fit still
+settling (one draft each read 1.55 plain steps' rate at a fresh batch's third step, then 1.0 beside
+plain steps), so carried at a whole step's weight it held the lead through three paired tries
+that read otherwise."""
+
 ARRIVAL_AGE = 0.5
 """The weight an arm's past keeps when new requests arrive (new text: the arms judge it afresh
 within a few steps, yet one odd step of it does not decide)."""
@@ -110,6 +125,9 @@ class ArmRecord(Side):
     budget: int = 0
     """The band's step before which it does not run again as a try, whatever new requests arrive:
     its last try's cost beyond the best arm's rate (catch-up included) over :data:`EXPLORE_SHARE`."""
+    versus: Side = attrs.field(factory=lambda: Side(decay=DECAY))
+    """Its steps' rates over the leader's beside them (:meth:`BandArms.pair`): its ``rate`` is this arm's
+    rate as a multiple of the leader's (empty for the leader itself)."""
 
 
 @attrs.define(kw_only=True, slots=True)
@@ -121,15 +139,34 @@ class BandArms:
     best: Arm | None = None
     aged: int = -1
     """The step arrivals last aged the records at (-1: never)."""
+    before: float = 0.0
+    """The leader's rate in the band's last observed step (0: that step was not the leader's)."""
+    pending: tuple[Arm, float, float] | None = None
+    """A try waiting for the leader's next step: its arm, its rate and the leader's rate before it."""
+
+    def scores(self) -> dict[Arm, float]:
+        """Each timed arm's rate as a multiple of the leader's: the leader 1, another arm its paired
+        record (its own rate over the leader's where it has none yet); before a leader, the rates."""
+        records = self.records
+        lead = self.best
+        if lead is None or records[lead].weight <= 0 or records[lead].rate <= 0:
+            return {a: records[a].rate for a in ORDER if records[a].weight > 0}
+        out = {lead: 1.0}
+        for a in ORDER:
+            rec = records[a]
+            if a is not lead and rec.weight > 0:
+                out[a] = rec.versus.rate if rec.versus.weight > 0 else rec.rate / records[lead].rate
+        return out
 
     def choose_best(self) -> Arm:
-        """The drafting arm of the best rate where it beats plain steps' by :data:`GAIN`, else
-        ``plain`` (none timed: ``chosen``, the allocation)."""
+        """The drafting arm of the best score where it beats plain steps' by :data:`GAIN`, else
+        ``plain`` (none timed: ``chosen``, the allocation); ties to the leader."""
         records = self.records
-        timed = [a for a in ORDER if records[a].weight > 0]
-        best = max(timed, key=lambda a: records[a].rate) if timed else Arm.CHOSEN
-        plain = records[Arm.PLAIN]
-        if best is not Arm.PLAIN and plain.weight > 0 and records[best].rate < (1 + GAIN) * plain.rate:
+        score = self.scores()
+        order = ([self.best] if self.best in score else []) + [a for a in ORDER if a in score and a is not self.best]
+        best = max(order, key=lambda a: score[a]) if order else Arm.CHOSEN
+        plain = score.get(Arm.PLAIN)
+        if best is not Arm.PLAIN and plain is not None and score[best] < (1 + GAIN) * plain:
             best = Arm.PLAIN
         if best is not self.best:
             if self.best is None:  # the first choice: the others wait their first wait
@@ -138,8 +175,43 @@ class BandArms:
             else:  # the old leader is tried again soon; the others keep their waits
                 old = self.records[self.best]
                 old.wait, old.due = FIRST_WAIT, self.steps + FIRST_WAIT
+            self._rebase(best, score)
             self.best = best
         return best
+
+    def _rebase(self, lead: Arm, score: dict[Arm, float]) -> None:
+        """The paired records as multiples of the new leader ``lead``'s rate (``score``: as
+        multiples of the old leader's, or the rates before any leader)."""
+        self.pending, self.before = None, 0.0
+        base = score.get(lead, 0.0)
+        for arm in ORDER:
+            rec = self.records[arm]
+            if arm is lead or base <= 0 or arm not in score:
+                rec.versus = Side(decay=DECAY)
+                continue
+            weight = CARRIED
+            rec.versus = Side(tokens=weight * score[arm] / base, seconds=weight, weight=weight, decay=DECAY)
+
+    def pair(self, arm: Arm, rate: float) -> None:
+        """A step of ``arm`` at ``rate`` (tokens a request per plain step): a try is set against
+        the leader's steps on either side of it (the one before alone where another try follows)."""
+        lead = self.best
+        if lead is None:
+            return
+        if arm is lead:
+            if self.pending is not None:
+                other, tried, before = self.pending
+                reference = (before + rate) / 2 if before > 0 else rate
+                self.records[other].versus.add(tried, reference)
+                self.pending = None
+            self.before = rate
+            return
+        if self.pending is not None:  # two tries in a row: the first against the leader's step before it
+            other, tried, before = self.pending
+            if before > 0:
+                self.records[other].versus.add(tried, before)
+        self.pending = (arm, rate, self.before)
+        self.before = 0.0
 
 
 class BatchArms:
@@ -190,6 +262,7 @@ class BatchArms:
         rec = arms.records[arm]
         per_request = tokens / num_requests
         rec.add(per_request, cost)
+        arms.pair(arm, per_request / cost)
         if arm is arms.best:
             return
         # what the step cost beyond the best arm, in plain steps (before the first choice: beyond
@@ -218,6 +291,7 @@ class BatchArms:
             for arm in ORDER:
                 rec = arms.records[arm]
                 rec.age(ARRIVAL_AGE)
+                rec.versus.age(ARRIVAL_AGE)
                 if arm is not arms.best:
                     rec.wait = FIRST_WAIT
                     rec.due = min(rec.due, arms.steps + FIRST_WAIT + ORDER.index(arm))
@@ -226,7 +300,9 @@ class BatchArms:
         """Per band with steps (its smallest batch size), the best arm and each arm's rate and steps."""
         out = {}
         for key, arms in sorted(self._bands.items()):
+            score = arms.scores()
             out[str(1 << (key - 1))] = {
                 "best": arms.best.value if arms.best else None,
-                **{a.value: [round(arms.records[a].rate, 3), arms.records[a].tries] for a in ORDER}}
+                **{a.value: [round(arms.records[a].rate, 3), arms.records[a].tries] for a in ORDER},
+                "versus_best": {a.value: round(v, 3) for a, v in score.items()}}
         return out
