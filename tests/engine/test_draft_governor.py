@@ -915,3 +915,24 @@ def test_an_armed_step_that_drafted_nothing_is_timed_as_a_plain_step():
     # the allocation's record holds only steps that drafted: its rate is below plain's
     assert summary["chosen"][0] < summary["plain"][0]
     assert sum(1 for ks in history if any(ks)) <= chosen_steps + summary["one"][1]
+
+
+@pytest.mark.parametrize("generated, want", [
+    ([40, 41, 40, 43, 40, 42, 40, 40], [1, 1, 1, 0, 1, 0, 1, 1]),  # arrived together: none for those ahead by > 1
+    ([40] * 8, [1] * 8),
+    ([3, 90, 120, 40, 60, 7, 200, 15], [1] * 8),  # arrived apart (a server's traffic): all draft
+])
+def test_one_draft_each_spares_the_rows_of_requests_ahead_of_a_batch_that_arrived_together(generated, want):
+    """The ``one`` arm's rows: a batch that arrived together ends with its slowest request, so those
+    ahead of it by more than ONE_AHEAD tokens draft nothing (they stay in step); requests that
+    arrived apart each draft one."""
+    from specpath_engine.batch_arms import Arm
+    from specpath_engine.draft_governor import COHORT, ONE_AHEAD
+
+    assert ONE_AHEAD == 1 and COHORT < 90
+    g = DraftGovernor(4, costs=StepCosts(0.1), arms_from=4)
+    g.arms.pick = lambda n: Arm.ONE
+    ids = [f"r{i}" for i in range(8)]
+    ks = g.allocate(ids, [4] * 8, [200 + n for n in generated], [1] * 8, num_requests=8, num_sampling=8,
+                    generated=generated)
+    assert ks == want
