@@ -23,7 +23,7 @@ def spec_for(setup, k, **extra):
 @pytest.mark.parametrize("num_blocks", [None, 14])  # 14 blocks of 8: requests get preempted and recomputed
 def test_drafts_equal_a_from_scratch_computation(setup, num_blocks):
     _, requests = drafts_equal_a_from_scratch_computation(setup, spec_for(setup, 4), lambda s, r, n: s.drafter.logits(
-        reference_block(s.drafter, setup.target, r.token_ids, s.k)[:n]).argmax(-1).tolist(), num_blocks=num_blocks)
+        reference_block(s.drafter, setup.target, r.token_ids, s.last_block_width)[:n]).argmax(-1).tolist(), num_blocks=num_blocks)
     if num_blocks is not None:
         assert sum(r.num_preemptions for r in requests) > 0
 
@@ -78,7 +78,7 @@ def test_a_recorded_training_vocabulary_restricts_the_drafts(setup, tmp_path):
     drafter = speculator.drafter
     full = masked_head(target.lm_head_logits, keep)
     checked = check_every_proposal(speculator, lambda r, n: full(drafter.norm(
-        reference_block(drafter, target, r.token_ids, speculator.k)[:n])).argmax(-1).tolist())
+        reference_block(drafter, target, r.token_ids, speculator.last_block_width)[:n])).argmax(-1).tolist())
     requests, _ = engine.generate(PROMPTS, GREEDY)
     assert [r.output_token_ids for r in requests] == baseline
     assert len(checked) > 10

@@ -29,6 +29,12 @@ def _drafters(root, target):
 
 
 GREEDY = greedy()
+
+
+def greedy_params(max_tokens):
+    from specpath_engine.request import SamplingParams
+
+    return SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
 setup = drafting_setup("dspark", _drafters)
 llm = DraftingSetup.llm
 
@@ -57,7 +63,7 @@ def markov_drafts(drafter, hidden, anchor, topk=None):
 def test_drafts_equal_a_from_scratch_computation(setup, anchor_first, topk):
     drafts_equal_a_from_scratch_computation(
         setup, spec_for(setup, 4, anchor_first, dspark_draft_topk=topk), lambda s, r, n: markov_drafts(
-            s.drafter, reference_block(s.drafter, setup.target, r.token_ids, s.k)[:n], r.token_ids[-1], topk),
+            s.drafter, reference_block(s.drafter, setup.target, r.token_ids, s.last_block_width)[:n], r.token_ids[-1], topk),
         num_blocks=14)
 
 
@@ -147,7 +153,7 @@ def test_a_recorded_training_vocabulary_restricts_the_drafts(setup, tmp_path):
     full = masked_head(target.lm_head_logits, keep)
 
     def want(r, n):
-        hidden = reference_block(drafter, target, r.token_ids, speculator.k)[:n]
+        hidden = reference_block(drafter, target, r.token_ids, speculator.last_block_width)[:n]
         base, prev, out = full(drafter.norm(hidden)), r.token_ids[-1], []
         for j in range(n):
             prev = int((base[j] + drafter.markov_bias(torch.tensor(prev))).argmax())
@@ -193,18 +199,18 @@ def test_the_walk_over_the_kept_ids_drafts_what_the_whole_vocabulary_walk_drafts
     assert len(runs[0]) > 10 and runs[0] == runs[1]
 
 
-def test_a_smaller_budget_gets_the_first_drafts_of_the_whole_block(setup):
-    """Positions past every request's budget get no LM head and no walk: a step asked for b < K
-    drafts proposes the first b drafts (and confidences) the whole block gives, greedy and
-    seeded sampled alike (the same batch proposed again: the ingest and the block are idempotent)."""
+def test_a_smaller_budget_runs_a_block_as_wide_as_it(setup):
+    """A step whose requests may keep at most b < K drafts runs a block b wide (one draft a
+    request at batch 8: 8 rows, not 32): each request's drafts are those of a from-scratch block of
+    b positions, greedy (the same batch proposed again: the ingest and the block are idempotent)."""
     import attrs
 
     from specpath_drafting.testing import make_engine, resolve
-    from specpath_engine.request import SamplingParams
 
     root, target, drafters, _ = setup
     engine = make_engine(target, resolve(spec_for(setup, 4, draft_length_policy="fixed"), root / "target"))
     speculator = engine.runner.speculator
+    drafter = speculator.drafter
     propose, checked = speculator.propose, []
 
     def checking(batch):
@@ -213,19 +219,20 @@ def test_a_smaller_budget_gets_the_first_drafts_of_the_whole_block(setup):
             fewer = attrs.evolve(batch, requests=tuple(attrs.evolve(r, max_draft_tokens=min(b, r.max_draft_tokens))
                                                         for r in batch.requests))
             small = propose(fewer)
-            start = small_start = 0
-            for n, m in zip(whole.num_draft_tokens, small.num_draft_tokens):
+            assert speculator.last_block_width == max(r.max_draft_tokens for r in fewer.requests)
+            start = 0
+            for r, n, m in zip(batch.requests, whole.num_draft_tokens, small.num_draft_tokens):
                 assert m == min(b, n)
-                assert small.token_ids[small_start:small_start + m].tolist() == whole.token_ids[start:start + m].tolist()
-                assert torch.equal(small.confidences[small_start:small_start + m], whole.confidences[start:start + m])
-                start, small_start = start + n, small_start + m
+                if m:
+                    want = markov_drafts(drafter, reference_block(drafter, target, r.token_ids,
+                                                                  speculator.last_block_width)[:m], r.token_ids[-1])
+                    assert small.token_ids[start:start + m].tolist() == want
+                start += m
                 checked.append(m)
         return whole
 
     speculator.propose = checking
-    engine.generate(PROMPTS[:3], [SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True),
-                                  SamplingParams(temperature=0.8, seed=2, max_tokens=16, ignore_eos=True),
-                                  SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True)])
+    engine.generate(PROMPTS[:3], [greedy_params(16)] * 3)
     assert sum(checked) > 30
 
 
