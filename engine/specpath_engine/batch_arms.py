@@ -189,8 +189,7 @@ class BandArms:
             if arm is lead or base <= 0 or arm not in score:
                 rec.versus = Side(decay=DECAY)
                 continue
-            weight = CARRIED
-            rec.versus = Side(tokens=weight * score[arm] / base, seconds=weight, weight=weight, decay=DECAY)
+            rec.versus = Side(tokens=CARRIED * score[arm] / base, seconds=CARRIED, weight=CARRIED, decay=DECAY)
 
     def pair(self, arm: Arm, rate: float) -> None:
         """A step of ``arm`` at ``rate`` (tokens a request per plain step): a try is set against

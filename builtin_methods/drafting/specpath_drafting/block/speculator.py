@@ -153,10 +153,10 @@ class BlockSpeculator(BaseSpeculator):
         # the K the drafter was trained for: its first draft reads the same from a narrower block
         # (SmolLM2 DFlash, 24 held-out prompts, greedy: first drafts accepted 0.542 from a block
         # of 1, 0.522 from blocks of 4), and one draft a request at batch 8 passes 8 rows, not 32.
-        width = k_max = self.last_block_width = max(budgets)
+        width = self.last_block_width = max(budgets)
         anchors = [int(reqs[i].token_ids[-1]) for i in drafting]
         anchor_pos = [len(reqs[i].token_ids) - 1 for i in drafting]
-        hidden = self.draft_block(anchors, anchor_pos, [rows[i] for i in drafting], k_max)
+        hidden = self.draft_block(anchors, anchor_pos, [rows[i] for i in drafting], width)
         temps = [float(reqs[i].temperature) * self.temperature_scale for i in drafting]
         gens = [reqs[i].generator for i in drafting]
         noise = coupling.request_noise([reqs[i] for i in drafting], width)
@@ -210,16 +210,23 @@ class BlockSpeculator(BaseSpeculator):
         out = self.drafter.block(h, cos, sin, context_kv, visible[:, None])[:, 0]
         return out[:, :k] if self.anchor_first else out[:, 1:]
 
+    def _native_ready(self) -> bool:
+        """Whether the block passes may run on the native kernels (bf16 CPU KV, every draft
+        layer's linears native), decided before any work."""
+        from specpath_engine.modeling.native import native_kernels
+
+        return self.kv.native and native_kernels(self.kv.keys) is not None and all(
+            layer.native_linears() is not None for layer in self.drafter.layers)
+
     def draft_block_native(self, ids: torch.Tensor, positions: torch.Tensor, row: int, anchor_pos: int) -> torch.Tensor | None:
         """One request's block pass on the native kernels (bf16 CPU): ``[B, d]``, or None where
         they do not run. The block's keys/values are written into the request's context row
         right after its committed positions (scratch that the next ingest overwrites) and every
         query attends to the whole row up to the block's end: the non-causal block attention."""
-        from specpath_engine.modeling.native import attention_kernels, native_kernels
+        from specpath_engine.modeling.native import attention_kernels
 
         d = self.drafter
-        if not self.kv.native or native_kernels(self.kv.keys) is None or any(
-                layer.native_linears() is None for layer in d.layers):
+        if not self._native_ready():
             return None  # decided before any work: the batched torch pass runs instead
         h = d.block_embeds(ids)  # [B, d]
         cos, sin = d.rope(positions)
@@ -243,11 +250,10 @@ class BlockSpeculator(BaseSpeculator):
         the block's end). The batched torch pass it replaces gathers every request's context
         each step: at batch 8 (SmolLM2 DFlash, ~200 positions a request) a block pass cost
         2.2 ms there, a one-token-a-request step ~1.5-1.8 plain steps, so the drafter lost."""
-        from specpath_engine.modeling.native import attention_kernels, native_kernels
+        from specpath_engine.modeling.native import attention_kernels
 
         d = self.drafter
-        if not self.kv.native or native_kernels(self.kv.keys) is None or any(
-                layer.native_linears() is None for layer in d.layers):
+        if not self._native_ready():
             return None
         num, block = ids.shape  # ids, positions [R, B]
         h = d.block_embeds(ids.reshape(-1))  # [R * B, d]
