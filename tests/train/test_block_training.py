@@ -47,3 +47,45 @@ def test_a_few_steps_lower_the_loss(tmp_path):
     loss_fn = dflash_loss(drafter, norm_w, head_w, 1e-5, k=3, anchors_per_window=6)
     before, after, info = train_steps(loss_fn, drafter, tokens, taps)
     assert float(after) < float(before) and 1.0 <= info["tau"] <= 4.0
+
+
+def test_a_grown_drafter_drafts_what_its_checkpoint_did_and_then_learns(tmp_path):
+    """--init from a drafter with fewer layers: the new layer copies the last one with its output
+    projections at zero, so the blocks are unchanged until training moves them; the outputs learn
+    from the first step, the rest of the layer from the next."""
+    import attrs
+    import pytest
+
+    from specpath_drafting.block.drafter import save_drafter
+    from specpath_train.block import start_from
+
+    target, two, tokens, taps = setup(tmp_path)
+    one = DFlashDrafter(attrs.evolve(two.config, num_hidden_layers=1), embed_tokens=target.embed,
+                        lm_head=target.lm_head_logits)
+    with torch.no_grad():
+        for p in one.parameters():
+            p.normal_(0, 0.2)
+    save_drafter(one, tmp_path / "one")
+    log = []
+    start_from(two, str(tmp_path / "one"), log.append)
+    assert "grown from 1 to 2 layers" in log[0]
+    assert not two.layers[1].o_proj.weight.any() and not two.layers[1].down_proj.weight.any()
+    torch.testing.assert_close(two.layers[1].q_proj.weight, one.layers[0].q_proj.weight)
+    anchors = torch.tensor([[1, 5, 12], [3, 9, 15]])
+    with torch.no_grad():
+        want, got = (block_batch(d, tokens, taps, anchors, k=4).hidden for d in (one, two))
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+    norm_w, head_w = target.model.norm.weight.detach(), target.lm_head.weight.detach()
+    loss_fn = dflash_loss(two, norm_w, head_w, 1e-5, k=3, anchors_per_window=6)
+    opt = torch.optim.SGD(two.parameters(), lr=0.1)
+    for names in (("o_proj", "down_proj"), ("q_proj", "k_proj", "gate_proj", "up_proj")):
+        opt.zero_grad()
+        loss_fn(tokens, taps)[0].backward()
+        for name in names:  # the outputs learn first, then (once they are not zero) what feeds them
+            assert getattr(two.layers[1], name).weight.grad.abs().sum() > 0, name
+        opt.step()
+
+    save_drafter(two, tmp_path / "two")
+    with pytest.raises(ValueError, match="may add layers, not drop them"):
+        start_from(one, str(tmp_path / "two"), log.append)

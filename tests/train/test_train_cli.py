@@ -199,6 +199,9 @@ def test_bad_targets_methods_and_budgets_are_one_line(capsys, tmp_path, data_fil
         (["dflash", "--target", "embedded", "--draft-vocab", "64"],
          "--draft-vocab: dflash's drafter has no vocabulary of its own (only eagle3 takes it)"),
         (["eagle3", "--target", "embedded", "--draft-vocab", "1"], "--draft-vocab must be at least 2 (got 1)"),
+        (["mtp", "--target", "embedded", "--draft-layers", "2"],
+         "--draft-layers: mtp's drafter has a fixed depth here (only dflash, dspark takes it)"),
+        (["dspark", "--target", "embedded", "--draft-layers", "0"], "--draft-layers must be at least 1 (got 0)"),
     ]
     for argv, expected in cases:
         code, _, err = train(capsys, *argv, "--out", str(out), "--data", str(data_file), "--steps", "1", "--no-progress")

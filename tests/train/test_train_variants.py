@@ -383,3 +383,25 @@ def test_a_block_drafter_fine_tunes_from_its_checkpoint_with_its_taps(capsys, tm
                          str(data_file), *TINY)
     assert code == 1 and "does not fit the target: target layers [0, 99, 1]" in last_error(err), err
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("method", ["dflash", "dspark"])
+def test_draft_layers_grows_a_block_drafter_that_then_serves(capsys, tmp_path, data_file, method):  # noqa: F811
+    """--draft-layers 2 --from a one-layer drafter: a two-layer checkpoint (grown: the recipe's
+    test shows it drafts as the one-layer one did before training), served as the method it is;
+    fewer layers than the checkpoint is one line and writes nothing."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    code, _, err = train(capsys, method, "--out", str(one), "--data", str(data_file), *TINY)
+    assert code == 0, err
+    code, stdout, err = train(capsys, method, "--from", str(one), "--draft-layers", "2", "--out", str(two),
+                              "--data", str(data_file), *TINY)
+    assert code == 0, err
+    config = json.loads((two / "config.json").read_text())
+    assert config["num_hidden_layers"] == 2 and config["model_type"] == method
+    assert "grown from 1 to 2 layers" in (two / "run" / "work" / "train.log").read_text()
+    assert json.loads((two / "run" / "run.json").read_text())["draft_layers"] == 2
+    assert resolved(two).method == method
+    code, _, err = train(capsys, method, "--from", str(two), "--draft-layers", "1", "--out", str(tmp_path / "three"),
+                         "--data", str(data_file), *TINY)
+    assert code == 1 and "the --from drafter has 2 layers; a run may add layers, not drop them" in last_error(err)
+    assert not (tmp_path / "three").exists()

@@ -202,14 +202,36 @@ def prepare_block_run(name: str, args: argparse.Namespace,
                     tokens=tokens, taps=taps, head_w=head_w, vocab_ids=vocab_ids, drafter=drafter, init=init)
 
 
-INIT_FIELDS = ("kind", "num_hidden_layers", "target_layer_ids", "num_draft_tokens", "anchor_sampling", "markov_rank")
+INIT_FIELDS = ("kind", "target_layer_ids", "num_draft_tokens", "anchor_sampling", "markov_rank")
 """What a ``--init`` checkpoint must share with the drafter the recipe's flags build (the weights'
-shapes are checked as they load)."""
+shapes are checked as they load). Its layer count may be lower: see :func:`grown_layers`."""
+
+ZEROED = ("o_proj.weight", "down_proj.weight")
+"""A grown layer's output projections: zero, so it adds nothing to the residual stream at first."""
+
+
+def grown_layers(have: int, want: int) -> Callable[[dict[str, torch.Tensor]], None]:
+    """Complete a ``have``-layer drafter's tensors to ``want`` layers: each new layer (after the
+    last) starts as a copy of the last one with :data:`ZEROED` projections at zero, so the grown
+    drafter drafts exactly what the checkpoint did and training starts from there (the copy's
+    attention and MLP already compute features the drafter uses, which a random layer would not)."""
+
+    def complete(tensors: dict[str, torch.Tensor]) -> None:
+        last = f"layers.{have - 1}."
+        for i in range(have, want):
+            tensors[f"input_layernorms.{i}.weight"] = tensors[f"input_layernorms.{have - 1}.weight"].clone()
+            for name in [k for k in tensors if k.startswith(last)]:
+                part = name[len(last):]
+                t = tensors[name]
+                tensors[f"layers.{i}.{part}"] = torch.zeros_like(t) if part in ZEROED else t.clone()
+
+    return complete
 
 
 def start_from(drafter: DFlashDrafter, path: str, log: Callable[[str], None]) -> dict | None:
     """Load ``path``'s weights into ``drafter`` (every tensor, with its shape), after checking it
-    is a drafter of the same kind and layout; returns its training record (None: none kept)."""
+    is a drafter of the same kind and layout, with as many layers or fewer (grown: :func:`grown_layers`);
+    returns its training record (None: none kept)."""
     import json
     from pathlib import Path
 
@@ -218,10 +240,15 @@ def start_from(drafter: DFlashDrafter, path: str, log: Callable[[str], None]) ->
     theirs, mine = read_config(path), drafter.config
     differs = [f"{f} {getattr(theirs, f)!r} (this run: {getattr(mine, f)!r})" for f in INIT_FIELDS
                if getattr(theirs, f) != getattr(mine, f)]
+    if theirs.num_hidden_layers > mine.num_hidden_layers:
+        differs.append(f"num_hidden_layers {theirs.num_hidden_layers} (this run: {mine.num_hidden_layers}; "
+                       "a run may add layers, not drop them)")
     if differs:
         raise ValueError(f"--init {path}: another drafter than these flags build: {', '.join(differs)}")
-    load_weights(drafter, path)
-    log(f"{mine.kind}: initialised from {path}")
+    have, want = theirs.num_hidden_layers, mine.num_hidden_layers
+    load_weights(drafter, path, complete=grown_layers(have, want) if want > have else None)
+    grown = f" (grown from {have} to {want} layers)" if want > have else ""
+    log(f"{mine.kind}: initialised from {path}{grown}")
     return json.loads((Path(path) / "config.json").read_text()).get("specpath_training")
 
 

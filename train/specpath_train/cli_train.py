@@ -40,7 +40,7 @@ RUN = "run"
 """The run's own files, inside the output (checkpoint) directory."""
 
 CONFIG_KEYS = ("method", "variant", "from", "target", "data", "corpus", "prompts", "heldout", "max_new_tokens",
-               "temperature", "seed", "window", "dtype", "max_prompt_tokens", "draft_vocab")
+               "temperature", "seed", "window", "dtype", "max_prompt_tokens", "draft_vocab", "draft_layers")
 """What makes two runs the same run (budget, threads and progress may change on --resume)."""
 
 COMPANION_GAIN = 0.03
@@ -117,6 +117,10 @@ def add_subcommands(subparsers: Any) -> None:
                    help="eagle3: the head's draft vocabulary, the N most frequent target tokens of the data "
                         "(default 4096 for a large vocabulary; with --from the head's own, and given, chosen "
                         "again from this run's data: ids the head had keep their rows)")
+    p.add_argument("--draft-layers", type=int, default=None, metavar="N",
+                   help="dflash, dspark: the drafter's layers (default 1; with --from, the checkpoint's); more than "
+                        "a --from drafter has grows it: each new layer starts as a copy of its last with the output "
+                        "projections at zero, so it drafts what it did and learns from there")
     p.add_argument("--minutes", type=float, default=None, help="training budget by the clock")
     p.add_argument("--steps", type=int, default=None, help="training budget in optimizer steps (repeatable runs)")
     p.add_argument("--batch", type=int, default=8, help="windows per step (default 8)")
@@ -188,6 +192,28 @@ def check_draft_vocab(recipe: Any, size: int | None) -> None:
         raise _error(f"--draft-vocab: {recipe.method}'s drafter has no vocabulary of its own (only {having} takes it)")
     if size < 2:
         raise _error(f"--draft-vocab must be at least 2 (got {size})")
+
+
+def check_draft_layers(recipe: Any, layers: int | None, init: str | None) -> None:
+    """``--draft-layers``: at least 1, for a method whose drafter's depth the recipe sets, and no
+    fewer than a ``--from`` drafter has (a run adds layers, it does not drop trained ones)."""
+    if layers is None:
+        return
+    if recipe.layers_flag is None:
+        from specpath_train.methods import RECIPES
+
+        having = ", ".join(m for m, r in RECIPES.items() if r.layers_flag is not None)
+        raise _error(f"--draft-layers: {recipe.method}'s drafter has a fixed depth here (only {having} takes it)")
+    if layers < 1:
+        raise _error(f"--draft-layers must be at least 1 (got {layers})")
+    if init is not None:
+        try:
+            have = json.loads((Path(init) / "config.json").read_text()).get("num_hidden_layers", 1)
+        except (OSError, ValueError):
+            return  # check_from says what is wrong with the checkpoint
+        if isinstance(have, int) and layers < have:
+            raise _error(f"--draft-layers {layers}: the --from drafter has {have} layers; a run may add layers, "
+                         "not drop them")
 
 
 def check_variant(method: str, variant: str | None) -> Any:
@@ -602,6 +628,8 @@ def recipe_argv(recipe: Any, args: argparse.Namespace, target_dir: Path, data_di
         flags = with_flags(flags, recipe.init_flags(json.loads((Path(args.init) / "config.json").read_text())))
     if args.draft_vocab is not None:
         flags = with_flags(flags, ["--draft-vocab", str(args.draft_vocab)] + (["--revocab"] if args.init else []))
+    if args.draft_layers is not None:
+        flags = with_flags(flags, [recipe.layers_flag, str(args.draft_layers)])
     return argv + flags
 
 
@@ -667,6 +695,7 @@ def _train(args: argparse.Namespace) -> int:
     if not args.data_only:
         check_budget(args)
     check_draft_vocab(recipe, args.draft_vocab)
+    check_draft_layers(recipe, args.draft_layers, args.init)
     if args.device != "cpu" and not recipe.common:
         raise _error(f"--device {args.device}: {args.method}'s recipe trains on the CPU only (its data has no live "
                      "features); leave --device out")
@@ -704,7 +733,8 @@ def _train(args: argparse.Namespace) -> int:
               "data": data_id, "corpus": corpus, "prompts": None if args.data else args.prompts,
               "heldout": args.heldout, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
               "seed": args.seed, "window": args.window, "dtype": args.dtype, "max_prompt_tokens": args.max_prompt_tokens,
-              "more_data": [str(Path(d).resolve()) for d in args.more_data], "draft_vocab": args.draft_vocab}
+              "more_data": [str(Path(d).resolve()) for d in args.more_data], "draft_vocab": args.draft_vocab,
+              "draft_layers": args.draft_layers}
     prepare_out(out, config, resume=args.resume, overwrite=args.overwrite)
     run_dir = out / RUN
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -92,6 +92,8 @@ class MethodRecipe:
     draft_vocab: bool = False
     """The drafter has a reduced vocabulary of its own (``--draft-vocab`` sizes it; with ``--from``
     the recipe's ``--revocab`` chooses it again from this run's data instead of keeping the head's)."""
+    layers_flag: str | None = None
+    """The recipe's flag for the drafter's layer count (``--draft-layers``); None: a fixed depth."""
     init_layers: Callable[[Mapping[str, Any], Mapping[str, Any]], tuple[int, ...]] | None = None
     """``(checkpoint config, target config)`` -> the target layers a ``--from`` run's features keep
     (None: :attr:`layers`, the same for every start)."""
@@ -240,11 +242,11 @@ RECIPES: dict[str, MethodRecipe] = {r.method: r for r in (
                  init_fits=_mtp_init_fits),
     MethodRecipe(method="dflash", module="dflash", layers=_block_layers("dflash"),
                  flags=lambda c: [*BLOCK, *_vocab_flags(c)], init_flag="--init", init_fits=_block_init_fits("dflash"),
-                 init_flags=_block_init_flags, init_layers=_block_init_layers),
+                 init_flags=_block_init_flags, init_layers=_block_init_layers, layers_flag="--layers"),
     MethodRecipe(method="dspark", module="dspark", layers=_block_layers("dspark"),
                  flags=lambda c: [*BLOCK, "--markov-rank", "16", "--soft-ce", "--loss-weights", "1.0", "0.9", "1.0",
                                   *_vocab_flags(c)], init_flag="--init", init_fits=_block_init_fits("dspark"),
-                 init_flags=_block_init_flags, init_layers=_block_init_layers),
+                 init_flags=_block_init_flags, init_layers=_block_init_layers, layers_flag="--layers"),
     MethodRecipe(method="draft_model", module="draft_model_shared", layers=_last, flags=_draft_model_flags,
                  common=False, lr=1e-3, init_flag="--init", init_fits=_draft_model_init_fits),
 )}

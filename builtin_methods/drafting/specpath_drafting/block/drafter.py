@@ -228,9 +228,11 @@ def save_drafter(drafter: nn.Module, path: str | Path, *, extra_config: dict | N
     return save_drafter_checkpoint(drafter, path, extra_config=extra_config, dtype=dtype)
 
 
-def load_weights(drafter: nn.Module, path: str | Path) -> nn.Module:
-    """Load ``model.safetensors`` into ``drafter``; every tensor must be present with its shape."""
-    return load_drafter_weights(drafter, path, f"{drafter.config.kind} drafter")
+def load_weights(drafter: nn.Module, path: str | Path, *,
+                 complete: Callable[[dict[str, torch.Tensor]], None] | None = None) -> nn.Module:
+    """Load ``model.safetensors`` into ``drafter``; every tensor must be present with its shape
+    (after ``complete`` adds those the drafter derives: a training run's grown layers)."""
+    return load_drafter_weights(drafter, path, f"{drafter.config.kind} drafter", complete=complete)
 
 
 def random_drafter(config: DrafterConfig, path: str | Path, *, seed: int = 0,
