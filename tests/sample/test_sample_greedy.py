@@ -126,12 +126,13 @@ def test_host_verification_of_greedy_chains_is_rejection_samples(seed, counts, v
     assert accept_greedy_chains(chains, torch.cat(rows).argmax(-1).tolist()) == emitted(out)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.integers(1, 6), st.integers(1, 40), st.integers(0, 2**31 - 1), st.sampled_from(["float32", "bfloat16"]),
-       st.booleans())
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 6), st.one_of(st.integers(1, 40), st.sampled_from([4095, 4096, 4097, 5000, 9216, 49152])),
+       st.integers(0, 2**31 - 1), st.sampled_from(["float32", "bfloat16"]), st.booleans())
 def test_greedy_ids_are_argmax_ties_inf_and_nan_included(rows, vocab, seed, dtype, nan):
-    """A handful of distinct values (ties everywhere), -inf and +inf, and now and then a NaN:
-    the first maximum's index, as ``argmax`` has it."""
+    """A handful of distinct values (ties everywhere, across and within the blocks of the
+    two-pass search at large vocabularies, and in a short last block), -inf and +inf, and now and
+    then a NaN: the first maximum's index, as ``argmax`` has it."""
     g = torch.Generator().manual_seed(seed)
     logits = torch.randint(-3, 4, (rows, vocab), generator=g).float()
     logits[logits == -3] = float("-inf")
@@ -141,3 +142,17 @@ def test_greedy_ids_are_argmax_ties_inf_and_nan_included(rows, vocab, seed, dtyp
     logits = logits.to(getattr(torch, dtype))
     assert torch.equal(greedy_ids(logits), logits.argmax(dim=-1))
     assert torch.equal(greedy_ids(logits[0]), logits[0].argmax(dim=-1))
+    assert torch.equal(greedy_ids(logits[None]), logits[None].argmax(dim=-1))
+
+
+@given(st.sampled_from([4096, 4097, 5000, 49152]), st.data())
+@settings(max_examples=100, deadline=None)
+def test_greedy_ids_find_a_lone_maximum_or_nan_anywhere(vocab, data):
+    """One maximum (or one NaN, or two equal maxima) at any ids, the short last block's included."""
+    first = data.draw(st.integers(0, vocab - 1))
+    second = data.draw(st.integers(0, vocab - 1))
+    value = data.draw(st.sampled_from([5.0, float("inf"), float("nan")]))
+    logits = torch.randn(2, vocab)
+    logits[0, first] = value
+    logits[1, [first, second]] = value
+    assert torch.equal(greedy_ids(logits), logits.argmax(dim=-1))

@@ -33,9 +33,29 @@ def accept_greedy_chains(drafts: Sequence[Sequence[int]], argmax: Sequence[int])
     return emitted
 
 
+ARGMAX_BLOCK = 1024
+"""Ids per block of :func:`greedy_ids`' first pass."""
+
+
 def greedy_ids(logits: torch.Tensor) -> torch.Tensor:
-    """``logits.argmax(-1)`` (int64): the index of each row's first maximum, through
-    ``torch.max``'s indices, which are the same index (ties: the first; NaN: the first NaN) at a
-    third of ``argmax``'s time on a CPU (torch 2.13, float32 rows of 49,152 ids: 0.09 against
-    0.28 ms at 8 rows, 0.37 against 1.12 ms at 32). Every greedy step and draft reads one."""
-    return logits.max(dim=-1).indices
+    """``logits.argmax(-1)`` (int64): the index of each row's first maximum (ties: the first;
+    NaN: the first NaN), found in two passes because torch's CPU reductions that return an index
+    do not vectorise while ``amax`` does: each block's maximum over the whole row, then the
+    index within the first block that holds the row's maximum (which holds its first
+    occurrence). torch 2.13, one thread, float32 rows of 49,152 ids, 8 / 16 rows: 0.7 / 1.8 ms
+    for ``argmax``, 1.0 / 1.6 ms for ``max``'s indices, ~0.1 ms here. Every greedy step reads one."""
+    vocab = logits.shape[-1]
+    if vocab < 4 * ARGMAX_BLOCK:
+        return logits.max(dim=-1).indices
+    if logits.dim() != 2:
+        return greedy_ids(logits.reshape(-1, vocab)).reshape(logits.shape[:-1])
+    rows = logits.shape[0]
+    blocks = vocab // ARGMAX_BLOCK
+    whole = blocks * ARGMAX_BLOCK
+    peaks = logits[:, :whole].reshape(rows, blocks, ARGMAX_BLOCK).amax(dim=-1)  # [rows, blocks]
+    if whole < vocab:
+        peaks = torch.cat([peaks, logits[:, whole:].amax(dim=-1, keepdim=True)], dim=1)
+    start = peaks.max(dim=-1).indices * ARGMAX_BLOCK  # [rows]: the first block with the maximum
+    # a short last block repeats its last id, which can only win where it is the first occurrence
+    ids = (start[:, None] + torch.arange(ARGMAX_BLOCK, device=logits.device)).clamp_max_(vocab - 1)
+    return start + logits.gather(1, ids).max(dim=-1).indices

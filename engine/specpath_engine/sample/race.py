@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import torch
 
-from specpath_engine.sample.greedy import accept_greedy_chains
+from specpath_engine.sample.greedy import accept_greedy_chains, greedy_ids
 from specpath_engine.sample.processing import processed_logits
 
 
@@ -36,7 +36,7 @@ def race_tokens(
 ) -> torch.Tensor:
     """int64 ``[rows]``: each row's race winner. ``logits`` and ``gumbel`` ``[rows, V]``; the
     sampling parameters one per row (``top_k``/``top_p`` None: no filter); every row samples."""
-    return (processed_logits(logits, temperature, top_k, top_p) + gumbel).argmax(dim=-1)
+    return greedy_ids(processed_logits(logits, temperature, top_k, top_p) + gumbel)
 
 
 def verify_chains(
