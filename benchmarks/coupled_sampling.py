@@ -15,7 +15,7 @@ On a tree without seeded coupling (before it existed) ``coupled`` runs the defau
 ``independent`` the random drafts, so the same command measures the old rejection sampling.
 
 Part 2 (``--noise-cost``): microseconds per position of the seeded noise for a ``--vocab``-sized
-vocabulary (a fresh generator, uniforms, ``-log(-log u)``), next to a ``torch.multinomial`` draw
+vocabulary (counter-based uniforms, ``-log(-log u)``; and as it was, from a fresh torch generator), next to a ``torch.multinomial`` draw
 from a probability vector of the same size (plain sampling's old cost), and one seeded request's
 verification of K=4 drafts before (bonus draw + ``rejection_sample``) and after (the noise at all
 K+1 positions, none cached, + the race), measured side by side, one torch thread.
@@ -129,6 +129,11 @@ def noise_cost(args) -> None:
         def new_step(i: int) -> None:  # every position's noise generated here (no drafter before it)
             verify_chains([drafts.tolist()], logits, [0.8], None, None, SeededNoise(7, v).gumbel(i, k + 1))
 
+        def noise_torch_generator(i: int) -> None:  # the noise's uniforms as they were made before uniforms.c
+            u = torch.rand(v, generator=position_generator(7, i))
+            u.neg_().log1p_().neg_().clamp_min_(2.0**-25).log_().neg_()
+
+        cases["seeded noise, one position, torch's generator (before)"] = (noise_torch_generator, 1)
         cases["seeded noise, one position"] = (noise, 1)
         cases["race argmax given the noise"] = (race, 1)
         cases[f"old step: bonus draw + rejection_sample, K={k}"] = (old_step, k + 1)

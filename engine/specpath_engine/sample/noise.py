@@ -9,32 +9,63 @@ over logits (:mod:`specpath_engine.sample.race`). Since nothing else enters the 
 at ``p`` does not depend on the drafter, on how many drafts a step verified, on the batch or on
 a preemption: speculative decoding of a seeded request emits plain decoding's tokens.
 
-Cost: one uniform per vocabulary entry and two logs; on a 2-core Xeon about a multinomial
-draw's cost per position at V = 49,152 (``benchmarks/coupled_sampling.py --noise-cost``). A step
-needs the noise at each draft position and at the bonus position, and the drafter needs it
-first: :class:`SeededNoise` keeps each position's vector from the drafter's call for the
-verifier's (and for the next step, which starts after the accepted drafts).
+Cost: one uniform per vocabulary entry and two logs. The uniforms are counter-based
+(:func:`uniforms`: splitmix64 of the entry's index under a key of ``(seed, position)``), made by
+the native library where it is built and by torch's integer ops, bit for bit the same, where it
+is not: torch's CPU generator took ~0.2 ms a position at V = 49,152 on one core of an AMD EPYC,
+half the noise's cost, on every sampled position of every step. A step needs the noise at each
+draft position and at the bonus position, and the drafter needs it first: :class:`SeededNoise`
+keeps each position's vector from the drafter's call for the verifier's (and for the next step,
+which starts after the accepted drafts).
 """
 
 from __future__ import annotations
 
 import torch
 
-from specpath_engine.sample.randomness import position_generator
+from specpath_engine.sample.randomness import stream_key
 
 _NOISE_SALT = 0x2C1B_3C6D_5F7E_8A9B  # keeps the noise apart from the request's other streams
+
+_GOLDEN, _MIX1, _MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+"""splitmix64's increment and multipliers (uniforms.c has the same)."""
 
 _FIRST_STEP = 2.0**-25
 """``E`` where ``u = 0`` (probability 2**-24 per entry): half the grid's first step, never 0, so
 ``G`` stays finite and a masked (``-inf``) logit can never win."""
 
 
+def _int64(x: int) -> int:
+    """A 64-bit pattern as torch's int64 holds it (wrapping arithmetic keeps the bits)."""
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def _shift_right(z: torch.Tensor, bits: int) -> torch.Tensor:
+    """Logical right shift of int64 bit patterns (torch's ``>>`` is arithmetic)."""
+    return (z >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def uniforms(key: int, n: int) -> torch.Tensor:
+    """float32 ``[n]`` in [0, 1), multiples of 2**-24: entry ``i`` is the top 24 bits of
+    splitmix64's output ``i`` from state ``key`` (a function of ``(key, i)`` alone). The native
+    library's ``specpath_uniforms`` where it is built, else the same integer steps in torch."""
+    from specpath_engine.modeling.native import kernels
+
+    native = kernels()
+    if native is not None:
+        return native.uniforms(key, n)
+    z = torch.arange(1, n + 1, dtype=torch.int64) * _int64(_GOLDEN) + _int64(key)
+    z = (z ^ _shift_right(z, 30)) * _int64(_MIX1)
+    z = (z ^ _shift_right(z, 27)) * _int64(_MIX2)
+    z = z ^ _shift_right(z, 31)
+    return _shift_right(z, 40).float().mul_(2.0**-24)
+
+
 def gumbel_noise(seed: int, position: int, vocab_size: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """float32 ``[vocab_size]``: ``G = -log E`` with ``E ~ Exp(1)`` per entry, drawn from a
-    generator keyed by ``(seed, position)`` only (``E = -log(1 - u)``, ``u`` uniform)."""
-    g = position_generator(seed ^ _NOISE_SALT, position, device)
-    u = torch.rand(vocab_size, generator=g, device=device)
-    return u.neg_().log1p_().neg_().clamp_min_(_FIRST_STEP).log_().neg_()
+    """float32 ``[vocab_size]``: ``G = -log E`` with ``E ~ Exp(1)`` per entry, from the uniforms
+    of a key of ``(seed, position)`` only (``E = -log(1 - u)``)."""
+    u = uniforms(stream_key(seed ^ _NOISE_SALT, position), vocab_size)
+    return u.neg_().log1p_().neg_().clamp_min_(_FIRST_STEP).log_().neg_().to(device)
 
 
 class SeededNoise:

@@ -48,12 +48,16 @@ def _splitmix64(x: int) -> int:
     return x ^ (x >> 31)
 
 
+def stream_key(seed: int, position: int) -> int:
+    """A 64-bit key that is a function of ``(seed, position)`` only (splitmix64 of both)."""
+    return _splitmix64(_splitmix64(seed & _MASK64) ^ (position & _MASK64))
+
+
 def position_generator(seed: int, position: int, device: torch.device | str = "cpu") -> torch.Generator:
-    """A generator whose stream is a function of ``(seed, position)`` only (splitmix64 of both):
+    """A generator whose stream is a function of ``(seed, position)`` only (:func:`stream_key`):
     an engine makes one per sampling request per step, at the position of the step's first new
     token, and draws the bonus token and the verification uniforms from it."""
-    key = _splitmix64(_splitmix64(seed & _MASK64) ^ (position & _MASK64))
-    return torch.Generator(device=device).manual_seed(key)
+    return torch.Generator(device=device).manual_seed(stream_key(seed, position))
 
 
 _DRAFT_SALT = 0x5D5A_0D7A_F7E5_D1A1  # keeps the drafter's stream apart from the verifier's

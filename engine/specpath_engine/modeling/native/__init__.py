@@ -19,13 +19,15 @@
 - ``attention.c``: one request's attention over its KV history (causal, or a token tree's
   mask), the new keys and values written on the way, and a batch of requests' in one call, each
   over its own slots; row-invariant like the matmuls (a row's bits do not depend on the batch).
+- ``uniforms.c``: the counter-based uniforms of seeded sampling noise (a vocabulary's worth per
+  sampled position; torch's generator takes ~4 ns an entry).
 - ``draft_chain.c``: a one-layer hidden-state drafter's K greedy drafts for one request
   (:class:`DraftHead`, :meth:`NativeKernels.draft_chain`), the per-op chain's bits in one call,
   and with the ingest of the newly verified positions before it (:meth:`NativeKernels.draft_propose`),
   for a batch of requests at once (:meth:`NativeKernels.draft_propose_batch`).
 
 No library installable here offers these for torch's CPU build (torchao's CPU kernels are not in
-its PyPI wheel), so they are built from source: six C files and a header, no torch headers, about two seconds
+its PyPI wheel), so they are built from source: seven C files and a header, no torch headers, about two seconds
 with the system's C compiler, cached under :func:`cache_dir`.
 
 The kernels' threads are OpenMP's; the library links ``libgomp.so.1``, which resolves to the copy
@@ -69,10 +71,11 @@ VNNI_SWITCH = "SPECPATH_VNNI"
 """Set to ``0`` to keep drafters' int8 matmuls on bf16 activations (side-by-side measurements)."""
 
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("rows_matmul.c", "tiled_matmul.c", "layer_ops.c",
-                                                             "decoder_layer.c", "attention.c", "draft_chain.c"))
+                                                             "decoder_layer.c", "attention.c", "draft_chain.c",
+                                                             "uniforms.c"))
 HEADERS = (Path(__file__).with_name("common.h"),)
 """Included by the sources: part of the build's cache key, not of the command line."""
-FLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mf16c", "-mfma", "-fopenmp",
+FLAGS = ("-O3", "-mavx512f", "-mavx512dq", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mf16c", "-mfma", "-fopenmp",
          "-shared", "-fPIC")
 LIBS = ("-lm",)
 MAX_ROWS = 16
@@ -369,6 +372,7 @@ class NativeKernels:
         self._draft_timers.argtypes, self._draft_timers.restype = [I], ctypes.POINTER(ctypes.c_double * 8)
         self._draft_argmax = _function(library, "specpath_draft_argmax", P, P, P, I)
         self._draft_argmax.restype = ctypes.c_int
+        self._uniforms = _function(library, "specpath_uniforms", ctypes.c_uint64, ctypes.c_int64, P)
         self._decoder_stack = _function(library, "specpath_decoder_stack", P, I, P, P, P, I, I, I, I, P, I64, I64, P,
                                         I, F, P, I, P, P, P, P)
 
@@ -435,6 +439,12 @@ class NativeKernels:
         on the tiles); a test diffs two readings to see which kernel its passes took."""
         counts = self._dual_passes().contents
         return int(counts[0]), int(counts[1])
+
+    def uniforms(self, key: int, n: int) -> torch.Tensor:
+        """float32 ``[n]``: entries 0..n-1 of ``key``'s counter-based uniform stream (uniforms.c)."""
+        out = torch.empty(n, dtype=torch.float32)
+        self._uniforms(key, n, out.data_ptr())
+        return out
 
     def bf16(self, weight: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out [M, N] = x [M, K] @ weight.T`` for a bf16 ``weight [N, K]``; ``out`` is bf16 or fp32."""

@@ -54,7 +54,7 @@ int specpath_vnni_supported(void) {
 
 int specpath_rows_matmul_supported(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16") &&
            __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
 }
