@@ -17,7 +17,7 @@ SMALL = {"hidden_size": 64, "num_hidden_layers": 4, "vocab_size": 256, "intermed
 
 def _args(**kw) -> argparse.Namespace:
     base = dict(steps=None, lr=None, seed=0, threads=1, batch=8, minutes=1.0, device="cpu", no_progress=True,
-                init=None, precision="auto", draft_vocab=None)
+                init=None, precision="auto", draft_vocab=None, draft_layers=None)
     return argparse.Namespace(**{**base, **kw})
 
 

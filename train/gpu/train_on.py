@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
     out = Path(args.out)
     cli = argparse.Namespace(steps=None, lr=args.lr, seed=args.seed, threads=1, batch=args.batch, minutes=args.minutes,
                              no_progress=True, device=args.device, init=args.init, precision="auto",
-                             draft_vocab=None)
+                             draft_vocab=None, draft_layers=None)
     rargv = recipe_argv(recipe, cli, Path(args.target), Path(args.data), out / "run" / "work", out, config)
     print(f"train: specpath_train.recipes.{recipe.module} {' '.join(rargv)}", flush=True)
     importlib.import_module(f"specpath_train.recipes.{recipe.module}").main(rargv)
