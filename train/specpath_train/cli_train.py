@@ -194,9 +194,10 @@ def check_draft_vocab(recipe: Any, size: int | None) -> None:
         raise _error(f"--draft-vocab must be at least 2 (got {size})")
 
 
-def check_draft_layers(recipe: Any, layers: int | None, init: str | None) -> None:
+def check_draft_layers(recipe: Any, layers: int | None, init_config: dict | None) -> None:
     """``--draft-layers``: at least 1, for a method whose drafter's depth the recipe sets, and no
-    fewer than a ``--from`` drafter has (a run adds layers, it does not drop trained ones)."""
+    fewer than a ``--from`` drafter has (its ``init_config``: a run adds layers, it does not drop
+    trained ones)."""
     if layers is None:
         return
     if recipe.layers_flag is None:
@@ -206,14 +207,10 @@ def check_draft_layers(recipe: Any, layers: int | None, init: str | None) -> Non
         raise _error(f"--draft-layers: {recipe.method}'s drafter has a fixed depth here (only {having} takes it)")
     if layers < 1:
         raise _error(f"--draft-layers must be at least 1 (got {layers})")
-    if init is not None:
-        try:
-            have = json.loads((Path(init) / "config.json").read_text()).get("num_hidden_layers", 1)
-        except (OSError, ValueError):
-            return  # check_from says what is wrong with the checkpoint
-        if isinstance(have, int) and layers < have:
-            raise _error(f"--draft-layers {layers}: the --from drafter has {have} layers; a run may add layers, "
-                         "not drop them")
+    have = (init_config or {}).get("num_hidden_layers", 1)
+    if isinstance(have, int) and layers < have:
+        raise _error(f"--draft-layers {layers}: the --from drafter has {have} layers; a run may add layers, "
+                     "not drop them")
 
 
 def check_variant(method: str, variant: str | None) -> Any:
@@ -695,7 +692,6 @@ def _train(args: argparse.Namespace) -> int:
     if not args.data_only:
         check_budget(args)
     check_draft_vocab(recipe, args.draft_vocab)
-    check_draft_layers(recipe, args.draft_layers, args.init)
     if args.device != "cpu" and not recipe.common:
         raise _error(f"--device {args.device}: {args.method}'s recipe trains on the CPU only (its data has no live "
                      "features); leave --device out")
@@ -724,6 +720,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.more_data and args.data_only:
         raise _error("--more-data with --data-only: the merge feeds training; give --more-data to the run that trains")
     init_config = json.loads((Path(args.init) / "config.json").read_text()) if args.init else None
+    check_draft_layers(recipe, args.draft_layers, init_config)
     check_more_data(args.more_data, recipe.run_layers(target_config, init_config) if target_dir is not None else None,
                     target_dir)
     data_id = _data_id(args.data)

@@ -23,12 +23,9 @@ from __future__ import annotations
 
 import torch
 
-from specpath_engine.sample.randomness import stream_key
+from specpath_engine.sample.randomness import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, stream_key
 
 _NOISE_SALT = 0x2C1B_3C6D_5F7E_8A9B  # keeps the noise apart from the request's other streams
-
-_GOLDEN, _MIX1, _MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
-"""splitmix64's increment and multipliers (uniforms.c has the same)."""
 
 _FIRST_STEP = 2.0**-25
 """``E`` where ``u = 0`` (probability 2**-24 per entry): half the grid's first step, never 0, so
@@ -54,9 +51,9 @@ def uniforms(key: int, n: int) -> torch.Tensor:
     native = kernels()
     if native is not None:
         return native.uniforms(key, n)
-    z = torch.arange(1, n + 1, dtype=torch.int64) * _int64(_GOLDEN) + _int64(key)
-    z = (z ^ _shift_right(z, 30)) * _int64(_MIX1)
-    z = (z ^ _shift_right(z, 27)) * _int64(_MIX2)
+    z = torch.arange(1, n + 1, dtype=torch.int64) * _int64(SPLITMIX_GOLDEN) + _int64(key)
+    z = (z ^ _shift_right(z, 30)) * _int64(SPLITMIX_MIX1)
+    z = (z ^ _shift_right(z, 27)) * _int64(SPLITMIX_MIX2)
     z = z ^ _shift_right(z, 31)
     return _shift_right(z, 40).float().mul_(2.0**-24)
 

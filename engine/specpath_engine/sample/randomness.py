@@ -41,10 +41,14 @@ def resolve_generators(generators: Generators | None, batch: int) -> list[torch.
 _MASK64 = (1 << 64) - 1
 
 
+SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+"""splitmix64's increment and multipliers (the seeded noise's uniforms use them too: noise.py, uniforms.c)."""
+
+
 def _splitmix64(x: int) -> int:
-    x = (x + 0x9E3779B97F4A7C15) & _MASK64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    x = (x + SPLITMIX_GOLDEN) & _MASK64
+    x = ((x ^ (x >> 30)) * SPLITMIX_MIX1) & _MASK64
+    x = ((x ^ (x >> 27)) * SPLITMIX_MIX2) & _MASK64
     return x ^ (x >> 31)
 
 
