@@ -272,3 +272,20 @@ def quantize_model_(model: nn.Module, method: str, *, int8_where_unfit: bool = F
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(parent, child, layer)
     return model
+
+
+@torch.no_grad()
+def quantized_weights_(model: nn.Module, method: str) -> nn.Module:
+    """Give every ``nn.Linear`` of ``model`` the weight :func:`quantize_model_` would have it
+    multiply by (:meth:`Int4Linear.dequantized_weight`, :meth:`Int8Linear.dequantized_weight`),
+    in place, keeping the layers plain: the quantised target on torch's matmuls, which run a
+    drafter's training windows (whole batches of 256-token rows) far faster than the decode
+    kernels. Its taps and next-token distributions are the quantised target's, up to the order
+    of float additions: the features a drafter for that target trains on. A tied LM head gets
+    its own weight, as in the quantised model (the embedding stays as it was)."""
+    if method not in QUANTIZATIONS:
+        raise ValueError(f"quantization: {method!r} is not supported; allowed: {', '.join(QUANTIZATIONS)}")
+    for name, linear in [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)]:
+        weight = layer_class(method, name)(linear).dequantized_weight().to(linear.weight.dtype)
+        linear.weight = nn.Parameter(weight, requires_grad=False)
+    return model

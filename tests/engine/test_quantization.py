@@ -192,3 +192,33 @@ def test_an_int8_layer_with_a_tile_copy_takes_it_from_tiles_from_rows(sixteens, 
                                    atol=1e-4)
         q.use_tiles_from(None)
         assert torch.equal(q(x), int8)
+
+
+@pytest.mark.parametrize("method", ["int8", "int4"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_quantized_weights_are_the_quantised_models_on_plain_layers(method, dtype):
+    """Training captures a quantised target's features on plain layers: the same logits and taps
+    as the quantised model (up to the order of additions), a tied LM head untied, the embedding
+    left as it was."""
+    from specpath_engine.model import LlamaModel
+    from specpath_engine.model import default_model_path
+    from specpath_engine.quantization import quantized_weights_
+
+    def load():
+        return LlamaModel.from_pretrained(default_model_path(), dtype=dtype)
+
+    plain = load()
+    embedding = plain.model.embed_tokens.weight.clone()
+    quantized_weights_(plain, method)
+    assert all(type(m) is nn.Linear for m in plain.modules() if isinstance(m, nn.Linear | Int8Linear | Int4Linear))
+    torch.testing.assert_close(plain.model.embed_tokens.weight, embedding, rtol=0, atol=0)
+    quantized = quantize_model_(load(), method)
+    ids = torch.randint(0, 256, (2, 24))
+    positions = torch.arange(24)
+    a = plain.forward(ids, positions, hidden_layers=(1, 3))
+    b = quantized.forward(ids, positions, hidden_layers=(1, 3))
+    tol = 1e-4 if dtype == torch.float32 else 6e-2
+    torch.testing.assert_close(a.logits.float(), b.logits.float(), rtol=tol, atol=tol)
+    torch.testing.assert_close(a.hidden_states.float(), b.hidden_states.float(), rtol=tol, atol=tol)
+    with pytest.raises(ValueError, match="'fp4' is not supported"):
+        quantized_weights_(plain, "fp4")

@@ -301,3 +301,54 @@ def test_a_clock_budget_with_progress_bars(capsys, tmp_path, data_file):
     assert "generate train" in err and "features" in err and "tok_s=" in err  # the bars, with tokens/s
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["steps"] >= 1 and metrics["train_seconds"] >= 1.2
+
+
+@pytest.mark.parametrize("method", ["eagle3", "dflash"])
+def test_a_drafter_for_the_int4_target(capsys, tmp_path, data_file, method):
+    """``--target-quantization int4``: the quantised target answers and is captured (the data's
+    key says so, and its top-1 is that target's greedy token), the checkpoint names the target it
+    is for, held-out τ is measured over it; such data merges with no other target's."""
+    from specpath_engine.model import LlamaModel
+    from specpath_engine.quantization import quantized_weights_
+    from specpath_train.target_text import load_dataset, merge_datasets
+
+    out = tmp_path / method
+    code, stdout, err = train(capsys, method, "--out", str(out), "--data", str(data_file), *TINY,
+                              "--target-quantization", "int4", "--dtype", "float32")
+    assert code == 0, err
+    data = out / "run" / "data"
+    meta = json.loads((data / "features.json").read_text())
+    assert meta["key"]["quantization"] == "int4"
+    assert json.loads((out / "config.json").read_text())["specpath_target_quantization"] == "int4"
+    assert json.loads((out / "run" / "run.json").read_text())["target_quantization"] == "int4"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["heldout"]["target_quantization"] == "int4" and metrics["heldout"]["tau"] >= 1.0
+    # the cached distributions are the quantised target's, not the float model's
+    cache = load_dataset(data, meta["key"]["layers"])
+    windows = cache["tokens"][:2]
+    positions = torch.arange(windows.shape[1])
+    target = quantized_weights_(LlamaModel.from_pretrained(_embedded(), dtype=torch.float32), "int4")
+    with torch.no_grad():
+        top1 = target.forward(windows, positions).logits.argmax(-1)
+    from safetensors import safe_open
+
+    with safe_open(str(data / "features.safetensors"), framework="pt") as f:
+        cached = f.get_slice("topk_ids")[:2, :, 0].long()
+    assert (cached == top1).float().mean() > 0.99
+    # float data of the same target does not merge with it
+    plain = tmp_path / "plain"
+    code, _, err = train(capsys, method, "--out", str(plain), "--data", str(data_file), *TINY, "--data-only",
+                         "--dtype", "float32")
+    assert code == 0, err
+    with pytest.raises(ValueError, match="differently quantised targets"):
+        merge_datasets([data, plain / "run" / "data"], tmp_path / "merged")
+
+
+def test_target_quantization_is_one_line_where_it_cannot_run(capsys, tmp_path, data_file):
+    code, _, err = train(capsys, "eagle3", "--out", str(tmp_path / "x"), "--data", str(data_file), *TINY,
+                         "--target-quantization", "int4", "--device", "cuda")
+    assert code != 0 and "the quantised target runs on the CPU" in last_error(err)
+    assert not (tmp_path / "x").exists()
+    code, _, err = train(capsys, "eagle3", "--out", str(tmp_path / "y"), "--data", str(data_file), *TINY,
+                         "--target-quantization", "fp4")
+    assert code != 0 and "invalid choice: 'fp4'" in last_error(err) and not (tmp_path / "y").exists()

@@ -257,7 +257,7 @@ def setup_run(args: argparse.Namespace):
     from specpath_train.trainer import cached_features, features_dir, load_target_parts, make_windows_fn, start_run
 
     out, log = start_run(args)
-    config, emb_w, norm_w, head_w = load_target_parts(args.target)
+    config, emb_w, norm_w, head_w = load_target_parts(args.target, getattr(args, "data", None))
     return out, log, config, emb_w, norm_w, head_w, features_dir(args), cached_features, make_windows_fn(args)
 
 

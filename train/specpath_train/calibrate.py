@@ -77,7 +77,7 @@ def first_draft_logits(head_dir: str | Path, target_dir: str | Path, data_dir: s
     from specpath_train.target_text import load_dataset
     from specpath_train.trainer import load_target_parts
 
-    config, emb_w, norm_w, head_w = load_target_parts(str(target_dir))
+    config, emb_w, norm_w, head_w = load_target_parts(str(target_dir), data_dir)
     n = config["num_hidden_layers"]
     eps = config.get("rms_norm_eps", 1e-6)
     kind = json.loads((Path(head_dir) / "config.json").read_text()).get("model_type")

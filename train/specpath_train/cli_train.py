@@ -40,7 +40,8 @@ RUN = "run"
 """The run's own files, inside the output (checkpoint) directory."""
 
 CONFIG_KEYS = ("method", "variant", "from", "target", "data", "corpus", "prompts", "heldout", "max_new_tokens",
-               "temperature", "seed", "window", "dtype", "max_prompt_tokens", "draft_vocab", "draft_layers")
+               "temperature", "seed", "window", "dtype", "max_prompt_tokens", "draft_vocab", "draft_layers",
+               "target_quantization")
 """What makes two runs the same run (budget, threads and progress may change on --resume)."""
 
 COMPANION_GAIN = 0.03
@@ -49,6 +50,12 @@ checkpoint to name it as its default companion (``--model-free``)."""
 
 PRECISIONS = ("auto", "float32", "bfloat16")
 """``--precision``: the training steps' arithmetic (``auto``: :func:`train_precision`)."""
+
+TARGET_QUANTIZATIONS = ("int8", "int4")
+"""``--target-quantization``: the engine's weight-only formats (``specpath_engine.quantization``)."""
+
+TARGET_QUANTIZATION_KEY = "specpath_target_quantization"
+"""config.json key of a drafter trained for a quantised target (``--target-quantization``)."""
 
 CORPORA = ("builtin", "wide", "wide-write")
 """``--corpus``: where a run without ``--data`` takes its prompts."""
@@ -109,6 +116,11 @@ def add_subcommands(subparsers: Any) -> None:
                    help="of the target while generating and capturing (default auto: the dtype `specpath run` "
                         "serves it in, so bfloat16 on the native kernels where the CPU has native bf16 and the "
                         "checkpoint is not float32)")
+    p.add_argument("--target-quantization", choices=TARGET_QUANTIZATIONS, default=None,
+                   help="train for the target as `specpath run --quantization` serves it (weight-only int8 or "
+                        "int4): it answers the prompts quantised, the drafter learns its features and "
+                        "distributions, and the checkpoint says which target it is for (config.json "
+                        f"{TARGET_QUANTIZATION_KEY}); held-out τ is measured over that target")
     p.add_argument("--max-num-seqs", type=int, default=32, help="requests generated at once (default 32)")
     p.add_argument("--generations", metavar="DIR",
                    help="keep the target's responses here, shared by runs of other methods on the same prompts "
@@ -692,6 +704,9 @@ def _train(args: argparse.Namespace) -> int:
     if not args.data_only:
         check_budget(args)
     check_draft_vocab(recipe, args.draft_vocab)
+    if args.device != "cpu" and args.target_quantization:
+        raise _error(f"--target-quantization {args.target_quantization}: the quantised target runs on the CPU "
+                     "(the engine's kernels); leave --device out")
     if args.device != "cpu" and not recipe.common:
         raise _error(f"--device {args.device}: {args.method}'s recipe trains on the CPU only (its data has no live "
                      "features); leave --device out")
@@ -731,7 +746,7 @@ def _train(args: argparse.Namespace) -> int:
               "heldout": args.heldout, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
               "seed": args.seed, "window": args.window, "dtype": args.dtype, "max_prompt_tokens": args.max_prompt_tokens,
               "more_data": [str(Path(d).resolve()) for d in args.more_data], "draft_vocab": args.draft_vocab,
-              "draft_layers": args.draft_layers}
+              "draft_layers": args.draft_layers, "target_quantization": args.target_quantization}
     prepare_out(out, config, resume=args.resume, overwrite=args.overwrite)
     run_dir = out / RUN
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -765,7 +780,8 @@ def _train(args: argparse.Namespace) -> int:
     meta = selfdistill.build(target_dir, data_dir, layers, train=train_ids, heldout=held_ids, window=args.window,
                              max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
                              dtype=getattr(torch, args.dtype), max_num_seqs=args.max_num_seqs, progress=progress,
-                             log=log, generations=args.generations, device=args.device)
+                             log=log, generations=args.generations, device=args.device,
+                             quantization=args.target_quantization)
     timings["data_s"] = round(time.time() - t0, 2)
     if args.data_only:
         print(f"{data_dir}: the data of {meta.get('sequences')} responses, {meta['heldout']} held-out windows; "
@@ -786,6 +802,8 @@ def _train(args: argparse.Namespace) -> int:
     finally:  # a --device recipe sets torch's default device: the process gets its own back
         torch.set_default_device(default_device)
     timings["train_s"] = round(time.time() - t0, 2)
+    if args.target_quantization:
+        declare_target_quantization(out, args.target_quantization)
     calibration = calibrate_trained(out, Path(target_dir), data_dir, meta, log) if args.calibrate else None
 
     # 4. evaluate
@@ -796,10 +814,11 @@ def _train(args: argparse.Namespace) -> int:
 
     served = beside = None
     if args.eval_prompts:
+        over = served_over(args)
         served = speculative_metrics(target_dir, out, held_ids[:args.eval_prompts],
-                                     num_speculative_tokens=NUM_SPECULATIVE_TOKENS, max_tokens=args.eval_tokens)
+                                     num_speculative_tokens=NUM_SPECULATIVE_TOKENS, max_tokens=args.eval_tokens, **over)
         beside = measure_companion(args.model_free, target_dir, out, held_ids[:args.eval_prompts], served,
-                                   max_tokens=args.eval_tokens)
+                                   max_tokens=args.eval_tokens, **over)
     timings["eval_s"] = round(time.time() - t0, 2)
     state = torch.load(run_dir / "work" / "resume.pt", weights_only=False)
     metrics = {"method": args.method, "variant": args.variant, "from": config["from"], "target": config["target"], "steps": state["step"],
@@ -856,8 +875,17 @@ def calibrate_trained(out: Path, target_dir: Path, data_dir: Path, meta: dict, l
     return fit
 
 
+def served_over(args: argparse.Namespace) -> dict:
+    """How the held-out serving runs the target: as trained for (``--target-quantization``: the
+    quantised target, on the bf16 activations its kernels take where the run's dtype is bf16),
+    else in float32 (the drafter's own τ, free of bf16 rounding)."""
+    if not args.target_quantization:
+        return {}
+    return {"quantization": args.target_quantization, "dtype": args.dtype}
+
+
 def measure_companion(method: str, target_dir: Any, out: Path, prompts: list, served: dict, *,
-                      max_tokens: int) -> dict | None:
+                      max_tokens: int, **over: Any) -> dict | None:
     """The held-out τ with the model-free ``method`` drafting beside the new drafter (None for
     'none', or where that method cannot run beside it: said on stderr); where it beats the
     drafter alone by :data:`COMPANION_GAIN`, ``out/config.json`` names it (``specpath_model_free``,
@@ -875,7 +903,7 @@ def measure_companion(method: str, target_dir: Any, out: Path, prompts: list, se
         return None
     try:
         beside = speculative_metrics(target_dir, out, prompts, num_speculative_tokens=NUM_SPECULATIVE_TOKENS,
-                                     max_tokens=max_tokens, model_free=method)
+                                     max_tokens=max_tokens, model_free=method, **over)
     except SpeculativeConfigError as err:
         print(f"specpath train: --model-free {method}: {err}; the drafter drafts alone by default", file=sys.stderr)
         return None
@@ -883,6 +911,14 @@ def measure_companion(method: str, target_dir: Any, out: Path, prompts: list, se
         config[DECLARED_MODEL_FREE] = method
         path.write_text(json.dumps(config, indent=2) + "\n")
     return beside
+
+
+def declare_target_quantization(out: Path, quantization: str) -> None:
+    """Name in ``out/config.json`` the quantised target the drafter was trained for."""
+    path = out / "config.json"
+    config = json.loads(path.read_text())
+    config[TARGET_QUANTIZATION_KEY] = quantization
+    path.write_text(json.dumps(config, indent=2) + "\n")
 
 
 def declared_companion(out: Path) -> str | None:

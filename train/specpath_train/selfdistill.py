@@ -140,14 +140,19 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
           heldout: Sequence[Sequence[int]], window: int, max_new_tokens: int, temperature: float, seed: int,
           dtype: torch.dtype = torch.float32, top_k: int = 8, chunk: int = 64, max_num_seqs: int = 32,
           feature_batch: int = 8, progress: bool = False, log: Callable[[str], None] = print,
-          generations: str | Path | None = None, device: str = "cpu") -> dict:
+          generations: str | Path | None = None, device: str = "cpu", quantization: str | None = None) -> dict:
     """Generate, pack and capture into ``data_dir`` (skipped when its ``features.json`` exists);
     returns that file's contents. Too little text for one held-out and one training window is
     a CommandError saying what to change. ``generations``: a directory whose subdirectory per
     (target, prompts, length, temperature, seed) holds the responses, shared by the runs of
     several methods (only the features depend on the method). On another ``device`` than the CPU
     the target answers there (:mod:`specpath_train.device_generate`, ``max_num_seqs`` prompts a
-    chunk) and the directory is a live one (:mod:`specpath_train.live`): windows, no features."""
+    chunk) and the directory is a live one (:mod:`specpath_train.live`): windows, no features.
+    ``quantization`` (``"int8"``, ``"int4"``): the target as the engine serves it quantised
+    answers, and its features and distributions are that target's
+    (:func:`~specpath_engine.quantization.quantized_weights_`); ``features.json`` records it in
+    its key (``key.quantization``), so such data neither merges with another target's nor
+    trains against the unquantised head."""
     from specpath_engine.model import LlamaModel
     from specpath_engine.packed_linear import packing_enabled
     from specpath_train.target_text import generation_model, pack_windows, write_features
@@ -169,7 +174,7 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
 
                 loaded.append(DeviceGenerator(target_dir, device=device))
             else:
-                loaded.append(generation_model(target_dir, dtype))
+                loaded.append(generation_model(target_dir, dtype, quantization))
         return loaded[0]
 
     if device != "cpu":
@@ -184,6 +189,8 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
         engine = [GENERATION_ENGINE] if packing_enabled(dtype, "cpu") else []  # float32 keys as they were
         if device != "cpu":
             engine = [f"transformers-{device}-bf16"]
+        if quantization is not None:
+            engine.append(quantization)
         key = json.dumps([target_digest(target_dir), [list(map(int, p)) for p in heldout], [list(map(int, p)) for p in train],
                           max_new_tokens, temperature, seed, chunk, str(dtype), *engine])
         gen_dir = Path(generations) / hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -213,13 +220,18 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
             "window": window, "seed": seed, "dtype": "bfloat16", "temperature": temperature,
             "max_new_tokens": max_new_tokens, "sequences": {k: len(v) for k, v in seqs.items()}})
     target = LlamaModel.from_pretrained(target_dir, dtype=dtype)
+    key = {"target": target_digest(target_dir), "layers": list(layers)}
+    if quantization is not None:
+        from specpath_engine.quantization import quantized_weights_
+
+        quantized_weights_(target, quantization)
+        key["quantization"] = quantization
     log(f"data: {held.shape[0]} held-out + {rest.shape[0]} training windows x {window} tokens")
     parts = capture(target, windows, layers, data, top_k=min(top_k, config["vocab_size"]), batch=feature_batch,
                     progress=progress, log=log)
     write_features(data / "features.safetensors", windows, parts)  # a part at a time, then renamed
-    meta = {"key": {"target": target_digest(target_dir), "layers": list(layers)}, "heldout": int(held.shape[0]),
-            "window": window, "top_k": top_k, "seed": seed, "dtype": str(dtype).removeprefix("torch."),
-            "temperature": temperature, "max_new_tokens": max_new_tokens,
+    meta = {"key": key, "heldout": int(held.shape[0]), "window": window, "top_k": top_k, "seed": seed,
+            "dtype": str(dtype).removeprefix("torch."), "temperature": temperature, "max_new_tokens": max_new_tokens,
             "sequences": {k: len(v) for k, v in seqs.items()}}
     _write_json(meta_path, meta)
     for f in data.glob("feat-*.safetensors"):

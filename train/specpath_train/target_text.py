@@ -294,18 +294,19 @@ def corpus_token_counts(target_path: str | Path, *, num_code: int, num_chat: int
 # -- the target's continuations -------------------------------------------------------------------
 
 
-def generation_model(target_path: str | Path, dtype: torch.dtype) -> Any:
+def generation_model(target_path: str | Path, dtype: torch.dtype, quantization: str | None = None) -> Any:
     """The target loaded for :func:`generate` as the serving engine prepares it: in bf16 on a CPU
     that has it, fused and packed for the native kernels (every layer and the attention of a
     batch of requests in native calls; unprepared, the same model runs at about a third of the
-    speed). A float32 target stays as loaded (torch's kernels). Not for feature capture: its
-    batched full-window forwards run best on torch's own matmuls over the plain weights."""
+    speed), or weight-only ``quantization`` as ``specpath run --quantization`` serves it. A
+    float32 target stays as loaded (torch's kernels). Not for feature capture: its batched
+    full-window forwards run best on torch's own matmuls over the plain weights."""
     from specpath_engine.llm import _inference_model
     from specpath_engine.model import LlamaModel
     from specpath_engine.packed_linear import packing_enabled
 
     model = LlamaModel.from_pretrained(target_path, dtype=dtype)
-    return _inference_model(model, packed=packing_enabled(dtype, "cpu"))
+    return _inference_model(model, quantization, packed=quantization is None and packing_enabled(dtype, "cpu"))
 
 
 def generate(target: Any, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, temperatures: Sequence[float],
@@ -529,6 +530,9 @@ def merge_datasets(parts: Sequence[str | Path], out: str | Path, *, layers: Sequ
         metas.append(json.loads(meta_path.read_text()))
     if len({m["key"]["target"] for m in metas}) != 1:
         raise ValueError("the data directories were made by different targets (features.json key.target differs)")
+    if len({m["key"].get("quantization") for m in metas}) != 1:
+        raise ValueError("the data directories were captured from differently quantised targets "
+                         "(features.json key.quantization differs)")
     if len({m.get("window") for m in metas}) != 1:
         raise ValueError("the data directories hold windows of different lengths")
     have = [m["key"]["layers"] for m in metas]

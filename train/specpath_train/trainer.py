@@ -175,11 +175,27 @@ def resume_file(args: argparse.Namespace) -> Path | None:
     return Path(args.out) / "resume.pt" if getattr(args, "resume", False) else None
 
 
-def load_target_parts(target_path: str) -> tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The target's config and its frozen embedding, final-norm and head weights."""
+def data_quantization(data: str | Path | None) -> str | None:
+    """The target quantization a ``--data`` cache was captured under (``features.json``
+    ``key.quantization``: ``specpath train --target-quantization``), or None."""
+    meta = Path(data) / "features.json" if data else None
+    if meta is None or not meta.is_file():
+        return None
+    return json.loads(meta.read_text()).get("key", {}).get("quantization")
+
+
+def load_target_parts(target_path: str, data: str | Path | None = None) -> tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The target's config and its frozen embedding, final-norm and head weights; where the
+    ``data`` cache was captured from a quantised target, its head as that target multiplies by
+    (the recipes score drafts against the head over the cached final layer)."""
     from specpath_engine.model import LlamaModel
 
     target = LlamaModel.from_pretrained(target_path)
+    quantization = data_quantization(data)
+    if quantization is not None:
+        from specpath_engine.quantization import quantized_weights_
+
+        quantized_weights_(target, quantization)
     config = json.loads((Path(target_path) / "config.json").read_text())
     device = torch.get_default_device()  # a run on a device (``--device``) keeps them there
     return (config, *(w.detach().clone().to(device) for w in (target.model.embed_tokens.weight,
@@ -191,7 +207,7 @@ def start_last_layer_run(args: argparse.Namespace, name: str, detail: str) -> tu
     parts (:func:`load_target_parts`) and that layer's features. Returns ``(out, log, config,
     embed, norm, head, tokens, taps)``."""
     out, log = start_run(args)
-    config, emb_w, norm_w, head_w = load_target_parts(args.target)
+    config, emb_w, norm_w, head_w = load_target_parts(args.target, getattr(args, "data", None))
     layers = (config["num_hidden_layers"] - 1,)
     log(f"{name}: target {args.target} layers {layers} {detail}args {vars(args)}")
     return (out, log, config, emb_w, norm_w, head_w, *training_features(args, layers, log))
