@@ -323,6 +323,17 @@ def test_a_drafter_for_the_int4_target(capsys, tmp_path, data_file, method):
     assert json.loads((out / "run" / "run.json").read_text())["target_quantization"] == "int4"
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["heldout"]["target_quantization"] == "int4" and metrics["heldout"]["tau"] >= 1.0
+    # explain says where it serves a target not quantised so; served over int4, nothing to say
+    code = main(["explain", "--model", _embedded(), "--speculative-config", json.dumps({"model": str(out), "num_speculative_tokens": 4})])
+    shown, err = capsys.readouterr()
+    assert code == 0, err
+    assert "the drafter was trained for the target quantised int4" in shown and "this target is not quantised" in shown
+    from specpath.config.model import ModelConfig
+    from specpath.config.speculative import SpeculativeConfig
+
+    served = SpeculativeConfig.from_dict({"model": str(out), "num_speculative_tokens": 4}, target_model_config=ModelConfig(
+        model=_embedded(), quantization="int4"))
+    assert not any("trained for the target quantised" in detail for _, detail in served.resolution_trace)
     # the cached distributions are the quantised target's, not the float model's
     cache = load_dataset(data, meta["key"]["layers"])
     windows = cache["tokens"][:2]

@@ -54,9 +54,6 @@ PRECISIONS = ("auto", "float32", "bfloat16")
 TARGET_QUANTIZATIONS = ("int8", "int4")
 """``--target-quantization``: the engine's weight-only formats (``specpath_engine.quantization``)."""
 
-TARGET_QUANTIZATION_KEY = "specpath_target_quantization"
-"""config.json key of a drafter trained for a quantised target (``--target-quantization``)."""
-
 CORPORA = ("builtin", "wide", "wide-write")
 """``--corpus``: where a run without ``--data`` takes its prompts."""
 
@@ -120,7 +117,7 @@ def add_subcommands(subparsers: Any) -> None:
                    help="train for the target as `specpath run --quantization` serves it (weight-only int8 or "
                         "int4): it answers the prompts quantised, the drafter learns its features and "
                         "distributions, and the checkpoint says which target it is for (config.json "
-                        f"{TARGET_QUANTIZATION_KEY}); held-out τ is measured over that target")
+                        "specpath_target_quantization); held-out τ is measured over that target")
     p.add_argument("--max-num-seqs", type=int, default=32, help="requests generated at once (default 32)")
     p.add_argument("--generations", metavar="DIR",
                    help="keep the target's responses here, shared by runs of other methods on the same prompts "
@@ -914,10 +911,13 @@ def measure_companion(method: str, target_dir: Any, out: Path, prompts: list, se
 
 
 def declare_target_quantization(out: Path, quantization: str) -> None:
-    """Name in ``out/config.json`` the quantised target the drafter was trained for."""
+    """Name in ``out/config.json`` the quantised target the drafter was trained for (what
+    ``specpath explain`` compares with the target it serves)."""
+    from specpath.config.resolution import DECLARED_TARGET_QUANTIZATION
+
     path = out / "config.json"
     config = json.loads(path.read_text())
-    config[TARGET_QUANTIZATION_KEY] = quantization
+    config[DECLARED_TARGET_QUANTIZATION] = quantization
     path.write_text(json.dumps(config, indent=2) + "\n")
 
 

@@ -22,6 +22,8 @@ its own entries to the trace that ``specpath explain`` shows:
    (``config.json`` ``parallel_drafting: true``, where the class supports parallel drafting),
    else False;
 8. ``default_model`` - the class's shipped drafter for this target when no ``model`` is given;
+   then a drafter trained for a quantised target (:data:`DECLARED_TARGET_QUANTIZATION`) is
+   noted where the target is not served that way;
 9. ``configure`` - the class hook's returned field updates are applied, then a shipped
    drafter's draft tree (``ShippedCheckpoint.tree``) where the config sets neither K nor
    ``draft_tree_topk``;
@@ -73,6 +75,10 @@ became None: the checkpoint's choice)."""
 DECLARED_MODEL_FREE = "specpath_model_free"
 """The draft checkpoint's ``config.json`` key naming the model-free method drafted beside it by
 default (as a shipped row's ``ShippedCheckpoint.model_free``)."""
+
+DECLARED_TARGET_QUANTIZATION = "specpath_target_quantization"
+"""The draft checkpoint's ``config.json`` key naming the weight-only quantization of the target
+it was trained for (``specpath train --target-quantization``)."""
 
 _RESULT_VALUES = ("num_lookahead_tokens", "num_prefill_lookahead_tokens", "max_num_new_slots_for_drafting")
 
@@ -402,6 +408,23 @@ class Resolution:
             if model is not None:
                 self.set(model=model)
                 self.note("default_model", f"{cls.__name__}.default_model: {model!r}")
+        self._note_target_quantization()
+
+    def _note_target_quantization(self) -> None:
+        """A drafter trained for a quantised target (its checkpoint's
+        :data:`DECLARED_TARGET_QUANTIZATION`) serves any target, losslessly, but drafts that
+        target's tokens: say so where this target is served otherwise (a note, not an error)."""
+        target = self.spec.target_model_config
+        if self.spec.model is None or target is None:
+            return
+        checkpoint = self.checkpoint()
+        trained = None if checkpoint is None else (checkpoint.config or {}).get(DECLARED_TARGET_QUANTIZATION)
+        if trained is None or trained == target.quantization:
+            return
+        served = f"served {target.quantization}" if target.quantization else "not quantised"
+        self.note("default_model", f"the drafter was trained for the target quantised {trained} (its checkpoint's "
+                                   f"{DECLARED_TARGET_QUANTIZATION}); this target is {served}: expect fewer "
+                                   "accepted drafts")
 
     def step_configure(self) -> None:
         """The class hook's field updates, then a shipped drafter's tree (``shipped_tree``: where the
