@@ -363,3 +363,11 @@ def test_target_quantization_is_one_line_where_it_cannot_run(capsys, tmp_path, d
     code, _, err = train(capsys, "eagle3", "--out", str(tmp_path / "y"), "--data", str(data_file), *TINY,
                          "--target-quantization", "fp4")
     assert code != 0 and "invalid choice: 'fp4'" in last_error(err) and not (tmp_path / "y").exists()
+
+
+def test_target_quantization_offers_the_engines_formats():
+    """cli_train spells the choices out (no torch at import): they must stay the engine's."""
+    from specpath_engine.quantization import QUANTIZATIONS
+    from specpath_train.cli_train import TARGET_QUANTIZATIONS
+
+    assert TARGET_QUANTIZATIONS == QUANTIZATIONS

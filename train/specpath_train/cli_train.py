@@ -52,7 +52,8 @@ PRECISIONS = ("auto", "float32", "bfloat16")
 """``--precision``: the training steps' arithmetic (``auto``: :func:`train_precision`)."""
 
 TARGET_QUANTIZATIONS = ("int8", "int4")
-"""``--target-quantization``: the engine's weight-only formats (``specpath_engine.quantization``)."""
+"""``--target-quantization``: the engine's weight-only formats, spelled out so the CLI imports no torch
+(``specpath_engine.quantization.QUANTIZATIONS``; a test keeps them equal)."""
 
 CORPORA = ("builtin", "wide", "wide-write")
 """``--corpus``: where a run without ``--data`` takes its prompts."""
