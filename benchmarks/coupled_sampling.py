@@ -18,7 +18,7 @@ Part 2 (``--noise-cost``): microseconds per position of the seeded noise for a `
 vocabulary (counter-based uniforms, ``-log(-log u)``; and as it was, from a fresh torch generator), next to a ``torch.multinomial`` draw
 from a probability vector of the same size (plain sampling's old cost), and one seeded request's
 verification of K=4 drafts before (bonus draw + ``rejection_sample``) and after (the noise at all
-K+1 positions, none cached, + the race), measured side by side, one torch thread.
+K+1 positions, none cached, + the race), measured side by side, ``--threads`` torch threads (1).
 
     python benchmarks/coupled_sampling.py [--drafts coupled|greedy|independent] [--noise-cost]
 """
@@ -93,7 +93,7 @@ def acceptance(args) -> dict[str, float]:
 def noise_cost(args) -> None:
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     from specpath_engine.sample import rejection_sample
     from specpath_engine.sample.randomness import position_generator
     from specpath_engine.sampling import sample_tokens
@@ -115,7 +115,7 @@ def noise_cost(args) -> None:
 
     cases = {"multinomial draw (old plain sampling)": (multinomial, 1)}
     try:
-        from specpath_engine.sample.noise import SeededNoise, gumbel_noise
+        from specpath_engine.sample.noise import SeededNoise, gumbel_noise, stream_key, uniforms
         from specpath_engine.sample.race import verify_chains
 
         def noise(i: int) -> None:
@@ -133,7 +133,12 @@ def noise_cost(args) -> None:
             u = torch.rand(v, generator=position_generator(7, i))
             u.neg_().log1p_().neg_().clamp_min_(2.0**-25).log_().neg_()
 
+        def noise_torch_log(i: int) -> None:  # the uniforms as now, the logs torch's (before uniforms.c's Gumbel)
+            u = uniforms(stream_key(7, i), v)
+            u.neg_().log1p_().neg_().clamp_min_(2.0**-25).log_().neg_()
+
         cases["seeded noise, one position, torch's generator (before)"] = (noise_torch_generator, 1)
+        cases["seeded noise, one position, torch's logs (before)"] = (noise_torch_log, 1)
         cases["seeded noise, one position"] = (noise, 1)
         cases["race argmax given the noise"] = (race, 1)
         cases[f"old step: bonus draw + rejection_sample, K={k}"] = (old_step, k + 1)
@@ -168,6 +173,7 @@ def main() -> int:
     ap.add_argument("--vocab", type=int, default=49152)
     ap.add_argument("--positions", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1, help="--noise-cost: torch's (and the native kernels') threads")
     ap.add_argument("--json", default=None, help="write the τ table here")
     args = ap.parse_args()
     print(f"load average {os.getloadavg()}")

@@ -109,3 +109,49 @@ def test_a_step_generates_each_position_once(monkeypatch):
     noise.gumbel(10, 5)  # verifier, 10..14
     noise.gumbel(13, 4)  # next step's drafter: 13, 14 are known
     assert made == [10, 11, 12, 13, 14, 15, 16]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(0, 10**6), st.integers(1, 3000))
+def test_the_gumbel_noise_is_the_same_bits_with_and_without_the_native_library(seed, position, vocab):
+    """uniforms.c's Gumbel noise and the torch path (:func:`noise._log`) run the same float32
+    operations in the same order: a seeded request's tokens do not depend on the library being
+    built (vocabularies of any length: the native loop's last vector is masked)."""
+    import specpath_engine.modeling.native as native_module
+    from specpath_engine.modeling.native import kernels
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(native_module, "kernels", lambda: None)
+        with_torch = gumbel_noise(seed, position, vocab)
+    assert with_torch.dtype == torch.float32 and with_torch.shape == (vocab,)
+    if kernels() is not None:
+        assert torch.equal(gumbel_noise(seed, position, vocab), with_torch)
+
+
+def test_the_noise_is_the_gumbel_transform_of_its_uniforms_to_float32_accuracy():
+    """G = -log(max(-log1p(-u), first step)) in float64 against the float32 polynomial: within a
+    few float32 ulps everywhere (u near 0, where E is tiny and G large, and near 1 included)."""
+    key = noise_module.stream_key(11 ^ noise_module._NOISE_SALT, 5)
+    u = noise_module.uniforms(key, 200_000).double()
+    exact = -(-torch.log1p(-u)).clamp_min(2.0**-25).log()
+    got = gumbel_noise(11, 5, 200_000).double()
+    assert float(((got - exact).abs() / exact.abs().clamp_min(1.0)).max()) < 4e-7
+    grid = torch.tensor([2.0**-24 * k for k in (0, 1, 2, 3, 1000)] + [1 - 2.0**-24 * k for k in (1, 2, 3, 1000)],
+                        dtype=torch.float32)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(noise_module, "uniforms", lambda key, n: grid)
+        import specpath_engine.modeling.native as native_module
+
+        patch.setattr(native_module, "kernels", lambda: None)
+        edge = gumbel_noise(0, 0, grid.numel()).double()
+    exact = -(-torch.log1p(-grid.double())).clamp_min(2.0**-25).log()
+    assert torch.isfinite(edge).all()
+    assert float(((edge - exact).abs() / exact.abs().clamp_min(1.0)).max()) < 4e-7
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(min_value=2.0**-126, max_value=2.0**127, allow_nan=False, allow_infinity=False, width=32))
+def test_the_polynomial_log_is_within_an_ulp_or_two_of_the_exact_log(x):
+    got = float(noise_module._log(torch.tensor([x], dtype=torch.float32))[0])
+    exact = math.log(x)
+    assert abs(got - exact) <= 3e-7 * max(abs(exact), 1.0) + 1e-12

@@ -10,10 +10,11 @@ at ``p`` does not depend on the drafter, on how many drafts a step verified, on 
 a preemption: speculative decoding of a seeded request emits plain decoding's tokens.
 
 Cost: one uniform per vocabulary entry and two logs. The uniforms are counter-based
-(:func:`uniforms`: splitmix64 of the entry's index under a key of ``(seed, position)``), made by
-the native library where it is built and by torch's integer ops, bit for bit the same, where it
-is not: torch's CPU generator took ~0.2 ms a position at V = 49,152 on one core of an AMD EPYC,
-half the noise's cost, on every sampled position of every step. A step needs the noise at each
+(:func:`uniforms`: splitmix64 of the entry's index under a key of ``(seed, position)``), and the
+logs one float32 polynomial (:func:`_log`), both made by the native library where it is built and
+by torch's ops, bit for bit the same, where it is not: torch's CPU generator took ~0.2 ms a
+position at V = 49,152 on one core of an AMD EPYC, and torch's two logs after the uniforms
+~0.09 ms of the ~0.11 left, on every sampled position of every step. A step needs the noise at each
 draft position and at the bonus position, and the drafter needs it first: :class:`SeededNoise`
 keeps each position's vector from the drafter's call for the verifier's (and for the next step,
 which starts after the accepted drafts).
@@ -60,9 +61,50 @@ def uniforms(key: int, n: int) -> torch.Tensor:
 
 def gumbel_noise(seed: int, position: int, vocab_size: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """float32 ``[vocab_size]``: ``G = -log E`` with ``E ~ Exp(1)`` per entry, from the uniforms
-    of a key of ``(seed, position)`` only (``E = -log(1 - u)``)."""
-    u = uniforms(stream_key(seed ^ _NOISE_SALT, position), vocab_size)
-    return u.neg_().log1p_().neg_().clamp_min_(_FIRST_STEP).log_().neg_().to(device)
+    of a key of ``(seed, position)`` only (``E = -log(1 - u)``, floored at half the grid's first
+    step). The native library's ``specpath_gumbel`` where it is built, else :func:`_log` in torch:
+    the same float32 operations in the same order, so the same bits."""
+    from specpath_engine.modeling.native import kernels
+
+    key = stream_key(seed ^ _NOISE_SALT, position)
+    native = kernels()
+    if native is not None:
+        return native.gumbel(key, vocab_size, _FIRST_STEP).to(device)
+    e = _log(_ONE - uniforms(key, vocab_size)).neg_().clamp_min_(_FIRST_STEP)  # 1 - u is exact: u = k 2**-24
+    return _log(e).neg_().to(device)
+
+
+def _f32(x: float) -> torch.Tensor:
+    return torch.tensor(x, dtype=torch.float32)
+
+
+_ONE, _HALF_LN = _f32(1.0), _f32(0.707106781186547524)
+_LOG_POLY = tuple(map(_f32, (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+                             -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)))
+_LN2_LOW, _MINUS_HALF, _LN2_HIGH = _f32(-2.12194440e-4), _f32(-0.5), _f32(0.693359375)
+
+
+def _log(x: torch.Tensor) -> torch.Tensor:
+    """Natural log of positive normal float32 ``x``, as ``uniforms.c``'s ``log16`` computes it
+    (each multiply and add a float32 op of its own, in its order): ``x = m 2**e`` with ``m`` in
+    [sqrt(1/2), sqrt(2)), a degree-9 polynomial in ``f = m - 1`` (the Cephes single-precision
+    minimax coefficients, ~1 ulp), then ``e log 2`` in two parts. Not torch's ``log``: its bits
+    are the machine's vector library's."""
+    bits = x.view(torch.int32)
+    e = (bits >> 23) - 126
+    m = ((bits & 0x007FFFFF) | 0x3F000000).view(torch.float32)  # [1/2, 1)
+    low = m < _HALF_LN
+    e = e - low.to(torch.int32)
+    f = torch.where(low, m + m, m) - _ONE
+    ef = e.to(torch.float32)
+    z = f * f
+    y = _LOG_POLY[0] * f
+    for c in _LOG_POLY[1:]:
+        y = (y + c) * f
+    y = y * z
+    y = y + ef * _LN2_LOW
+    y = y + z * _MINUS_HALF
+    return (f + y) + ef * _LN2_HIGH
 
 
 class SeededNoise:

@@ -19,8 +19,9 @@
 - ``attention.c``: one request's attention over its KV history (causal, or a token tree's
   mask), the new keys and values written on the way, and a batch of requests' in one call, each
   over its own slots; row-invariant like the matmuls (a row's bits do not depend on the batch).
-- ``uniforms.c``: the counter-based uniforms of seeded sampling noise (a vocabulary's worth per
-  sampled position; torch's generator takes ~4 ns an entry).
+- ``uniforms.c``: the counter-based uniforms of seeded sampling noise and the Gumbel noise made of
+  them (a vocabulary's worth per sampled position; torch's generator takes ~4 ns an entry, its
+  log ~1.5). Both the bits of ``specpath_engine.sample.noise``'s torch path.
 - ``draft_chain.c``: a one-layer hidden-state drafter's K greedy drafts for one request
   (:class:`DraftHead`, :meth:`NativeKernels.draft_chain`), the per-op chain's bits in one call,
   and with the ingest of the newly verified positions before it (:meth:`NativeKernels.draft_propose`),
@@ -373,6 +374,7 @@ class NativeKernels:
         self._draft_argmax = _function(library, "specpath_draft_argmax", P, P, P, I)
         self._draft_argmax.restype = ctypes.c_int
         self._uniforms = _function(library, "specpath_uniforms", ctypes.c_uint64, ctypes.c_int64, P)
+        self._gumbel = _function(library, "specpath_gumbel", ctypes.c_uint64, ctypes.c_int64, ctypes.c_float, P)
         self._decoder_stack = _function(library, "specpath_decoder_stack", P, I, P, P, P, I, I, I, I, P, I64, I64, P,
                                         I, F, P, I, P, P, P, P)
 
@@ -444,6 +446,13 @@ class NativeKernels:
         """float32 ``[n]``: entries 0..n-1 of ``key``'s counter-based uniform stream (uniforms.c)."""
         out = torch.empty(n, dtype=torch.float32)
         self._uniforms(key, n, out.data_ptr())
+        return out
+
+    def gumbel(self, key: int, n: int, first_step: float) -> torch.Tensor:
+        """float32 ``[n]``: the Gumbel noise ``-log(max(-log(1 - u), first_step))`` of :meth:`uniforms`'
+        ``u`` (uniforms.c: the same bits as ``specpath_engine.sample.noise``'s torch path)."""
+        out = torch.empty(n, dtype=torch.float32)
+        self._gumbel(key, n, first_step, out.data_ptr())
         return out
 
     def bf16(self, weight: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
