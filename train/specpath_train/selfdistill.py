@@ -53,19 +53,24 @@ def _bar(enabled: bool, total: int, desc: str, unit: str):
 
 
 class _chunk_lock:
-    """An exclusive ``flock`` on ``<chunk>.lock`` (POSIX; elsewhere no lock)."""
+    """An exclusive ``flock`` on ``<chunk>.lock`` (POSIX; elsewhere no lock): ``with`` gives
+    whether it is held (``wait=False``: False at once where another run holds it)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, wait: bool = True) -> None:
         self.path = path.with_suffix(".lock")
+        self.wait = wait
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> bool:
         self.fh = open(self.path, "a")
         try:
             import fcntl
-
-            fcntl.flock(self.fh, fcntl.LOCK_EX)
         except ImportError:  # pragma: no cover - not POSIX
-            pass
+            return True
+        try:
+            fcntl.flock(self.fh, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            return False
+        return True
 
     def __exit__(self, *exc: Any) -> None:
         self.fh.close()  # releases the lock
@@ -78,29 +83,37 @@ def generate_split(target: Callable[[], Any], prompts: Sequence[Sequence[int]], 
     gives the generating model (called only when a chunk is not on disk yet)."""
     from specpath_train.target_text import generate
 
-    seqs: list[list[int]] = []
     new_total, t_total = 0, 0.0
+    starts = list(range(0, len(prompts), chunk))
+    paths = {c: data / f"gen-{split}-{c // chunk:04d}.json" for c in starts}
     with _bar(progress, len(prompts), f"generate {split}", "prompt") as bar:
-        for c in range(0, len(prompts), chunk):
-            path = data / f"gen-{split}-{c // chunk:04d}.json"
-            part = prompts[c:c + chunk]
-            with _chunk_lock(path):  # runs sharing --generations: one generates a chunk, the others wait for it
-                if not path.is_file():
-                    t0 = time.time()
-                    model = target()
-                    if hasattr(model, "generate_ids"):  # a device's generator (specpath_train.device_generate)
-                        got = model.generate_ids(part, max_new_tokens=max_new_tokens, temperature=temperature,
-                                                 eos_token_ids=eos_ids, seed=seed + c)
-                    else:
-                        got = generate(model, part, max_new_tokens=max_new_tokens, temperatures=(temperature,),
-                                       eos_token_ids=eos_ids, seed=seed + c, max_num_seqs=max_num_seqs,
-                                       max_model_len=max_model_len)
-                    _write_json(path, got)
-                    new_total += sum(len(g) for g in got) - sum(len(p) for p in part)
-                    t_total += time.time() - t0
-                    bar.set_postfix(tok_s=f"{new_total / max(t_total, 1e-9):.0f}", refresh=False)
-            seqs += json.loads(path.read_text())
-            bar.update(len(part))
+        # runs sharing --generations split the chunks: first the ones no other run is generating,
+        # then, waiting for each, those it was (read once it is written)
+        for wait in (False, True):
+            for c in [c for c in starts if c in paths]:
+                path, part = paths[c], prompts[c:c + chunk]
+                with _chunk_lock(path, wait=wait) as held:
+                    if not held:
+                        continue
+                    if not path.is_file():
+                        t0 = time.time()
+                        model = target()
+                        if hasattr(model, "generate_ids"):  # a device's generator (specpath_train.device_generate)
+                            got = model.generate_ids(part, max_new_tokens=max_new_tokens, temperature=temperature,
+                                                     eos_token_ids=eos_ids, seed=seed + c)
+                        else:
+                            got = generate(model, part, max_new_tokens=max_new_tokens, temperatures=(temperature,),
+                                           eos_token_ids=eos_ids, seed=seed + c, max_num_seqs=max_num_seqs,
+                                           max_model_len=max_model_len)
+                        _write_json(path, got)
+                        new_total += sum(len(g) for g in got) - sum(len(p) for p in part)
+                        t_total += time.time() - t0
+                        bar.set_postfix(tok_s=f"{new_total / max(t_total, 1e-9):.0f}", refresh=False)
+                del paths[c]
+                bar.update(len(part))
+    seqs: list[list[int]] = []
+    for c in starts:
+        seqs += json.loads((data / f"gen-{split}-{c // chunk:04d}.json").read_text())
     if new_total:
         log(f"data: {split}: {len(prompts)} prompts, {new_total} new tokens in {t_total:.1f}s "
             f"({new_total / max(t_total, 1e-9):.0f} tok/s, batch {max_num_seqs})")
@@ -116,21 +129,27 @@ def capture(target: Any, windows: torch.Tensor, layers: Sequence[int], data: Pat
 
     from specpath_train.target_text import features_with_topk
 
-    paths = []
+    starts = list(range(0, windows.shape[0], batch))
+    todo = set(starts)
     t0, done = time.time(), 0
     with _bar(progress, windows.numel(), "features", "tok") as bar:
-        for c in range(0, windows.shape[0], batch):
-            path = data / f"feat-{c // batch:04d}.safetensors"
-            rows = windows[c:c + batch]
-            if not path.is_file():
-                taps, ids, probs = features_with_topk(target, rows, layers, k=top_k, batch=batch)
-                tmp = path.with_suffix(".tmp")
-                save_file({"taps": taps.contiguous(), "topk_ids": ids.contiguous(), "topk_probs": probs.contiguous()},
-                          str(tmp))
-                os.replace(tmp, path)
-                done += rows.numel()
-            paths.append(path)
-            bar.update(rows.numel())
+        for wait in (False, True):  # as generate_split's chunks: runs sharing the directory split the files
+            for c in [c for c in starts if c in todo]:
+                path = data / f"feat-{c // batch:04d}.safetensors"
+                rows = windows[c:c + batch]
+                with _chunk_lock(path, wait=wait) as held:
+                    if not held:
+                        continue
+                    if not path.is_file():
+                        taps, ids, probs = features_with_topk(target, rows, layers, k=top_k, batch=batch)
+                        tmp = path.with_suffix(".tmp")
+                        save_file({"taps": taps.contiguous(), "topk_ids": ids.contiguous(),
+                                   "topk_probs": probs.contiguous()}, str(tmp))
+                        os.replace(tmp, path)
+                        done += rows.numel()
+                todo.discard(c)
+                bar.update(rows.numel())
+    paths = [data / f"feat-{c // batch:04d}.safetensors" for c in starts]
     if done:
         log(f"data: features of {done} tokens in {time.time() - t0:.1f}s ({done / max(time.time() - t0, 1e-9):.0f} tok/s)")
     return paths
@@ -229,11 +248,14 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
     log(f"data: {held.shape[0]} held-out + {rest.shape[0]} training windows x {window} tokens")
     parts = capture(target, windows, layers, data, top_k=min(top_k, config["vocab_size"]), batch=feature_batch,
                     progress=progress, log=log)
-    write_features(data / "features.safetensors", windows, parts)  # a part at a time, then renamed
-    meta = {"key": key, "heldout": int(held.shape[0]), "window": window, "top_k": top_k, "seed": seed,
-            "dtype": str(dtype).removeprefix("torch."), "temperature": temperature, "max_new_tokens": max_new_tokens,
-            "sequences": {k: len(v) for k, v in seqs.items()}}
-    _write_json(meta_path, meta)
-    for f in data.glob("feat-*.safetensors"):
-        f.unlink()
+    with _chunk_lock(meta_path):  # a run sharing the directory may be writing it: one writes, the other reads it
+        if meta_path.is_file():
+            return json.loads(meta_path.read_text())
+        write_features(data / "features.safetensors", windows, parts)  # a part at a time, then renamed
+        meta = {"key": key, "heldout": int(held.shape[0]), "window": window, "top_k": top_k, "seed": seed,
+                "dtype": str(dtype).removeprefix("torch."), "temperature": temperature,
+                "max_new_tokens": max_new_tokens, "sequences": {k: len(v) for k, v in seqs.items()}}
+        _write_json(meta_path, meta)
+        for f in data.glob("feat-*.safetensors"):
+            f.unlink()
     return meta
