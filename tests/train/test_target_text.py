@@ -134,7 +134,7 @@ def test_build_dataset_end_to_end_resumes_and_merges(byte_target, tmp_path):
     data = tt.build_dataset(byte_target, tmp_path / "a", layers, **kwargs)
     meta = json.loads((data / "features.json").read_text())
     assert meta["sequences"] == {"heldout": 2, "train": 4} and meta["key"]["layers"] == layers
-    assert not list(data.glob("feat-*.safetensors"))  # chunk files removed once merged
+    assert not list(data.glob("feat-*.safetensors")) and not list(data.glob("feat-*.lock"))  # chunk files removed once merged
     got = tt.load_dataset(data, [5, 1])
     n, w = got["tokens"].shape
     assert w == 32 and got["heldout"] == meta["heldout"] >= 1 and n > got["heldout"]

@@ -256,6 +256,6 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
                 "dtype": str(dtype).removeprefix("torch."), "temperature": temperature,
                 "max_new_tokens": max_new_tokens, "sequences": {k: len(v) for k, v in seqs.items()}}
         _write_json(meta_path, meta)
-        for f in data.glob("feat-*.safetensors"):
+        for f in (*data.glob("feat-*.safetensors"), *data.glob("feat-*.lock")):
             f.unlink()
     return meta
