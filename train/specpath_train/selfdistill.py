@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,19 @@ class _chunk_lock:
         self.fh.close()  # releases the lock
 
 
+def _held_in_turn(paths: dict[int, Path]) -> Iterator[int]:
+    """Each key of ``paths`` (chunk files) while its chunk's lock is held: first the chunks no other
+    run holds, then, waiting for each, the rest (another run's, read once it has written them), so
+    runs sharing a directory split its chunks instead of queueing on each."""
+    left = dict(paths)
+    for wait in (False, True):
+        for key, path in list(left.items()):
+            with _chunk_lock(path, wait=wait) as held:
+                if held:
+                    del left[key]
+                    yield key
+
+
 def generate_split(target: Callable[[], Any], prompts: Sequence[Sequence[int]], data: Path, split: str, *,
                    max_new_tokens: int, temperature: float, eos_ids: Sequence[int], seed: int, chunk: int,
                    max_num_seqs: int, max_model_len: int, progress: bool, log: Callable[[str], None]) -> list[list[int]]:
@@ -84,36 +97,28 @@ def generate_split(target: Callable[[], Any], prompts: Sequence[Sequence[int]], 
     from specpath_train.target_text import generate
 
     new_total, t_total = 0, 0.0
-    starts = list(range(0, len(prompts), chunk))
-    paths = {c: data / f"gen-{split}-{c // chunk:04d}.json" for c in starts}
+    paths = {c: data / f"gen-{split}-{c // chunk:04d}.json" for c in range(0, len(prompts), chunk)}
     with _bar(progress, len(prompts), f"generate {split}", "prompt") as bar:
-        # runs sharing --generations split the chunks: first the ones no other run is generating,
-        # then, waiting for each, those it was (read once it is written)
-        for wait in (False, True):
-            for c in [c for c in starts if c in paths]:
-                path, part = paths[c], prompts[c:c + chunk]
-                with _chunk_lock(path, wait=wait) as held:
-                    if not held:
-                        continue
-                    if not path.is_file():
-                        t0 = time.time()
-                        model = target()
-                        if hasattr(model, "generate_ids"):  # a device's generator (specpath_train.device_generate)
-                            got = model.generate_ids(part, max_new_tokens=max_new_tokens, temperature=temperature,
-                                                     eos_token_ids=eos_ids, seed=seed + c)
-                        else:
-                            got = generate(model, part, max_new_tokens=max_new_tokens, temperatures=(temperature,),
-                                           eos_token_ids=eos_ids, seed=seed + c, max_num_seqs=max_num_seqs,
-                                           max_model_len=max_model_len)
-                        _write_json(path, got)
-                        new_total += sum(len(g) for g in got) - sum(len(p) for p in part)
-                        t_total += time.time() - t0
-                        bar.set_postfix(tok_s=f"{new_total / max(t_total, 1e-9):.0f}", refresh=False)
-                del paths[c]
-                bar.update(len(part))
+        for c in _held_in_turn(paths):  # runs sharing --generations split the chunks
+            path, part = paths[c], prompts[c:c + chunk]
+            if not path.is_file():
+                t0 = time.time()
+                model = target()
+                if hasattr(model, "generate_ids"):  # a device's generator (specpath_train.device_generate)
+                    got = model.generate_ids(part, max_new_tokens=max_new_tokens, temperature=temperature,
+                                             eos_token_ids=eos_ids, seed=seed + c)
+                else:
+                    got = generate(model, part, max_new_tokens=max_new_tokens, temperatures=(temperature,),
+                                   eos_token_ids=eos_ids, seed=seed + c, max_num_seqs=max_num_seqs,
+                                   max_model_len=max_model_len)
+                _write_json(path, got)
+                new_total += sum(len(g) for g in got) - sum(len(p) for p in part)
+                t_total += time.time() - t0
+                bar.set_postfix(tok_s=f"{new_total / max(t_total, 1e-9):.0f}", refresh=False)
+            bar.update(len(part))
     seqs: list[list[int]] = []
-    for c in starts:
-        seqs += json.loads((data / f"gen-{split}-{c // chunk:04d}.json").read_text())
+    for path in paths.values():
+        seqs += json.loads(path.read_text())
     if new_total:
         log(f"data: {split}: {len(prompts)} prompts, {new_total} new tokens in {t_total:.1f}s "
             f"({new_total / max(t_total, 1e-9):.0f} tok/s, batch {max_num_seqs})")
@@ -129,30 +134,22 @@ def capture(target: Any, windows: torch.Tensor, layers: Sequence[int], data: Pat
 
     from specpath_train.target_text import features_with_topk
 
-    starts = list(range(0, windows.shape[0], batch))
-    todo = set(starts)
+    paths = {c: data / f"feat-{c // batch:04d}.safetensors" for c in range(0, windows.shape[0], batch)}
     t0, done = time.time(), 0
     with _bar(progress, windows.numel(), "features", "tok") as bar:
-        for wait in (False, True):  # as generate_split's chunks: runs sharing the directory split the files
-            for c in [c for c in starts if c in todo]:
-                path = data / f"feat-{c // batch:04d}.safetensors"
-                rows = windows[c:c + batch]
-                with _chunk_lock(path, wait=wait) as held:
-                    if not held:
-                        continue
-                    if not path.is_file():
-                        taps, ids, probs = features_with_topk(target, rows, layers, k=top_k, batch=batch)
-                        tmp = path.with_suffix(".tmp")
-                        save_file({"taps": taps.contiguous(), "topk_ids": ids.contiguous(),
-                                   "topk_probs": probs.contiguous()}, str(tmp))
-                        os.replace(tmp, path)
-                        done += rows.numel()
-                todo.discard(c)
-                bar.update(rows.numel())
-    paths = [data / f"feat-{c // batch:04d}.safetensors" for c in starts]
+        for c in _held_in_turn(paths):  # as generate_split's chunks: runs sharing the directory split the files
+            path, rows = paths[c], windows[c:c + batch]
+            if not path.is_file():
+                taps, ids, probs = features_with_topk(target, rows, layers, k=top_k, batch=batch)
+                tmp = path.with_suffix(".tmp")
+                save_file({"taps": taps.contiguous(), "topk_ids": ids.contiguous(), "topk_probs": probs.contiguous()},
+                          str(tmp))
+                os.replace(tmp, path)
+                done += rows.numel()
+            bar.update(rows.numel())
     if done:
         log(f"data: features of {done} tokens in {time.time() - t0:.1f}s ({done / max(time.time() - t0, 1e-9):.0f} tok/s)")
-    return paths
+    return list(paths.values())
 
 
 def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *, train: Sequence[Sequence[int]],
