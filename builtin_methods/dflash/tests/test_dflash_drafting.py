@@ -157,6 +157,17 @@ def test_several_requests_blocks_run_in_one_native_pass_each_as_its_own(tmp_path
     torch.testing.assert_close(got.float(), want.float(), rtol=3e-2, atol=3e-2)
 
 
+@pytest.mark.skipif(native_kernels_missing() is not None, reason=str(native_kernels_missing()))
+@pytest.mark.parametrize("max_num_seqs", [1, 4])
+def test_the_one_call_native_step_gives_the_per_op_steps_drafts_and_kv(tmp_path, max_num_seqs):
+    """bf16 on a CPU with the native kernels: each step's ingest and block pass are one native call
+    (``block_draft.c``) whose drafts and context KV are the per-op path's, bit for bit, for one
+    request and for four at once (rows of different lengths)."""
+    from specpath_drafting.block.testing import native_step_matches_per_op
+
+    assert native_step_matches_per_op(tmp_path, "dflash", max_num_seqs=max_num_seqs) > 4
+
+
 @pytest.mark.parametrize("method", ["int8", "int4"])
 def test_a_quantized_drafter_keeps_the_output(setup, method):
     from specpath_drafting.testing import quantized_drafting_keeps_the_output

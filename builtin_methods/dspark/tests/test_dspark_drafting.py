@@ -12,6 +12,7 @@ import torch
 from specpath.config.model import ModelConfig
 from specpath.config.speculative import SpeculativeConfig
 from specpath.errors import SpeculativeConfigError
+from specpath_engine.testing.native import native_kernels_missing
 from specpath_drafting.block.testing import chi_square_of_two_tokens, reference_block, tiny_drafter
 from specpath_dspark.testing import strong_heads
 from specpath_drafting.testing import TINY_PROMPTS as PROMPTS
@@ -247,3 +248,15 @@ def test_a_quantized_drafter_keeps_the_output(setup, method):
     from specpath_drafting.testing import quantized_drafting_keeps_the_output
 
     quantized_drafting_keeps_the_output(setup, spec_for(setup, 4), method)
+
+
+@pytest.mark.skipif(native_kernels_missing() is not None, reason=str(native_kernels_missing()))
+@pytest.mark.parametrize("anchor_sampling", [True, False])
+def test_the_one_call_native_step_gives_the_per_op_steps_drafts_and_kv(tmp_path, anchor_sampling):
+    """bf16 on a CPU with the native kernels: DSpark's steps take the block drafters' one-call
+    ingest and block pass (both layouts: [anchor, K-1 masks] and [anchor, K masks]) and draft
+    what the per-op path drafts, with its context KV, bit for bit, four requests at once."""
+    from specpath_drafting.block.testing import native_step_matches_per_op
+
+    assert native_step_matches_per_op(tmp_path, "dspark", max_num_seqs=4, build=strong_heads, markov_rank=8,
+                                      anchor_sampling=anchor_sampling) > 4

@@ -13,6 +13,10 @@ Each step, for the whole batch at once:
    The method's :meth:`BlockSpeculator.choose` turns the K predictions into drafts
    (``specpath_dflash.speculator``: independent positions; ``specpath_dspark.speculator``: left to
    right through the Markov head); with adaptive verification only a prefix is proposed.
+
+On bf16 CPU with the native kernels steps 1 and 2 are one C call (:meth:`BlockSpeculator.step_native`,
+``block_draft.c``), the per-op path's KV and block outputs to the bit; the per-op path stays the
+reference and runs everywhere else.
 """
 
 from __future__ import annotations
@@ -143,20 +147,24 @@ class BlockSpeculator(BaseSpeculator):
         reqs = batch.requests
         dev = self.device
         rows = [self.rows.row(r.req_id) for r in reqs]
-        self.ingest(batch, rows)
         budgets = [int(r.max_draft_tokens) for r in reqs]
         drafting = [i for i, b in enumerate(budgets) if b > 0]
-        if not drafting:
-            return DraftProposal(token_ids=torch.zeros(0, dtype=torch.int32, device=dev), num_draft_tokens=[0] * len(reqs))
         # The block is as wide as the longest draft any request may keep (positions past it would
         # never be chosen from: a draft and its estimate read only the positions before it), not
         # the K the drafter was trained for: its first draft reads the same from a narrower block
         # (SmolLM2 DFlash, 24 held-out prompts, greedy: first drafts accepted 0.542 from a block
         # of 1, 0.522 from blocks of 4), and one draft a request at batch 8 passes 8 rows, not 32.
-        width = self.last_block_width = max(budgets)
+        width = max(budgets) if drafting else 0
         anchors = [int(reqs[i].token_ids[-1]) for i in drafting]
         anchor_pos = [len(reqs[i].token_ids) - 1 for i in drafting]
-        hidden = self.draft_block(anchors, anchor_pos, [rows[i] for i in drafting], width)
+        hidden = self.step_native(batch, rows, anchors, anchor_pos, [rows[i] for i in drafting], width)
+        if hidden is None:  # the per-op ingest and block pass
+            self.ingest(batch, rows)
+            if drafting:
+                hidden = self.draft_block(anchors, anchor_pos, [rows[i] for i in drafting], width)
+        if not drafting:
+            return DraftProposal(token_ids=torch.zeros(0, dtype=torch.int32, device=dev), num_draft_tokens=[0] * len(reqs))
+        self.last_block_width = width
         temps = [float(reqs[i].temperature) * self.temperature_scale for i in drafting]
         gens = [reqs[i].generator for i in drafting]
         noise = coupling.request_noise([reqs[i] for i in drafting], width)
@@ -188,6 +196,72 @@ class BlockSpeculator(BaseSpeculator):
         index = torch.tensor(slots, device=self.device)
         for i in range(len(self.drafter.layers)):
             self.kv.write(i, index, *self.drafter.context_kv(i, ctx, cos, sin))
+
+    def step_native(self, batch: DraftBatch, rows: Sequence[int], anchors: Sequence[int], anchor_pos: Sequence[int],
+                    block_rows: Sequence[int], k: int) -> torch.Tensor | None:
+        """The ingest and the block pass (:meth:`ingest`, :meth:`draft_block`) in one native call
+        (:meth:`~specpath_engine.modeling.native.NativeKernels.block_propose`: their KV and outputs,
+        to the bit): ``[R, k, d]`` as :meth:`draft_block` returns it (an empty ``[0, k, d]`` when no
+        request drafts), or None where the per-op path runs (not bf16 CPU, a dynamic RoPE, hidden
+        states that do not match: the per-op path says what is wrong)."""
+        head = self._native_block_head()
+        if head is None:
+            return None
+        native, head = head
+        slots: list[int] = []
+        positions: list[int] = []
+        for r, row in zip(batch.requests, rows):
+            if n := r.num_new_positions:
+                first = len(r.token_ids) - 1 - n
+                positions.extend(range(first, first + n))
+                slots.extend(range(row * self.row_len + first, row * self.row_len + first + n))
+        hs, dc = batch.hidden_states, self.drafter.config
+        taps = None
+        if slots:
+            if hs is None or hs.device.type != "cpu" or tuple(hs.shape) != (
+                    len(slots), len(dc.target_layer_ids), dc.target_hidden_size):
+                return None
+            taps = hs if hs.dtype is self.dtype and hs.is_contiguous() else hs.to(dtype=self.dtype).contiguous()
+        block = k if self.anchor_first else k + 1
+        rotary = self.drafter.rotary
+        if rotary.cache_len < max([p + block for p in anchor_pos] + positions + [0]):
+            return None  # past the table built at start-up (row_len): not reached
+        ids = torch.full((len(anchors), block), -1, dtype=torch.int64)  # the anchor, then mask slots
+        ids[:, 0] = torch.tensor(anchors, dtype=torch.int64)
+        out = native.block_propose(
+            head, taps, torch.tensor(slots, dtype=torch.int64), torch.tensor(positions, dtype=torch.int64), ids,
+            torch.tensor(block_rows, dtype=torch.int64) * self.row_len, torch.tensor(anchor_pos, dtype=torch.int64),
+            self.kv.keys, self.kv.values, rotary.cos_cached, rotary.sin_cached, dc.num_attention_heads,
+            dc.num_key_value_heads, dc.head_dim)
+        return out[:, :k] if self.anchor_first else out[:, 1:]
+
+    def _native_block_head(self) -> tuple[Any, Any] | None:
+        """The native kernels and the drafter as ``specpath_block_propose`` reads it (rebuilt when a
+        weight it points at changed), or None where the step stays per-op."""
+        from specpath_engine.modeling.native import BlockHead, native_kernels, native_linears
+
+        d = self.drafter
+        if not self.kv.native or self.kv.keys.dtype is not torch.bfloat16 or d.dtype is not torch.bfloat16:
+            return None
+        if (native := native_kernels(self.kv.keys)) is None or d.rotary.rope_type == "dynamic" or (
+                d.rotary.cos_cached.dtype is not torch.bfloat16) or d.config.head_dim % 32:
+            return None
+        head = getattr(self, "_block_head", None)
+        if head is not None and head.valid():
+            return native, head
+        owner = getattr(d._embed, "__self__", None)
+        table = owner.embedding_table() if callable(getattr(owner, "embedding_table", None)) else None
+        fc = native_linears(d.fc)
+        layers = [layer.native_linears() for layer in d.layers]
+        norms = (d.hidden_norm, *d.input_layernorms, *(layer.post_attention_layernorm for layer in d.layers))
+        if (table is None or table.dtype is not torch.bfloat16 or fc is None or any(l is None for l in layers)
+                or d.mask_embedding.dtype is not torch.bfloat16 or any(n.weight.dtype is not torch.bfloat16 for n in norms)):
+            return None
+        self._block_head = BlockHead.of(
+            embed=table, mask_embedding=d.mask_embedding.data, fc=fc[0], hidden_norm=(d.hidden_norm.weight, d.hidden_norm.eps),
+            layers=[(norm.weight, norm.eps, layer.post_attention_layernorm.weight, layer.post_attention_layernorm.eps, linears)
+                    for norm, layer, linears in zip(d.input_layernorms, d.layers, layers)])
+        return native, self._block_head
 
     def draft_block(self, anchors: Sequence[int], anchor_pos: Sequence[int], rows: Sequence[int], k: int) -> torch.Tensor:
         """One non-causal pass; returns ``[R, k, d]``: the outputs that predict drafts 1..k."""

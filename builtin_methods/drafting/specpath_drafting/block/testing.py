@@ -69,3 +69,45 @@ def chi_square_of_two_tokens(tmp_path: Path, spec_fields: dict, build: Callable[
     check(tmp_path, spec_fields, lambda path, target: tiny_drafter(
         spec_fields["method"], path, tmp_path / "d", seed=5, build=build, **drafter_options),
         num_layers=4, head_scale=head_scale)
+
+
+def native_step_matches_per_op(tmp_path: Path, method: str, *, max_num_seqs: int,
+                               build: Callable[[DrafterConfig], Any] | None = None, **drafter_options: Any) -> int:
+    """bf16 on a CPU with the native kernels: two engines over the same tiny target and drafter,
+    one taking each step's ingest and block pass in one native call (``step_native``), the other
+    the per-op path; every proposal (drafts and their counts) and the whole context KV at the end
+    must be equal, bit for bit. Returns how many steps ran natively (the caller asserts some did)."""
+    from specpath_drafting.testing import TINY_PROMPTS, drafting_target, greedy, tiny_llm
+
+    drafting_target(tmp_path / "target", hidden_size=128, num_layers=3)  # head_dim 32: what the kernels take
+    drafter = tiny_drafter(method, tmp_path / "target", tmp_path / "drafter", seed=3, num_layers=2, build=build,
+                           **drafter_options)
+    spec = {"method": method, "model": drafter, "num_speculative_tokens": 4, "draft_length_policy": "fixed"}
+    engines = [tiny_llm(tmp_path / "target", spec, dtype="bfloat16", max_num_seqs=max_num_seqs) for _ in range(2)]
+    native_steps = [0]
+    inner = engines[0].speculator.step_native
+
+    def counted(*args: Any) -> Any:
+        out = inner(*args)
+        native_steps[0] += out is not None
+        return out
+
+    engines[0].speculator.step_native = counted
+    engines[1].speculator.step_native = lambda *args: None  # the per-op ingest and block pass
+    proposals: list[list[tuple[list[int], list[int]]]] = [[], []]
+    for engine, seen in zip(engines, proposals):
+        propose = engine.speculator.propose
+
+        def recorded(batch: Any, propose: Any = propose, seen: list = seen) -> Any:
+            out = propose(batch)
+            seen.append((out.token_ids.tolist(), list(out.num_draft_tokens)))
+            return out
+
+        engine.speculator.propose = recorded
+    prompts = [list(p) for p in (TINY_PROMPTS * 2)[: max(2, max_num_seqs)]]
+    outputs = [[o.token_ids for o in engine.generate(prompts, greedy())] for engine in engines]
+    assert outputs[0] == outputs[1]
+    assert proposals[0] == proposals[1] and len(proposals[0]) > 4
+    kv = [engine.speculator.kv for engine in engines]
+    assert torch.equal(kv[0].keys, kv[1].keys) and torch.equal(kv[0].values, kv[1].values)
+    return native_steps[0]
