@@ -6,6 +6,7 @@ import torch
 
 import tiny_drafts
 from specpath_engine.llm import LLM, SamplingParams
+from specpath_engine.testing.native import native_kernels_missing
 
 PROMPTS = [
     "the cat sat on the mat. the cat sat on the mat. the cat",
@@ -63,3 +64,46 @@ def test_a_weight_only_quantized_draft_keeps_the_output(plain, method):
     llm = LLM(tiny_drafts.target(), spec, max_num_seqs=4)  # the model it drafts with (run's LLM is gone)
     kinds = {type(m) for m in llm.speculator.model.modules()}
     assert (Int8Linear if method == "int8" else Int4Linear) in kinds and torch.nn.Linear not in kinds
+
+
+@pytest.mark.skipif(native_kernels_missing() is not None, reason=str(native_kernels_missing()))
+@pytest.mark.parametrize("reduced", [False, True])
+def test_one_requests_greedy_chain_in_one_native_call_is_the_per_op_chain(tmp_path, reduced):
+    """bf16 on a CPU with the native kernels: a lone greedy request's drafts come from one native
+    call (``model_draft.c``: its catch-up pass and one pass per further draft), the per-op passes'
+    drafts and draft KV to the bit, with the whole head or a reduced draft vocabulary's kept rows."""
+    from specpath_drafting.testing import with_train_vocab
+    from specpath_engine.testing.engine import random_llama, save_with_byte_tokenizer
+
+    target, draft = tmp_path / "target", tmp_path / "draft"
+    save_with_byte_tokenizer(random_llama(0, hidden_size=128, num_layers=3, num_heads=4, num_kv_heads=2,
+                                          head_scale=6.0), target)  # head_dim 32: what the kernels take
+    random_llama(1, hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, head_scale=6.0).save_pretrained(draft)
+    if reduced:
+        draft = with_train_vocab(draft, tmp_path / "reduced", range(0, 256, 2))  # 128 rows: a multiple of 16
+    spec = {"method": "draft_model", "model": str(draft), "num_speculative_tokens": 4, "draft_length_policy": "fixed"}
+    engines = [LLM(str(target), spec, dtype="bfloat16", num_threads=1, max_num_seqs=1) for _ in range(2)]
+    native_calls, inner = [0], engines[0].speculator._native_chain
+
+    def counted(*args):
+        out = inner(*args)
+        native_calls[0] += out is not None
+        return out
+
+    engines[0].speculator._native_chain = counted
+    engines[1].speculator._native_chain = lambda *args: None  # the per-op passes
+    proposals = [[], []]
+    for engine, seen in zip(engines, proposals):
+        propose = engine.speculator.propose
+
+        def recorded(batch, propose=propose, seen=seen):
+            out = propose(batch)
+            seen.append((out.token_ids.tolist(), list(out.num_draft_tokens)))
+            return out
+
+        engine.speculator.propose = recorded
+    outputs = [[o.token_ids for o in engine.generate(PROMPTS[:3], PARAMS[:3])] for engine in engines]
+    assert outputs[0] == outputs[1]
+    assert proposals[0] == proposals[1] and native_calls[0] > 10
+    kv = [engine.speculator.kv for engine in engines]
+    assert torch.equal(kv[0].keys, kv[1].keys) and torch.equal(kv[0].values, kv[1].values)

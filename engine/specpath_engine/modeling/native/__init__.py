@@ -31,9 +31,12 @@
   draft layer's KV and the non-causal block pass of every drafting request, the per-op path's
   bits in one call (SmolLM2's DFlash K=4 at 2 threads: 1.76 -> 1.05 ms a step, most of it the
   Python between the ops).
+- ``model_draft.c``: a draft model's greedy chain for one request (:class:`DraftModelHead`,
+  :meth:`NativeKernels.model_propose`): the pass over its unseen tokens and one pass per further
+  draft, each layer the per-op forward's three calls, in one call.
 
 No library installable here offers these for torch's CPU build (torchao's CPU kernels are not in
-its PyPI wheel), so they are built from source: eight C files and a header, no torch headers, about two seconds
+its PyPI wheel), so they are built from source: nine C files and a header, no torch headers, about two seconds
 with the system's C compiler, cached under :func:`cache_dir`.
 
 The kernels' threads are OpenMP's; the library links ``libgomp.so.1``, which resolves to the copy
@@ -78,7 +81,7 @@ VNNI_SWITCH = "SPECPATH_VNNI"
 
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("rows_matmul.c", "tiled_matmul.c", "layer_ops.c",
                                                              "decoder_layer.c", "attention.c", "draft_chain.c",
-                                                             "block_draft.c", "uniforms.c"))
+                                                             "block_draft.c", "model_draft.c", "uniforms.c"))
 HEADERS = (Path(__file__).with_name("common.h"),)
 """Included by the sources: part of the build's cache key, not of the command line."""
 FLAGS = ("-O3", "-mavx512f", "-mavx512dq", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mf16c", "-mfma", "-fopenmp",
@@ -262,6 +265,38 @@ class BlockHead(ctypes.Structure):
                 and all(t.data_ptr() == p for t, p in self.pointers))
 
 
+class DraftModelHead(ctypes.Structure):
+    """A draft model as ``specpath_model_propose`` reads it (``specpath_model_head`` in C): its
+    embedding table, decoder layers, final norm and LM head (a reduced vocabulary's kept rows,
+    their fp32 bias and target ids). Raw pointers: built by :meth:`of`, which keeps what they
+    point at alive."""
+
+    _fields_ = [("embed", ctypes.c_void_p), ("num_layers", ctypes.c_int64), ("layers", ctypes.POINTER(LayerWeights)),
+                ("final_norm", ctypes.c_void_p), ("final_eps", ctypes.c_float), ("lm_head", ctypes.POINTER(Linear)),
+                ("lm_bias", ctypes.c_void_p), ("ids", ctypes.c_void_p)]
+
+    @classmethod
+    def of(cls, *, embed: torch.Tensor, layers: list[tuple[torch.Tensor, float, torch.Tensor, float, tuple[Linear, ...]]],
+           final_norm: tuple[torch.Tensor, float], lm_head: Linear, lm_bias: torch.Tensor | None = None,
+           ids: torch.Tensor | None = None) -> "DraftModelHead":
+        """``embed [V, d]`` bf16; ``layers`` as :class:`DecoderStack` takes them; ``lm_bias`` fp32
+        ``[n]`` and ``ids`` int64 ``[n]`` (None: row i is id i)."""
+        stack = DecoderStack(layers)
+        head = cls(embed.data_ptr(), stack.num_layers, stack.layers, final_norm[0].data_ptr(), final_norm[1],
+                   ctypes.pointer(lm_head), None if lm_bias is None else lm_bias.data_ptr(),
+                   None if ids is None else ids.data_ptr())
+        head.stack, head.lm_head_linear = stack, lm_head  # kept alive with the pointers
+        head.pointers = [(t, t.data_ptr()) for t in (embed, final_norm[0], lm_bias, ids, *lm_head.tensors)
+                         if t is not None]
+        head.generation = registrations()
+        return head
+
+    def valid(self) -> bool:
+        """Nothing it was built from has been replaced or moved since (as :meth:`DecoderStack.valid`)."""
+        return (self.generation == registrations() and self.stack.valid()
+                and all(t.data_ptr() == p for t, p in self.pointers))
+
+
 def keep_tile_copies(head: DraftHead) -> int:
     """Give every int8 weight ``head`` reads (its owner's ``keep_tiles``: an
     :class:`~specpath_engine.quantization.Int8Linear`) a copy of its levels in the AMX tile layout,
@@ -406,6 +441,8 @@ class NativeKernels:
                                      ctypes.c_double, I, I, I, P, P, I, P, P, F, P, P, P)
         self._draft_tree.restype = ctypes.c_int
         self._log_softmax_terms = _function(library, "specpath_log_softmax_terms", P, I, P)
+        self._model_propose = _function(library, "specpath_model_propose", ctypes.POINTER(DraftModelHead), P, I, I, I,
+                                        P, P, I64, P, P, I, I, I, F, P)
         self._block_propose = _function(library, "specpath_block_propose", ctypes.POINTER(BlockHead), I, P, P, P, I,
                                         I, P, P, P, P, P, I64, P, P, I, I, I, F, P)
         self._draft_timers = library.specpath_draft_timers
@@ -675,6 +712,21 @@ class NativeKernels:
                             anchor_pos.data_ptr(), keys.data_ptr(), values.data_ptr(), keys.stride(0),
                             cos.data_ptr(), sin.data_ptr(), heads, kv_heads, head_dim, head_dim**-0.5, out.data_ptr())
         return out
+
+    def model_propose(self, head: DraftModelHead, tokens: torch.Tensor, k: int, first_position: int,
+                      keys: torch.Tensor, values: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,
+                      kv_heads: int, head_dim: int) -> torch.Tensor:
+        """A draft model's K greedy drafts (int64 target ids ``[K]``) for one request in one call
+        (``model_draft.c``): int64 ``tokens [T]`` at positions ``first_position ..`` (its unseen
+        tokens, the newest last) go through every layer, their keys and values written into
+        ``keys``/``values`` (``[layers, row_len, KV, D]``: the request's row of every layer,
+        position p at row p), then one pass per further draft. ``cos``/``sin``: the rotary
+        tables (row p: position p). The per-op forward's KV and drafts, to the bit."""
+        drafts = torch.empty(k, dtype=torch.int64)
+        self._model_propose(ctypes.byref(head), tokens.data_ptr(), tokens.shape[0], k, first_position,
+                            keys.data_ptr(), values.data_ptr(), keys.stride(0), cos.data_ptr(), sin.data_ptr(),
+                            heads, kv_heads, head_dim, head_dim**-0.5, drafts.data_ptr())
+        return drafts
 
     def draft_tree(self, head: DraftHead, taps: torch.Tensor | None, ids: torch.Tensor, a: torch.Tensor, budget: int,
                    topk: int, passes: int, heads: int, kv_heads: int, head_dim: int, key_cache: torch.Tensor,
