@@ -5,7 +5,7 @@ Three drafting shapes, chosen by the resolved config (never by a method name):
 * autoregressive: one pass ingests what the target committed since the last step (accepted drafts
   and the bonus token) and drafts ``d1``; each further pass feeds the previous draft. All
   requests share every pass, so a step costs K draft forwards whatever the batch. A lone greedy
-  request on bf16 CPU runs its K passes in one native call (``model_draft.c``: the per-op passes'
+  (or seeded, racing) request on bf16 CPU runs its K passes in one native call (``model_draft.c``: the per-op passes'
   KV and drafts to the bit; SmolLM2's 2-layer draft at K=4, 2 threads: 2.79 -> 1.15 ms a step).
 * PARD (``parallel_drafting``): one pass over the new tokens followed by K-1 mask tokens; the
   logits at the last real token and at each mask give ``d1..dK``. The mask entries are dropped
@@ -293,11 +293,12 @@ class DraftModelSpeculator(BaseSpeculator):
         return DraftProposal(token_ids=flat, num_draft_tokens=counts, draft_probs=draft_probs)
 
     def _native_chain(self, request: Any, row: int, start: int, end: int, k: int) -> torch.Tensor | None:
-        """One greedy request's K drafts (int64 target ids) in one native call
+        """One request's K greedy or raced drafts (int64 target ids) in one native call
         (:meth:`~specpath_engine.modeling.native.NativeKernels.model_propose`: the per-op passes'
-        KV and drafts, to the bit), or None where the per-op passes run (sampled or raced drafts,
-        not bf16 CPU, a head or layers off the native kernels)."""
-        if request.temperature > 0 and (self.sample_random or coupling.coupled(request)):
+        KV and drafts, to the bit), or None where the per-op passes run (sampled drafts, not bf16
+        CPU, a head or layers off the native kernels)."""
+        race = coupling.coupled(request)
+        if request.temperature > 0 and self.sample_random and not race:
             return None
         found = self._native_head()
         if found is None:
@@ -309,8 +310,12 @@ class DraftModelSpeculator(BaseSpeculator):
         keys, values = self.kv.keys, self.kv.values
         span = slice(row * self.kv.row_len, (row + 1) * self.kv.row_len)
         tokens = torch.tensor(request.token_ids[start:end], dtype=torch.int64)
+        # [K, n]: T G in the head's row order, draft j at position end + j (the per-op passes' race)
+        noise = coupling.scaled_noise(request.noise.gumbel(end, k), [request.temperature] * k,
+                                      self.vocab_ids) if race else None
         return native.model_propose(head, tokens, k, start, keys[:, span], values[:, span], rotary.cos_cached,
-                                    rotary.sin_cached, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim)
+                                    rotary.sin_cached, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
+                                    noise)
 
     def _native_head(self) -> tuple[Any, Any, Any] | None:
         """The native kernels, the draft as ``specpath_model_propose`` reads it (rebuilt when a weight

@@ -68,10 +68,12 @@ def test_a_weight_only_quantized_draft_keeps_the_output(plain, method):
 
 @pytest.mark.skipif(native_kernels_missing() is not None, reason=str(native_kernels_missing()))
 @pytest.mark.parametrize("reduced", [False, True])
-def test_one_requests_greedy_chain_in_one_native_call_is_the_per_op_chain(tmp_path, reduced):
-    """bf16 on a CPU with the native kernels: a lone greedy request's drafts come from one native
-    call (``model_draft.c``: its catch-up pass and one pass per further draft), the per-op passes'
-    drafts and draft KV to the bit, with the whole head or a reduced draft vocabulary's kept rows."""
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_one_requests_chain_in_one_native_call_is_the_per_op_chain(tmp_path, reduced, temperature):
+    """bf16 on a CPU with the native kernels: a lone request's drafts come from one native call
+    (``model_draft.c``: its catch-up pass and one pass per further draft), the per-op passes'
+    drafts and draft KV to the bit, greedy or (seeded, T = 0.8) raced on its sampling noise, with
+    the whole head or a reduced draft vocabulary's kept rows."""
     from specpath_drafting.testing import with_train_vocab
     from specpath_engine.testing.engine import random_llama, save_with_byte_tokenizer
 
@@ -102,7 +104,8 @@ def test_one_requests_greedy_chain_in_one_native_call_is_the_per_op_chain(tmp_pa
             return out
 
         engine.speculator.propose = recorded
-    outputs = [[o.token_ids for o in engine.generate(PROMPTS[:3], PARAMS[:3])] for engine in engines]
+    params = [SamplingParams(temperature=temperature, max_tokens=40, ignore_eos=True, seed=7 + i) for i in range(3)]
+    outputs = [[o.token_ids for o in engine.generate(PROMPTS[:3], params)] for engine in engines]
     assert outputs[0] == outputs[1]
     assert proposals[0] == proposals[1] and native_calls[0] > 10
     kv = [engine.speculator.kv for engine in engines]

@@ -442,7 +442,7 @@ class NativeKernels:
         self._draft_tree.restype = ctypes.c_int
         self._log_softmax_terms = _function(library, "specpath_log_softmax_terms", P, I, P)
         self._model_propose = _function(library, "specpath_model_propose", ctypes.POINTER(DraftModelHead), P, I, I, I,
-                                        P, P, I64, P, P, I, I, I, F, P)
+                                        P, P, I64, P, P, I, I, I, F, P, P)
         self._block_propose = _function(library, "specpath_block_propose", ctypes.POINTER(BlockHead), I, P, P, P, I,
                                         I, P, P, P, P, P, I64, P, P, I, I, I, F, P)
         self._draft_timers = library.specpath_draft_timers
@@ -715,17 +715,22 @@ class NativeKernels:
 
     def model_propose(self, head: DraftModelHead, tokens: torch.Tensor, k: int, first_position: int,
                       keys: torch.Tensor, values: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,
-                      kv_heads: int, head_dim: int) -> torch.Tensor:
-        """A draft model's K greedy drafts (int64 target ids ``[K]``) for one request in one call
+                      kv_heads: int, head_dim: int, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """A draft model's K greedy (or raced) drafts (int64 target ids ``[K]``) for one request in one call
         (``model_draft.c``): int64 ``tokens [T]`` at positions ``first_position ..`` (its unseen
         tokens, the newest last) go through every layer, their keys and values written into
         ``keys``/``values`` (``[layers, row_len, KV, D]``: the request's row of every layer,
         position p at row p), then one pass per further draft. ``cos``/``sin``: the rotary
-        tables (row p: position p). The per-op forward's KV and drafts, to the bit."""
+        tables (row p: position p). ``noise``: None (greedy) or fp32 ``[K, n]`` added to draft j's
+        logits (the head's row order; a seeded request's race, ``coupling.scaled_noise``). The
+        per-op forward's KV and drafts, to the bit."""
         drafts = torch.empty(k, dtype=torch.int64)
+        if noise is not None:
+            noise = noise.float().contiguous()
         self._model_propose(ctypes.byref(head), tokens.data_ptr(), tokens.shape[0], k, first_position,
                             keys.data_ptr(), values.data_ptr(), keys.stride(0), cos.data_ptr(), sin.data_ptr(),
-                            heads, kv_heads, head_dim, head_dim**-0.5, drafts.data_ptr())
+                            heads, kv_heads, head_dim, head_dim**-0.5, None if noise is None else noise.data_ptr(),
+                            drafts.data_ptr())
         return drafts
 
     def draft_tree(self, head: DraftHead, taps: torch.Tensor | None, ids: torch.Tensor, a: torch.Tensor, budget: int,

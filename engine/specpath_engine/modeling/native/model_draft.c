@@ -7,7 +7,8 @@
  * specpath_layer_pre (input norm, q/k/v, RoPE), specpath_attention over the request's KV row
  * (causal, the new keys written on the way) and specpath_layer_post; then the final norm of the
  * last row, the LM head (a reduced draft vocabulary's kept rows, with their fp32 bias) and the
- * first argmax, mapped to a target id. So the KV and the drafts are that path's to the bit; what
+ * first argmax (of the logits plus the draft's noise row for a seeded request's race,
+ * specpath_drafting.coupling), mapped to a target id. So the KV and the drafts are that path's to the bit; what
  * goes is the Python around each layer (a 2-layer SmolLM2 draft spent more time there than in its
  * matmuls). */
 #include <stdint.h>
@@ -50,10 +51,12 @@ typedef struct {
 /* tokens [T]: the tokens at positions p0 .. p0 + T - 1 (the draft's first unseen position onwards,
  * the newest committed token last); K drafts from there into drafts_out [K] (target ids). The
  * request's position p lives at row p of keys/values + layer * layer_stride (its KV row, [rows,
- * KV, D] per layer); cos/sin the rotary tables (row p: position p). */
+ * KV, D] per layer); cos/sin the rotary tables (row p: position p). noise: NULL (greedy) or fp32
+ * [K, n], row j added to draft j's logits (LM-head row order: T G, a seeded request's race). */
 void specpath_model_propose(const specpath_model_head *hd, const int64_t *tokens, int T, int K, int p0,
                             uint16_t *keys, uint16_t *values, int64_t layer_stride, const uint16_t *cos,
-                            const uint16_t *sin, int H, int KV, int D, float scale, int64_t *drafts_out) {
+                            const uint16_t *sin, int H, int KV, int D, float scale, const float *noise,
+                            int64_t *drafts_out) {
     const int d = (int)hd->layers[0].o_proj->out_features, width = (H + 2 * KV) * D;
     const int n = (int)hd->lm_head->out_features;
     const size_t rows = (size_t)(T > 1 ? T : 1);
@@ -77,7 +80,7 @@ void specpath_model_propose(const specpath_model_head *hd, const int64_t *tokens
         }
         specpath_rms_norm(h + (size_t)(count - 1) * d, 0, 0, hd->final_norm, normed, 1, d, hd->final_eps);
         specpath_linear_matmul(hd->lm_head, normed, logits, 1);
-        const int best = specpath_draft_argmax(logits, hd->lm_bias, 0, n);
+        const int best = specpath_draft_argmax(logits, hd->lm_bias, noise ? noise + (size_t)j * n : 0, n);
         token = hd->ids ? hd->ids[best] : best;
         drafts_out[j] = token;
         position += count, count = 1;
