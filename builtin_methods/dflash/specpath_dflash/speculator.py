@@ -29,8 +29,15 @@ class DFlashSpeculator(BlockSpeculator):
         """Drafts [R, K], their probabilities [R, K, V] (None: one-hot) and acceptance estimates
         [R, K] from the block outputs ``hidden`` [R, K, d]; each position on its own
         (:func:`specpath_drafting.coupling.choose`: raced, greedy or sampled per request)."""
+        greedy = all(n is None for n in noise) and (not self.random_drafts or all(t <= 0 for t in temps))
+        if greedy and not self.adaptive and (kept := self.drafter.kept_logits(hidden)) is not None:
+            # a reduced draft vocabulary: the argmax over its kept ids' logits alone (sorted ids, every
+            # other logit -inf: the same drafts), not over the whole vocabulary's scatter (SmolLM2:
+            # 4,096 of 49,152)
+            logits, ids = kept
+            return ids[greedy_ids(logits)], None, None
         logits = self.drafter.logits(hidden)  # [R, K, V]
-        if all(n is None for n in noise) and (not self.random_drafts or all(t <= 0 for t in temps)):
+        if greedy:
             tokens = greedy_ids(logits)  # argmax's ids at a third of its time
             conf = torch.softmax(logits, dim=-1).amax(-1) if self.adaptive else None
             return tokens, None, conf
