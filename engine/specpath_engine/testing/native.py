@@ -18,9 +18,10 @@ def native_kernels_missing() -> str | None:
 def counting_native_attention() -> Iterator[list[int]]:
     """Counts the native attention calls made inside the block (a one-item list); a drafter's
     fused chain or propose (:meth:`~specpath_engine.modeling.native.NativeKernels.draft_chain`,
-    ``draft_propose``, ``draft_propose_batch``), whose passes attend natively inside the one call, counts as one."""
+    ``draft_propose``, ``draft_propose_batch``, a block drafter's ``block_propose``, a draft model's
+    ``model_propose``), whose passes attend natively inside the one call, counts as one."""
     kernels = type(native.kernels())
-    names = ("attention", "draft_chain", "draft_propose", "draft_propose_batch")
+    names = ("attention", "draft_chain", "draft_propose", "draft_propose_batch", "block_propose", "model_propose")
     originals, calls = {name: getattr(kernels, name) for name in names}, [0]
 
     def counting(original):
