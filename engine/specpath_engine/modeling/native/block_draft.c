@@ -20,26 +20,6 @@
 
 #include "common.h"
 
-void specpath_rms_norm(const uint16_t *x, const uint16_t *delta, uint16_t *sum_out, const uint16_t *weight,
-                       uint16_t *out, int M, int D, float eps);
-
-typedef struct {
-    const uint16_t *input_norm, *post_norm;
-    float input_eps, post_eps;
-    const specpath_linear *qkv, *o_proj, *gate_up, *down;
-} specpath_layer_weights;
-
-void specpath_layer_pre(const uint16_t *h, const uint16_t *norm_weight, float eps, const specpath_linear *qkv,
-                        const uint16_t *cos, const uint16_t *sin, int T, int H, int KV, int D, uint16_t *qkv_out);
-void specpath_layer_post(const uint16_t *h, const uint16_t *attn, const specpath_linear *o_proj,
-                         const uint16_t *norm_weight, float eps, const specpath_linear *gate_up,
-                         const specpath_linear *down, int T, uint16_t *out);
-void specpath_attention_batch(const uint16_t *q, int q_stride, const uint16_t *k_new, int k_stride,
-                              const uint16_t *v_new, int v_stride, uint16_t *key_cache, uint16_t *value_cache,
-                              int B, const int64_t *query_start, const int64_t *lengths, const int64_t *slots,
-                              int64_t slot_stride, const uint8_t *mask, int64_t mask_req_stride,
-                              int64_t mask_row_stride, int H, int KV, int D, float scale, uint16_t *out);
-
 /* The drafter as the step reads it (BlockHead in Python). */
 typedef struct {
     const uint16_t *embed;          /* [V, d] bf16: the target's embedding */

@@ -23,8 +23,6 @@ void specpath_bf16_matmul(const uint16_t *weight, const uint16_t *x, void *out, 
 void specpath_bf16_tile_matmul(const uint16_t *packed, const uint16_t *x, void *out, int out_f32, int M, int N, int K);
 void specpath_q8_tile_matmul(const uint16_t *packed, const float *scales, const uint16_t *x, void *out, int out_f32,
                              int M, int N, int K);
-void specpath_rms_norm(const uint16_t *x, const uint16_t *delta, uint16_t *sum_out, const uint16_t *weight,
-                       uint16_t *out, int M, int D, float eps);
 void specpath_rope(const uint16_t *x, int x_stride, const uint16_t *cos, const uint16_t *sin, uint16_t *out,
                    int out_stride, int T, int H, int D);
 void specpath_silu_mul(const uint16_t *gate_up, uint16_t *out, int M, int F);
@@ -95,17 +93,6 @@ void specpath_layer_post(const uint16_t *h, const uint16_t *attn, const specpath
     specpath_add(h2, o, out, (int64_t)T * hidden);
     free(o);
 }
-
-void specpath_attention(const uint16_t *q, int q_stride, const uint16_t *k_new, int k_stride, const uint16_t *v_new,
-                        int v_stride, uint16_t *key_cache, uint16_t *value_cache, int L, int Q, int H, int KV,
-                        int D, float scale, const uint8_t *mask, const int64_t *slots, uint16_t *out);
-
-/* One decoder layer's weights as specpath_decoder_stack reads them. */
-typedef struct {
-    const uint16_t *input_norm, *post_norm;
-    float input_eps, post_eps;
-    const specpath_linear *qkv, *o_proj, *gate_up, *down;
-} specpath_layer_weights;
 
 /* h [T, hidden] through every layer for one request: kv [layers, 2, slots, KV, D], `length`
  * positions after this step (the T new tokens last), position p at slot first_slot + p, or at

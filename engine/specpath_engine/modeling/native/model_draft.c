@@ -17,25 +17,6 @@
 
 #include "common.h"
 
-void specpath_rms_norm(const uint16_t *x, const uint16_t *delta, uint16_t *sum_out, const uint16_t *weight,
-                       uint16_t *out, int M, int D, float eps);
-
-typedef struct {
-    const uint16_t *input_norm, *post_norm;
-    float input_eps, post_eps;
-    const specpath_linear *qkv, *o_proj, *gate_up, *down;
-} specpath_layer_weights;
-
-void specpath_layer_pre(const uint16_t *h, const uint16_t *norm_weight, float eps, const specpath_linear *qkv,
-                        const uint16_t *cos, const uint16_t *sin, int T, int H, int KV, int D, uint16_t *qkv_out);
-void specpath_layer_post(const uint16_t *h, const uint16_t *attn, const specpath_linear *o_proj,
-                         const uint16_t *norm_weight, float eps, const specpath_linear *gate_up,
-                         const specpath_linear *down, int T, uint16_t *out);
-void specpath_attention(const uint16_t *q, int q_stride, const uint16_t *k_new, int k_stride, const uint16_t *v_new,
-                        int v_stride, uint16_t *key_cache, uint16_t *value_cache, int L, int Q, int H, int KV, int D,
-                        float scale, const uint8_t *mask, const int64_t *slots, uint16_t *out);
-int specpath_draft_argmax(const uint16_t *logits, const float *bias, const float *noise, int n);
-
 /* The draft model as the chain reads it (DraftModelHead in Python). */
 typedef struct {
     const uint16_t *embed; /* [V, d] bf16 */
