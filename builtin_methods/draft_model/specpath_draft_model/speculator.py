@@ -152,6 +152,8 @@ class DraftModelSpeculator(BaseSpeculator):
             native=settings.native,
         )
         self.state: dict[str, _RequestState] = {}
+        self._chain_head: Any = None
+        """The draft as the native chain reads it (:meth:`_native_head`), built on first use."""
 
     # ------------------------------------------------------------------------- contract
     @torch.inference_mode()
@@ -322,7 +324,7 @@ class DraftModelSpeculator(BaseSpeculator):
         it points at changed) and its rotary table, or None where the chain stays per-op."""
         from specpath_engine.modeling.native import DraftModelHead, native_kernels, native_linears
 
-        head = getattr(self, "_chain_head", None)
+        head = self._chain_head
         if head is not None and head.valid():
             return head.found
         kv, model = self.kv, self.model

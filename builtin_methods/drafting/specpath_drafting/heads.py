@@ -101,6 +101,15 @@ class HeadConfig(LayerShape):
         return out
 
 
+def lent_table(embed: Callable[[torch.Tensor], torch.Tensor] | None) -> torch.Tensor | None:
+    """The ``[vocab, d]`` table behind a lent embedding function where it is a target's bound method
+    whose model lends it (``LlamaModel.embedding_table``), for a native step that looks rows up
+    itself; else None."""
+    owner = getattr(embed, "__self__", None)
+    lend = getattr(owner, "embedding_table", None)
+    return lend() if callable(lend) else None
+
+
 class HiddenStateHead(nn.Module):
     """What the drafting loop needs from a head (see the module docstring)."""
 
@@ -130,11 +139,8 @@ class HiddenStateHead(nn.Module):
         return taps[..., 0, :]
 
     def embedding_table(self) -> torch.Tensor | None:
-        """The embedding's ``[vocab, d]`` table where ``embed`` is a target's (a bound method whose
-        model lends it: ``LlamaModel.embedding_table``), else None."""
-        owner = getattr(self._embed, "__self__", None)
-        lend = getattr(owner, "embedding_table", None)
-        return lend() if callable(lend) else None
+        """The embedding's ``[vocab, d]`` table where ``embed`` is a target's (:func:`lent_table`)."""
+        return lent_table(self._embed)
 
     def native_draft_head(self) -> Any:
         """The head as :meth:`~specpath_engine.modeling.native.NativeKernels.draft_chain` reads it

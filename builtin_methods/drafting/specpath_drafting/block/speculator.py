@@ -36,6 +36,7 @@ from specpath_drafting.block.adaptive import VerifyCost, schedule
 from specpath_drafting.block.drafter import DFlashDrafter, DrafterConfig, load_weights, read_config
 from specpath_drafting.block.reference import build_block_queries_reference
 from specpath_drafting.checkpoints import recorded_temperature_scale
+from specpath_drafting.heads import lent_table
 from specpath_drafting.kv import DrafterKV
 from specpath_drafting.vocab import serving_lm_head
 
@@ -104,6 +105,8 @@ class BlockSpeculator(BaseSpeculator):
         self.last_block_width = self.k
         """The last propose's block width: the longest draft any of its requests could keep."""
         self.build_queries = block_queries_fn(self.device)
+        self._block_head: Any = None
+        """The drafter as the native step reads it (:meth:`_native_block_head`), built on first use."""
         self.drafter.rotary.ensure_length(self.row_len)
 
     # -- construction ------------------------------------------------------------------------
@@ -246,11 +249,10 @@ class BlockSpeculator(BaseSpeculator):
         if (native := native_kernels(self.kv.keys)) is None or d.rotary.rope_type == "dynamic" or (
                 d.rotary.cos_cached.dtype is not torch.bfloat16) or d.config.head_dim % 32:
             return None
-        head = getattr(self, "_block_head", None)
+        head = self._block_head
         if head is not None and head.valid():
             return native, head
-        owner = getattr(d._embed, "__self__", None)
-        table = owner.embedding_table() if callable(getattr(owner, "embedding_table", None)) else None
+        table = lent_table(d._embed)
         fc = native_linears(d.fc)
         layers = [layer.native_linears() for layer in d.layers]
         norms = (d.hidden_norm, *d.input_layernorms, *(layer.post_attention_layernorm for layer in d.layers))
