@@ -59,6 +59,7 @@ import shutil
 import subprocess
 import tempfile
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -233,7 +234,22 @@ class DraftHead(ctypes.Structure):
         return self.generation == registrations() and all(t.data_ptr() == p for t, p in self.pointers)
 
 
-class BlockHead(ctypes.Structure):
+class _OnAStack:
+    """A drafter descriptor built on a :class:`DecoderStack`: it keeps the stack and the other
+    tensors it points at alive, and is :meth:`valid` while none of them moved."""
+
+    def keep(self, stack: DecoderStack, tensors: Sequence[torch.Tensor | None]) -> None:
+        self.stack = stack
+        self.pointers = [(t, t.data_ptr()) for t in tensors if t is not None]
+        self.generation = registrations()
+
+    def valid(self) -> bool:
+        """Nothing it was built from has been replaced or moved since (as :meth:`DecoderStack.valid`)."""
+        return (self.generation == registrations() and self.stack.valid()
+                and all(t.data_ptr() == p for t, p in self.pointers))
+
+
+class BlockHead(_OnAStack, ctypes.Structure):
     """A block drafter (DFlash, DSpark) as ``specpath_block_propose`` reads it
     (``specpath_block_head`` in C): the target's embedding table, the mask embedding, the context's
     ``fc`` and norm, and every draft layer. Raw pointers: built by :meth:`of`, which keeps what they
@@ -252,20 +268,12 @@ class BlockHead(ctypes.Structure):
         stack = DecoderStack(layers)
         head = cls(embed.data_ptr(), mask_embedding.data_ptr(), ctypes.pointer(fc), hidden_norm[0].data_ptr(),
                    hidden_norm[1], stack.num_layers, stack.layers)
-        head.stack = stack  # its layer array and tensors, kept alive
-        head.fc_linear = fc
-        head.pointers = [(t, t.data_ptr()) for t in (embed, mask_embedding, hidden_norm[0], *fc.tensors)
-                         if t is not None]
-        head.generation = registrations()
+        head.keep(stack, (embed, mask_embedding, hidden_norm[0], *fc.tensors))
+        head.fc_linear = fc  # kept alive with the pointer to it
         return head
 
-    def valid(self) -> bool:
-        """Nothing it was built from has been replaced or moved since (as :meth:`DecoderStack.valid`)."""
-        return (self.generation == registrations() and self.stack.valid()
-                and all(t.data_ptr() == p for t, p in self.pointers))
 
-
-class DraftModelHead(ctypes.Structure):
+class DraftModelHead(_OnAStack, ctypes.Structure):
     """A draft model as ``specpath_model_propose`` reads it (``specpath_model_head`` in C): its
     embedding table, decoder layers, final norm and LM head (a reduced vocabulary's kept rows,
     their fp32 bias and target ids). Raw pointers: built by :meth:`of`, which keeps what they
@@ -285,16 +293,9 @@ class DraftModelHead(ctypes.Structure):
         head = cls(embed.data_ptr(), stack.num_layers, stack.layers, final_norm[0].data_ptr(), final_norm[1],
                    ctypes.pointer(lm_head), None if lm_bias is None else lm_bias.data_ptr(),
                    None if ids is None else ids.data_ptr())
-        head.stack, head.lm_head_linear = stack, lm_head  # kept alive with the pointers
-        head.pointers = [(t, t.data_ptr()) for t in (embed, final_norm[0], lm_bias, ids, *lm_head.tensors)
-                         if t is not None]
-        head.generation = registrations()
+        head.keep(stack, (embed, final_norm[0], lm_bias, ids, *lm_head.tensors))
+        head.lm_head_linear = lm_head  # kept alive with the pointer to it
         return head
-
-    def valid(self) -> bool:
-        """Nothing it was built from has been replaced or moved since (as :meth:`DecoderStack.valid`)."""
-        return (self.generation == registrations() and self.stack.valid()
-                and all(t.data_ptr() == p for t, p in self.pointers))
 
 
 def keep_tile_copies(head: DraftHead) -> int:
