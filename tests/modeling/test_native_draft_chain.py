@@ -224,10 +224,11 @@ def _native_log_probs(logits: torch.Tensor) -> torch.Tensor:
     return torch.stack(rows)
 
 
-def _per_op_tree(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, budget: int, topk: int, monkeypatch):
+def _per_op_tree(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, budget: int, topk: int, monkeypatch,
+                 race: torch.Tensor | None = None):
     """What the drafting loop's per-op tree (``HiddenStateSpeculator._draft_tree``) grows for one
     request from the kept output ``a [1, d]``, scored as the native tree scores: (target ids,
-    parents, scores)."""
+    parents, scores). ``race``: a seeded request's scaled noise per depth (per-op vocabulary order)."""
     import functools
     import types
 
@@ -236,19 +237,21 @@ def _per_op_tree(head, kv: DrafterKV, a: torch.Tensor, row: int, last: int, budg
     monkeypatch.setattr(loop, "grow_tree", functools.partial(tree_search.grow_tree, normalise=_native_log_probs))
     speculator = types.SimpleNamespace(head=head, device=torch.device("cpu"), dtype=torch.bfloat16, kv=kv,
                                        tree_topk=topk)
-    tree = loop.HiddenStateSpeculator._draft_tree(speculator, a, row, last, budget)
+    tree = loop.HiddenStateSpeculator._draft_tree(speculator, a, row, last, budget, race)
     return head.to_target(torch.tensor(tree.tokens, dtype=torch.int64)).tolist(), tree.parents, tree.scores
 
 
 @needs_kernels
 @given(kind=st.sampled_from(["eagle3", "mtp", "mtp-hidden-first"]), weights=st.sampled_from(["bf16", "int8", "int4"]),
        start=st.integers(0, 40), n=st.integers(0, 9), budget=st.integers(1, 8), topk=st.integers(1, 4),
-       row=st.integers(0, 1), seed=st.integers(0, 2**16))
+       row=st.integers(0, 1), seed=st.integers(0, 2**16), temperature=st.sampled_from([None, 0.3, 0.8]))
 @settings(max_examples=40, deadline=None)
-def test_the_native_tree_is_the_per_op_ingest_and_tree_to_the_bit(kind, weights, start, n, budget, topk, row, seed):
-    """Ingest of 0..9 new positions, then a dynamic tree (``draft_tree_topk`` 1..4, budget 1..8):
-    the same nodes, parents and scores, the same kept output and the same drafter KV (the tree's
-    scratch slots included) as ``grow_tree`` over the per-op head passes."""
+def test_the_native_tree_is_the_per_op_ingest_and_tree_to_the_bit(kind, weights, start, n, budget, topk, row, seed,
+                                                                  temperature):
+    """Ingest of 0..9 new positions, then a dynamic tree (``draft_tree_topk`` 1..4, budget 1..8),
+    on the head's own logits or (``temperature``) a seeded request's race, its noise added per
+    depth: the same nodes, parents and scores, the same kept output and the same drafter KV (the
+    tree's scratch slots included) as ``grow_tree`` over the per-op head passes."""
     from specpath_drafting.tree_search import num_passes
 
     head = _head(kind, weights, seed)
@@ -265,18 +268,44 @@ def test_the_native_tree_is_the_per_op_ingest_and_tree_to_the_bit(kind, weights,
     with torch.inference_mode(), pytest.MonkeyPatch.context() as monkeypatch:
         kv_ref, kv_native = _kv(head, start, seed), _kv(head, start, seed)
         a_ref = _per_op_ingest(head, kv_ref, taps, ids, row, start) if n else a
-        want = _per_op_tree(head, kv_ref, a_ref, row, start + n - 1, budget, topk, monkeypatch)
+        race = native_noise = None  # depth d at position start + n + d
+        if temperature is not None:
+            noise = torch.stack([gumbel_noise(seed, start + n + d, VOCAB) for d in range(passes + 1)])
+            vd = head.draft_vocab_size
+            race = coupling.scaled_noise(noise, [temperature] * (passes + 1),
+                                         None if vd == VOCAB else head.to_target(torch.arange(vd)))
+            native_noise = coupling.scaled_noise(noise, [temperature] * (passes + 1), native_head.row_ids)
+        want = _per_op_tree(head, kv_ref, a_ref, row, start + n - 1, budget, topk, monkeypatch, race)
         a_native = a[0].clone()
         keys, values = kv_native.row_span(0, row)
         got = KERNELS.draft_tree(native_head, taps.reshape(n, -1).contiguous() if n else None, ids, a_native, budget,
                                  topk, passes, hc.num_attention_heads, hc.num_key_value_heads, hc.head_dim, keys,
-                                 values, start, cos, sin)
+                                 values, start, cos, sin, noise=native_noise)
     assert got == want
     tokens, parents, scores = got
     assert 1 <= len(tokens) <= budget and all(-1 <= q < i for i, q in enumerate(parents))
     assert scores == sorted(scores, reverse=True)
     assert torch.equal(a_native, a_ref[0])
     assert torch.equal(kv_native.keys, kv_ref.keys) and torch.equal(kv_native.values, kv_ref.values)
+
+
+@given(kind=st.sampled_from(["eagle3", "mtp"]), last=st.integers(0, 40), budget=st.integers(1, 6),
+       seed=st.integers(0, 2**16), temperature=st.sampled_from([0.3, 0.8, 1.5]))
+@settings(max_examples=20, deadline=None)
+def test_a_raced_tree_of_one_candidate_a_pass_is_the_raced_chain(kind, last, budget, seed, temperature):
+    """A seeded request's tree ranks the head's logits plus its noise at each depth: with one
+    candidate a pass it is the chain's race, draft for draft (and so its best depth-0 candidate is
+    always the chain's first raced draft); without noise it would be the greedy chain."""
+    head = _head(kind, "bf16", seed)
+    vd = head.draft_vocab_size
+    vocab_ids = None if vd == VOCAB else head.to_target(torch.arange(vd))
+    noise = torch.stack([gumbel_noise(seed, last + 1 + d, VOCAB) for d in range(budget)])
+    a = (3 * torch.randn(1, head.config.hidden_size, generator=torch.Generator().manual_seed(seed))).to(torch.bfloat16)
+    with torch.inference_mode(), pytest.MonkeyPatch.context() as monkeypatch:
+        chain = _per_op_chain(head, _kv(head, last + 1, seed), a, 0, last, budget, (noise, temperature))
+        race = coupling.scaled_noise(noise, [temperature] * budget, vocab_ids)
+        tokens, parents, _ = _per_op_tree(head, _kv(head, last + 1, seed), a, 0, last, budget, 1, monkeypatch, race)
+    assert tokens == chain and parents == list(range(-1, budget - 1))
 
 
 def _kv_rows(head, rows: int, seed: int) -> DrafterKV:

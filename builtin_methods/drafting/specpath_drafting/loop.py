@@ -276,11 +276,17 @@ class HiddenStateSpeculator(BaseSpeculator):
                 return self._proposal(reqs, drafting, budgets, tokens, None, logps=torch.stack(step_logps, dim=1))
         return self._proposal(reqs, drafting, budgets, tokens, probs)
 
-    def _draft_tree(self, a0: torch.Tensor, row: int, last: int, budget: int) -> TreeDraft:
+    def _draft_tree(self, a0: torch.Tensor, row: int, last: int, budget: int,
+                    race: torch.Tensor | None = None) -> TreeDraft:
         """One request's tree (:mod:`specpath_drafting.tree_search`) from the ingest's output ``a0 [1, d]``
         at its last committed position ``last``: a node of depth ``d`` runs at position
-        ``last + 1 + d`` (as the chain's draft there), its k/v in scratch slots after ``last``."""
+        ``last + 1 + d`` (as the chain's draft there), its k/v in scratch slots after ``last``.
+        ``race``: a seeded request's scaled noise (:meth:`_tree_race`), row d added to the
+        logits of depth d."""
         head, dev = self.head, self.device
+
+        def raced(logits: torch.Tensor, depth: int) -> torch.Tensor:
+            return logits if race is None else logits.float() + race[depth]
         outputs: list[torch.Tensor] = []
         parents_so_far: list[int] = []
 
@@ -297,16 +303,34 @@ class HiddenStateSpeculator(BaseSpeculator):
             positions = torch.full((len(tokens),), last + 1 + depth, dtype=torch.int64, device=dev)
             out = head.step(head.embed(ids).to(self.dtype), features, positions, self.kv.tree_attention(row, length, mask))
             outputs.extend(out.split(1))
-            return head.logits(out)
+            return raced(head.logits(out), depth + 1)
 
-        return grow_tree(head.logits(a0)[0], run, k=self.tree_topk, budget=budget)
+        return grow_tree(raced(head.logits(a0)[0], 0), run, k=self.tree_topk, budget=budget)
+
+    def _tree_race(self, request: Any, budget: int, vocab_ids: torch.Tensor | None) -> torch.Tensor | None:
+        """A coupled request's tree races on its sampling noise, as its chain does: float32
+        ``[depths, Vd]``, ``T G`` at each depth's position in the order of the head's rows
+        (``vocab_ids``, :func:`coupling.scaled_noise`), added to the drafter's logits before a
+        node's children are chosen and scored. Its candidates are then the best of the head's
+        perturbed logits, the tokens the target's own race is likeliest to pick (at T = 0.8 a
+        sampled request's drafts were accepted more often from the race than from the head's own
+        best: docs/benchmarks-history.md). None for a request that does not race."""
+        if not coupling.coupled(request):
+            return None
+        depths = num_passes(budget, self.tree_topk) + 1
+        noise = request.noise.gumbel(len(request.token_ids), depths)
+        return coupling.scaled_noise(noise, [self.draft_temperature(request)] * depths, vocab_ids)
 
     def _tree_proposal(self, reqs, drafting, budgets, a, rows, lasts) -> DraftProposal:
         """Each drafting request's tree (in head passes of its own: trees are for the latency
         setting, one request or a few)."""
         trees = []
+        coupled = any(coupling.coupled(reqs[i]) for i in drafting)
+        vocab_ids = self.vocab_ids(self.head.draft_vocab_size) if coupled else None
         for j, i in enumerate(drafting):
-            tree = self._draft_tree(a[j : j + 1], rows[j], lasts[j], budgets[i])
+            race = self._tree_race(reqs[i], budgets[i], vocab_ids)
+            tree = self._draft_tree(a[j : j + 1], rows[j], lasts[j], budgets[i],
+                                    None if race is None else race.to(self.device))
             ids = self.head.to_target(torch.tensor(tree.tokens, dtype=torch.int64, device=self.device)).tolist()
             trees.append((i, ids, tree.parents, tree.scores))
         return _proposal_of_trees(trees, len(reqs), self.device)
@@ -476,7 +500,8 @@ class HiddenStateSpeculator(BaseSpeculator):
             trees.append((i, *native.draft_tree(
                 head, taps, empty if ids is None else ids, self.last_hidden[row], budget, self.tree_topk, passes,
                 hc.num_attention_heads, hc.num_key_value_heads, hc.head_dim, keys, values, start, rotary.cos_cached,
-                rotary.sin_cached, min_score=_log_floor(reqs[i].min_draft_probability, -math.inf))))
+                rotary.sin_cached, min_score=_log_floor(reqs[i].min_draft_probability, -math.inf),
+                noise=self._tree_race(reqs[i], budget, head.row_ids))))
         return _proposal_of_trees(trees, len(reqs), self.device)
 
     def _native_chain(self, a: torch.Tensor, row: int, last: int, k: int,
@@ -513,16 +538,15 @@ class HiddenStateSpeculator(BaseSpeculator):
             ids = sharded_argmax(logits, self.num_argmax_shards) if self.num_argmax_shards > 1 else logits.argmax(-1)
             return ids, None
         argmax = (lambda x: sharded_argmax(x, self.num_argmax_shards)) if self.num_argmax_shards > 1 else None
-        return coupling.choose(logits, temps, gens, noise, sample=self.random_drafts, vocab_ids=self.vocab_ids(logits),
-                               argmax=argmax)
+        return coupling.choose(logits, temps, gens, noise, sample=self.random_drafts,
+                               vocab_ids=self.vocab_ids(logits.shape[-1]), argmax=argmax)
 
-    def vocab_ids(self, logits: torch.Tensor) -> torch.Tensor | None:
-        """The target id of each draft-vocabulary id of ``logits`` ``[.., Vd]``, None when the
-        head drafts over the target's own vocabulary."""
-        vd = logits.shape[-1]
+    def vocab_ids(self, vd: int) -> torch.Tensor | None:
+        """The target id of each of a head's ``vd`` draft-vocabulary ids (its logits' width), None
+        when the head drafts over the target's own vocabulary."""
         if vd == self.context.vocab_size:
             return None
-        return self.head.to_target(torch.arange(vd, device=logits.device))
+        return self.head.to_target(torch.arange(vd, device=self.device))
 
     def _proposal(self, reqs, drafting, budgets, tokens, probs, mapped: bool = False,
                   logps: torch.Tensor | None = None) -> DraftProposal:

@@ -439,7 +439,7 @@ class NativeKernels:
         self._draft_propose_batch = _function(library, "specpath_draft_propose_batch", ctypes.POINTER(DraftHead), I,
                                               P, P, P, P, P, P, I, I, I, P, P, P, P, P, P, P, F, P, P, P, P, P, P)
         self._draft_tree = _function(library, "specpath_draft_tree", ctypes.POINTER(DraftHead), P, P, I, P, I, I, I,
-                                     ctypes.c_double, I, I, I, P, P, I, P, P, F, P, P, P)
+                                     ctypes.c_double, I, I, I, P, P, I, P, P, F, P, P, P, P)
         self._draft_tree.restype = ctypes.c_int
         self._log_softmax_terms = _function(library, "specpath_log_softmax_terms", P, I, P)
         self._model_propose = _function(library, "specpath_model_propose", ctypes.POINTER(DraftModelHead), P, I, I, I,
@@ -737,7 +737,8 @@ class NativeKernels:
     def draft_tree(self, head: DraftHead, taps: torch.Tensor | None, ids: torch.Tensor, a: torch.Tensor, budget: int,
                    topk: int, passes: int, heads: int, kv_heads: int, head_dim: int, key_cache: torch.Tensor,
                    value_cache: torch.Tensor, first_position: int, cos: torch.Tensor,
-                   sin: torch.Tensor, min_score: float = -math.inf) -> tuple[list[int], list[int], list[float]]:
+                   sin: torch.Tensor, min_score: float = -math.inf,
+                   noise: torch.Tensor | None = None) -> tuple[list[int], list[int], list[float]]:
         """One request's ingest (as :meth:`draft_propose`'s, no chain) and then its dynamic draft
         tree of at most ``budget`` nodes (``specpath_drafting.tree_search.grow_tree`` over the
         per-op head passes, with :meth:`log_softmax_terms`' log-probabilities): ``topk`` nodes per
@@ -745,14 +746,21 @@ class NativeKernels:
         positions of ``key_cache``/``value_cache`` (one request's row, ``[positions, KV, D]``).
         ``cos``/``sin``: the rotary table (row p: position p). Returns the nodes' target ids,
         their parents (node index, -1: the root) and their path log-probabilities, best first;
-        none scored below ``min_score`` (nor a pass run whose best candidates all are)."""
+        none scored below ``min_score`` (nor a pass run whose best candidates all are). ``noise``:
+        None, or a seeded request's race (fp32 ``[passes + 1, n]``, ``T G`` in the head's row order:
+        row d is added to the scores of depth d before they are ranked and normalised)."""
+        if noise is not None:
+            if tuple(noise.shape) != (passes + 1, head.lm_head.contents.out_features):
+                raise ValueError(f"draft_tree: noise of shape {tuple(noise.shape)}, want [passes + 1, draft vocabulary]")
+            noise = noise.float().contiguous()
         tokens = torch.empty(max(budget, 1), dtype=torch.int64)
         parents = torch.empty(max(budget, 1), dtype=torch.int64)
         scores = torch.empty(max(budget, 1), dtype=torch.float64)
         n = self._draft_tree(ctypes.byref(head), None if taps is None else taps.data_ptr(), ids.data_ptr(),
                              ids.shape[0], a.data_ptr(), budget, topk, passes, min_score, heads, kv_heads, head_dim,
                              key_cache.data_ptr(), value_cache.data_ptr(), first_position, cos.data_ptr(),
-                             sin.data_ptr(), head_dim**-0.5, tokens.data_ptr(), parents.data_ptr(), scores.data_ptr())
+                             sin.data_ptr(), head_dim**-0.5, None if noise is None else noise.data_ptr(),
+                             tokens.data_ptr(), parents.data_ptr(), scores.data_ptr())
         return tokens[:n].tolist(), parents[:n].tolist(), scores[:n].tolist()
 
     def log_softmax_terms(self, scores: torch.Tensor) -> tuple[float, float]:

@@ -146,7 +146,7 @@ int specpath_draft_argmax(const uint16_t *logits, const float *bias, const float
     return first < n ? first : 0; /* no lane above -inf (all -inf or NaN): the scan's 0 */
 }
 
-static void tree_scores(const uint16_t *logits, const float *bias, int n, float *v);
+static void tree_scores(const uint16_t *logits, const float *bias, const float *noise, int n, float *v);
 void specpath_log_softmax_terms(const float *v, int n, double *out);
 
 /* R requests' proposes in one call, every weight read once per pass for all their rows (the
@@ -265,7 +265,7 @@ static void propose(const specpath_draft_head *hd, int R, const uint16_t *taps, 
             const int best = specpath_draft_argmax(logits + (size_t)s * n, hd->lm_bias, row_noise, n);
             if (v) { /* the draft's log-probability under the head (its own softmax, no noise) */
                 double terms[2];
-                tree_scores(logits + (size_t)s * n, hd->lm_bias, n, v);
+                tree_scores(logits + (size_t)s * n, hd->lm_bias, 0, n, v);
                 specpath_log_softmax_terms(v, n, terms);
                 const double lp = ((double)v[best] - terms[0]) - terms[1];
                 if (floors && j > 0 && path[r] + lp < floors[r]) { /* not worth its row: it stops here */
@@ -363,9 +363,12 @@ void specpath_draft_propose_batch(const specpath_draft_head *hd, int R, const ui
             scale, noise, noise_rows, floors, logp_out, kept_out, tokens_out);
 }
 
-/* v [n] = logits (bf16) + bias (fp32, NULL: none), in fp32: the scores a tree ranks. */
-static void tree_scores(const uint16_t *logits, const float *bias, int n, float *v) {
+/* v [n] = (logits (bf16) + bias (fp32, NULL: none)) + noise (fp32, NULL: none), in fp32, in that
+ * order (torch's): the scores a tree ranks; with noise, a seeded request's race at that depth. */
+static void tree_scores(const uint16_t *logits, const float *bias, const float *noise, int n, float *v) {
     for (int i = 0; i < n; i++) v[i] = bias ? bf16_value(logits[i]) + bias[i] : bf16_value(logits[i]);
+    if (noise)
+        for (int i = 0; i < n; i++) v[i] += noise[i];
 }
 
 /* The k largest of v [n] by value, the first index first among equals (a stable descending sort's
@@ -442,13 +445,16 @@ static void tree_sort(const tree_candidate *cands, int *from, int count) {
  * created first: parents come first), less those scored below min_score but the first (a path
  * log-probability whose node does not pay for its row: -inf keeps all; a pass whose best
  * candidates are all below it is not run). keys/values [positions, KV, D]: the request's KV row from
- * position 0; cos/sin: the rotary table (row p: position p). Returns the nodes written:
+ * position 0; cos/sin: the rotary table (row p: position p). noise: NULL (the head's own
+ * distribution), or fp32 [passes + 1, n], row d added to every depth-d node's scores before they
+ * are ranked and normalised (a seeded request's race: its candidates are the best of its drafts'
+ * `logits + T G`, as the chain's race takes the first). Returns the nodes written:
  * tokens_out (target ids), parents_out (node index, -1: the root) and scores_out, [budget] each. */
 int specpath_draft_tree(const specpath_draft_head *hd, const uint16_t *taps, const int64_t *ids, int T, uint16_t *a,
                         int budget, int k, int passes, double min_score, int H, int KV, int D, uint16_t *keys,
                         uint16_t *values, int p0,
-                        const uint16_t *cos, const uint16_t *sin, float scale, int64_t *tokens_out,
-                        int64_t *parents_out, double *scores_out) {
+                        const uint16_t *cos, const uint16_t *sin, float scale, const float *noise,
+                        int64_t *tokens_out, int64_t *parents_out, double *scores_out) {
     const int64_t zero = 0, t = T, none = 0, p = p0, greedy = -1;
     propose(hd, 1, taps, ids, &t, a, &zero, &none, H, KV, D, keys, values, &zero, &p, cos, sin, &p, scale, 0, &greedy,
             0, 0, 0, 0);
@@ -477,7 +483,7 @@ int specpath_draft_tree(const specpath_draft_head *hd, const uint16_t *taps, con
     specpath_rms_norm(a, 0, 0, hd->final_norm, normed, 1, d, hd->final_eps);
     linear(hd->lm_head, normed, logits, 1);
     {
-        tree_scores(logits, hd->lm_bias, n, v);
+        tree_scores(logits, hd->lm_bias, noise, n, v);
         specpath_log_softmax_terms(v, n, terms);
         top_k(v, n, k, top_idx, top_val);
         for (int i = 0; i < k; i++) {
@@ -519,7 +525,7 @@ int specpath_draft_tree(const specpath_draft_head *hd, const uint16_t *taps, con
         width = 0;
         for (int j = 0; j < q; j++) {
             const double base = cands[beam[j]].score;
-            tree_scores(logits + (size_t)j * n, hd->lm_bias, n, v);
+            tree_scores(logits + (size_t)j * n, hd->lm_bias, noise ? noise + (size_t)(depth + 1) * n : 0, n, v);
             specpath_log_softmax_terms(v, n, terms);
             top_k(v, n, k, top_idx, top_val);
             for (int i = 0; i < k; i++) {
