@@ -287,6 +287,7 @@ class HiddenStateSpeculator(BaseSpeculator):
 
         def raced(logits: torch.Tensor, depth: int) -> torch.Tensor:
             return logits if race is None else logits.float() + race[depth]
+
         outputs: list[torch.Tensor] = []
         parents_so_far: list[int] = []
 
