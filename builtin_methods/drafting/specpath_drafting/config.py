@@ -75,7 +75,8 @@ class HiddenStateDrafterConfig(DraftModelSpeculatorConfig):
                 f"chain (top-1): draft_tree_topk={k} has no effect, {method} verification verifies chains"
                 if method not in TREE_VERIFY_METHODS else
                 f"tree: {k} nodes run per drafting pass, each scoring its top-{k} children; the best K candidates, "
-                "when the engine verifies trees (the reference engine does); otherwise the top-1 chain")
+                "when the engine verifies trees (the reference engine does); otherwise the top-1 chain; a sampled "
+                "request's tree ranks the head's logits plus its sampling noise (its race)")
         return out
 
 
