@@ -62,3 +62,14 @@ def test_auto_dtype_is_the_dtype_the_engine_serves_the_target_in(tmp_path):
     assert train_dtype("auto", str(_checkpoint(tmp_path, "float16"))) == native_bf16
     assert train_dtype("bfloat16", "embedded") == "bfloat16" and train_dtype("float32", "x") == "float32"
     assert train_dtype("auto", str(tmp_path / "missing")) == "float32"  # the target's own check reports it
+
+
+def test_a_prompt_answered_past_eos_goes_on_to_its_length_the_others_stop_there():
+    model = generation_model(embedded_model_path(), torch.float32)
+    kwargs = dict(max_new_tokens=12, temperatures=(0.0,), seed=0, max_model_len=64)
+    free = generate(model, PROMPTS[:2], eos_token_ids=[], **kwargs)
+    eos = free[0][len(PROMPTS[0]) + 2]  # the third token the first prompt's answer writes: its "EOS" here
+    stopped, past = generate(model, [PROMPTS[0], PROMPTS[0]], eos_token_ids=[eos], past_eos=[False, True], **kwargs)
+    first = free[0].index(eos, len(PROMPTS[0]))
+    assert stopped == free[0][: first + 1]  # stops at EOS, kept as its last token
+    assert past == free[0]  # the whole length, EOS and what the target writes after it included

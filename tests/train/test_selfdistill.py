@@ -78,3 +78,44 @@ def test_feature_files_another_run_is_capturing_are_left_to_it(tmp_path, monkeyp
     worker.join(10)  # released without its file: this run captures it after all
     assert not worker.is_alive() and calls == [0, 4, 2]
     assert sorted(p.name for p in tmp_path.glob("feat-*.safetensors")) == [f"feat-000{i}.safetensors" for i in range(3)]
+
+
+def test_past_eos_picks_about_its_share_spread_evenly_whatever_the_chunks():
+    from hypothesis import given, strategies as st
+
+    @given(st.floats(0, 1), st.integers(1, 400))
+    def check(share, n):
+        picked = [i for i in range(n) if selfdistill.goes_past_eos(i, share)]
+        assert abs(len(picked) - share * n) <= 3  # a Weyl sequence's discrepancy: a few at most
+        if share == 0:
+            assert not picked
+        for start in range(0, n, 64):  # every stretch holds its share too
+            part = [i for i in picked if start <= i < start + 64]
+            assert abs(len(part) - share * min(64, n - start)) <= 3
+
+    check()
+
+
+class _DeviceTarget:
+    """A device generator that records each call's EOS ids and answers each prompt with its first id
+    once, and once more where no EOS ids stop it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[int], tuple]] = []
+
+    def generate_ids(self, part, *, eos_token_ids, **_):
+        self.calls.append(([p[0] for p in part], tuple(eos_token_ids)))
+        return [list(p) + [p[0]] * (1 if eos_token_ids else 2) for p in part]
+
+
+def test_a_device_generator_answers_the_past_eos_prompts_in_a_call_without_eos_ids_in_order(tmp_path):
+    prompts = [[i, 100 + i] for i in range(6)]
+    target = _DeviceTarget()
+    share = 0.4
+    seqs = generate_split(lambda: target, prompts, tmp_path, "train", max_new_tokens=2, temperature=0.0, eos_ids=[9],
+                          seed=0, chunk=6, max_num_seqs=6, max_model_len=16, progress=False, log=lambda _: None,
+                          past_eos=share)
+    past = [selfdistill.goes_past_eos(i, share) for i in range(6)]
+    assert any(past) and not all(past)
+    assert seqs == [p + [p[0]] * (2 if beyond else 1) for p, beyond in zip(prompts, past)]
+    assert target.calls == [([i for i in range(6) if not past[i]], (9,)), ([i for i in range(6) if past[i]], ())]

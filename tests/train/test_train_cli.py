@@ -202,6 +202,8 @@ def test_bad_targets_methods_and_budgets_are_one_line(capsys, tmp_path, data_fil
         (["mtp", "--target", "embedded", "--draft-layers", "2"],
          "--draft-layers: mtp's drafter has a fixed depth here (only dflash, dspark takes it)"),
         (["dspark", "--target", "embedded", "--draft-layers", "0"], "--draft-layers must be at least 1 (got 0)"),
+        (["eagle3", "--target", "embedded", "--past-eos", "1.5"],
+         "--past-eos is a share of the prompts, from 0 to 1 (got 1.5)"),
     ]
     for argv, expected in cases:
         code, _, err = train(capsys, *argv, "--out", str(out), "--data", str(data_file), "--steps", "1", "--no-progress")
@@ -371,3 +373,19 @@ def test_target_quantization_offers_the_engines_formats():
     from specpath_train.cli_train import TARGET_QUANTIZATIONS
 
     assert TARGET_QUANTIZATIONS == QUANTIZATIONS
+
+
+def test_past_eos_answers_its_share_to_the_full_length_and_the_data_records_it(capsys, tmp_path, data_file):
+    out = tmp_path / "out"
+    code, _, err = train(capsys, "eagle3", "--out", str(out), "--data", str(data_file), *TINY, "--data-only",
+                         "--past-eos", "1", "--heldout", "0.3")
+    assert code == 0, err
+    data = out / "run" / "data"
+    assert json.loads((data / "features.json").read_text())["past_eos"] == 1.0
+    held = json.loads((out / "run" / "heldout_prompts.json").read_text())
+    answered = [s for f in sorted(data.glob("gen-heldout-*.json")) for s in json.loads(f.read_text())]
+    assert [len(s) for s in answered] == [len(p) + 24 for p in held]  # every one to --max-new-tokens
+    assert json.loads((out / "run" / "run.json").read_text())["past_eos"] == 1.0
+    code, _, err = train(capsys, "eagle3", "--out", str(out), "--data", str(data_file), *TINY, "--data-only",
+                         "--heldout", "0.3", "--resume")
+    assert code == 1 and "differs in past_eos" in last_error(err)  # another config: responses not mixed

@@ -41,7 +41,7 @@ RUN = "run"
 
 CONFIG_KEYS = ("method", "variant", "from", "target", "data", "corpus", "prompts", "heldout", "max_new_tokens",
                "temperature", "seed", "window", "dtype", "max_prompt_tokens", "draft_vocab", "draft_layers",
-               "target_quantization")
+               "target_quantization", "past_eos")
 """What makes two runs the same run (budget, threads and progress may change on --resume)."""
 
 COMPANION_GAIN = 0.03
@@ -106,6 +106,9 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--heldout", type=float, default=0.1, help="share of the prompts held out (default 0.1, at least 1)")
     p.add_argument("--max-new-tokens", type=int, default=192, help="response length the target writes (default 192)")
     p.add_argument("--temperature", type=float, default=0.0, help="of the target's responses (default 0: greedy)")
+    p.add_argument("--past-eos", type=float, default=None, metavar="SHARE",
+                   help="this share of the prompts (0-1) answered past EOS to --max-new-tokens, as benchmarks that "
+                        "ignore EOS make the target write (default: none; every response stops at EOS)")
     p.add_argument("--seed", type=int, default=0, help="seeds the prompts, the split, the responses and training (default 0)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1; results repeat per thread count)")
     p.add_argument("--window", type=int, default=256, help="training window in tokens (default 256)")
@@ -701,6 +704,8 @@ def _train(args: argparse.Namespace) -> int:
     variant = check_variant(args.method, args.variant)
     if not args.data_only:
         check_budget(args)
+    if args.past_eos is not None and not 0 <= args.past_eos <= 1:
+        raise _error(f"--past-eos is a share of the prompts, from 0 to 1 (got {args.past_eos})")
     check_draft_vocab(recipe, args.draft_vocab)
     if args.device != "cpu" and args.target_quantization:
         raise _error(f"--target-quantization {args.target_quantization}: the quantised target runs on the CPU "
@@ -744,7 +749,8 @@ def _train(args: argparse.Namespace) -> int:
               "heldout": args.heldout, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
               "seed": args.seed, "window": args.window, "dtype": args.dtype, "max_prompt_tokens": args.max_prompt_tokens,
               "more_data": [str(Path(d).resolve()) for d in args.more_data], "draft_vocab": args.draft_vocab,
-              "draft_layers": args.draft_layers, "target_quantization": args.target_quantization}
+              "draft_layers": args.draft_layers, "target_quantization": args.target_quantization,
+              "past_eos": args.past_eos or None}
     prepare_out(out, config, resume=args.resume, overwrite=args.overwrite)
     run_dir = out / RUN
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -779,7 +785,7 @@ def _train(args: argparse.Namespace) -> int:
                              max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
                              dtype=getattr(torch, args.dtype), max_num_seqs=args.max_num_seqs, progress=progress,
                              log=log, generations=args.generations, device=args.device,
-                             quantization=args.target_quantization)
+                             quantization=args.target_quantization, past_eos=args.past_eos or 0.0)
     timings["data_s"] = round(time.time() - t0, 2)
     if args.data_only:
         print(f"{data_dir}: the data of {meta.get('sequences')} responses, {meta['heldout']} held-out windows; "

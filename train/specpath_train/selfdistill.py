@@ -21,6 +21,9 @@ import torch
 
 from specpath_train.errors import train_error
 
+GOLDEN = (5 ** 0.5 - 1) / 2
+"""The golden ratio's fractional part: its multiples modulo 1 spread evenly (:func:`goes_past_eos`)."""
+
 GENERATION_ENGINE = "native-packed"
 """Part of a shared responses directory's key where the target generates on the native kernels
 (:func:`~specpath_train.target_text.generation_model`): responses of the unprepared model, kept
@@ -89,11 +92,20 @@ def _held_in_turn(paths: dict[int, Path]) -> Iterator[int]:
                     yield key
 
 
+def goes_past_eos(index: int, share: float) -> bool:
+    """Whether prompt ``index`` of a split answers past EOS (``--past-eos``): about ``share`` of
+    the prompts, spread evenly through them (the golden ratio's multiples modulo 1), whatever the
+    chunk size, so a resumed run picks the same ones."""
+    return share > 0 and (index * GOLDEN) % 1.0 < share
+
+
 def generate_split(target: Callable[[], Any], prompts: Sequence[Sequence[int]], data: Path, split: str, *,
                    max_new_tokens: int, temperature: float, eos_ids: Sequence[int], seed: int, chunk: int,
-                   max_num_seqs: int, max_model_len: int, progress: bool, log: Callable[[str], None]) -> list[list[int]]:
+                   max_num_seqs: int, max_model_len: int, progress: bool, log: Callable[[str], None],
+                   past_eos: float = 0.0) -> list[list[int]]:
     """Prompt + response ids of every prompt, one resumable chunk file at a time; ``target()``
-    gives the generating model (called only when a chunk is not on disk yet)."""
+    gives the generating model (called only when a chunk is not on disk yet). ``past_eos``: the
+    share of prompts whose responses go on past EOS to ``max_new_tokens`` (:func:`goes_past_eos`)."""
     from specpath_train.target_text import generate
 
     new_total, t_total = 0, 0.0
@@ -104,13 +116,14 @@ def generate_split(target: Callable[[], Any], prompts: Sequence[Sequence[int]], 
             if not path.is_file():
                 t0 = time.time()
                 model = target()
+                past = [goes_past_eos(c + i, past_eos) for i in range(len(part))]
                 if hasattr(model, "generate_ids"):  # a device's generator (specpath_train.device_generate)
-                    got = model.generate_ids(part, max_new_tokens=max_new_tokens, temperature=temperature,
-                                             eos_token_ids=eos_ids, seed=seed + c)
+                    got = _device_generate(model, part, past, max_new_tokens=max_new_tokens, temperature=temperature,
+                                           eos_ids=eos_ids, seed=seed + c)
                 else:
                     got = generate(model, part, max_new_tokens=max_new_tokens, temperatures=(temperature,),
                                    eos_token_ids=eos_ids, seed=seed + c, max_num_seqs=max_num_seqs,
-                                   max_model_len=max_model_len)
+                                   max_model_len=max_model_len, past_eos=past)
                 _write_json(path, got)
                 new_total += sum(len(g) for g in got) - sum(len(p) for p in part)
                 t_total += time.time() - t0
@@ -123,6 +136,21 @@ def generate_split(target: Callable[[], Any], prompts: Sequence[Sequence[int]], 
         log(f"data: {split}: {len(prompts)} prompts, {new_total} new tokens in {t_total:.1f}s "
             f"({new_total / max(t_total, 1e-9):.0f} tok/s, batch {max_num_seqs})")
     return seqs
+
+
+def _device_generate(model: Any, part: Sequence[Sequence[int]], past: Sequence[bool], *, max_new_tokens: int,
+                     temperature: float, eos_ids: Sequence[int], seed: int) -> list[list[int]]:
+    """A device generator's responses to ``part``, in order: the prompts that stop at EOS in one
+    call, those that go on past it (``past``) in another, without EOS ids (one EOS set a batch)."""
+    got: list[list[int] | None] = [None] * len(part)
+    for beyond, eos in ((False, eos_ids), (True, ())):
+        rows = [i for i, p in enumerate(past) if p == beyond]
+        if rows:
+            out = model.generate_ids([part[i] for i in rows], max_new_tokens=max_new_tokens, temperature=temperature,
+                                     eos_token_ids=eos, seed=seed + (len(part) if beyond else 0))
+            for i, ids in zip(rows, out):
+                got[i] = ids
+    return got  # type: ignore[return-value]
 
 
 @torch.inference_mode()
@@ -156,7 +184,8 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
           heldout: Sequence[Sequence[int]], window: int, max_new_tokens: int, temperature: float, seed: int,
           dtype: torch.dtype = torch.float32, top_k: int = 8, chunk: int = 64, max_num_seqs: int = 32,
           feature_batch: int = 8, progress: bool = False, log: Callable[[str], None] = print,
-          generations: str | Path | None = None, device: str = "cpu", quantization: str | None = None) -> dict:
+          generations: str | Path | None = None, device: str = "cpu", quantization: str | None = None,
+          past_eos: float = 0.0) -> dict:
     """Generate, pack and capture into ``data_dir`` (skipped when its ``features.json`` exists);
     returns that file's contents. Too little text for one held-out and one training window is
     a CommandError saying what to change. ``generations``: a directory whose subdirectory per
@@ -168,7 +197,9 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
     answers, and its features and distributions are that target's
     (:func:`~specpath_engine.quantization.quantized_weights_`); ``features.json`` records it in
     its key (``key.quantization``), so such data neither merges with another target's nor
-    trains against the unquantised head."""
+    trains against the unquantised head. ``past_eos``: the share of prompts (each split's) whose
+    responses go on past EOS to ``max_new_tokens``, as a benchmark that ignores EOS makes the target
+    write (SmolLM2-135M-Instruct then invents a next user turn): a drafter measured so has seen it."""
     from specpath_engine.model import LlamaModel
     from specpath_engine.packed_linear import packing_enabled
     from specpath_train.target_text import generation_model, pack_windows, write_features
@@ -207,6 +238,8 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
             engine = [f"transformers-{device}-bf16"]
         if quantization is not None:
             engine.append(quantization)
+        if past_eos:
+            engine.append(f"past-eos-{past_eos:g}")
         key = json.dumps([target_digest(target_dir), [list(map(int, p)) for p in heldout], [list(map(int, p)) for p in train],
                           max_new_tokens, temperature, seed, chunk, str(dtype), *engine])
         gen_dir = Path(generations) / hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -216,7 +249,8 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
     for split, prompts, s in (("heldout", heldout, seed + 7), ("train", train, seed)):
         seqs[split] = generate_split(generator, prompts, gen_dir, split, max_new_tokens=max_new_tokens,
                                      temperature=temperature, eos_ids=eos_ids, seed=s, chunk=chunk,
-                                     max_num_seqs=max_num_seqs, max_model_len=max_model_len, progress=progress, log=log)
+                                     max_num_seqs=max_num_seqs, max_model_len=max_model_len, progress=progress, log=log,
+                                     past_eos=past_eos)
     held, rest = pack_windows(seqs["heldout"], window), pack_windows(seqs["train"], window)
     if held.shape[0] < 1 or rest.shape[0] < 1:
         tokens = {k: sum(len(s) for s in v) for k, v in seqs.items()}
@@ -234,7 +268,8 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
         return write_live(data, windows, {
             "key": {"target": target_digest(target_dir), "layers": list(layers)}, "heldout": int(held.shape[0]),
             "window": window, "seed": seed, "dtype": "bfloat16", "temperature": temperature,
-            "max_new_tokens": max_new_tokens, "sequences": {k: len(v) for k, v in seqs.items()}})
+            "max_new_tokens": max_new_tokens, "sequences": {k: len(v) for k, v in seqs.items()},
+            **({"past_eos": past_eos} if past_eos else {})})
     target = LlamaModel.from_pretrained(target_dir, dtype=dtype)
     key = {"target": target_digest(target_dir), "layers": list(layers)}
     if quantization is not None:
@@ -251,7 +286,8 @@ def build(target_dir: str | Path, data_dir: str | Path, layers: Sequence[int], *
         write_features(data / "features.safetensors", windows, parts)  # a part at a time, then renamed
         meta = {"key": key, "heldout": int(held.shape[0]), "window": window, "top_k": top_k, "seed": seed,
                 "dtype": str(dtype).removeprefix("torch."), "temperature": temperature,
-                "max_new_tokens": max_new_tokens, "sequences": {k: len(v) for k, v in seqs.items()}}
+                "max_new_tokens": max_new_tokens, "sequences": {k: len(v) for k, v in seqs.items()},
+                **({"past_eos": past_eos} if past_eos else {})}
         _write_json(meta_path, meta)
         for f in (*data.glob("feat-*.safetensors"), *data.glob("feat-*.lock")):
             f.unlink()

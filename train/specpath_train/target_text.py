@@ -310,8 +310,10 @@ def generation_model(target_path: str | Path, dtype: torch.dtype, quantization: 
 
 
 def generate(target: Any, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, temperatures: Sequence[float],
-             eos_token_ids: Sequence[int], seed: int, max_num_seqs: int = 32, max_model_len: int = 512) -> list[list[int]]:
-    """Prompt + continuation ids of every prompt (stopping at EOS, kept as the last token)."""
+             eos_token_ids: Sequence[int], seed: int, max_num_seqs: int = 32, max_model_len: int = 512,
+             past_eos: Sequence[bool] | None = None) -> list[list[int]]:
+    """Prompt + continuation ids of every prompt (stopping at EOS, kept as the last token; where
+    ``past_eos[i]``, prompt ``i``'s goes on past EOS to ``max_new_tokens``)."""
     from specpath_engine.llm_engine import LLMEngine
     from specpath_engine.request import SamplingParams
     from specpath_engine.scheduler import SchedulerSettings
@@ -320,7 +322,8 @@ def generate(target: Any, prompts: Sequence[Sequence[int]], *, max_new_tokens: i
                                                          max_model_len=max_model_len),
                        eos_token_ids=tuple(eos_token_ids), seed=seed)
     params = [SamplingParams(temperature=temperatures[i % len(temperatures)], seed=seed * 100003 + i,
-                             max_tokens=min(max_new_tokens, max_model_len - len(p) - 1)) for i, p in enumerate(prompts)]
+                             max_tokens=min(max_new_tokens, max_model_len - len(p) - 1),
+                             ignore_eos=bool(past_eos and past_eos[i])) for i, p in enumerate(prompts)]
     requests, _ = engine.generate([list(p) for p in prompts], params)
     out = []
     for r in requests:
