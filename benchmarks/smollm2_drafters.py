@@ -58,6 +58,9 @@ def prompts_for(target: str, num_code: int, num_chat: int, num_general: int, see
 QUANTIZATION: str | None = None
 """``--quantization``: the target's weights for every engine (None: as the dtype has them)."""
 
+IGNORE_EOS = False
+"""``--ignore-eos``: every response runs to ``--max-tokens``, past EOS (as fixed-length benchmarks do)."""
+
 
 def make_llm(target: str, spec: dict | None, *, dtype: str, threads: int):
     """An engine for ``spec``; a spec's ``"_draft_floors": false`` turns the drafter's
@@ -77,7 +80,7 @@ def run(target: str, spec: dict | None, prompts: list[list[int]], *, max_tokens:
     from specpath_engine.llm import SamplingParams
 
     llm = make_llm(target, spec, dtype=dtype, threads=threads)
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=IGNORE_EOS)
     outs, start = [], time.perf_counter()
     for p in prompts:  # batch 1: the serving case speculation is for
         outs.append(llm.generate([p], params)[0])
@@ -122,7 +125,7 @@ def speed(target: str, specs: list[tuple[str, dict | None]], prompts: list[list[
     from specpath_engine.llm import SamplingParams
 
     engines = [(name, make_llm(target, spec, dtype=dtype, threads=threads)) for name, spec in specs]
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=IGNORE_EOS)
     secs = {name: [0.0] * len(prompts) for name, _ in engines}
     toks = {name: [0] * len(prompts) for name, _ in engines}
     load_before = os.getloadavg()
@@ -151,7 +154,8 @@ def baseline_tokens(args: argparse.Namespace, prompts: list[list[int]], kinds: l
     exact run (target, prompts, max tokens, dtype), else decoded (and stored there)."""
     from pathlib import Path
 
-    key = {"target": args.target, "prompts": prompts, "max_tokens": args.max_tokens, "dtype": args.dtype}
+    key = {"target": args.target, "prompts": prompts, "max_tokens": args.max_tokens, "dtype": args.dtype,
+           **({"ignore_eos": True} if IGNORE_EOS else {})}
     cache = Path(args.baseline_cache) if args.baseline_cache else None
     if cache is not None and cache.is_file():
         stored = json.loads(cache.read_text())
@@ -186,9 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-tau", action="store_true", help="only the timing")
     p.add_argument("--baseline-cache", default=None, help="a JSON file keeping plain decoding's tokens between runs")
     p.add_argument("--quantization", default=None, help="the target's weights (e.g. int4) for every engine")
+    p.add_argument("--ignore-eos", action="store_true",
+                   help="every response runs to --max-tokens, past EOS (as fixed-length benchmarks measure)")
     args = p.parse_args(argv)
-    global QUANTIZATION
-    QUANTIZATION = args.quantization
+    global QUANTIZATION, IGNORE_EOS
+    QUANTIZATION, IGNORE_EOS = args.quantization, args.ignore_eos
     labelled = prompts_for(args.target, args.code, args.chat, args.general, args.seed, args.demo)
     kinds, prompts = [k for k, _ in labelled], [p for _, p in labelled]
     specs = [method_spec(item, args.k) for item in args.method]
