@@ -75,3 +75,29 @@ def test_bf16_steps_run_under_autocast_and_keep_float32_weights():
     assert metrics["steps"] > 0 and metrics["mse"] < before
     assert dtypes[0] is torch.bfloat16 and dtypes[-1] is torch.float32  # training steps in bf16, held-out in fp32
     assert model.weight.dtype is torch.float32
+
+
+def test_a_recipe_stopped_by_a_signal_says_so_in_one_line_not_a_traceback(capsys):
+    from specpath_train.trainer import TrainingInterrupted, run_recipe
+
+    def stopped() -> int:
+        raise TrainingInterrupted("stopped by SIGTERM at step 5; state saved in OUT/resume.pt")
+
+    assert run_recipe(stopped, "specpath_train.recipes.x") == 130
+    err = capsys.readouterr().err
+    assert err == ("specpath_train.recipes.x: stopped by SIGTERM at step 5; state saved in OUT/resume.pt; "
+                   "run the same command to continue\n")
+    assert run_recipe(lambda: 0, "specpath_train.recipes.x") == 0
+
+
+def test_every_recipe_module_runs_its_main_through_run_recipe():
+    import ast
+    from pathlib import Path
+
+    import specpath_train.recipes as recipes
+
+    for path in Path(recipes.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        mains = [n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test)]
+        for block in mains:  # a module with a __main__ block starts its recipe through run_recipe
+            assert "run_recipe(main" in ast.unparse(block), path.name

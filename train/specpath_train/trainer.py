@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import random
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -458,6 +459,17 @@ def _log_eval(loss_fn: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor
 
 class TrainingInterrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM stopped :func:`train_loop` between two steps (its state saved)."""
+
+
+def run_recipe(main: Callable[[], int], prog: str) -> int:
+    """A recipe module's ``python -m`` entry: ``main()``'s code, or where SIGINT/SIGTERM stopped
+    its training (state saved under ``--resume``) one line saying so on stderr and 130, not a
+    traceback (``specpath train`` says the same of its own runs)."""
+    try:
+        return main()
+    except TrainingInterrupted as exc:
+        print(f"{prog}: {exc}; run the same command to continue", file=sys.stderr)
+        return 130
 
 
 def _progress_bar(enabled: bool, max_steps: int | None, step: int, budget: float, spent: float):

@@ -501,4 +501,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from specpath_train.trainer import run_recipe
+
+    raise SystemExit(run_recipe(main, "specpath_train.recipes.draft_model"))

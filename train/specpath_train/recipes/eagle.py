@@ -85,4 +85,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from specpath_train.trainer import run_recipe
+
+    sys.exit(run_recipe(main, "specpath_train.recipes.eagle"))
