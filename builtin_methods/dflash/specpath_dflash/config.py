@@ -10,9 +10,11 @@ Attrs only: importing this module must not import torch.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import attrs
 
+from specpath.errors import SpeculativeConfigError
 from specpath.config.shipped import EMBEDDED_TARGET, SMOLLM2_135M, ShippedCheckpoint
 from specpath_drafting.block.config import BlockDrafterConfig, build_target_layer_ids, checkpoint_kind
 
@@ -36,7 +38,39 @@ class DFlashSpeculatorConfig(BlockDrafterConfig):
     supports_watermarking = True
     """Drafts come from the target's own head over its vocabulary, so a watermark can bias them."""
     shipped_checkpoints = (ShippedCheckpoint(EMBEDDED_TARGET, DFLASH_CHECKPOINT),
-                           ShippedCheckpoint(SMOLLM2_135M, DFLASH_SMOLLM2_CHECKPOINT, model_free="suffix"))
-    """SmolLM2-135M's drafter drafts with suffix decoding beside it: held-out τ at K=4 1.53 -> 1.86
-    (24 prompts, bf16; docs/benchmarks-history.md, 2026-12-05)."""
+                           ShippedCheckpoint(SMOLLM2_135M, DFLASH_SMOLLM2_CHECKPOINT, model_free="suffix",
+                                             tree=(4, 2)))
+    """SmolLM2-135M's drafter drafts with suffix decoding beside it (held-out τ at K=4 1.53 -> 1.86,
+    24 prompts, bf16; docs/benchmarks-history.md, 2026-12-05) and as a best-first tree of 4 nodes,
+    2 children a node (the issue's 12 held-out prompts, b1 greedy: τ 2.13 -> 2.31 on chat, 2.91 ->
+    3.00 on code completion, the same rows verified; docs/benchmarks-history.md, 2026-12-07)."""
     anchor_sampling_default = False
+    supported_options = BlockDrafterConfig.supported_options | {"draft_tree_topk"}
+    """``draft_tree_topk``: best-first trees from the one block pass (``specpath_dflash.speculator``)."""
+
+    @classmethod
+    def verify(cls, spec: Any) -> None:
+        super().verify(spec)
+        k = spec.draft_tree_topk
+        if k is not None and k > 1 and spec.draft_sample_method == "random":
+            raise SpeculativeConfigError(
+                f"draft_tree_topk={k} drafts the top-k candidates; draft_sample_method 'random' samples one chain",
+                field="speculative_config.draft_tree_topk")
+
+    def hash_factors(self) -> tuple[Any, ...]:
+        # a tree turns the verify pass's causal mask into a tree mask
+        return (*super().hash_factors(), ("draft_tree_topk", self.spec.draft_tree_topk))
+
+    def describe(self) -> dict[str, Any]:
+        from specpath.verification import TREE_VERIFY_METHODS
+
+        out = super().describe()
+        k, method = self.spec.draft_tree_topk, self.spec.rejection_sample_method
+        if k is not None and k > 1:
+            out["draft_shape"] = (
+                f"chain (top-1): draft_tree_topk={k} has no effect, {method} verification verifies chains"
+                if method not in TREE_VERIFY_METHODS else
+                f"tree: best-first, at most K nodes, each node's children the top-{k} tokens of the next block "
+                "position (one block pass), when the engine verifies trees (the reference engine does); "
+                "otherwise the top-1 chain")
+        return out

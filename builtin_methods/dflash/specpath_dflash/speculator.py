@@ -5,6 +5,11 @@ DFlash's K positions are independent: each draft is its position's argmax (or a 
 ``draft_sample_method = "random"``; a seeded request's race on its sampling noise), and the acceptance estimate adaptive verification reads is
 the position's top probability (it reads the position's distribution, never the token drafted
 there, so truncating on it stays lossless).
+
+With ``draft_tree_topk = c`` and an engine that verifies trees (``SpeculatorContext.verifies_trees``),
+each proposal also carries a best-first tree of at most K nodes whose children are the top-c
+tokens of the next block position (:mod:`specpath_drafting.block.trees`: the positions are
+independent, so the tree costs no extra pass); otherwise the option has no effect.
 """
 
 from __future__ import annotations
@@ -12,9 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import torch
 
+from specpath.speculator import DraftProposal, DraftTree
 from specpath_drafting import coupling
+from specpath_drafting.block import trees
 from specpath_engine.sample.greedy import greedy_ids
 from specpath_drafting.block.speculator import BlockSpeculator
 
@@ -23,6 +31,16 @@ class DFlashSpeculator(BlockSpeculator):
     """See the module docstring."""
 
     kind = "dflash"
+
+    def __init__(self, spec: Any, context: Any) -> None:
+        super().__init__(spec, context)
+        c = spec.draft_tree_topk
+        self.tree_c = int(c) if c is not None and c > 1 and getattr(context, "verifies_trees", False) \
+            and not self.random_drafts else None
+        """Children per tree node (``draft_tree_topk``) when the engine verifies trees and drafts are
+        not sampled, else None: chains."""
+        self._tree_inputs: tuple[torch.Tensor, torch.Tensor | None] | None = None
+        """This step's block logits ``[R, K, n]`` and their kept ids (None: the whole vocabulary)."""
 
     def choose(self, hidden: torch.Tensor, anchors: Sequence[int], temps: Sequence[float], gens: Sequence[Any],
                noise: Sequence[torch.Tensor | None]):
@@ -35,8 +53,10 @@ class DFlashSpeculator(BlockSpeculator):
             # other logit -inf: the same drafts), not over the whole vocabulary's scatter (SmolLM2:
             # 4,096 of 49,152)
             logits, ids = kept
+            self._tree_inputs = (logits, ids) if self.tree_c is not None else None
             return ids[greedy_ids(logits)], None, None
         logits = self.drafter.logits(hidden)  # [R, K, V]
+        self._tree_inputs = (logits, None) if self.tree_c is not None else None
         if greedy:
             tokens = greedy_ids(logits)  # argmax's ids at a third of its time
             conf = torch.softmax(logits, dim=-1).amax(-1) if self.adaptive else None
@@ -53,3 +73,16 @@ class DFlashSpeculator(BlockSpeculator):
             scale = torch.tensor(drafts_at, dtype=torch.float32, device=logits.device)
             conf = torch.softmax(logits.float() / scale[:, None, None], dim=-1).amax(-1)
         return tokens, probs, conf
+
+    def proposal(self, num_reqs: int, drafting: Sequence[int], counts: Sequence[int], tokens: torch.Tensor,
+                 probs: torch.Tensor | None, conf: torch.Tensor | None) -> DraftProposal:
+        """The chain proposal, plus (``draft_tree_topk``) each drafting request's tree of as many nodes."""
+        chain = super().proposal(num_reqs, drafting, counts, tokens, probs, conf)
+        if self._tree_inputs is None:
+            return chain
+        logits, ids = self._tree_inputs
+        self._tree_inputs = None
+        grown = trees.best_first_trees(logits, [0] * len(drafting), [int(n) for n in counts], self.tree_c, ids=ids)
+        flat, parents, path_probs, sizes = trees.flatten(num_reqs, drafting, grown)
+        return attrs.evolve(chain, tree=DraftTree(token_ids=flat, parents=parents, probs=path_probs,
+                                                  num_tree_tokens=sizes))

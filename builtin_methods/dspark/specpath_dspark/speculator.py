@@ -25,6 +25,7 @@ import torch
 
 from specpath_engine.modeling.dispatch import triton_or_reference
 from specpath_drafting.block.speculator import BlockSpeculator
+from specpath_drafting.block.trees import flatten
 from specpath_dspark.drafter import DSparkDrafter
 from specpath.speculator import DraftProposal, DraftTree
 from specpath_dspark.reference import markov_greedy, markov_race, markov_sample_reference, topk_floor
@@ -77,14 +78,14 @@ class DSparkSpeculator(BlockSpeculator):
         d = self.drafter
         raced = [i for i, n in enumerate(noise) if n is not None]
         random_rows = [self.random_drafts and t > 0 and noise[i] is None for i, t in enumerate(temps)]
-        if (not any(random_rows) and self.tree_c is None and self.sample is markov_sample_reference
+        if (not any(random_rows) and self.sample is markov_sample_reference
                 and (kept := d.kept_logits(hidden)) is not None):
             return self._choose_kept(hidden, anchors, temps, noise, *kept)
         logits = d.logits(hidden)  # [R, K, V] base logits U_k
         r, k, _ = logits.shape
         dev = logits.device
         floor = topk_floor(logits, self.topk)
-        self._tree_inputs = (logits, floor, list(anchors)) if self.tree_c is not None else None
+        self._tree_inputs = (logits, floor, list(anchors), None) if self.tree_c is not None else None
         anchors_t = torch.tensor(list(anchors), dtype=torch.int64, device=dev)
         conf_base = d.confidence_base(hidden)
         if len(raced) < r and not any(random_rows) and self.sample is markov_sample_reference:
@@ -129,6 +130,7 @@ class DSparkSpeculator(BlockSpeculator):
         w1, w2, cw = self._float_markov()
         w2 = self._kept_markov(w2, ids)
         floor = topk_floor(logits, self.topk) if self.topk else None
+        self._tree_inputs = (logits, floor, list(anchors), ids) if self.tree_c is not None else None
         anchors_t = torch.tensor(list(anchors), dtype=torch.int64, device=dev)
         conf_base = d.confidence_base(hidden)
         raced = [i for i, n in enumerate(noise) if n is not None]
@@ -153,18 +155,12 @@ class DSparkSpeculator(BlockSpeculator):
         chain = super().proposal(num_reqs, drafting, counts, tokens, probs, conf)
         if self._tree_inputs is None:
             return chain
-        logits, floor, anchors = self._tree_inputs
+        logits, floor, anchors, ids = self._tree_inputs
         self._tree_inputs = None
-        d = self.drafter
-        grown = best_first_trees(logits, floor, d.markov_w1, d.markov_w2, anchors, [int(n) for n in counts], self.tree_c)
-        sizes = [0] * num_reqs
-        flat_tokens: list[int] = []
-        flat_parents: list[int] = []
-        flat_probs: list[float] = []
-        for i, (t, p, q) in zip(drafting, grown):
-            sizes[i] = len(t)
-            flat_tokens += t
-            flat_parents += p
-            flat_probs += q
+        w1, w2, _ = self._float_markov()
+        if ids is not None:
+            w2 = self._kept_markov(w2, ids)
+        grown = best_first_trees(logits, floor, w1, w2, anchors, [int(n) for n in counts], self.tree_c, ids=ids)
+        flat_tokens, flat_parents, flat_probs, sizes = flatten(num_reqs, drafting, grown)
         tree = DraftTree(token_ids=flat_tokens, parents=flat_parents, probs=flat_probs, num_tree_tokens=sizes)
         return attrs.evolve(chain, tree=tree)

@@ -145,3 +145,45 @@ def test_shipped_drafter_with_trees_keeps_greedy_output():
         llm = LLM(None, {"method": "dspark", **extra}, num_threads=1)
         assert [o.token_ids for o in llm.generate(prompts, params)] == plain
         assert llm.metrics.num_accepted_tokens > 0
+
+
+def test_reduced_vocabulary_trees_are_the_whole_vocabularys(setup, tmp_path):
+    """The kept-ids path (a restricted head's logits, ``w2``'s kept columns) proposes the trees the
+    whole-vocabulary path does (forced by hiding ``kept_logits``), step by step."""
+    from specpath_drafting.testing import with_train_vocab
+
+    root, drafter, baseline = setup
+    restricted = with_train_vocab(drafter, tmp_path / "restricted", range(0, 64, 2))
+    spec = {"method": "dspark", "model": str(restricted), "num_speculative_tokens": 4, "xpress_topc": 2,
+            "draft_length_policy": "fixed"}
+    runs = []
+    for hide in (False, True):
+        llm = tiny_llm(root / "target", spec)
+        if hide:
+            llm.speculator.drafter.kept_logits = lambda hidden: None
+        proposed = []
+        original = llm.speculator.proposal
+
+        def spy(*args, original=original, proposed=proposed):
+            out = original(*args)
+            proposed.append(out.tree)
+            return out
+
+        llm.speculator.proposal = spy
+        assert [o.token_ids for o in llm.generate(TINY_PROMPTS, greedy())] == baseline
+        runs.append([(list(t.token_ids), list(t.parents)) for t in proposed if t is not None])
+    assert runs[0] and runs[0] == runs[1]
+
+
+def test_the_smollm2_drafter_drafts_its_shipped_tree(tmp_path):
+    from specpath.config.model import ModelConfig
+    from specpath.config.speculative import SpeculativeConfig
+    from specpath_drafting.testing import smollm2_config_dir
+
+    target = ModelConfig(model=str(smollm2_config_dir(tmp_path / "smollm2")))
+    shipped = SpeculativeConfig.from_dict({"method": "dspark"}, target_model_config=target)
+    assert (shipped.num_speculative_tokens, shipped.xpress_topc, shipped.draft_tree_topk) == (4, 2, None)
+    own = SpeculativeConfig.from_dict({"method": "dspark", "xpress_topc": 3}, target_model_config=target)
+    assert own.xpress_topc == 3
+    chain = SpeculativeConfig.from_dict({"method": "dspark", "xpress_topc": 1}, target_model_config=target)
+    assert chain.xpress_topc == 1  # c = 1: the chain, as asked

@@ -428,13 +428,14 @@ class Resolution:
 
     def step_configure(self) -> None:
         """The class hook's field updates, then a shipped drafter's tree (``shipped_tree``: where the
-        config sets neither K nor ``draft_tree_topk``)."""
+        config sets neither K nor the class's ``tree_option``)."""
         tree = self.config_class.shipped_tree(self.spec)
         self.apply_updates(self.config_class, "configure", call_hook(self.config_class, "configure", self.spec))
-        if tree is not None and supports_option(self.config_class, "draft_tree_topk"):
-            self.set(num_speculative_tokens=tree[0], draft_tree_topk=tree[1])
-            self.note("configure", f"the shipped drafter's tree: K={tree[0]} nodes, draft_tree_topk={tree[1]} "
-                                   "(set num_speculative_tokens or draft_tree_topk to choose another shape)")
+        option = self.config_class.tree_option
+        if tree is not None and supports_option(self.config_class, option):
+            self.set(num_speculative_tokens=tree[0], **{option: tree[1]})
+            self.note("configure", f"the shipped drafter's tree: K={tree[0]} nodes, {option}={tree[1]} "
+                                   f"(set num_speculative_tokens or {option} to choose another shape)")
 
     def step_specialize(self) -> None:
         """The checkpoint-declared class (which must agree with the requested method), else

@@ -48,8 +48,9 @@ class ShippedCheckpoint:
     ``model_free_drafter`` (``SpeculatorConfig.shipped_model_free``): set where it was measured
     to pay on this target."""
     tree: tuple[int, int] | None = None
-    """``(num_speculative_tokens, draft_tree_topk)``: the draft tree this drafter proposes where the
-    config sets neither, its verification verifies trees and the target is not quantised
+    """``(num_speculative_tokens, tree width)``: the draft tree this drafter proposes (the width set
+    as the class's ``tree_option``: ``draft_tree_topk``, DSpark's ``xpress_topc``) where the
+    config sets neither and its verification verifies trees
     (``SpeculatorConfig.shipped_tree``): set where the tree was measured to pay over the chain on
     this target."""
 

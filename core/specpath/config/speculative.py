@@ -354,8 +354,9 @@ class SpeculativeConfig:
     )
     draft_tree_topk: int | None = _field(
         group="special",
-        doc="eagle, eagle3, mtp: propose a dynamic token tree (EAGLE-2): each drafting pass runs the "
-            "best k nodes so far and scores their top-k children; the best K of all candidates are verified, "
+        doc="eagle, eagle3, mtp, dflash: propose a dynamic token tree (EAGLE-2): each drafting pass runs the "
+            "best k nodes so far and scores their top-k children; the best K of all candidates are verified "
+            "(dflash: best-first, each node's children the top-k tokens of the next block position), "
             "when the engine verifies trees (the reference engine does in standard verification); "
             "otherwise, or with k = 1, the top-1 chain.",
         check=_AT_LEAST_1, method_specific=True

@@ -160,6 +160,9 @@ class SpeculatorConfig:
     shipped_drafter_k: ClassVar[int | None] = None
     """The K a shipped drafter was tuned at: its K when neither the config nor the checkpoint
     gives one (None: the user picks K). The demo is the plugin's ``specpath_demo`` hook."""
+    tree_option: ClassVar[str] = "draft_tree_topk"
+    """The option that sets this method's draft tree width (children per node): what a shipped
+    checkpoint's :attr:`ShippedCheckpoint.tree` sets, and what turns it off when given."""
     shipped_drafter_quantization: ClassVar[str | None] = None
     """The weight-only quantization (``"int8"``) a shipped drafter runs with when the config
     gives no ``quantization``, where the engine multiplies it on a native kernel (else as
@@ -320,8 +323,8 @@ class SpeculatorConfig:
 
     @classmethod
     def shipped_tree(cls, spec: SpeculativeConfig) -> tuple[int, int] | None:
-        """``(num_speculative_tokens, draft_tree_topk)`` of the shipped checkpoint ``spec`` runs
-        (:attr:`ShippedCheckpoint.tree`) where ``spec`` sets neither, drafts chains one draft at a
+        """``(num_speculative_tokens, tree width)`` of the shipped checkpoint ``spec`` runs
+        (:attr:`ShippedCheckpoint.tree`; the width goes to :attr:`tree_option`) where ``spec`` sets neither, drafts chains one draft at a
         time (no ``parallel_drafting``, no sampled drafts) and its verification verifies trees;
         else None. Over a quantised target too: there a verified row costs far more, but an engine
         that verifies only the nodes worth their rows (``DraftRequest.min_draft_probability``)
@@ -330,7 +333,7 @@ class SpeculatorConfig:
         read 1.23x, and 1.06 / 1.15x against the chain's 1.15 / 1.23x on code and code chat)."""
         from specpath.verification import TREE_VERIFY_METHODS
 
-        if spec.num_speculative_tokens is not None or spec.draft_tree_topk is not None or spec.parallel_drafting \
+        if spec.num_speculative_tokens is not None or getattr(spec, cls.tree_option) is not None or spec.parallel_drafting \
                 or spec.draft_sample_method == "random" or spec.rejection_sample_method not in TREE_VERIFY_METHODS:
             return None
         return cls.shipped_row_tree(spec)
