@@ -74,3 +74,19 @@ def test_over_a_quantised_target_the_tree_stays(head):
     target = ModelConfig(model=head, quantization="int4")
     spec = SpeculativeConfig.from_dict({"method": "eagle3", "model": head}, target_model_config=target)
     assert (spec.num_speculative_tokens, spec.draft_tree_topk) == (6, 2)
+
+
+def test_the_tree_width_goes_to_the_class_tree_option(head, monkeypatch):
+    """A class whose tree width is another option (DSpark's ``xpress_topc``) gets the row's width
+    there, and a config that sets that option keeps its own shape."""
+    from specpath.lookup import builtin_config_class
+
+    cls = builtin_config_class("eagle3").config_class
+    monkeypatch.setattr(cls, "tree_option", "xpress_topc")
+    monkeypatch.setattr(cls, "supported_options", cls.supported_options | {"xpress_topc"})
+    spec = _resolve(head)
+    assert (spec.num_speculative_tokens, spec.xpress_topc, spec.draft_tree_topk) == (6, 2, None)
+    assert ("configure", "the shipped drafter's tree: K=6 nodes, xpress_topc=2 (set num_speculative_tokens or "
+                         "xpress_topc to choose another shape)") in spec.resolution_trace
+    own = _resolve(head, xpress_topc=3)
+    assert (own.num_speculative_tokens, own.xpress_topc) == (4, 3)
