@@ -42,8 +42,9 @@ class DFlashSpeculatorConfig(BlockDrafterConfig):
                                              tree=(4, 2)))
     """SmolLM2-135M's drafter drafts with suffix decoding beside it (held-out τ at K=4 1.53 -> 1.86,
     24 prompts, bf16; docs/benchmarks-history.md, 2026-12-05) and as a best-first tree of 4 nodes,
-    2 children a node (the issue's 12 held-out prompts, b1 greedy: τ 2.13 -> 2.31 on chat, 2.91 ->
-    3.00 on code completion, the same rows verified; docs/benchmarks-history.md, 2026-12-07)."""
+    2 children a node (the issue's 12 held-out prompts as shipped, b1 greedy, quiet, side by side:
+    τ 2.27 -> 2.39 and 1.63x -> 1.70x plain decoding on chat, 2.96 -> 3.02 and 2.04x -> 2.08x on
+    code completion, the same rows verified; docs/benchmarks-history.md, 2026-12-07)."""
     anchor_sampling_default = False
     supported_options = BlockDrafterConfig.supported_options | {"draft_tree_topk"}
     """``draft_tree_topk``: best-first trees from the one block pass (``specpath_dflash.speculator``)."""

@@ -175,15 +175,23 @@ def test_reduced_vocabulary_trees_are_the_whole_vocabularys(setup, tmp_path):
     assert runs[0] and runs[0] == runs[1]
 
 
-def test_the_smollm2_drafter_drafts_its_shipped_tree(tmp_path):
+def test_a_shipped_tree_would_set_xpress_topc(tmp_path, monkeypatch):
+    """DSpark's tree width is ``xpress_topc`` (``tree_option``): a shipped row's tree sets it (the
+    SmolLM2 drafter ships its chain: the tree did not pay there), a config's own value wins."""
     from specpath.config.model import ModelConfig
+    from specpath.config.shipped import ShippedCheckpoint
     from specpath.config.speculative import SpeculativeConfig
     from specpath_drafting.testing import smollm2_config_dir
+    from specpath_dspark.config import DSPARK_SMOLLM2_CHECKPOINT, DSparkSpeculatorConfig
 
     target = ModelConfig(model=str(smollm2_config_dir(tmp_path / "smollm2")))
     shipped = SpeculativeConfig.from_dict({"method": "dspark"}, target_model_config=target)
-    assert (shipped.num_speculative_tokens, shipped.xpress_topc, shipped.draft_tree_topk) == (4, 2, None)
+    assert (shipped.num_speculative_tokens, shipped.xpress_topc) == (4, None)
+    rows = tuple(ShippedCheckpoint(r.target, r.path, variant=r.variant, model_free=r.model_free,
+                                   tree=(4, 2) if r.path == DSPARK_SMOLLM2_CHECKPOINT else None)
+                 for r in DSparkSpeculatorConfig.shipped_checkpoints)
+    monkeypatch.setattr(DSparkSpeculatorConfig, "shipped_checkpoints", rows)
+    tree = SpeculativeConfig.from_dict({"method": "dspark"}, target_model_config=target)
+    assert (tree.num_speculative_tokens, tree.xpress_topc, tree.draft_tree_topk) == (4, 2, None)
     own = SpeculativeConfig.from_dict({"method": "dspark", "xpress_topc": 3}, target_model_config=target)
-    assert own.xpress_topc == 3
-    chain = SpeculativeConfig.from_dict({"method": "dspark", "xpress_topc": 1}, target_model_config=target)
-    assert chain.xpress_topc == 1  # c = 1: the chain, as asked
+    assert (own.num_speculative_tokens, own.xpress_topc) == (4, 3)
