@@ -14,9 +14,9 @@ from typing import Any
 
 import attrs
 
-from specpath.errors import SpeculativeConfigError
 from specpath.config.shipped import EMBEDDED_TARGET, SMOLLM2_135M, ShippedCheckpoint
 from specpath_drafting.block.config import BlockDrafterConfig, build_target_layer_ids, checkpoint_kind
+from specpath_drafting.config import check_tree_sampling
 
 __all__ = ["DFLASH_CHECKPOINT", "DFLASH_SMOLLM2_CHECKPOINT", "DFlashSpeculatorConfig", "build_target_layer_ids",
            "checkpoint_kind"]
@@ -52,11 +52,7 @@ class DFlashSpeculatorConfig(BlockDrafterConfig):
     @classmethod
     def verify(cls, spec: Any) -> None:
         super().verify(spec)
-        k = spec.draft_tree_topk
-        if k is not None and k > 1 and spec.draft_sample_method == "random":
-            raise SpeculativeConfigError(
-                f"draft_tree_topk={k} drafts the top-k candidates; draft_sample_method 'random' samples one chain",
-                field="speculative_config.draft_tree_topk")
+        check_tree_sampling(spec)
 
     def hash_factors(self) -> tuple[Any, ...]:
         # a tree turns the verify pass's causal mask into a tree mask

@@ -24,6 +24,16 @@ SUPPORTED_HEAD_QUANTIZATIONS = ("fp8", "nvfp4")
 """``draft_lm_head_quantization`` values the heads implement (weight-only, per-row scales)."""
 
 
+def check_tree_sampling(spec: Any) -> None:
+    """A ``draft_tree_topk`` tree drafts the top-k candidates: refused with sampled drafts
+    (``draft_sample_method`` ``'random'`` samples one chain). Hidden-state and DFlash drafters alike."""
+    k = spec.draft_tree_topk
+    if k is not None and k > 1 and spec.draft_sample_method == "random":
+        raise SpeculativeConfigError(
+            f"draft_tree_topk={k} drafts the top-k candidates; draft_sample_method 'random' samples one chain",
+            field="speculative_config.draft_tree_topk")
+
+
 @attrs.frozen(kw_only=True)
 class HiddenStateDrafterConfig(DraftModelSpeculatorConfig):
     """Shifted-input hidden-state drafters (see the module docstring). ``verify`` applies the
@@ -56,10 +66,7 @@ class HiddenStateDrafterConfig(DraftModelSpeculatorConfig):
             raise SpeculativeConfigError(
                 f"draft_tree_topk={k} needs chain drafting; parallel_drafting drafts all K tokens in one pass",
                 field="speculative_config.draft_tree_topk")
-        if k is not None and k > 1 and spec.draft_sample_method == "random":
-            raise SpeculativeConfigError(
-                f"draft_tree_topk={k} drafts the top-k candidates; draft_sample_method 'random' samples one chain",
-                field="speculative_config.draft_tree_topk")
+        check_tree_sampling(spec)
 
     def hash_factors(self) -> tuple[Any, ...]:
         # a tree turns the verify pass's causal mask into a tree mask
