@@ -16,7 +16,7 @@ import attrs
 
 from specpath.config.shipped import EMBEDDED_TARGET, SMOLLM2_135M, ShippedCheckpoint
 from specpath_drafting.block.config import BlockDrafterConfig, build_target_layer_ids, checkpoint_kind
-from specpath_drafting.config import check_tree_sampling
+from specpath_drafting.config import check_tree_sampling, tree_shape
 
 __all__ = ["DFLASH_CHECKPOINT", "DFLASH_SMOLLM2_CHECKPOINT", "DFlashSpeculatorConfig", "build_target_layer_ids",
            "checkpoint_kind"]
@@ -59,15 +59,11 @@ class DFlashSpeculatorConfig(BlockDrafterConfig):
         return (*super().hash_factors(), ("draft_tree_topk", self.spec.draft_tree_topk))
 
     def describe(self) -> dict[str, Any]:
-        from specpath.verification import TREE_VERIFY_METHODS
-
         out = super().describe()
-        k, method = self.spec.draft_tree_topk, self.spec.rejection_sample_method
+        k = self.spec.draft_tree_topk
         if k is not None and k > 1:
-            out["draft_shape"] = (
-                f"chain (top-1): draft_tree_topk={k} has no effect, {method} verification verifies chains"
-                if method not in TREE_VERIFY_METHODS else
-                f"tree: best-first, at most K nodes, each node's children the top-{k} tokens of the next block "
-                "position (one block pass), when the engine verifies trees (the reference engine does); "
+            out["draft_shape"] = tree_shape(
+                self.spec, f"tree: best-first, at most K nodes, each node's children the top-{k} tokens of the next "
+                "block position (one block pass), when the engine verifies trees (the reference engine does); "
                 "otherwise the top-1 chain")
         return out

@@ -24,6 +24,17 @@ SUPPORTED_HEAD_QUANTIZATIONS = ("fp8", "nvfp4")
 """``draft_lm_head_quantization`` values the heads implement (weight-only, per-row scales)."""
 
 
+def tree_shape(spec: Any, tree: str) -> str:
+    """``describe()``'s ``draft_shape`` for a ``draft_tree_topk`` tree: ``tree`` where the
+    verification verifies trees, else that the option has no effect."""
+    from specpath.verification import TREE_VERIFY_METHODS
+
+    method = spec.rejection_sample_method
+    if method in TREE_VERIFY_METHODS:
+        return tree
+    return f"chain (top-1): draft_tree_topk={spec.draft_tree_topk} has no effect, {method} verification verifies chains"
+
+
 def check_tree_sampling(spec: Any) -> None:
     """A ``draft_tree_topk`` tree drafts the top-k candidates: refused with sampled drafts
     (``draft_sample_method`` ``'random'`` samples one chain). Hidden-state and DFlash drafters alike."""
@@ -73,17 +84,13 @@ class HiddenStateDrafterConfig(DraftModelSpeculatorConfig):
         return (*super().hash_factors(), ("draft_tree_topk", self.spec.draft_tree_topk))
 
     def describe(self) -> dict[str, Any]:
-        from specpath.verification import TREE_VERIFY_METHODS
-
         out = super().describe()
-        k, method = self.spec.draft_tree_topk, self.spec.rejection_sample_method
+        k = self.spec.draft_tree_topk
         if k is not None and k > 1:
-            out["draft_shape"] = (
-                f"chain (top-1): draft_tree_topk={k} has no effect, {method} verification verifies chains"
-                if method not in TREE_VERIFY_METHODS else
-                f"tree: {k} nodes run per drafting pass, each scoring its top-{k} children; the best K candidates, "
-                "when the engine verifies trees (the reference engine does); otherwise the top-1 chain; a sampled "
-                "request's tree ranks the head's logits plus its sampling noise (its race)")
+            out["draft_shape"] = tree_shape(
+                self.spec, f"tree: {k} nodes run per drafting pass, each scoring its top-{k} children; the best K "
+                "candidates, when the engine verifies trees (the reference engine does); otherwise the top-1 chain; "
+                "a sampled request's tree ranks the head's logits plus its sampling noise (its race)")
         return out
 
 
